@@ -1,0 +1,234 @@
+/**
+ * The composition root: wires storage, accounts and the HTTP routes from a Config. It never listens;
+ * `main.ts` does, and tests build their own app with their own config.
+ */
+import { randomUUID } from "node:crypto";
+import rateLimit from "@fastify/rate-limit";
+import swagger from "@fastify/swagger";
+import swaggerUi from "@fastify/swagger-ui";
+import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastify";
+import { type Clock, systemClock } from "./clock.ts";
+import type { Config } from "./config.ts";
+import { hashApiKey, SecretBox } from "./crypto/secret-box.ts";
+import { Accounts } from "./domain/accounts.ts";
+import { AppError } from "./errors.ts";
+import { filterFields } from "./http/conventions.ts";
+import { registerErrorHandling, sendError } from "./http/plugins/errors.ts";
+import { RouteIndex } from "./http/plugins/route-index.ts";
+import { adminRoutes } from "./http/routes/admin.ts";
+import { healthRoutes } from "./http/routes/health.ts";
+import { subscriptionRoutes } from "./http/routes/subscriptions.ts";
+import { userRoutes } from "./http/routes/users.ts";
+import { webhookRoutes } from "./http/routes/webhooks.ts";
+import type { Services } from "./services.ts";
+import type { Storage } from "./storage/port.ts";
+import { openSqliteStorage } from "./storage/sqlite/driver.ts";
+
+export interface BuildOptions {
+  clock?: Clock;
+  /** Pino options or false; tests pass `false` or a level. */
+  logger?: FastifyServerOptions["logger"];
+  /** A store opened by the caller (contract tests, the CLI); default: opened from config. */
+  store?: Storage;
+}
+
+export interface BuiltApp {
+  app: FastifyInstance;
+  services: Services;
+  /** The admin key when this start created it (first start on an empty store), to print once. */
+  bootstrap: { username: string; apiKey: string } | undefined;
+}
+
+export async function openStorage(config: Config): Promise<Storage> {
+  if (config.databaseUrl) {
+    throw new Error("DATABASE_URL (PostgreSQL) is not supported by this build yet; unset it to use SQLite");
+  }
+  return openSqliteStorage({ dataDir: config.dataDir });
+}
+
+export async function buildApp(config: Config, options: BuildOptions = {}): Promise<BuiltApp> {
+  const clock = options.clock ?? systemClock;
+  const store = options.store ?? (await openStorage(config));
+  const secrets = SecretBox.fromEnvOrFile(process.env.FOUNT_ENCRYPTION_KEY, config.dataDir);
+  const accounts = new Accounts(store, clock);
+  const created = await accounts.bootstrap(config.bootstrapApiKey);
+
+  const app = Fastify({
+    logger: options.logger ?? { level: config.logLevel },
+    bodyLimit: config.bodyLimitBytes,
+    routerOptions: { ignoreTrailingSlash: true, ignoreDuplicateSlashes: true, maxParamLength: 200 },
+    genReqId: (req) => {
+      const given = req.headers["x-request-id"];
+      return typeof given === "string" && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID();
+    },
+    ajv: {
+      customOptions: { removeAdditional: false, coerceTypes: "array", useDefaults: true, allErrors: false },
+    },
+    return503OnClosing: false,
+    forceCloseConnections: "idle",
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  const services: Services = { config, clock, store, secrets, accounts, logger: app.log };
+  app.decorate("fount", services);
+  app.decorateRequest("principal", null);
+  registerErrorHandling(app);
+  registerJsonBodies(app);
+
+  const routeIndex = new RouteIndex();
+  routeIndex.attach(app);
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split("?")[0] ?? "/";
+    const allowed = routeIndex.allowed(path);
+    if (allowed.length > 0) {
+      reply.header("allow", allowed.join(", "));
+      return sendError(
+        reply,
+        new AppError("method_not_allowed", `${request.method} is not allowed on ${path}`),
+      );
+    }
+    return sendError(reply, new AppError("not_found", `No route ${request.method} ${path}`));
+  });
+
+  let closing = false;
+  app.addHook("onClose", async () => {
+    closing = true;
+  });
+  app.addHook("onRequest", async (request, reply) => {
+    reply.header("x-request-id", request.id);
+    if (closing) throw new AppError("shutting_down");
+    // Unmatched requests go to the 404/405 handler without asking for a key.
+    if (request.routeOptions.url === undefined || request.routeOptions.config.public) return;
+    const header = request.headers.authorization;
+    const match = typeof header === "string" ? /^Bearer\s+(\S{1,512})\s*$/i.exec(header) : null;
+    if (!match) throw new AppError("unauthorized", "Send the API key as Authorization: Bearer <key>");
+    const found = await accounts.authenticate(match[1]!);
+    if (!found) throw new AppError("unauthorized", "Unknown or revoked API key");
+    request.principal = found;
+  });
+
+  // include/exclude apply to every JSON response that has `data`.
+  app.addHook("preSerialization", async (request, _reply, payload) => {
+    const p = (request.method === "POST" || request.method === "PUT" ? request.body : request.query) as
+      | { include?: unknown; exclude?: unknown }
+      | undefined;
+    const include = typeof p?.include === "string" ? p.include : undefined;
+    const exclude = typeof p?.exclude === "string" ? p.exclude : undefined;
+    return filterFields(payload, include, exclude);
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: "3.1.0",
+      info: {
+        title: "Fount event source API",
+        version: "1",
+        description:
+          "Pipedream-compatible REST API for components, sources, events, subscriptions and webhooks.",
+      },
+      servers: [{ url: config.publicUrl }],
+      components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } } },
+      security: [{ bearer: [] }],
+    },
+  });
+  // swagger-ui's own routes are public.
+  app.addHook("onRoute", (route) => {
+    if (route.url.startsWith("/docs")) route.config = { ...(route.config ?? {}), public: true };
+  });
+  await app.register(swaggerUi, { routePrefix: "/docs", uiConfig: { docExpansion: "list" } });
+  app.get("/openapi.json", { schema: { hide: true }, config: { public: true } }, async () => app.swagger());
+
+  await app.register(healthRoutes);
+  await app.register(
+    async (v1) => {
+      if (config.rateLimit > 0) {
+        await v1.register(rateLimit, {
+          max: config.rateLimit,
+          timeWindow: 60_000,
+          // Per API key (hashed, so the limiter's memory never holds secrets); per address without one.
+          keyGenerator: (request) => {
+            const auth = request.headers.authorization;
+            return typeof auth === "string" ? `k:${hashApiKey(auth)}` : `ip:${request.ip}`;
+          },
+          errorResponseBuilder: (_request, context) => {
+            const err = new AppError(
+              "rate_limited",
+              `Rate limit of ${context.max} requests per minute exceeded`,
+              {
+                headers: { "retry-after": String(Math.ceil(context.ttl / 1000)) },
+              },
+            );
+            return Object.assign(new Error(err.message), { statusCode: 429, appError: err });
+          },
+        });
+      }
+      await v1.register(userRoutes);
+      await v1.register(adminRoutes);
+      await v1.register(webhookRoutes);
+      await v1.register(subscriptionRoutes);
+    },
+    { prefix: "/v1" },
+  );
+
+  app.addHook("onClose", async () => {
+    await store.close();
+  });
+
+  return {
+    app,
+    services,
+    bootstrap: created ? { username: created.user.username, apiKey: created.secret } : undefined,
+  };
+}
+
+/**
+ * JSON bodies: an empty body counts as none (Pipedream's own examples POST query parameters with a JSON
+ * content type and no body), `__proto__` keys are dropped, and for POST/PUT the query parameters are
+ * merged under the body (the body wins), converted to the body schema's types.
+ */
+function registerJsonBodies(app: FastifyInstance): void {
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (_request, body, done) => {
+    const text = (body as string).trim();
+    if (text === "") return done(null, undefined);
+    try {
+      done(
+        null,
+        JSON.parse(text, (key, value) => (key === "__proto__" ? undefined : value)),
+      );
+    } catch (err) {
+      done(
+        new AppError("invalid_json", `The request body is not valid JSON: ${(err as Error).message}`),
+        undefined,
+      );
+    }
+  });
+  app.addHook("preValidation", async (request) => {
+    if (request.method !== "POST" && request.method !== "PUT") return;
+    if (
+      request.body !== undefined &&
+      (typeof request.body !== "object" || request.body === null || Array.isArray(request.body))
+    ) {
+      throw new AppError("invalid_parameter", "The request body must be a JSON object", {
+        details: { field: "body" },
+      });
+    }
+    const query = (request.query ?? {}) as Record<string, unknown>;
+    const bodySchema = request.routeOptions.schema?.body as
+      | { properties?: Record<string, { type?: unknown }> }
+      | undefined;
+    const merged: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(query))
+      merged[key] = coerceQueryValue(value, bodySchema?.properties?.[key]);
+    request.body = { ...merged, ...((request.body as Record<string, unknown> | undefined) ?? {}) };
+  });
+}
+
+/** Query strings carry text; a body schema may want a boolean or an integer there. */
+function coerceQueryValue(value: unknown, schema: { type?: unknown } | undefined): unknown {
+  if (typeof value !== "string" || !schema) return value;
+  const types = Array.isArray(schema.type) ? schema.type : [schema.type];
+  if (types.includes("boolean") && (value === "true" || value === "false")) return value === "true";
+  if (types.includes("integer") && /^-?\d{1,15}$/.test(value)) return Number(value);
+  return value;
+}

@@ -1,0 +1,77 @@
+import path from "node:path";
+
+/** Everything Fount reads from its environment, parsed once. */
+export interface Config {
+  host: string;
+  port: number;
+  /** Base for generated URLs (source endpoints); never ends with a slash. */
+  publicUrl: string;
+  dataDir: string;
+  /** `postgres://…` selects the PostgreSQL store; undefined means embedded SQLite in dataDir. */
+  databaseUrl: string | undefined;
+  bootstrapApiKey: string | undefined;
+  /** Requests per minute per API key; 0 turns the limit off. */
+  rateLimit: number;
+  webhookAllowPrivate: boolean;
+  logLevel: string;
+  /** Per-invocation wall-clock limit for component code. */
+  invocationTimeoutMs: number;
+  /** Memory cap of each executor process. */
+  executorMemoryMb: number;
+  /** Largest event a source may emit (JSON bytes). */
+  maxEventBytes: number;
+  /** Largest API request body. */
+  bodyLimitBytes: number;
+  /** Daily quotas of free accounts. */
+  freeDailyInvocations: number;
+  freeDailyComputeMs: number;
+}
+
+export class ConfigError extends Error {}
+
+function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min)
+    throw new ConfigError(`${name} must be an integer ≥ ${min}, got "${raw}"`);
+  return value;
+}
+
+function bool(env: NodeJS.ProcessEnv, name: string): boolean {
+  const raw = (env[name] ?? "").toLowerCase();
+  return raw === "1" || raw === "true" || raw === "yes";
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
+  const host = env.HOST || "127.0.0.1";
+  const port = int(env, "PORT", 8787);
+  const publicUrl = (env.PUBLIC_URL || `http://${host.includes(":") ? `[${host}]` : host}:${port}`).replace(
+    /\/+$/,
+    "",
+  );
+  const databaseUrl = env.DATABASE_URL || undefined;
+  if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    throw new ConfigError(
+      "DATABASE_URL must start with postgres:// (leave it unset for the embedded SQLite store)",
+    );
+  }
+  return {
+    host,
+    port,
+    publicUrl,
+    dataDir: path.resolve(env.FOUNT_DATA_DIR || ".fount"),
+    databaseUrl,
+    bootstrapApiKey: env.FOUNT_BOOTSTRAP_API_KEY || undefined,
+    rateLimit: int(env, "FOUNT_RATE_LIMIT", 6000),
+    webhookAllowPrivate: bool(env, "FOUNT_WEBHOOK_ALLOW_PRIVATE"),
+    logLevel: env.LOG_LEVEL || "info",
+    invocationTimeoutMs: int(env, "FOUNT_INVOCATION_TIMEOUT_MS", 30_000, 100),
+    executorMemoryMb: int(env, "FOUNT_EXECUTOR_MEMORY_MB", 256, 32),
+    maxEventBytes: int(env, "FOUNT_MAX_EVENT_BYTES", 1024 * 1024, 1024),
+    bodyLimitBytes: 1024 * 1024,
+    freeDailyInvocations: int(env, "FOUNT_FREE_DAILY_INVOCATIONS", 10_000),
+    freeDailyComputeMs: int(env, "FOUNT_FREE_DAILY_COMPUTE_MS", 30 * 60 * 1000),
+    ...overrides,
+  };
+}

@@ -1,0 +1,59 @@
+import { createCipheriv, createDecipheriv, createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
+
+/**
+ * Seals secrets at rest (webhook signing secrets, app credentials) with AES-256-GCM. The key comes from
+ * `FOUNT_ENCRYPTION_KEY` (base64, 32 bytes) or `<dataDir>/secret.key`, created 0600 on first start.
+ */
+export class SecretBox {
+  readonly #key: Buffer;
+
+  constructor(key: Buffer) {
+    if (key.length !== 32) throw new Error("The encryption key must be 32 bytes");
+    this.#key = key;
+  }
+
+  static fromEnvOrFile(envValue: string | undefined, dataDir: string): SecretBox {
+    if (envValue) return new SecretBox(Buffer.from(envValue, "base64"));
+    const file = path.join(dataDir, "secret.key");
+    if (!existsSync(file))
+      writeFileSync(file, randomBytes(32).toString("base64"), { mode: 0o600, flag: "wx" });
+    return new SecretBox(Buffer.from(readFileSync(file, "utf8").trim(), "base64"));
+  }
+
+  /** `v1.<iv>.<tag>.<ciphertext>`, all base64url. */
+  seal(plain: string): string {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv("aes-256-gcm", this.#key, iv);
+    const data = Buffer.concat([cipher.update(plain, "utf8"), cipher.final()]);
+    return ["v1", iv, cipher.getAuthTag(), data]
+      .map((p) => (typeof p === "string" ? p : p.toString("base64url")))
+      .join(".");
+  }
+
+  open(sealed: string): string {
+    const [version, iv, tag, data] = sealed.split(".");
+    if (version !== "v1" || !iv || !tag || data === undefined) throw new Error("Not a sealed secret");
+    const decipher = createDecipheriv("aes-256-gcm", this.#key, Buffer.from(iv, "base64url"));
+    decipher.setAuthTag(Buffer.from(tag, "base64url"));
+    return Buffer.concat([decipher.update(Buffer.from(data, "base64url")), decipher.final()]).toString(
+      "utf8",
+    );
+  }
+}
+
+/** API keys are stored as SHA-256: they are long random strings, so a slow hash adds nothing. */
+export function hashApiKey(secret: string): string {
+  return createHash("sha256").update(secret).digest("hex");
+}
+
+export function sha256Hex(data: string | Buffer): string {
+  return createHash("sha256").update(data).digest("hex");
+}
+
+export function constantTimeEqual(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}

@@ -1,0 +1,22 @@
+/** Event stream (channel) names: `""` is the default channel, and `default` names it too. */
+import { invalidParameter } from "../errors.ts";
+
+export const channelPattern = "^(|\\$errors|\\$logs|[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63})$";
+
+/** Normalises a channel name as given by a client: `default` → `""`; anything malformed is a 400. */
+export function normalizeChannel(name: string | undefined, field = "event_name"): string {
+  if (name === undefined || name === "" || name === "default") return "";
+  if (!new RegExp(channelPattern).test(name) && name !== "$errors" && name !== "$logs") {
+    throw invalidParameter(
+      field,
+      `${field} must be empty, default, $errors, $logs or a channel name of letters, digits, _ . : -`,
+    );
+  }
+  return name;
+}
+
+/** Whether an emitter ID (or glob) matches a concrete emitter ID: `dc_*` all sources, `p_*` all workflows. */
+export function emitterMatches(pattern: string, emitterId: string): boolean {
+  if (pattern.endsWith("_*")) return emitterId.startsWith(pattern.slice(0, -1));
+  return pattern === emitterId;
+}

@@ -1,0 +1,92 @@
+/**
+ * The one error catalogue: every error Fount answers with has a stable `code`, an HTTP status and a
+ * default message. `docs/errors.md` lists the same table; test/errors.test.ts keeps the two in step.
+ */
+export const errorCatalogue = {
+  invalid_parameter: { status: 400, message: "A parameter is missing or invalid" },
+  invalid_json: { status: 400, message: "The request body is not valid JSON" },
+  invalid_cursor: { status: 400, message: "The pagination cursor is not valid" },
+  unauthorized: { status: 401, message: "Missing or unknown API key" },
+  forbidden: { status: 403, message: "This API key lacks the role for this operation" },
+  not_found: { status: 404, message: "No such resource" },
+  method_not_allowed: { status: 405, message: "Method not allowed on this path" },
+  conflict: { status: 409, message: "The resource conflicts with an existing one" },
+  payload_too_large: { status: 413, message: "The request body is too large" },
+  unsupported_media_type: { status: 415, message: "The request body must be application/json" },
+  component_invalid: { status: 422, message: "The component code does not load or validate" },
+  package_install_failed: {
+    status: 422,
+    message: "A package imported by the component could not be installed",
+  },
+  props_invalid: { status: 422, message: "The configured props do not match the component" },
+  not_deployable: { status: 422, message: "This component cannot be deployed as a source" },
+  rate_limited: { status: 429, message: "Too many requests" },
+  quota_exceeded: { status: 429, message: "The daily quota of this account is used up" },
+  internal: { status: 500, message: "Internal server error" },
+  component_error: { status: 500, message: "The component threw an error" },
+  shutting_down: { status: 503, message: "The server is shutting down" },
+} as const satisfies Record<string, { status: number; message: string }>;
+
+export type ErrorCode = keyof typeof errorCatalogue;
+
+/** An error meant for the API caller: its code picks status and default message from the catalogue. */
+export class AppError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly details: Record<string, unknown> | undefined;
+  readonly headers: Record<string, string> | undefined;
+
+  constructor(
+    code: ErrorCode,
+    message?: string,
+    options: { details?: Record<string, unknown>; cause?: unknown; headers?: Record<string, string> } = {},
+  ) {
+    super(message ?? errorCatalogue[code].message, { cause: options.cause });
+    this.name = "AppError";
+    this.code = code;
+    this.status = errorCatalogue[code].status;
+    this.details = options.details;
+    this.headers = options.headers;
+  }
+
+  toJSON(): { error: string; code: ErrorCode; details?: Record<string, unknown> } {
+    return this.details
+      ? { error: this.message, code: this.code, details: this.details }
+      : { error: this.message, code: this.code };
+  }
+}
+
+/** Shorthand for the commonest error: a named field is missing or invalid. */
+export function invalidParameter(field: string, message: string): AppError {
+  return new AppError("invalid_parameter", message, { details: { field } });
+}
+
+export function notFound(what: string, id?: string): AppError {
+  return new AppError("not_found", id ? `${what} ${id} not found` : `${what} not found`);
+}
+
+/** Errors cross process boundaries (sandbox IPC) as plain objects; this normalises anything thrown. */
+export interface SerializedError {
+  code: string;
+  message: string;
+  name?: string;
+  stack?: string;
+  data?: Record<string, unknown>;
+}
+
+export function serializeError(err: unknown, fallbackCode = "error"): SerializedError {
+  if (err instanceof Error) {
+    const own = (err as Error & { code?: unknown }).code;
+    const code = typeof own === "string" ? own : fallbackCode;
+    return { code, message: err.message, name: err.name, stack: err.stack };
+  }
+  return { code: fallbackCode, message: typeof err === "string" ? err : safeString(err) };
+}
+
+function safeString(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}

@@ -1,0 +1,256 @@
+/** The admin API (admin keys only): users, organizations, memberships and API keys. */
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { Type } from "typebox";
+import type { Org, User } from "../../domain/types.ts";
+import { AppError } from "../../errors.ts";
+import { commonParams, errorResponses, params, principal } from "../conventions.ts";
+
+function requireAdmin(request: FastifyRequest): void {
+  if (!principal(request).user.isAdmin)
+    throw new AppError("forbidden", "Only admin keys may use the admin API");
+}
+
+export function renderUser(u: User): Record<string, unknown> {
+  return {
+    id: u.id,
+    username: u.username,
+    email: u.email,
+    plan: u.plan,
+    is_admin: u.isAdmin,
+    created_at: u.createdAt,
+  };
+}
+
+export function renderOrg(o: Org): Record<string, unknown> {
+  return {
+    id: o.id,
+    orgname: o.orgname,
+    name: o.name,
+    email: o.email,
+    owner_id: o.ownerId,
+    created_at: o.createdAt,
+  };
+}
+
+const keySchema = Type.Object({
+  id: Type.String(),
+  user_id: Type.String(),
+  name: Type.String(),
+  prefix: Type.String(),
+  created_at: Type.Integer(),
+});
+const anyData = Type.Object({ data: Type.Object({}, { additionalProperties: true }) });
+const idPath = (name: string, prefix: string) =>
+  Type.Object({ [name]: Type.String({ pattern: `^${prefix}_[A-Za-z0-9]+$`, maxLength: 64 }) });
+
+export async function adminRoutes(app: FastifyInstance): Promise<void> {
+  app.addHook("preHandler", async (request) => requireAdmin(request));
+  const tags = ["admin"];
+  const { accounts } = app.fount;
+
+  app.post(
+    "/admin/users",
+    {
+      schema: {
+        tags,
+        summary: "Create a user and its first API key",
+        body: Type.Object(
+          {
+            ...commonParams,
+            username: Type.String({ minLength: 1, maxLength: 64 }),
+            email: Type.String({ format: "email", maxLength: 320 }),
+            plan: Type.Optional(Type.Union([Type.Literal("free"), Type.Literal("paid")])),
+            is_admin: Type.Optional(Type.Boolean()),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 200: anyData, ...errorResponses(403, 409) },
+      },
+    },
+    async (request) => {
+      const p = params<{ username: string; email: string; plan?: "free" | "paid"; is_admin?: boolean }>(
+        request,
+      );
+      const { user, apiKey } = await accounts.createUser({
+        username: p.username,
+        email: p.email,
+        plan: p.plan,
+        isAdmin: p.is_admin,
+      });
+      return { data: { ...renderUser(user), api_key: apiKey.secret, api_key_id: apiKey.key.id } };
+    },
+  );
+
+  app.post(
+    "/admin/orgs",
+    {
+      schema: {
+        tags,
+        summary: "Create an organization",
+        body: Type.Object(
+          {
+            include: commonParams.include,
+            exclude: commonParams.exclude,
+            orgname: Type.String({ minLength: 1, maxLength: 64 }),
+            name: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
+            email: Type.Optional(Type.String({ format: "email", maxLength: 320 })),
+            owner_id: Type.String({ pattern: "^u_[A-Za-z0-9]+$", maxLength: 64 }),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 200: anyData, ...errorResponses(403, 409) },
+      },
+    },
+    async (request) => {
+      const p = params<{ orgname: string; name?: string; email?: string; owner_id: string }>(request);
+      const org = await accounts.createOrg({
+        orgname: p.orgname,
+        name: p.name,
+        email: p.email,
+        ownerId: p.owner_id,
+      });
+      return { data: renderOrg(org) };
+    },
+  );
+
+  const memberBody = Type.Object(
+    {
+      include: commonParams.include,
+      exclude: commonParams.exclude,
+      user_id: Type.String({ pattern: "^u_[A-Za-z0-9]+$", maxLength: 64 }),
+    },
+    { additionalProperties: false },
+  );
+  app.post(
+    "/admin/orgs/:org_id/members",
+    {
+      schema: {
+        tags,
+        summary: "Add a member to an organization",
+        params: idPath("org_id", "o"),
+        body: memberBody,
+        response: { 200: anyData, ...errorResponses(403, 404) },
+      },
+    },
+    async (request) => {
+      const { org_id } = request.params as { org_id: string };
+      const { user_id } = params<{ user_id: string }>(request);
+      await accounts.addMember(org_id, user_id);
+      return { data: { org_id, user_id, role: "member" } };
+    },
+  );
+  app.delete(
+    "/admin/orgs/:org_id/members",
+    {
+      schema: {
+        tags,
+        summary: "Remove a member from an organization",
+        params: idPath("org_id", "o"),
+        querystring: memberBody,
+        response: { 200: anyData, ...errorResponses(403, 404, 409) },
+      },
+    },
+    async (request) => {
+      const { org_id } = request.params as { org_id: string };
+      const { user_id } = request.query as { user_id: string };
+      await accounts.removeMember(org_id, user_id);
+      return { data: { org_id, user_id } };
+    },
+  );
+
+  app.post(
+    "/admin/users/:user_id/keys",
+    {
+      schema: {
+        tags,
+        summary: "Create another API key for a user (shown once)",
+        params: idPath("user_id", "u"),
+        body: Type.Object(
+          {
+            include: commonParams.include,
+            exclude: commonParams.exclude,
+            name: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 200: anyData, ...errorResponses(403, 404) },
+      },
+    },
+    async (request) => {
+      const { user_id } = request.params as { user_id: string };
+      const { name } = params<{ name?: string }>(request);
+      const issued = await accounts.createApiKey(user_id, name);
+      return {
+        data: {
+          id: issued.key.id,
+          user_id: issued.key.userId,
+          name: issued.key.name,
+          prefix: issued.key.prefix,
+          created_at: issued.key.createdAt,
+          api_key: issued.secret,
+        },
+      };
+    },
+  );
+  app.get(
+    "/admin/users/:user_id/keys",
+    {
+      schema: {
+        tags,
+        summary: "List a user's API keys (never their secrets)",
+        params: idPath("user_id", "u"),
+        querystring: Type.Object(
+          { include: commonParams.include, exclude: commonParams.exclude },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: Type.Object({
+            data: Type.Array(
+              Type.Intersect([
+                keySchema,
+                Type.Object({ revoked_at: Type.Union([Type.Integer(), Type.Null()]) }),
+              ]),
+            ),
+          }),
+          ...errorResponses(403, 404),
+        },
+      },
+    },
+    async (request) => {
+      const { user_id } = request.params as { user_id: string };
+      if (!(await app.fount.store.getUser(user_id)))
+        throw new AppError("not_found", `User ${user_id} not found`);
+      const keys = await app.fount.store.listApiKeys(user_id);
+      return {
+        data: keys.map((k) => ({
+          id: k.id,
+          user_id: k.userId,
+          name: k.name,
+          prefix: k.prefix,
+          created_at: k.createdAt,
+          revoked_at: k.revokedAt,
+        })),
+      };
+    },
+  );
+  app.delete(
+    "/admin/keys/:key_id",
+    {
+      schema: {
+        tags,
+        summary: "Revoke an API key",
+        params: idPath("key_id", "key"),
+        querystring: Type.Object(
+          { include: commonParams.include, exclude: commonParams.exclude },
+          { additionalProperties: false },
+        ),
+        response: { 200: anyData, ...errorResponses(403, 404) },
+      },
+    },
+    async (request) => {
+      const { key_id } = request.params as { key_id: string };
+      await accounts.revokeApiKey(key_id);
+      return { data: { id: key_id, revoked: true } };
+    },
+  );
+}

@@ -1,0 +1,211 @@
+/** Subscriptions route an emitter's channel to a listener; auto-subscriptions cover emitters created later. */
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { Type } from "typebox";
+import { normalizeChannel } from "../../domain/channels.ts";
+import type { AutoSubscription, Subscription } from "../../domain/types.ts";
+import { notFound } from "../../errors.ts";
+import { newId } from "../../ids.ts";
+import {
+  actingOwner,
+  canSee,
+  commonParams,
+  errorResponses,
+  params,
+  principal,
+  visibleOwners,
+} from "../conventions.ts";
+
+const subscriptionSchema = Type.Object(
+  { id: Type.String(), emitter_id: Type.String(), listener_id: Type.String(), event_name: Type.String() },
+  { description: "Subscription" },
+);
+const autoSubscriptionSchema = Type.Object({
+  id: Type.String(),
+  listener_id: Type.String(),
+  event_name: Type.String(),
+  created_at: Type.Integer(),
+});
+
+const emitterId = Type.String({
+  pattern: "^(dc|p)_([A-Za-z0-9]+|\\*)$",
+  maxLength: 64,
+  description: "Source or workflow ID, or dc_* / p_*",
+});
+const listenerId = Type.String({
+  pattern: "^(dc|p|wh)_[A-Za-z0-9]+$",
+  maxLength: 64,
+  description: "Source, workflow or webhook ID",
+});
+const eventName = Type.String({
+  maxLength: 64,
+  description: "Channel: empty or default, $errors, $logs, or a custom name",
+});
+
+export function renderSubscription(s: Subscription): Record<string, unknown> {
+  return { id: s.id, emitter_id: s.emitterId, listener_id: s.listenerId, event_name: s.eventName };
+}
+
+function renderAuto(a: AutoSubscription): Record<string, unknown> {
+  return { id: a.id, listener_id: a.listenerId, event_name: a.eventName, created_at: a.createdAt };
+}
+
+export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
+  const { store, clock } = app.fount;
+  const tags = ["subscriptions"];
+  const now = () => Math.floor(clock.now() / 1000);
+
+  /** A concrete ID must name a resource the caller can see; unknown and foreign look the same. */
+  async function requireVisible(request: FastifyRequest, id: string, what: string): Promise<void> {
+    if (id.endsWith("_*")) return;
+    if (!canSee(request, await store.resourceOwner(id))) throw notFound(what, id);
+  }
+
+  app.post(
+    "/subscriptions",
+    {
+      schema: {
+        tags,
+        summary: "Subscribe a listener to an emitter's channel",
+        description:
+          "Parameters may be sent in the query string (as Pipedream's clients do) or the JSON body. Creating the same subscription twice returns the existing one.",
+        body: Type.Object(
+          {
+            ...commonParams,
+            emitter_id: emitterId,
+            listener_id: listenerId,
+            event_name: Type.Optional(eventName),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 200: Type.Object({ data: Type.Partial(subscriptionSchema) }), ...errorResponses(404) },
+      },
+    },
+    async (request) => {
+      const p = params<{ emitter_id: string; listener_id: string; event_name?: string; org_id?: string }>(
+        request,
+      );
+      const channel = normalizeChannel(p.event_name);
+      const ownerId = actingOwner(request, p.org_id);
+      await requireVisible(request, p.emitter_id, "Emitter");
+      await requireVisible(request, p.listener_id, "Listener");
+      const stored = await store.upsertSubscription({
+        id: newId("sub"),
+        ownerId,
+        emitterId: p.emitter_id,
+        listenerId: p.listener_id,
+        eventName: channel,
+        createdAt: now(),
+      });
+      return { data: renderSubscription(stored) };
+    },
+  );
+
+  app.delete(
+    "/subscriptions",
+    {
+      schema: {
+        tags,
+        summary: "Delete subscriptions (pass event_name= for one made without a name)",
+        querystring: Type.Object(
+          {
+            ...commonParams,
+            emitter_id: emitterId,
+            listener_id: listenerId,
+            event_name: Type.Optional(eventName),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: Type.Object({ data: Type.Array(Type.Partial(subscriptionSchema)) }),
+          ...errorResponses(404),
+        },
+      },
+    },
+    async (request) => {
+      const q = request.query as {
+        emitter_id: string;
+        listener_id: string;
+        event_name?: string;
+        org_id?: string;
+      };
+      const owners = q.org_id ? [actingOwner(request, q.org_id)] : visibleOwners(request);
+      const removed = await store.deleteSubscriptions(owners, {
+        emitterId: q.emitter_id,
+        listenerId: q.listener_id,
+        eventName: normalizeChannel(q.event_name),
+      });
+      if (removed.length === 0) throw notFound("Subscription");
+      return { data: removed.map(renderSubscription) };
+    },
+  );
+
+  app.post(
+    "/auto_subscriptions",
+    {
+      schema: {
+        tags,
+        summary: "Subscribe a listener to a channel of every source and workflow created from now on",
+        body: Type.Object(
+          { ...commonParams, listener_id: listenerId, event_name: eventName },
+          { additionalProperties: false },
+        ),
+        response: { 200: Type.Object({ data: autoSubscriptionSchema }), ...errorResponses(404) },
+      },
+    },
+    async (request) => {
+      const p = params<{ listener_id: string; event_name: string; org_id?: string }>(request);
+      const ownerId = actingOwner(request, p.org_id);
+      await requireVisible(request, p.listener_id, "Listener");
+      const rule = await store.upsertAutoSubscription({
+        id: newId("asub"),
+        ownerId,
+        listenerId: p.listener_id,
+        eventName: normalizeChannel(p.event_name),
+        createdAt: now(),
+      });
+      return { data: renderAuto(rule) };
+    },
+  );
+
+  const listResponse = {
+    200: Type.Object({ data: Type.Array(Type.Partial(subscriptionSchema)) }),
+    ...errorResponses(404),
+  };
+  app.get(
+    "/users/me/subscriptions",
+    {
+      schema: {
+        tags,
+        summary: "List the user's subscriptions",
+        querystring: Type.Object(commonParams, { additionalProperties: false }),
+        response: listResponse,
+      },
+    },
+    async (request) => {
+      const { org_id } = request.query as { org_id?: string };
+      const owner = org_id ? actingOwner(request, org_id) : principal(request).user.id;
+      return { data: (await store.listSubscriptions([owner])).map(renderSubscription) };
+    },
+  );
+  app.get(
+    "/orgs/:org_id/subscriptions",
+    {
+      schema: {
+        tags,
+        summary: "List an organization's subscriptions",
+        params: Type.Object({ org_id: Type.String({ pattern: "^o_[A-Za-z0-9]+$", maxLength: 64 }) }),
+        querystring: Type.Object(
+          { include: commonParams.include, exclude: commonParams.exclude },
+          { additionalProperties: false },
+        ),
+        response: listResponse,
+      },
+    },
+    async (request) => {
+      const { org_id } = request.params as { org_id: string };
+      return {
+        data: (await store.listSubscriptions([actingOwner(request, org_id)])).map(renderSubscription),
+      };
+    },
+  );
+}

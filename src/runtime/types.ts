@@ -1,0 +1,161 @@
+/**
+ * The contract between the server and the component runtime: what a built component is, what the
+ * sandbox reports about a component's definition, and what an invocation sends and returns.
+ * Everything here is plain JSON so that it crosses the executor IPC unchanged.
+ */
+import type { SerializedError } from "../errors.ts";
+
+/** A component's code after bundling and package installation, ready for an executor to import. */
+export interface BuiltComponent {
+  /** SHA-256 hex of the code as the user sent it. */
+  codeHash: string;
+  /** Absolute path of the ESM file an executor imports; it resolves its packages from a sibling node_modules. */
+  entryFile: string;
+  /** Folders the executor must be allowed to read (the entry's folder and its package folder). */
+  readDirs: string[];
+  /** Exact package versions the code's bare imports resolved to (`{"axios": "1.7.9"}`), pinned for reuse. */
+  dependencies: Record<string, string>;
+}
+
+export type PropOption = string | number | boolean | { label: string; value: unknown };
+
+/** A prop as the sandbox found it in the definition, after `propDefinition` was applied. */
+export interface PropMeta {
+  name: string;
+  type: string;
+  label?: string;
+  description?: string;
+  optional?: boolean;
+  default?: unknown;
+  secret?: boolean;
+  min?: number;
+  max?: number;
+  /** Static options; `"dynamic"` when `options` is a method (served through the options endpoint). */
+  options?: PropOption[] | "dynamic";
+  /** For `type: "app"`: the app's name slug. */
+  app?: string;
+  /** For `$.interface.http`. */
+  customResponse?: boolean;
+  /** For `propDefinition` props: the app prop it came from and the definition name. */
+  propDefinition?: { appProp: string; name: string };
+  useQuery?: boolean;
+  reloadProps?: boolean;
+  disabled?: boolean;
+  hidden?: boolean;
+}
+
+/** What loading a component in the sandbox reports about its definition. */
+export interface ComponentMeta {
+  name: string;
+  key?: string;
+  version: string;
+  /** `source` when the definition has no type. */
+  type: "source" | "action";
+  description?: string;
+  dedupe?: "unique" | "greatest" | "last";
+  props: PropMeta[];
+  hooks: Array<"deploy" | "activate" | "deactivate">;
+  methods: string[];
+  hasRun: boolean;
+}
+
+/** A value an app prop receives: the account's credentials and the app's name slug. */
+export interface AppPropValue {
+  app: string;
+  $auth: Record<string, unknown>;
+}
+
+/** Resolved prop values handed to the component: plain values, `{endpoint}` for HTTP, `AppPropValue` for apps. */
+export type PropValues = Record<string, unknown>;
+
+export type InvocationKind =
+  | { kind: "run"; event: unknown }
+  | { kind: "hook"; hook: "deploy" | "activate" | "deactivate" }
+  /** Calls a prop's async `options({page, prevContext, query, ...configured})` and returns what it returns. */
+  | { kind: "options"; prop: string; args: Record<string, unknown> };
+
+export interface InvokeRequest {
+  /** Tenant whose executor runs this: code of different owners never shares a process. */
+  ownerId: string;
+  /** The source (`dc_…`), or a throwaway id for options calls on a saved component. */
+  sourceId: string;
+  component: BuiltComponent;
+  props: PropValues;
+  /** Names of props that are `$.service.db`; each gets the source's db. */
+  dbProps: string[];
+  /** Names of props that are `$.interface.http` and whether they hold the response (customResponse). */
+  httpProps: Array<{ name: string; endpoint: string; customResponse: boolean }>;
+  /** The source's db contents when the invocation starts (authoritative copy kept by the server). */
+  db: Record<string, unknown>;
+  /** Monotonic version of `db`; an executor may cache contents per source and skip the copy when it matches. */
+  dbVersion: number;
+  invocation: InvocationKind;
+  /** Wall-clock limit for this invocation; past it the executor is killed and replaced. */
+  timeoutMs: number;
+}
+
+export interface EmitMeta {
+  id?: string | number;
+  name?: string;
+  summary?: string;
+  ts?: number;
+}
+
+export interface EmittedEvent {
+  event: unknown;
+  meta: EmitMeta;
+}
+
+export interface LogEntry {
+  level: "log" | "info" | "warn" | "error" | "debug";
+  message: string;
+  /** Epoch ms. */
+  ts: number;
+}
+
+export interface HttpResponse {
+  status: number;
+  headers: Record<string, string>;
+  /** Body as text, or base64 when `bodyBase64` is set (a Buffer in the component). */
+  body: string | null;
+  bodyBase64?: boolean;
+}
+
+export interface InvokeResult {
+  /** Emits in call order (the server orders `ts` emits and applies dedupe when it commits). */
+  emits: EmittedEvent[];
+  logs: LogEntry[];
+  /** Keys written with db.set during this invocation and their final values (JSON). */
+  dbWrites: Record<string, unknown>;
+  /** Problems that did not stop the run: an emit over the size limit, too many emits, too many logs. */
+  warnings: SerializedError[];
+  /** Set when the invocation failed; its emits and db writes must then be discarded. */
+  error?: SerializedError;
+  /** For `options` invocations: what the method returned. */
+  returnValue?: unknown;
+  /** The first `http.respond()` of the invocation, when the component called it. */
+  response?: HttpResponse;
+  durationMs: number;
+}
+
+/**
+ * Runs component code in sandboxed executor processes. `invoke` calls of one source run one at a time,
+ * in the order they were made; `onRespond` fires as soon as the component calls `http.respond()`.
+ */
+export interface Executor {
+  inspect(ownerId: string, component: BuiltComponent, timeoutMs?: number): Promise<ComponentMeta>;
+  invoke(request: InvokeRequest, onRespond?: (response: HttpResponse) => void): Promise<InvokeResult>;
+  /** Stops every executor process; pending invocations fail with `executor_stopped`. */
+  close(): Promise<void>;
+}
+
+/** Failure codes an invocation's `error.code` can carry besides the component's own thrown codes. */
+export const invocationFailureCodes = [
+  "component_error",
+  "timeout",
+  "out_of_memory",
+  "process_exit",
+  "executor_crash",
+  "executor_stopped",
+  "unhandled_rejection",
+] as const;

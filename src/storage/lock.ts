@@ -1,0 +1,16 @@
+/** A FIFO async mutex: one holder at a time, in arrival order. */
+export class AsyncLock {
+  #tail: Promise<unknown> = Promise.resolve();
+
+  run<T>(fn: () => Promise<T> | T): Promise<T> {
+    const result = this.#tail.then(fn);
+    // The chain must continue whether fn resolved or threw.
+    this.#tail = result.catch(() => undefined);
+    return result;
+  }
+
+  /** Resolves once everything queued so far has finished. */
+  idle(): Promise<void> {
+    return this.#tail.then(() => undefined);
+  }
+}

@@ -1,0 +1,454 @@
+/**
+ * The embedded store: SQLite through node:sqlite, one connection, WAL. Every operation runs under an
+ * async lock so that an open transaction never sees statements of another caller interleaved.
+ */
+import { chmodSync, mkdirSync } from "node:fs";
+import path from "node:path";
+import { DatabaseSync, type SQLInputValue } from "node:sqlite";
+import type {
+  ApiKey,
+  AutoSubscription,
+  Org,
+  OrgRole,
+  Page,
+  PageQuery,
+  Subscription,
+  Usage,
+  User,
+  Webhook,
+  WithSeq,
+} from "../../domain/types.ts";
+import { AsyncLock } from "../lock.ts";
+import type { Storage, StorageOps, WebhookPatch } from "../port.ts";
+import { migrate } from "./migrate.ts";
+
+type Row = Record<string, SQLInputValue>;
+
+const toUser = (r: Row): User => ({
+  id: r.id as string,
+  username: r.username as string,
+  email: r.email as string,
+  plan: r.plan as User["plan"],
+  isAdmin: r.is_admin === 1,
+  createdAt: r.created_at as number,
+  updatedAt: r.updated_at as number,
+});
+
+const toOrg = (r: Row): Org => ({
+  id: r.id as string,
+  orgname: r.orgname as string,
+  name: r.name as string,
+  email: r.email as string,
+  ownerId: r.owner_id as string,
+  createdAt: r.created_at as number,
+  updatedAt: r.updated_at as number,
+});
+
+const toKey = (r: Row): ApiKey => ({
+  id: r.id as string,
+  userId: r.user_id as string,
+  name: r.name as string,
+  prefix: r.prefix as string,
+  hash: r.hash as string,
+  createdAt: r.created_at as number,
+  revokedAt: (r.revoked_at as number | null) ?? null,
+});
+
+const toWebhook = (r: Row): WithSeq<Webhook> => ({
+  seq: r.seq as number,
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  createdBy: r.created_by as string,
+  name: (r.name as string | null) ?? null,
+  description: (r.description as string | null) ?? null,
+  url: r.url as string,
+  active: r.active === 1,
+  signingSecretSealed: r.signing_secret_sealed as string,
+  createdAt: r.created_at as number,
+  updatedAt: r.updated_at as number,
+});
+
+const toSubscription = (r: Row): Subscription => ({
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  emitterId: r.emitter_id as string,
+  listenerId: r.listener_id as string,
+  eventName: r.event_name as string,
+  createdAt: r.created_at as number,
+});
+
+const toAutoSubscription = (r: Row): AutoSubscription => ({
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  listenerId: r.listener_id as string,
+  eventName: r.event_name as string,
+  createdAt: r.created_at as number,
+});
+
+/** `?, ?, ?` for an IN list (never empty: an empty list matches nothing). */
+function placeholders(values: readonly unknown[]): string {
+  return values.length === 0 ? "NULL" : values.map(() => "?").join(", ");
+}
+
+/** Tables that hold ID-addressed resources with an owner, by ID prefix. Later migrations add kinds here. */
+const ownedTables: Record<string, string> = { wh: "webhooks", sub: "subscriptions" };
+
+/** The operations on one connection, without locking (the caller holds the lock). */
+export class SqliteOps implements StorageOps {
+  readonly db: DatabaseSync;
+  readonly #statements = new Map<string, ReturnType<DatabaseSync["prepare"]>>();
+
+  constructor(db: DatabaseSync) {
+    this.db = db;
+  }
+
+  /** Prepared statements are cached by SQL text. */
+  protected sql(text: string): ReturnType<DatabaseSync["prepare"]> {
+    let statement = this.#statements.get(text);
+    if (!statement) {
+      statement = this.db.prepare(text);
+      this.#statements.set(text, statement);
+    }
+    return statement;
+  }
+
+  protected get<T>(text: string, params: SQLInputValue[], map: (r: Row) => T): T | undefined {
+    const row = this.sql(text).get(...params) as Row | undefined;
+    return row ? map(row) : undefined;
+  }
+
+  protected all<T>(text: string, params: SQLInputValue[], map: (r: Row) => T): T[] {
+    return (this.sql(text).all(...params) as Row[]).map(map);
+  }
+
+  protected run(text: string, params: SQLInputValue[]): number {
+    return Number(this.sql(text).run(...params).changes);
+  }
+
+  /** Newest-first page over `table` filtered by `where`, bounded by seq cursors. */
+  protected page<T>(
+    table: string,
+    where: string,
+    params: SQLInputValue[],
+    q: PageQuery,
+    map: (r: Row) => T,
+  ): Page<T> {
+    const total = (
+      this.sql(`SELECT count(*) AS n FROM ${table} WHERE ${where}`).get(...params) as { n: number }
+    ).n;
+    let items: T[];
+    if (q.beforeSeq !== undefined) {
+      // Toward newer items: take the nearest ones above the cursor, then restore newest-first order.
+      items = this.all(
+        `SELECT * FROM ${table} WHERE ${where} AND seq > ? ORDER BY seq ASC LIMIT ?`,
+        [...params, q.beforeSeq, q.limit],
+        map,
+      ).reverse();
+    } else if (q.afterSeq !== undefined) {
+      items = this.all(
+        `SELECT * FROM ${table} WHERE ${where} AND seq < ? ORDER BY seq DESC LIMIT ?`,
+        [...params, q.afterSeq, q.limit],
+        map,
+      );
+    } else {
+      items = this.all(
+        `SELECT * FROM ${table} WHERE ${where} ORDER BY seq DESC LIMIT ?`,
+        [...params, q.limit],
+        map,
+      );
+    }
+    return { items, totalCount: total };
+  }
+
+  async countUsers(): Promise<number> {
+    return (this.sql("SELECT count(*) AS n FROM users").get() as { n: number }).n;
+  }
+
+  async insertUser(u: User): Promise<void> {
+    this.run(
+      "INSERT INTO users (id, username, email, plan, is_admin, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+      [u.id, u.username, u.email, u.plan, u.isAdmin ? 1 : 0, u.createdAt, u.updatedAt],
+    );
+  }
+
+  async getUser(id: string): Promise<User | undefined> {
+    return this.get("SELECT * FROM users WHERE id = ?", [id], toUser);
+  }
+
+  async getUserByUsername(username: string): Promise<User | undefined> {
+    return this.get("SELECT * FROM users WHERE username = ?", [username], toUser);
+  }
+
+  async insertOrg(o: Org): Promise<void> {
+    this.run(
+      "INSERT INTO orgs (id, orgname, name, email, owner_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+      [o.id, o.orgname, o.name, o.email, o.ownerId, o.createdAt, o.updatedAt],
+    );
+  }
+
+  async getOrg(id: string): Promise<Org | undefined> {
+    return this.get("SELECT * FROM orgs WHERE id = ?", [id], toOrg);
+  }
+
+  async getOrgByName(orgname: string): Promise<Org | undefined> {
+    return this.get("SELECT * FROM orgs WHERE orgname = ?", [orgname], toOrg);
+  }
+
+  async putMember(orgId: string, userId: string, role: OrgRole, at: number): Promise<void> {
+    this.run(
+      "INSERT INTO org_members (org_id, user_id, role, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (org_id, user_id) DO UPDATE SET role = excluded.role",
+      [orgId, userId, role, at],
+    );
+  }
+
+  async deleteMember(orgId: string, userId: string): Promise<boolean> {
+    return this.run("DELETE FROM org_members WHERE org_id = ? AND user_id = ?", [orgId, userId]) > 0;
+  }
+
+  async listOrgsOfUser(userId: string): Promise<Org[]> {
+    return this.all(
+      "SELECT o.* FROM orgs o JOIN org_members m ON m.org_id = o.id WHERE m.user_id = ? ORDER BY o.seq",
+      [userId],
+      toOrg,
+    );
+  }
+
+  async listMembers(orgId: string): Promise<Array<{ userId: string; role: OrgRole }>> {
+    return this.all(
+      "SELECT user_id, role FROM org_members WHERE org_id = ? ORDER BY created_at",
+      [orgId],
+      (r) => ({
+        userId: r.user_id as string,
+        role: r.role as OrgRole,
+      }),
+    );
+  }
+
+  async insertApiKey(k: ApiKey): Promise<void> {
+    this.run(
+      "INSERT INTO api_keys (id, user_id, name, prefix, hash, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+      [k.id, k.userId, k.name, k.prefix, k.hash, k.createdAt, k.revokedAt],
+    );
+  }
+
+  async findApiKeyByHash(hash: string): Promise<{ key: ApiKey; user: User } | undefined> {
+    const row = this.sql(
+      `SELECT k.id AS k_id, k.user_id, k.name AS k_name, k.prefix, k.hash, k.created_at AS k_created_at, k.revoked_at,
+              u.* FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.hash = ? AND k.revoked_at IS NULL`,
+    ).get(hash) as Row | undefined;
+    if (!row) return undefined;
+    return {
+      key: toKey({ ...row, id: row.k_id, name: row.k_name, created_at: row.k_created_at }),
+      user: toUser(row),
+    };
+  }
+
+  async listApiKeys(userId: string): Promise<ApiKey[]> {
+    return this.all("SELECT * FROM api_keys WHERE user_id = ? ORDER BY seq DESC", [userId], toKey);
+  }
+
+  async revokeApiKey(id: string, at: number): Promise<boolean> {
+    return this.run("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", [at, id]) > 0;
+  }
+
+  async insertWebhook(w: Webhook): Promise<void> {
+    this.run(
+      `INSERT INTO webhooks (id, owner_id, created_by, name, description, url, active, signing_secret_sealed, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      [
+        w.id,
+        w.ownerId,
+        w.createdBy,
+        w.name,
+        w.description,
+        w.url,
+        w.active ? 1 : 0,
+        w.signingSecretSealed,
+        w.createdAt,
+        w.updatedAt,
+      ],
+    );
+  }
+
+  async getWebhook(id: string): Promise<Webhook | undefined> {
+    return this.get("SELECT * FROM webhooks WHERE id = ?", [id], toWebhook);
+  }
+
+  async listWebhooks(ownerIds: string[], q: PageQuery): Promise<Page<WithSeq<Webhook>>> {
+    return this.page("webhooks", `owner_id IN (${placeholders(ownerIds)})`, ownerIds, q, toWebhook);
+  }
+
+  async updateWebhook(id: string, patch: WebhookPatch): Promise<Webhook | undefined> {
+    const columns: Record<string, SQLInputValue | undefined> = {
+      name: patch.name,
+      description: patch.description,
+      url: patch.url,
+      active: patch.active === undefined ? undefined : patch.active ? 1 : 0,
+    };
+    const sets: string[] = ["updated_at = ?"];
+    const params: SQLInputValue[] = [patch.updatedAt];
+    for (const [column, value] of Object.entries(columns)) {
+      if (value === undefined) continue;
+      sets.push(`${column} = ?`);
+      params.push(value);
+    }
+    if (this.run(`UPDATE webhooks SET ${sets.join(", ")} WHERE id = ?`, [...params, id]) === 0)
+      return undefined;
+    return this.getWebhook(id);
+  }
+
+  async deleteWebhook(id: string): Promise<boolean> {
+    return this.run("DELETE FROM webhooks WHERE id = ?", [id]) > 0;
+  }
+
+  async upsertSubscription(s: Subscription): Promise<Subscription> {
+    this.run(
+      `INSERT INTO subscriptions (id, owner_id, emitter_id, listener_id, event_name, created_at) VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT (owner_id, emitter_id, listener_id, event_name) DO NOTHING`,
+      [s.id, s.ownerId, s.emitterId, s.listenerId, s.eventName, s.createdAt],
+    );
+    return this.get(
+      "SELECT * FROM subscriptions WHERE owner_id = ? AND emitter_id = ? AND listener_id = ? AND event_name = ?",
+      [s.ownerId, s.emitterId, s.listenerId, s.eventName],
+      toSubscription,
+    )!;
+  }
+
+  async listSubscriptions(ownerIds: string[]): Promise<Subscription[]> {
+    return this.all(
+      `SELECT * FROM subscriptions WHERE owner_id IN (${placeholders(ownerIds)}) ORDER BY seq DESC`,
+      ownerIds,
+      toSubscription,
+    );
+  }
+
+  async deleteSubscriptions(
+    ownerIds: string[],
+    m: { emitterId: string; listenerId: string; eventName: string },
+  ): Promise<Subscription[]> {
+    const where = `owner_id IN (${placeholders(ownerIds)}) AND emitter_id = ? AND listener_id = ? AND event_name = ?`;
+    const params = [...ownerIds, m.emitterId, m.listenerId, m.eventName];
+    const found = this.all(`SELECT * FROM subscriptions WHERE ${where}`, params, toSubscription);
+    this.run(`DELETE FROM subscriptions WHERE ${where}`, params);
+    return found;
+  }
+
+  async deleteSubscriptionsOf(resourceId: string): Promise<number> {
+    return (
+      this.run("DELETE FROM subscriptions WHERE emitter_id = ? OR listener_id = ?", [
+        resourceId,
+        resourceId,
+      ]) + this.run("DELETE FROM auto_subscriptions WHERE listener_id = ?", [resourceId])
+    );
+  }
+
+  async upsertAutoSubscription(a: AutoSubscription): Promise<AutoSubscription> {
+    this.run(
+      `INSERT INTO auto_subscriptions (id, owner_id, listener_id, event_name, created_at) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (owner_id, listener_id, event_name) DO NOTHING`,
+      [a.id, a.ownerId, a.listenerId, a.eventName, a.createdAt],
+    );
+    return this.get(
+      "SELECT * FROM auto_subscriptions WHERE owner_id = ? AND listener_id = ? AND event_name = ?",
+      [a.ownerId, a.listenerId, a.eventName],
+      toAutoSubscription,
+    )!;
+  }
+
+  async listAutoSubscriptions(ownerIds: string[]): Promise<AutoSubscription[]> {
+    return this.all(
+      `SELECT * FROM auto_subscriptions WHERE owner_id IN (${placeholders(ownerIds)}) ORDER BY seq DESC`,
+      ownerIds,
+      toAutoSubscription,
+    );
+  }
+
+  async resourceOwner(id: string): Promise<string | undefined> {
+    const table = ownedTables[id.slice(0, id.indexOf("_"))];
+    if (!table) return undefined;
+    return this.get(`SELECT owner_id FROM ${table} WHERE id = ?`, [id], (r) => r.owner_id as string);
+  }
+
+  async getUsage(userId: string, day: string): Promise<Usage> {
+    return (
+      this.get(
+        "SELECT invocations, compute_ms FROM usage_daily WHERE user_id = ? AND day = ?",
+        [userId, day],
+        (r) => ({
+          invocations: r.invocations as number,
+          computeMs: r.compute_ms as number,
+        }),
+      ) ?? { invocations: 0, computeMs: 0 }
+    );
+  }
+
+  async addUsage(userId: string, day: string, d: Usage): Promise<void> {
+    this.run(
+      `INSERT INTO usage_daily (user_id, day, invocations, compute_ms) VALUES (?, ?, ?, ?)
+       ON CONFLICT (user_id, day) DO UPDATE SET invocations = invocations + excluded.invocations,
+       compute_ms = compute_ms + excluded.compute_ms`,
+      [userId, day, d.invocations, d.computeMs],
+    );
+  }
+}
+
+/** Opens (creating if needed) `<dataDir>/fount.db`, applies migrations and returns the store. */
+export function openSqliteStorage(options: { dataDir: string; file?: string }): Storage {
+  mkdirSync(options.dataDir, { recursive: true });
+  // Sandboxed executors run under other uids and may traverse into the package cache below the data
+  // dir, but must never list it or read the database: 0711 on the dir, 0600 on the files.
+  chmodSync(options.dataDir, 0o711);
+  const file = options.file ?? path.join(options.dataDir, "fount.db");
+  const db = new DatabaseSync(file);
+  db.exec(
+    "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;",
+  );
+  for (const suffix of ["", "-wal", "-shm"]) {
+    try {
+      chmodSync(file + suffix, 0o600);
+    } catch {
+      // -wal/-shm exist only once written; they inherit the umask until then.
+    }
+  }
+  migrate(db);
+
+  const ops = new SqliteOps(db);
+  const lock = new AsyncLock();
+  let closed = false;
+  return {
+    ...lockedOperations(ops, lock),
+    driver: "sqlite",
+    capabilities: { listenNotify: false, skipLocked: false },
+    transaction: <T>(fn: (tx: StorageOps) => Promise<T>): Promise<T> =>
+      lock.run(async () => {
+        db.exec("BEGIN IMMEDIATE");
+        try {
+          const result = await fn(ops);
+          db.exec("COMMIT");
+          return result;
+        } catch (err) {
+          db.exec("ROLLBACK");
+          throw err;
+        }
+      }),
+    ping: async () => {
+      await lock.run(() => db.prepare("SELECT 1").get());
+    },
+    close: async () => {
+      if (closed) return;
+      closed = true;
+      await lock.run(() => db.close());
+    },
+  };
+}
+
+/** Every StorageOps method of `ops`, each running under the lock so it never joins another's transaction. */
+function lockedOperations(ops: SqliteOps, lock: AsyncLock): StorageOps {
+  const out: Record<string, unknown> = {};
+  for (const name of Object.getOwnPropertyNames(SqliteOps.prototype)) {
+    const op = (ops as unknown as Record<string, unknown>)[name];
+    if (name === "constructor" || typeof op !== "function") continue;
+    out[name] = (...args: unknown[]) => lock.run(() => (op as (...a: unknown[]) => unknown).apply(ops, args));
+  }
+  return out as unknown as StorageOps;
+}

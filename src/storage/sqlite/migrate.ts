@@ -1,0 +1,40 @@
+import { readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import type { DatabaseSync } from "node:sqlite";
+
+const migrationsDir = path.join(import.meta.dirname, "migrations");
+
+/** Applies the numbered `NNN-name.sql` files not yet recorded, each in its own transaction. */
+export function migrate(db: DatabaseSync): number[] {
+  db.exec(
+    "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)",
+  );
+  const applied = new Set(
+    (db.prepare("SELECT version FROM schema_migrations").all() as Array<{ version: number }>).map(
+      (r) => r.version,
+    ),
+  );
+  const done: number[] = [];
+  for (const file of readdirSync(migrationsDir)
+    .filter((f) => /^\d+-.*\.sql$/.test(f))
+    .sort()) {
+    const version = Number.parseInt(file, 10);
+    if (applied.has(version)) continue;
+    const sql = readFileSync(path.join(migrationsDir, file), "utf8");
+    db.exec("BEGIN IMMEDIATE");
+    try {
+      db.exec(sql);
+      db.prepare("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)").run(
+        version,
+        file,
+        Math.floor(Date.now() / 1000),
+      );
+      db.exec("COMMIT");
+    } catch (err) {
+      db.exec("ROLLBACK");
+      throw new Error(`SQLite migration ${file} failed: ${(err as Error).message}`, { cause: err });
+    }
+    done.push(version);
+  }
+  return done;
+}

@@ -1,0 +1,92 @@
+/**
+ * Test harness: a real Fount server on an ephemeral port with its own SQLite file in a temp dir, and
+ * a small client that speaks HTTP to it like any other client.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { type BuiltApp, buildApp } from "../src/app.ts";
+import { type Config, loadConfig } from "../src/config.ts";
+
+export const adminKey = "fnt_testadminkey0000000000000000000";
+
+export interface TestServer {
+  url: string;
+  built: BuiltApp;
+  dataDir: string;
+  /** Calls the API as `key` (default: the admin). */
+  api: (method: string, path: string, options?: RequestOptions) => Promise<ApiResponse>;
+  /** Creates a user through the admin API and returns its id and key. */
+  createUser: (username: string, plan?: "free" | "paid") => Promise<{ id: string; key: string }>;
+  close: () => Promise<void>;
+}
+
+export interface RequestOptions {
+  key?: string | null;
+  body?: unknown;
+  /** Raw body text, sent as is (with `contentType`, default application/json). */
+  raw?: string;
+  contentType?: string;
+  headers?: Record<string, string>;
+}
+
+export interface ApiResponse {
+  status: number;
+  headers: Headers;
+  body: any;
+  text: string;
+}
+
+export async function startServer(
+  overrides: Partial<Config> = {},
+  env: NodeJS.ProcessEnv = {},
+): Promise<TestServer> {
+  const dataDir = overrides.dataDir ?? mkdtempSync(path.join(os.tmpdir(), "fount-test-"));
+  const config = loadConfig(
+    { FOUNT_BOOTSTRAP_API_KEY: adminKey, FOUNT_RATE_LIMIT: "0", ...env },
+    { dataDir, port: 0, ...overrides },
+  );
+  const built = await buildApp(config, { logger: false });
+  const address = await built.app.listen({ host: "127.0.0.1", port: 0 });
+  const url = address.replace("localhost", "127.0.0.1");
+  built.services.config.publicUrl = url;
+
+  const api = async (method: string, p: string, options: RequestOptions = {}): Promise<ApiResponse> => {
+    const headers: Record<string, string> = { ...(options.headers ?? {}) };
+    const key = options.key === undefined ? adminKey : options.key;
+    if (key !== null) headers.authorization = `Bearer ${key}`;
+    let body: string | undefined;
+    if (options.raw !== undefined) body = options.raw;
+    else if (options.body !== undefined) body = JSON.stringify(options.body);
+    if (body !== undefined) headers["content-type"] = options.contentType ?? "application/json";
+    const res = await fetch(url + p, { method, headers, body });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      // Not JSON: leave the text.
+    }
+    return { status: res.status, headers: res.headers, body: parsed, text };
+  };
+
+  const createUser = async (username: string, plan: "free" | "paid" = "free") => {
+    const res = await api("POST", "/v1/admin/users", {
+      body: { username, email: `${username}@example.com`, plan },
+    });
+    if (res.status !== 200) throw new Error(`createUser failed: ${res.status} ${res.text}`);
+    return { id: res.body.data.id as string, key: res.body.data.api_key as string };
+  };
+
+  return {
+    url,
+    built,
+    dataDir,
+    api,
+    createUser,
+    close: async () => {
+      await built.app.close();
+      if (!overrides.dataDir) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
