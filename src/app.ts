@@ -11,16 +11,42 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastif
 import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { hashApiKey, SecretBox } from "./crypto/secret-box.ts";
+import { setUpDelivery } from "./delivery/setup.ts";
 import { Accounts } from "./domain/accounts.ts";
+import { Bus } from "./domain/bus.ts";
+import { Committer } from "./domain/committer.ts";
+import { ComponentCatalog } from "./domain/components.ts";
+import { EventRecorder } from "./domain/recorder.ts";
+import { publishRegistryFolder } from "./domain/registry.ts";
+import { SourceRunner } from "./domain/runner.ts";
+import { TimerScheduler } from "./domain/scheduler.ts";
+import { SourceService } from "./domain/sources.ts";
 import { AppError } from "./errors.ts";
-import { filterFields } from "./http/conventions.ts";
-import { registerErrorHandling, sendError } from "./http/plugins/errors.ts";
+import { bearerToken, filterFields } from "./http/conventions.ts";
+import {
+  clientErrorHandler,
+  frameworkErrors,
+  registerErrorHandling,
+  sendError,
+} from "./http/plugins/errors.ts";
+import { applyRequestRules } from "./http/plugins/request-rules.ts";
 import { RouteIndex } from "./http/plugins/route-index.ts";
+import { accountRoutes } from "./http/routes/accounts.ts";
 import { adminRoutes } from "./http/routes/admin.ts";
+import { componentRoutes } from "./http/routes/components.ts";
+import { deliveryRoutes } from "./http/routes/deliveries.ts";
+import { endpointRoutes } from "./http/routes/endpoints.ts";
 import { healthRoutes } from "./http/routes/health.ts";
+import { sourceEventRoutes } from "./http/routes/source-events.ts";
+import { sourceRoutes } from "./http/routes/sources.ts";
+import { streamRoutes } from "./http/routes/stream.ts";
 import { subscriptionRoutes } from "./http/routes/subscriptions.ts";
 import { userRoutes } from "./http/routes/users.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
+import { workflowRoutes } from "./http/routes/workflows.ts";
+import { ComponentBuilder } from "./runtime/build.ts";
+import { ExecutorPool } from "./runtime/executor-pool.ts";
+import type { Executor } from "./runtime/types.ts";
 import type { Services } from "./services.ts";
 import type { Storage } from "./storage/port.ts";
 import { openSqliteStorage } from "./storage/sqlite/driver.ts";
@@ -31,6 +57,12 @@ export interface BuildOptions {
   logger?: FastifyServerOptions["logger"];
   /** A store opened by the caller (contract tests, the CLI); default: opened from config. */
   store?: Storage;
+  /** Start the real-time timer loop when the app is ready (default true); tests drive `scheduler.tick()`. */
+  startScheduler?: boolean;
+  /** Start the delivery loop when the app is ready (default true); tests may drive `dispatcher.tick()`/`drain()` alone. */
+  startDispatcher?: boolean;
+  /** Executor to use instead of the sandboxed process pool (never in production). */
+  executor?: Executor;
 }
 
 export interface BuiltApp {
@@ -62,18 +94,74 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       const given = req.headers["x-request-id"];
       return typeof given === "string" && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID();
     },
-    ajv: {
-      customOptions: { removeAdditional: false, coerceTypes: "array", useDefaults: true, allErrors: false },
-    },
+    frameworkErrors,
+    clientErrorHandler,
     return503OnClosing: false,
     forceCloseConnections: "idle",
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  const services: Services = { config, clock, store, secrets, accounts, logger: app.log };
+  const bus = new Bus();
+  bus.onError((err) => app.log.error({ err }, "internal event listener failed"));
+  const committer = new Committer(store);
+  const recorder = new EventRecorder();
+  const builder = new ComponentBuilder({ dataDir: config.dataDir, npmCacheDir: config.npmCacheDir });
+  const executor =
+    options.executor ??
+    new ExecutorPool({
+      dataDir: config.dataDir,
+      memoryMb: config.executorMemoryMb,
+      defaultTimeoutMs: config.invocationTimeoutMs,
+      maxEmitBytes: config.maxEventBytes,
+      logger: app.log,
+    });
+  const catalog = new ComponentCatalog({ store, builder, executor, clock });
+  const runner = new SourceRunner({
+    store,
+    committer,
+    recorder,
+    bus,
+    executor,
+    catalog,
+    secrets,
+    clock,
+    config,
+    logger: app.log,
+  });
+  const sources = new SourceService({ store, catalog, runner, secrets, clock });
+  const scheduler = new TimerScheduler({ store, clock, runner, bus, committer, recorder, logger: app.log });
+  const dispatcher = setUpDelivery({
+    store,
+    committer,
+    recorder,
+    bus,
+    runner,
+    secrets,
+    clock,
+    config,
+    logger: app.log,
+  });
+  const services: Services = {
+    config,
+    clock,
+    store,
+    secrets,
+    accounts,
+    logger: app.log,
+    bus,
+    committer,
+    recorder,
+    executor,
+    catalog,
+    runner,
+    sources,
+    scheduler,
+    dispatcher,
+  };
   app.decorate("fount", services);
   app.decorateRequest("principal", null);
   registerErrorHandling(app);
   registerJsonBodies(app);
+  applyRequestRules(app);
 
   const routeIndex = new RouteIndex();
   routeIndex.attach(app);
@@ -90,25 +178,30 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     return sendError(reply, new AppError("not_found", `No route ${request.method} ${path}`));
   });
 
+  // From the start of shutdown: new requests get 503, and answers ask clients to close the connection
+  // so that keep-alive sockets do not hold the process open.
   let closing = false;
-  app.addHook("onClose", async () => {
+  app.addHook("preClose", async () => {
     closing = true;
+  });
+  app.addHook("onSend", async (_request, reply) => {
+    if (closing) reply.header("connection", "close");
   });
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
     if (closing) throw new AppError("shutting_down");
     // Unmatched requests go to the 404/405 handler without asking for a key.
     if (request.routeOptions.url === undefined || request.routeOptions.config.public) return;
-    const header = request.headers.authorization;
-    const match = typeof header === "string" ? /^Bearer\s+(\S{1,512})\s*$/i.exec(header) : null;
-    if (!match) throw new AppError("unauthorized", "Send the API key as Authorization: Bearer <key>");
-    const found = await accounts.authenticate(match[1]!);
+    const key = bearerToken(request.headers.authorization);
+    if (!key) throw new AppError("unauthorized", "Send the API key as Authorization: Bearer <key>");
+    const found = await accounts.authenticate(key);
     if (!found) throw new AppError("unauthorized", "Unknown or revoked API key");
     request.principal = found;
   });
 
   // include/exclude apply to every JSON response that has `data`.
   app.addHook("preSerialization", async (request, _reply, payload) => {
+    if (request.routeOptions.config?.rawBody) return payload;
     const p = (request.method === "POST" || request.method === "PUT" ? request.body : request.query) as
       | { include?: unknown; exclude?: unknown }
       | undefined;
@@ -147,8 +240,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
           timeWindow: 60_000,
           // Per API key (hashed, so the limiter's memory never holds secrets); per address without one.
           keyGenerator: (request) => {
-            const auth = request.headers.authorization;
-            return typeof auth === "string" ? `k:${hashApiKey(auth)}` : `ip:${request.ip}`;
+            const key = bearerToken(request.headers.authorization);
+            return key ? `k:${hashApiKey(key)}` : `ip:${request.ip}`;
           },
           errorResponseBuilder: (_request, context) => {
             const err = new AppError(
@@ -166,11 +259,33 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       await v1.register(adminRoutes);
       await v1.register(webhookRoutes);
       await v1.register(subscriptionRoutes);
+      await v1.register(componentRoutes);
+      await v1.register(sourceRoutes);
+      await v1.register(sourceEventRoutes);
+      await v1.register(accountRoutes);
+      await v1.register(deliveryRoutes);
+      await v1.register(workflowRoutes);
     },
     { prefix: "/v1" },
   );
+  await app.register(endpointRoutes);
+  await app.register(streamRoutes);
 
+  // Fount's own components (the `registry/` folder) are published before the server answers.
+  app.addHook("onReady", async () => {
+    await publishRegistryFolder(services);
+  });
+  app.addHook("onReady", async () => {
+    if (options.startScheduler !== false) scheduler.start();
+    if (options.startDispatcher !== false) await dispatcher.start();
+  });
+  // Shutdown order: no new timer runs, in-flight commits land, executors stop, then the store closes.
   app.addHook("onClose", async () => {
+    await scheduler.stop();
+    // Before the commits drain: its last results and released claims go through the committer and store.
+    await dispatcher.stop();
+    await committer.drain();
+    await executor.close();
     await store.close();
   });
 

@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import path from "node:path";
 
 /** Everything Fount reads from its environment, parsed once. */
@@ -7,12 +8,16 @@ export interface Config {
   /** Base for generated URLs (source endpoints); never ends with a slash. */
   publicUrl: string;
   dataDir: string;
+  /** npm cache shared by package installs of components; default `<dataDir>/npm-cache`. */
+  npmCacheDir: string;
   /** `postgres://…` selects the PostgreSQL store; undefined means embedded SQLite in dataDir. */
   databaseUrl: string | undefined;
   bootstrapApiKey: string | undefined;
   /** Requests per minute per API key; 0 turns the limit off. */
   rateLimit: number;
   webhookAllowPrivate: boolean;
+  /** Hostnames (`*.corp.example` too), IP addresses and CIDR ranges deliveries may reach even when private. */
+  webhookAllowHosts: string[];
   logLevel: string;
   /** Per-invocation wall-clock limit for component code. */
   invocationTimeoutMs: number;
@@ -43,6 +48,26 @@ function bool(env: NodeJS.ProcessEnv, name: string): boolean {
   return raw === "1" || raw === "true" || raw === "yes";
 }
 
+/** A comma-separated list of hostnames, IP addresses and CIDR ranges (`10.0.0.0/8`, `fd00::/8`). */
+function hostList(env: NodeJS.ProcessEnv, name: string): string[] {
+  const entries = (env[name] ?? "")
+    .split(",")
+    .map((s) => s.trim().toLowerCase())
+    .filter(Boolean);
+  for (const entry of entries) {
+    const [net, bits, extra] = entry.split("/");
+    const family = isIP(net ?? "");
+    const maxBits = family === 4 ? 32 : 128;
+    const validRange =
+      family !== 0 && (bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= maxBits));
+    const validName = bits === undefined && /^(\*\.)?[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?$/.test(entry);
+    if (extra !== undefined || !(validRange || validName)) {
+      throw new ConfigError(`${name}: "${entry}" is neither a hostname nor an IP address or CIDR range`);
+    }
+  }
+  return entries;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
   const host = env.HOST || "127.0.0.1";
   const port = int(env, "PORT", 8787);
@@ -62,9 +87,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     publicUrl,
     dataDir: path.resolve(env.FOUNT_DATA_DIR || ".fount"),
     databaseUrl,
+    npmCacheDir: path.resolve(env.FOUNT_NPM_CACHE || path.join(env.FOUNT_DATA_DIR || ".fount", "npm-cache")),
     bootstrapApiKey: env.FOUNT_BOOTSTRAP_API_KEY || undefined,
     rateLimit: int(env, "FOUNT_RATE_LIMIT", 6000),
     webhookAllowPrivate: bool(env, "FOUNT_WEBHOOK_ALLOW_PRIVATE"),
+    webhookAllowHosts: hostList(env, "FOUNT_WEBHOOK_ALLOW_HOSTS"),
     logLevel: env.LOG_LEVEL || "info",
     invocationTimeoutMs: int(env, "FOUNT_INVOCATION_TIMEOUT_MS", 30_000, 100),
     executorMemoryMb: int(env, "FOUNT_EXECUTOR_MEMORY_MB", 256, 32),

@@ -20,6 +20,7 @@ export const errorCatalogue = {
   },
   props_invalid: { status: 422, message: "The configured props do not match the component" },
   not_deployable: { status: 422, message: "This component cannot be deployed as a source" },
+  hook_failed: { status: 422, message: "A lifecycle hook of the component failed" },
   rate_limited: { status: 429, message: "Too many requests" },
   quota_exceeded: { status: 429, message: "The daily quota of this account is used up" },
   internal: { status: 500, message: "Internal server error" },

@@ -3,7 +3,16 @@ import type { FastifyBaseLogger } from "fastify";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import type { SecretBox } from "./crypto/secret-box.ts";
+import type { DeliveryDispatcher } from "./delivery/dispatcher.ts";
 import type { Accounts } from "./domain/accounts.ts";
+import type { Bus } from "./domain/bus.ts";
+import type { Committer } from "./domain/committer.ts";
+import type { ComponentCatalog } from "./domain/components.ts";
+import type { EventRecorder } from "./domain/recorder.ts";
+import type { SourceRunner } from "./domain/runner.ts";
+import type { TimerScheduler } from "./domain/scheduler.ts";
+import type { SourceService } from "./domain/sources.ts";
+import type { Executor } from "./runtime/types.ts";
 import type { Storage } from "./storage/port.ts";
 
 export interface Services {
@@ -13,6 +22,15 @@ export interface Services {
   secrets: SecretBox;
   accounts: Accounts;
   logger: FastifyBaseLogger;
+  bus: Bus;
+  committer: Committer;
+  recorder: EventRecorder;
+  executor: Executor;
+  catalog: ComponentCatalog;
+  runner: SourceRunner;
+  sources: SourceService;
+  scheduler: TimerScheduler;
+  dispatcher: DeliveryDispatcher;
 }
 
 declare module "fastify" {

@@ -43,7 +43,13 @@ export async function startServer(
 ): Promise<TestServer> {
   const dataDir = overrides.dataDir ?? mkdtempSync(path.join(os.tmpdir(), "fount-test-"));
   const config = loadConfig(
-    { FOUNT_BOOTSTRAP_API_KEY: adminKey, FOUNT_RATE_LIMIT: "0", ...env },
+    {
+      FOUNT_BOOTSTRAP_API_KEY: adminKey,
+      FOUNT_RATE_LIMIT: "0",
+      // One npm cache for every test server, so packages download once per machine.
+      FOUNT_NPM_CACHE: path.join(os.tmpdir(), "fount-test-npm-cache"),
+      ...env,
+    },
     { dataDir, port: 0, ...overrides },
   );
   const built = await buildApp(config, { logger: false });

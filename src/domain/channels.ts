@@ -20,3 +20,9 @@ export function emitterMatches(pattern: string, emitterId: string): boolean {
   if (pattern.endsWith("_*")) return emitterId.startsWith(pattern.slice(0, -1));
   return pattern === emitterId;
 }
+
+/** A channel name from component code (`$emit` meta.name): anything textual is kept, `default` is `""`. */
+export function normalizeChannelLoose(name: unknown): string {
+  if (typeof name !== "string" || name === "" || name === "default") return "";
+  return name.slice(0, 64);
+}

@@ -101,3 +101,160 @@ export interface PageQuery {
 
 /** A listed item with its sequence number, for cursor building. */
 export type WithSeq<T> = T & { seq: number };
+
+/** A saved component (`sc_…`): the code as sent, what the sandbox reported about it, pinned packages. */
+export interface ComponentRecord {
+  id: string;
+  /** `u_…`/`o_…`, or `registry` for published components. */
+  ownerId: string;
+  key: string | null;
+  name: string;
+  version: string;
+  code: string;
+  codeHash: string;
+  componentUrl: string | null;
+  meta: import("../runtime/types.ts").ComponentMeta;
+  dependencies: Record<string, string>;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** A deployed component (`dc_…`). `props` holds configured values as stored (secrets sealed). */
+export interface SourceRecord {
+  id: string;
+  ownerId: string;
+  createdBy: string;
+  componentId: string;
+  name: string;
+  nameSlug: string;
+  active: boolean;
+  props: Record<string, unknown>;
+  /** Random ID of its HTTP endpoint (`/e/{endpointId}`), when it has an HTTP interface prop. */
+  endpointId: string | null;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** A timer interface of a source and when it fires next. */
+export interface TimerRecord {
+  sourceId: string;
+  propName: string;
+  intervalSeconds: number | null;
+  cron: string | null;
+  timezone: string | null;
+  nextRunMs: number;
+}
+
+/** `metadata` of an event entry: the emit's own meta is kept beside the routing fields. */
+export interface EventMeta {
+  emit_id: string;
+  name: string;
+  emitter_id: string;
+  id?: string | number;
+  summary?: string;
+  ts?: number;
+}
+
+/** A stored event (emit, log or error) of a source or workflow. */
+export interface EventRecord {
+  emitterId: string;
+  channel: string;
+  /** `<idMs>-<idSeq>`. */
+  id: string;
+  idMs: number;
+  idSeq: number;
+  indexedAtMs: number;
+  event: unknown;
+  meta: EventMeta;
+}
+
+/** Query over one emitter's events, newest first; cursors are event IDs. */
+export interface EventQuery {
+  channel: string;
+  limit: number;
+  /** Older than this ID. */
+  after?: { ms: number; seq: number };
+  /** Newer than this ID. */
+  before?: { ms: number; seq: number };
+}
+
+/** A connected app account (`apn_…`) whose credentials become an app prop's `$auth`. */
+export interface AppAccount {
+  id: string;
+  ownerId: string;
+  app: string;
+  name: string;
+  credentialsSealed: string;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** An external workflow (`p_…`): an emitter and listener whose runner lives outside Fount. */
+export interface Workflow {
+  id: string;
+  ownerId: string;
+  createdBy: string;
+  name: string;
+  /** Where routed events are POSTed; null: events routed to it are recorded, never sent. */
+  url: string | null;
+  /** The `whsec_…` secret deliveries are signed with, sealed by the SecretBox. */
+  signingSecretSealed: string;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** Who receives a delivery, by listener ID prefix: `wh_` webhook, `dc_` source, `p_` workflow. */
+export type ListenerKind = "webhook" | "source" | "workflow";
+
+export type DeliveryStatus = "pending" | "succeeded" | "failed";
+
+/**
+ * One routed event on its way to one listener (the outbox row). It carries its own copy of the event,
+ * since the emitter's stream keeps only its last 100 events. Times are epoch ms.
+ */
+export interface Delivery {
+  id: string;
+  /** The subscription's owner. */
+  ownerId: string;
+  subscriptionId: string;
+  emitterId: string;
+  eventId: string;
+  channel: string;
+  listenerId: string;
+  listenerKind: ListenerKind;
+  /** The event's data and metadata as stored when it was routed. */
+  event: unknown;
+  meta: EventMeta;
+  indexedAtMs: number;
+  /** Source-to-source hops before this delivery (1 for an event from an endpoint, timer or API call). */
+  hops: number;
+  status: DeliveryStatus;
+  /** Attempts made in all. */
+  attempts: number;
+  /** Attempts since the last (re)delivery request: what the retry schedule counts. */
+  roundAttempts: number;
+  /** When the next attempt is due; null once finished. */
+  nextAttemptMs: number | null;
+  lastStatusCode: number | null;
+  lastError: string | null;
+  lastDurationMs: number | null;
+  /** The dispatcher run that is attempting it now; null when nobody is. */
+  claimedBy: string | null;
+  createdMs: number;
+  updatedMs: number;
+}
+
+/** One attempt of a delivery, kept for `GET /v1/webhooks/{id}/deliveries`. */
+export interface DeliveryAttempt {
+  deliveryId: string;
+  /** 1 for the first attempt. */
+  n: number;
+  startedMs: number;
+  durationMs: number;
+  statusCode: number | null;
+  error: string | null;
+  /** The first bytes of the response body, for diagnosis. */
+  response: string | null;
+  /** What the attempt led to. */
+  outcome: "succeeded" | "retry" | "failed";
+}

@@ -15,6 +15,8 @@ declare module "fastify" {
   interface FastifyContextConfig {
     /** Routes that answer without an API key (health, docs, source endpoints). */
     public?: boolean;
+    /** Routes that take the body as raw bytes (source endpoints): no query merge, no JSON rules. */
+    rawBody?: boolean;
   }
 }
 
@@ -56,6 +58,12 @@ export const errorSchema = Type.Object(
 /** The standard error responses, for route schemas. */
 export function errorResponses(...statuses: number[]): Record<number, typeof errorSchema> {
   return Object.fromEntries([400, 401, 429, ...statuses].map((s) => [s, errorSchema]));
+}
+
+/** The API key of an `Authorization: Bearer <key>` header (any case, surrounding spaces ignored). */
+export function bearerToken(header: unknown): string | undefined {
+  const match = typeof header === "string" ? /^Bearer\s+(\S{1,512})\s*$/i.exec(header) : null;
+  return match?.[1];
 }
 
 /** Parameters as the route sees them: the JSON body merged over the query for POST and PUT. */
@@ -107,8 +115,15 @@ export function pageQuery(p: { limit?: number; after?: string; before?: string }
       details: { field: "before" },
     });
   }
+  const limit = p.limit ?? 10;
+  // The schema says 1–100, but Ajv's query coercion lets `1e400` through as Infinity.
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 100) {
+    throw new AppError("invalid_parameter", "limit must be an integer from 1 to 100", {
+      details: { field: "limit" },
+    });
+  }
   return {
-    limit: p.limit ?? 10,
+    limit,
     afterSeq: p.after !== undefined ? decodeCursor(p.after, "after") : undefined,
     beforeSeq: p.before !== undefined ? decodeCursor(p.before, "before") : undefined,
   };

@@ -5,16 +5,26 @@
  */
 import type {
   ApiKey,
+  AppAccount,
   AutoSubscription,
+  ComponentRecord,
+  Delivery,
+  DeliveryAttempt,
+  DeliveryStatus,
+  EventQuery,
+  EventRecord,
   Org,
   OrgRole,
   Page,
   PageQuery,
+  SourceRecord,
   Subscription,
+  TimerRecord,
   Usage,
   User,
   Webhook,
   WithSeq,
+  Workflow,
 } from "../domain/types.ts";
 
 export interface StorageCapabilities {
@@ -24,12 +34,46 @@ export interface StorageCapabilities {
   skipLocked: boolean;
 }
 
+export interface SourcePatch {
+  componentId?: string;
+  name?: string;
+  nameSlug?: string;
+  active?: boolean;
+  props?: Record<string, unknown>;
+  endpointId?: string | null;
+  updatedAt: number;
+}
+
 export interface WebhookPatch {
   name?: string | null;
   description?: string | null;
   url?: string;
   active?: boolean;
   updatedAt: number;
+}
+
+/** What an attempt (or a redelivery) changes on a delivery; the claim is always released. */
+export interface DeliveryPatch {
+  status: DeliveryStatus;
+  attempts: number;
+  roundAttempts: number;
+  nextAttemptMs: number | null;
+  lastStatusCode: number | null;
+  lastError: string | null;
+  lastDurationMs: number | null;
+  updatedMs: number;
+}
+
+/** Which due deliveries a dispatcher may take now. */
+export interface DeliveryClaim {
+  nowMs: number;
+  limit: number;
+  /** At most this many of one listener (the per-destination limit). */
+  perListener: number;
+  /** Marks the claimed rows, so that a crashed run's claims can be told apart and reset. */
+  claimToken: string;
+  /** Listeners whose destination is busy: their deliveries stay for a later claim. */
+  exceptListeners: string[];
 }
 
 /** The operations; inside `transaction` the same operations run on one connection, all or nothing. */
@@ -81,6 +125,110 @@ export interface StorageOps {
   // Usage
   getUsage(userId: string, day: string): Promise<Usage>;
   addUsage(userId: string, day: string, delta: Usage): Promise<void>;
+
+  // Components (owner `registry` holds published ones)
+  insertComponent(component: ComponentRecord): Promise<void>;
+  getComponent(id: string): Promise<ComponentRecord | undefined>;
+  /** The newest component with this key among these owners. */
+  findComponentByKey(ownerIds: string[], key: string): Promise<ComponentRecord | undefined>;
+
+  // Sources
+  insertSource(source: SourceRecord): Promise<void>;
+  getSource(id: string): Promise<SourceRecord | undefined>;
+  getSourceByEndpoint(endpointId: string): Promise<SourceRecord | undefined>;
+  getSourceBySlug(ownerIds: string[], slug: string): Promise<SourceRecord | undefined>;
+  /** Slugs of this owner that equal `base` or start with `base-`, for auto-increment. */
+  listSlugs(ownerId: string, base: string): Promise<string[]>;
+  listSources(ownerIds: string[], page: PageQuery): Promise<Page<WithSeq<SourceRecord>>>;
+  /** Every active source ID (to restore timers and executors at start). */
+  listActiveSourceIds(): Promise<string[]>;
+  updateSource(id: string, patch: SourcePatch): Promise<SourceRecord | undefined>;
+  /** Removes the source and everything it owns: db, dedupe state, timers, events. */
+  deleteSource(id: string): Promise<boolean>;
+
+  getSourceDb(sourceId: string): Promise<{ data: Record<string, unknown>; version: number }>;
+  putSourceDb(sourceId: string, data: Record<string, unknown>, version: number): Promise<void>;
+  getDedupeState(sourceId: string): Promise<unknown>;
+  putDedupeState(sourceId: string, state: unknown): Promise<void>;
+
+  // Timers
+  replaceTimers(sourceId: string, timers: TimerRecord[]): Promise<void>;
+  listTimers(sourceId: string): Promise<TimerRecord[]>;
+  /** Timers due at `nowMs`, soonest first. */
+  dueTimers(nowMs: number, limit: number): Promise<TimerRecord[]>;
+  /** Moves a timer from `expectedNextMs` to `nextMs`; false when another node claimed it first. */
+  claimTimer(sourceId: string, propName: string, expectedNextMs: number, nextMs: number): Promise<boolean>;
+  /** The soonest `next_run_ms` of any timer, for sleeping until then. */
+  nextTimerMs(): Promise<number | undefined>;
+
+  // Events
+  /** The last event ID handed out for an emitter. */
+  getEmitterClock(emitterId: string): Promise<{ ms: number; seq: number } | undefined>;
+  putEmitterClock(emitterId: string, ms: number, seq: number): Promise<void>;
+  insertEvent(event: EventRecord): Promise<void>;
+  /** Keeps the newest `keep` events of an emitter's channel. */
+  trimEvents(emitterId: string, channel: string, keep: number): Promise<void>;
+  listEvents(emitterId: string, query: EventQuery): Promise<Page<EventRecord>>;
+  /** Deletes an inclusive ID range (open ends when undefined) of every channel; returns how many. */
+  deleteEvents(
+    emitterId: string,
+    from: { ms: number; seq: number } | undefined,
+    to: { ms: number; seq: number } | undefined,
+  ): Promise<number>;
+
+  // App accounts
+  insertAppAccount(account: AppAccount): Promise<void>;
+  getAppAccount(id: string): Promise<AppAccount | undefined>;
+  listAppAccounts(ownerIds: string[], page: PageQuery): Promise<Page<WithSeq<AppAccount>>>;
+  deleteAppAccount(id: string): Promise<boolean>;
+
+  // External workflows
+  insertWorkflow(workflow: Workflow): Promise<void>;
+  getWorkflow(id: string): Promise<Workflow | undefined>;
+  listWorkflows(ownerIds: string[], page: PageQuery): Promise<Page<WithSeq<Workflow>>>;
+  deleteWorkflow(id: string): Promise<boolean>;
+
+  // Deliveries (the outbox)
+  /**
+   * Subscriptions that route this emitter's channel: those naming it exactly, and the `dc_*`/`p_*`
+   * globs of its kind held by its owner (`emitterOwnerId`; none when undefined).
+   */
+  matchSubscriptions(
+    emitterId: string,
+    emitterOwnerId: string | undefined,
+    channel: string,
+  ): Promise<Subscription[]>;
+  insertDeliveries(deliveries: Delivery[]): Promise<void>;
+  getDelivery(id: string): Promise<Delivery | undefined>;
+  /**
+   * Takes pending deliveries due at `nowMs`, soonest first, and marks them with the claim token. Skipped:
+   * claimed ones, those of inactive webhooks and sources (they wait), those of `exceptListeners`, and a
+   * source listener's delivery while an older one of its subscription is still pending (in order, one at a time).
+   */
+  claimDeliveries(claim: DeliveryClaim): Promise<Delivery[]>;
+  /** Gives claimed deliveries back untouched (the dispatcher stopped, or the destination was busy). */
+  releaseDeliveries(ids: string[]): Promise<void>;
+  /** Releases every claim (a crashed run's); returns how many there were. */
+  resetDeliveryClaims(): Promise<number>;
+  /** Stores an attempt's result and releases the claim; false when the delivery no longer exists. */
+  updateDelivery(id: string, patch: DeliveryPatch): Promise<boolean>;
+  insertDeliveryAttempt(attempt: DeliveryAttempt): Promise<void>;
+  /** A listener's deliveries, newest first, optionally of one status. */
+  listDeliveries(
+    listenerId: string,
+    page: PageQuery,
+    status?: DeliveryStatus,
+  ): Promise<Page<WithSeq<Delivery>>>;
+  /** The attempts of these deliveries, oldest first. */
+  listDeliveryAttempts(deliveryIds: string[]): Promise<DeliveryAttempt[]>;
+  /** Makes a delivery pending and due at `nowMs` with a fresh retry schedule; false when it is claimed or unknown. */
+  requeueDelivery(id: string, nowMs: number): Promise<boolean>;
+  /** Requeues a listener's failed deliveries created at or after `sinceMs`; returns how many. */
+  requeueFailedDeliveries(listenerId: string, sinceMs: number, nowMs: number): Promise<number>;
+  /** The soonest `next_attempt_ms` of an unclaimed pending delivery. */
+  nextDeliveryMs(): Promise<number | undefined>;
+  /** Deletes finished deliveries (and their attempts) last updated before `beforeMs`; returns how many. */
+  pruneDeliveries(beforeMs: number): Promise<number>;
 }
 
 export interface Storage extends StorageOps {

@@ -1,4 +1,5 @@
 /** Turns anything thrown into the error body of decisions.md, without leaking internals from a 5xx. */
+import type { Socket } from "node:net";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { AppError, type ErrorCode } from "../../errors.ts";
 
@@ -47,6 +48,14 @@ export function toAppError(err: unknown): AppError {
     });
   }
   switch (e.code) {
+    case "FST_ERR_BAD_URL":
+      return new AppError("invalid_parameter", "The URL path is not validly percent-encoded", {
+        details: { field: "path" },
+      });
+    case "FST_ERR_MAX_PARAM_LENGTH":
+      return new AppError("invalid_parameter", "A path parameter is too long", {
+        details: { field: "path" },
+      });
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
       return new AppError("unsupported_media_type");
     case "FST_ERR_CTP_BODY_TOO_LARGE":
@@ -76,4 +85,34 @@ export function registerErrorHandling(app: FastifyInstance): void {
     else request.log.info({ code: appError.code, msg: appError.message }, "request refused");
     return sendError(reply, appError);
   });
+}
+
+/**
+ * For the Fastify option `frameworkErrors`: errors the router raises before any hook runs (a path that
+ * is not valid percent-encoding, a parameter over `maxParamLength`) get the catalogue body too.
+ */
+export function frameworkErrors(err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  reply.header("x-request-id", request.id);
+  sendError(reply, toAppError(err));
+}
+
+/**
+ * For the Fastify option `clientErrorHandler`: requests Node's HTTP parser refuses before Fastify sees
+ * them (request heads over 16 KB, malformed HTTP) get a catalogue body instead of Fastify's default one.
+ */
+export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === "ECONNRESET" || socket.destroyed) return;
+  const appError =
+    err.code === "HPE_HEADER_OVERFLOW"
+      ? new AppError("payload_too_large", "The request line and headers are too large (at most 16 KB)")
+      : new AppError("invalid_parameter", "The request is not valid HTTP");
+  const body = JSON.stringify(appError.toJSON());
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${appError.status} ${appError.status === 413 ? "Payload Too Large" : "Bad Request"}\r\n` +
+        `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+        `Connection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }

@@ -1,9 +1,11 @@
-/** The admin API (admin keys only): users, organizations, memberships and API keys. */
+/** The admin API (admin keys only): users, organizations, memberships, API keys and registry publishing. */
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
+import { publishToRegistry } from "../../domain/registry.ts";
 import type { Org, User } from "../../domain/types.ts";
 import { AppError } from "../../errors.ts";
 import { commonParams, errorResponses, params, principal } from "../conventions.ts";
+import { renderComponent } from "./components.ts";
 
 function requireAdmin(request: FastifyRequest): void {
   if (!principal(request).user.isAdmin)
@@ -44,7 +46,8 @@ const idPath = (name: string, prefix: string) =>
   Type.Object({ [name]: Type.String({ pattern: `^${prefix}_[A-Za-z0-9]+$`, maxLength: 64 }) });
 
 export async function adminRoutes(app: FastifyInstance): Promise<void> {
-  app.addHook("preHandler", async (request) => requireAdmin(request));
+  // Before the body is read or validated: a non-admin learns nothing about the admin API but 403.
+  app.addHook("onRequest", async (request) => requireAdmin(request));
   const tags = ["admin"];
   const { accounts } = app.fount;
 
@@ -56,7 +59,8 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
         summary: "Create a user and its first API key",
         body: Type.Object(
           {
-            ...commonParams,
+            include: commonParams.include,
+            exclude: commonParams.exclude,
             username: Type.String({ minLength: 1, maxLength: 64 }),
             email: Type.String({ format: "email", maxLength: 320 }),
             plan: Type.Optional(Type.Union([Type.Literal("free"), Type.Literal("paid")])),
@@ -155,6 +159,37 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
       const { user_id } = request.query as { user_id: string };
       await accounts.removeMember(org_id, user_id);
       return { data: { org_id, user_id } };
+    },
+  );
+
+  app.post(
+    "/admin/registry",
+    {
+      schema: {
+        tags,
+        summary: "Publish a component to the registry",
+        description:
+          "The code needs a `key` and a semantic `version` (422 otherwise). The same code under the same key again is a no-op (`created: false`); changed code is a new version that `key` lookups then find.",
+        body: Type.Object(
+          {
+            include: commonParams.include,
+            exclude: commonParams.exclude,
+            component_code: Type.String({ minLength: 1, maxLength: 1024 * 1024 }),
+            component_url: Type.Optional(
+              Type.String({ minLength: 1, maxLength: 2048, description: "Kept as metadata" }),
+            ),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 200: anyData, ...errorResponses(403, 413, 422) },
+      },
+    },
+    async (request) => {
+      const p = params<{ component_code: string; component_url?: string }>(request);
+      const { component, created } = await publishToRegistry(app.fount, p.component_code, {
+        url: p.component_url,
+      });
+      return { data: { ...renderComponent(component), created } };
     },
   );
 

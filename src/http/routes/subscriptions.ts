@@ -1,9 +1,10 @@
 /** Subscriptions route an emitter's channel to a listener; auto-subscriptions cover emitters created later. */
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
+import { enqueueBackfill } from "../../delivery/routing.ts";
 import { normalizeChannel } from "../../domain/channels.ts";
 import type { AutoSubscription, Subscription } from "../../domain/types.ts";
-import { notFound } from "../../errors.ts";
+import { invalidParameter, notFound } from "../../errors.ts";
 import { newId } from "../../ids.ts";
 import {
   actingOwner,
@@ -74,6 +75,12 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
             emitter_id: emitterId,
             listener_id: listenerId,
             event_name: Type.Optional(eventName),
+            backfill: Type.Optional(
+              Type.Boolean({
+                description:
+                  "Extension: first deliver the emitter's retained events of the channel, oldest first (a concrete emitter_id only)",
+              }),
+            ),
           },
           { additionalProperties: false },
         ),
@@ -81,21 +88,34 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
       },
     },
     async (request) => {
-      const p = params<{ emitter_id: string; listener_id: string; event_name?: string; org_id?: string }>(
-        request,
-      );
+      const p = params<{
+        emitter_id: string;
+        listener_id: string;
+        event_name?: string;
+        org_id?: string;
+        backfill?: boolean;
+      }>(request);
+      if (p.backfill && p.emitter_id.endsWith("_*")) {
+        throw invalidParameter("backfill", "backfill needs a concrete emitter_id, not a glob");
+      }
       const channel = normalizeChannel(p.event_name);
       const ownerId = actingOwner(request, p.org_id);
       await requireVisible(request, p.emitter_id, "Emitter");
       await requireVisible(request, p.listener_id, "Listener");
-      const stored = await store.upsertSubscription({
-        id: newId("sub"),
-        ownerId,
-        emitterId: p.emitter_id,
-        listenerId: p.listener_id,
-        eventName: channel,
-        createdAt: now(),
+      // One transaction: backfilled events queue ahead of any event stored after the subscription.
+      const stored = await store.transaction(async (tx) => {
+        const sub = await tx.upsertSubscription({
+          id: newId("sub"),
+          ownerId,
+          emitterId: p.emitter_id,
+          listenerId: p.listener_id,
+          eventName: channel,
+          createdAt: now(),
+        });
+        if (p.backfill) await enqueueBackfill(tx, sub, clock.now());
+        return sub;
       });
+      if (p.backfill) app.fount.dispatcher.wake();
       return { data: renderSubscription(stored) };
     },
   );

@@ -38,19 +38,26 @@ const fields = {
   description: Type.Optional(Type.Union([Type.String({ maxLength: 4096 }), Type.Null()])),
 };
 
-/** The spec's rule: http or https, a hostname, optionally a port and a path. */
+/**
+ * The spec's rule: http or https, a hostname, optionally a port and a path. The URL is kept as the client
+ * wrote it (not re-serialised), so what is read back is what was sent.
+ */
 export function validateWebhookUrl(raw: string): string {
+  const message = "url must be an absolute http or https URL with a hostname";
+  // WHATWG parsing forgives a lot (`http:host`, surrounding spaces, backslashes); the spec does not.
+  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):(?!\d)/.exec(raw)?.[1]?.toLowerCase();
+  if (scheme !== undefined && scheme !== "http" && scheme !== "https") {
+    throw invalidParameter("url", `url must use http or https, not ${scheme}`);
+  }
+  if (!/^https?:\/\/[^/?#\\\s]/i.test(raw) || /[\s\\]/.test(raw)) throw invalidParameter("url", message);
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
-    throw invalidParameter("url", "url must be an absolute http or https URL with a hostname");
-  }
-  if (url.protocol !== "http:" && url.protocol !== "https:") {
-    throw invalidParameter("url", `url must use http or https, not ${url.protocol.replace(":", "")}`);
+    throw invalidParameter("url", message);
   }
   if (!url.hostname) throw invalidParameter("url", "url must contain a hostname");
-  return url.toString();
+  return raw;
 }
 
 export function renderWebhook(w: Webhook, withUser: boolean): Record<string, unknown> {

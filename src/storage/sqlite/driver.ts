@@ -7,19 +7,37 @@ import path from "node:path";
 import { DatabaseSync, type SQLInputValue } from "node:sqlite";
 import type {
   ApiKey,
+  AppAccount,
   AutoSubscription,
+  ComponentRecord,
+  Delivery,
+  DeliveryAttempt,
+  DeliveryStatus,
+  EventQuery,
+  EventRecord,
   Org,
   OrgRole,
   Page,
   PageQuery,
+  SourceRecord,
   Subscription,
+  TimerRecord,
   Usage,
   User,
   Webhook,
   WithSeq,
+  Workflow,
 } from "../../domain/types.ts";
 import { AsyncLock } from "../lock.ts";
-import type { Storage, StorageOps, WebhookPatch } from "../port.ts";
+import type {
+  DeliveryClaim,
+  DeliveryPatch,
+  SourcePatch,
+  Storage,
+  StorageOps,
+  WebhookPatch,
+} from "../port.ts";
+import { SqliteDeliveryOps } from "./delivery-ops.ts";
 import { migrate } from "./migrate.ts";
 
 type Row = Record<string, SQLInputValue>;
@@ -91,15 +109,91 @@ function placeholders(values: readonly unknown[]): string {
 }
 
 /** Tables that hold ID-addressed resources with an owner, by ID prefix. Later migrations add kinds here. */
-const ownedTables: Record<string, string> = { wh: "webhooks", sub: "subscriptions" };
+const ownedTables: Record<string, string> = {
+  wh: "webhooks",
+  sub: "subscriptions",
+  sc: "components",
+  dc: "sources",
+  apn: "app_accounts",
+  p: "workflows",
+  del: "deliveries",
+};
+
+const toComponent = (r: Row): ComponentRecord => ({
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  key: (r.key as string | null) ?? null,
+  name: r.name as string,
+  version: r.version as string,
+  code: r.code as string,
+  codeHash: r.code_hash as string,
+  componentUrl: (r.component_url as string | null) ?? null,
+  meta: JSON.parse(r.meta_json as string),
+  dependencies: JSON.parse(r.dependencies_json as string),
+  createdAt: r.created_at as number,
+  updatedAt: r.updated_at as number,
+});
+
+const toSource = (r: Row): WithSeq<SourceRecord> => ({
+  seq: r.seq as number,
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  createdBy: r.created_by as string,
+  componentId: r.component_id as string,
+  name: r.name as string,
+  nameSlug: r.name_slug as string,
+  active: r.active === 1,
+  props: JSON.parse(r.props_json as string),
+  endpointId: (r.endpoint_id as string | null) ?? null,
+  createdAt: r.created_at as number,
+  updatedAt: r.updated_at as number,
+});
+
+const toTimer = (r: Row): TimerRecord => ({
+  sourceId: r.source_id as string,
+  propName: r.prop_name as string,
+  intervalSeconds: (r.interval_seconds as number | null) ?? null,
+  cron: (r.cron as string | null) ?? null,
+  timezone: (r.timezone as string | null) ?? null,
+  nextRunMs: r.next_run_ms as number,
+});
+
+const toEvent = (r: Row): EventRecord => ({
+  emitterId: r.emitter_id as string,
+  channel: r.channel as string,
+  id: r.id as string,
+  idMs: r.id_ms as number,
+  idSeq: r.id_seq as number,
+  indexedAtMs: r.indexed_at_ms as number,
+  event: JSON.parse(r.event_json as string),
+  meta: JSON.parse(r.meta_json as string),
+});
+
+const toAppAccount = (r: Row): WithSeq<AppAccount> => ({
+  seq: r.seq as number,
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  app: r.app as string,
+  name: r.name as string,
+  credentialsSealed: r.credentials_sealed as string,
+  createdAt: r.created_at as number,
+  updatedAt: r.updated_at as number,
+});
 
 /** The operations on one connection, without locking (the caller holds the lock). */
 export class SqliteOps implements StorageOps {
   readonly db: DatabaseSync;
   readonly #statements = new Map<string, ReturnType<DatabaseSync["prepare"]>>();
+  readonly #delivery: SqliteDeliveryOps;
 
   constructor(db: DatabaseSync) {
     this.db = db;
+    this.#delivery = new SqliteDeliveryOps({
+      get: (text, params, map) => this.get(text, params, map),
+      all: (text, params, map) => this.all(text, params, map),
+      run: (text, params) => this.run(text, params),
+      page: (table, where, params, q, map) => this.page(table, where, params, q, map),
+    });
   }
 
   /** Prepared statements are cached by SQL text. */
@@ -389,6 +483,366 @@ export class SqliteOps implements StorageOps {
        compute_ms = compute_ms + excluded.compute_ms`,
       [userId, day, d.invocations, d.computeMs],
     );
+  }
+
+  async insertComponent(c: ComponentRecord): Promise<void> {
+    this.run(
+      `INSERT INTO components (id, owner_id, key, name, version, code, code_hash, component_url, meta_json, dependencies_json, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      [
+        c.id,
+        c.ownerId,
+        c.key,
+        c.name,
+        c.version,
+        c.code,
+        c.codeHash,
+        c.componentUrl,
+        JSON.stringify(c.meta),
+        JSON.stringify(c.dependencies),
+        c.createdAt,
+        c.updatedAt,
+      ],
+    );
+  }
+
+  async getComponent(id: string): Promise<ComponentRecord | undefined> {
+    return this.get("SELECT * FROM components WHERE id = ?", [id], toComponent);
+  }
+
+  async findComponentByKey(ownerIds: string[], key: string): Promise<ComponentRecord | undefined> {
+    return this.get(
+      `SELECT * FROM components WHERE owner_id IN (${placeholders(ownerIds)}) AND key = ? ORDER BY seq DESC LIMIT 1`,
+      [...ownerIds, key],
+      toComponent,
+    );
+  }
+
+  async insertSource(s: SourceRecord): Promise<void> {
+    this.run(
+      `INSERT INTO sources (id, owner_id, created_by, component_id, name, name_slug, active, props_json, endpoint_id, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      [
+        s.id,
+        s.ownerId,
+        s.createdBy,
+        s.componentId,
+        s.name,
+        s.nameSlug,
+        s.active ? 1 : 0,
+        JSON.stringify(s.props),
+        s.endpointId,
+        s.createdAt,
+        s.updatedAt,
+      ],
+    );
+  }
+
+  async getSource(id: string): Promise<SourceRecord | undefined> {
+    return this.get("SELECT * FROM sources WHERE id = ?", [id], toSource);
+  }
+
+  async getSourceByEndpoint(endpointId: string): Promise<SourceRecord | undefined> {
+    return this.get("SELECT * FROM sources WHERE endpoint_id = ?", [endpointId], toSource);
+  }
+
+  async getSourceBySlug(ownerIds: string[], slug: string): Promise<SourceRecord | undefined> {
+    return this.get(
+      `SELECT * FROM sources WHERE owner_id IN (${placeholders(ownerIds)}) AND name_slug = ? ORDER BY seq DESC LIMIT 1`,
+      [...ownerIds, slug],
+      toSource,
+    );
+  }
+
+  async listSlugs(ownerId: string, base: string): Promise<string[]> {
+    return this.all(
+      "SELECT name_slug FROM sources WHERE owner_id = ? AND (name_slug = ? OR substr(name_slug, 1, ?) = ?)",
+      [ownerId, base, base.length + 1, `${base}-`],
+      (r) => r.name_slug as string,
+    );
+  }
+
+  async listSources(ownerIds: string[], q: PageQuery): Promise<Page<WithSeq<SourceRecord>>> {
+    return this.page("sources", `owner_id IN (${placeholders(ownerIds)})`, ownerIds, q, toSource);
+  }
+
+  async listActiveSourceIds(): Promise<string[]> {
+    return this.all("SELECT id FROM sources WHERE active = 1 ORDER BY seq", [], (r) => r.id as string);
+  }
+
+  async updateSource(id: string, patch: SourcePatch): Promise<SourceRecord | undefined> {
+    const columns: Record<string, SQLInputValue | undefined> = {
+      component_id: patch.componentId,
+      name: patch.name,
+      name_slug: patch.nameSlug,
+      active: patch.active === undefined ? undefined : patch.active ? 1 : 0,
+      props_json: patch.props === undefined ? undefined : JSON.stringify(patch.props),
+      endpoint_id: patch.endpointId,
+    };
+    const sets: string[] = ["updated_at = ?"];
+    const params: SQLInputValue[] = [patch.updatedAt];
+    for (const [column, value] of Object.entries(columns)) {
+      if (value === undefined) continue;
+      sets.push(`${column} = ?`);
+      params.push(value);
+    }
+    if (this.run(`UPDATE sources SET ${sets.join(", ")} WHERE id = ?`, [...params, id]) === 0)
+      return undefined;
+    return this.getSource(id);
+  }
+
+  async deleteSource(id: string): Promise<boolean> {
+    const removed = this.run("DELETE FROM sources WHERE id = ?", [id]) > 0;
+    for (const table of ["source_db", "dedupe_state", "timers"])
+      this.run(`DELETE FROM ${table} WHERE source_id = ?`, [id]);
+    this.run("DELETE FROM events WHERE emitter_id = ?", [id]);
+    this.run("DELETE FROM emitter_clock WHERE emitter_id = ?", [id]);
+    return removed;
+  }
+
+  async getSourceDb(sourceId: string): Promise<{ data: Record<string, unknown>; version: number }> {
+    return (
+      this.get("SELECT data_json, version FROM source_db WHERE source_id = ?", [sourceId], (r) => ({
+        data: JSON.parse(r.data_json as string) as Record<string, unknown>,
+        version: r.version as number,
+      })) ?? { data: {}, version: 0 }
+    );
+  }
+
+  async putSourceDb(sourceId: string, data: Record<string, unknown>, version: number): Promise<void> {
+    this.run(
+      `INSERT INTO source_db (source_id, data_json, version) VALUES (?, ?, ?)
+       ON CONFLICT (source_id) DO UPDATE SET data_json = excluded.data_json, version = excluded.version`,
+      [sourceId, JSON.stringify(data), version],
+    );
+  }
+
+  async getDedupeState(sourceId: string): Promise<unknown> {
+    return this.get("SELECT state_json FROM dedupe_state WHERE source_id = ?", [sourceId], (r) =>
+      JSON.parse(r.state_json as string),
+    );
+  }
+
+  async putDedupeState(sourceId: string, state: unknown): Promise<void> {
+    this.run(
+      `INSERT INTO dedupe_state (source_id, state_json) VALUES (?, ?)
+       ON CONFLICT (source_id) DO UPDATE SET state_json = excluded.state_json`,
+      [sourceId, JSON.stringify(state)],
+    );
+  }
+
+  async replaceTimers(sourceId: string, timers: TimerRecord[]): Promise<void> {
+    this.run("DELETE FROM timers WHERE source_id = ?", [sourceId]);
+    for (const t of timers) {
+      this.run(
+        "INSERT INTO timers (source_id, prop_name, interval_seconds, cron, timezone, next_run_ms) VALUES (?, ?, ?, ?, ?, ?)",
+        [t.sourceId, t.propName, t.intervalSeconds, t.cron, t.timezone, t.nextRunMs],
+      );
+    }
+  }
+
+  async listTimers(sourceId: string): Promise<TimerRecord[]> {
+    return this.all("SELECT * FROM timers WHERE source_id = ? ORDER BY prop_name", [sourceId], toTimer);
+  }
+
+  async dueTimers(nowMs: number, limit: number): Promise<TimerRecord[]> {
+    return this.all(
+      "SELECT * FROM timers WHERE next_run_ms <= ? ORDER BY next_run_ms LIMIT ?",
+      [nowMs, limit],
+      toTimer,
+    );
+  }
+
+  async claimTimer(
+    sourceId: string,
+    propName: string,
+    expectedNextMs: number,
+    nextMs: number,
+  ): Promise<boolean> {
+    return (
+      this.run(
+        "UPDATE timers SET next_run_ms = ? WHERE source_id = ? AND prop_name = ? AND next_run_ms = ?",
+        [nextMs, sourceId, propName, expectedNextMs],
+      ) > 0
+    );
+  }
+
+  async nextTimerMs(): Promise<number | undefined> {
+    const row = this.sql("SELECT min(next_run_ms) AS m FROM timers").get() as { m: number | null };
+    return row.m ?? undefined;
+  }
+
+  async getEmitterClock(emitterId: string): Promise<{ ms: number; seq: number } | undefined> {
+    return this.get("SELECT last_ms, last_seq FROM emitter_clock WHERE emitter_id = ?", [emitterId], (r) => ({
+      ms: r.last_ms as number,
+      seq: r.last_seq as number,
+    }));
+  }
+
+  async putEmitterClock(emitterId: string, ms: number, seq: number): Promise<void> {
+    this.run(
+      `INSERT INTO emitter_clock (emitter_id, last_ms, last_seq) VALUES (?, ?, ?)
+       ON CONFLICT (emitter_id) DO UPDATE SET last_ms = excluded.last_ms, last_seq = excluded.last_seq`,
+      [emitterId, ms, seq],
+    );
+  }
+
+  async insertEvent(e: EventRecord): Promise<void> {
+    this.run(
+      `INSERT INTO events (emitter_id, channel, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      [
+        e.emitterId,
+        e.channel,
+        e.id,
+        e.idMs,
+        e.idSeq,
+        e.indexedAtMs,
+        JSON.stringify(e.event ?? null),
+        JSON.stringify(e.meta),
+      ],
+    );
+  }
+
+  async trimEvents(emitterId: string, channel: string, keep: number): Promise<void> {
+    const cutoff = this.sql(
+      "SELECT n FROM events WHERE emitter_id = ? AND channel = ? ORDER BY n DESC LIMIT 1 OFFSET ?",
+    ).get(emitterId, channel, keep) as { n: number } | undefined;
+    if (cutoff)
+      this.run("DELETE FROM events WHERE emitter_id = ? AND channel = ? AND n <= ?", [
+        emitterId,
+        channel,
+        cutoff.n,
+      ]);
+  }
+
+  async listEvents(emitterId: string, q: EventQuery): Promise<Page<EventRecord>> {
+    const base = "emitter_id = ? AND channel = ?";
+    const params: SQLInputValue[] = [emitterId, q.channel];
+    const total = (this.sql(`SELECT count(*) AS n FROM events WHERE ${base}`).get(...params) as { n: number })
+      .n;
+    let items: EventRecord[];
+    if (q.before) {
+      items = this.all(
+        `SELECT * FROM events WHERE ${base} AND (id_ms > ? OR (id_ms = ? AND id_seq > ?)) ORDER BY id_ms ASC, id_seq ASC LIMIT ?`,
+        [...params, q.before.ms, q.before.ms, q.before.seq, q.limit],
+        toEvent,
+      ).reverse();
+    } else if (q.after) {
+      items = this.all(
+        `SELECT * FROM events WHERE ${base} AND (id_ms < ? OR (id_ms = ? AND id_seq < ?)) ORDER BY id_ms DESC, id_seq DESC LIMIT ?`,
+        [...params, q.after.ms, q.after.ms, q.after.seq, q.limit],
+        toEvent,
+      );
+    } else {
+      items = this.all(
+        `SELECT * FROM events WHERE ${base} ORDER BY id_ms DESC, id_seq DESC LIMIT ?`,
+        [...params, q.limit],
+        toEvent,
+      );
+    }
+    return { items, totalCount: total };
+  }
+
+  async deleteEvents(
+    emitterId: string,
+    from: { ms: number; seq: number } | undefined,
+    to: { ms: number; seq: number } | undefined,
+  ): Promise<number> {
+    const where = ["emitter_id = ?"];
+    const params: SQLInputValue[] = [emitterId];
+    if (from) {
+      where.push("(id_ms > ? OR (id_ms = ? AND id_seq >= ?))");
+      params.push(from.ms, from.ms, from.seq);
+    }
+    if (to) {
+      where.push("(id_ms < ? OR (id_ms = ? AND id_seq <= ?))");
+      params.push(to.ms, to.ms, to.seq);
+    }
+    return this.run(`DELETE FROM events WHERE ${where.join(" AND ")}`, params);
+  }
+
+  async insertAppAccount(a: AppAccount): Promise<void> {
+    this.run(
+      `INSERT INTO app_accounts (id, owner_id, app, name, credentials_sealed, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      [a.id, a.ownerId, a.app, a.name, a.credentialsSealed, a.createdAt, a.updatedAt],
+    );
+  }
+
+  async getAppAccount(id: string): Promise<AppAccount | undefined> {
+    return this.get("SELECT * FROM app_accounts WHERE id = ?", [id], toAppAccount);
+  }
+
+  async listAppAccounts(ownerIds: string[], q: PageQuery): Promise<Page<WithSeq<AppAccount>>> {
+    return this.page("app_accounts", `owner_id IN (${placeholders(ownerIds)})`, ownerIds, q, toAppAccount);
+  }
+
+  async deleteAppAccount(id: string): Promise<boolean> {
+    return this.run("DELETE FROM app_accounts WHERE id = ?", [id]) > 0;
+  }
+
+  // External workflows and the deliveries outbox: SQL in delivery-ops.ts.
+  async insertWorkflow(w: Workflow): Promise<void> {
+    this.#delivery.insertWorkflow(w);
+  }
+  async getWorkflow(id: string): Promise<Workflow | undefined> {
+    return this.#delivery.getWorkflow(id);
+  }
+  async listWorkflows(ownerIds: string[], q: PageQuery): Promise<Page<WithSeq<Workflow>>> {
+    return this.#delivery.listWorkflows(ownerIds, q);
+  }
+  async deleteWorkflow(id: string): Promise<boolean> {
+    return this.#delivery.deleteWorkflow(id);
+  }
+  async matchSubscriptions(
+    emitterId: string,
+    ownerId: string | undefined,
+    channel: string,
+  ): Promise<Subscription[]> {
+    return this.#delivery.matchSubscriptions(emitterId, ownerId, channel);
+  }
+  async insertDeliveries(deliveries: Delivery[]): Promise<void> {
+    this.#delivery.insertDeliveries(deliveries);
+  }
+  async getDelivery(id: string): Promise<Delivery | undefined> {
+    return this.#delivery.getDelivery(id);
+  }
+  async claimDeliveries(claim: DeliveryClaim): Promise<Delivery[]> {
+    return this.#delivery.claimDeliveries(claim);
+  }
+  async releaseDeliveries(ids: string[]): Promise<void> {
+    this.#delivery.releaseDeliveries(ids);
+  }
+  async resetDeliveryClaims(): Promise<number> {
+    return this.#delivery.resetDeliveryClaims();
+  }
+  async updateDelivery(id: string, patch: DeliveryPatch): Promise<boolean> {
+    return this.#delivery.updateDelivery(id, patch);
+  }
+  async insertDeliveryAttempt(attempt: DeliveryAttempt): Promise<void> {
+    this.#delivery.insertDeliveryAttempt(attempt);
+  }
+  async listDeliveries(
+    listenerId: string,
+    q: PageQuery,
+    status?: DeliveryStatus,
+  ): Promise<Page<WithSeq<Delivery>>> {
+    return this.#delivery.listDeliveries(listenerId, q, status);
+  }
+  async listDeliveryAttempts(deliveryIds: string[]): Promise<DeliveryAttempt[]> {
+    return this.#delivery.listDeliveryAttempts(deliveryIds);
+  }
+  async requeueDelivery(id: string, nowMs: number): Promise<boolean> {
+    return this.#delivery.requeueDelivery(id, nowMs);
+  }
+  async requeueFailedDeliveries(listenerId: string, sinceMs: number, nowMs: number): Promise<number> {
+    return this.#delivery.requeueFailedDeliveries(listenerId, sinceMs, nowMs);
+  }
+  async nextDeliveryMs(): Promise<number | undefined> {
+    return this.#delivery.nextDeliveryMs();
+  }
+  async pruneDeliveries(beforeMs: number): Promise<number> {
+    return this.#delivery.pruneDeliveries(beforeMs);
   }
 }
 

@@ -1,0 +1,202 @@
+/** `fount events` (a source's emitted events, optionally followed) and `fount logs` (its `$logs` and `$errors`). */
+import type { ApiClient } from "../client.ts";
+import { type Command, type Context, UsageError } from "../command.ts";
+import { compareEventIds, followSource, type StreamEntry, untilInterrupted } from "../sse.ts";
+
+/** The API's largest page, and so the most `-n` can ask for. */
+const maxEvents = 100;
+
+function time(ms: unknown): string {
+  return typeof ms === "number" && Number.isFinite(ms) ? new Date(ms).toISOString() : "";
+}
+
+function oneLine(value: unknown): string {
+  const text = typeof value === "string" ? value : (JSON.stringify(value) ?? "null");
+  return text.replace(/\r?\n/g, "\\n");
+}
+
+/** An emitted event for people: time, ID, channel when not the default, summary; then its data. */
+export function formatEntry(e: StreamEntry): string {
+  const channel =
+    typeof e.metadata?.name === "string" && e.metadata.name !== "" ? `[${e.metadata.name}]` : "";
+  const summary = typeof e.metadata?.summary === "string" ? e.metadata.summary : "";
+  const head = [time(e.indexed_at_ms), e.id, channel, summary].filter(Boolean).join("  ");
+  return `${head}\n  ${oneLine(e.event)}`;
+}
+
+/** A `$logs` or `$errors` entry as one line (an error's stack follows, indented). */
+export function formatLogEntry(e: StreamEntry): string {
+  const ev = (e.event ?? {}) as Record<string, any>;
+  if (e.metadata?.name === "$errors") {
+    const err = (ev.error ?? {}) as Record<string, unknown>;
+    const head = `${time(e.indexed_at_ms)}  [error] ${err.code ?? "error"}: ${oneLine(err.message ?? "")}`;
+    const stack = typeof err.stack === "string" ? err.stack.split("\n").slice(1, 6) : [];
+    return [head, ...stack.map((l) => `    ${l.trim()}`)].join("\n");
+  }
+  const level = typeof ev.level === "string" ? ev.level : "log";
+  return `${time(typeof ev.ts === "number" ? ev.ts : e.indexed_at_ms)}  [${level}] ${String(ev.message ?? oneLine(ev))}`;
+}
+
+function count(ctx: Context, fallback: number): number {
+  const raw = ctx.string("n");
+  if (raw === undefined) return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1 || n > maxEvents)
+    throw new UsageError(`-n must be an integer from 1 to ${maxEvents}, not "${raw}"`, ctx.command.name);
+  return n;
+}
+
+/** The last `n` entries of a channel, oldest first. */
+async function recent(
+  client: ApiClient,
+  source: string,
+  n: number,
+  channel?: string,
+): Promise<StreamEntry[]> {
+  const res = await client.get<{ data: StreamEntry[] }>(
+    `/v1/sources/${encodeURIComponent(source)}/event_summaries`,
+    { limit: n, expand: "event", event_name: channel },
+  );
+  return res.data.slice().reverse();
+}
+
+/**
+ * Where a live stream picks up after `shown`, the newest entries of its channel: their last ID, or the
+ * very start when there were none, so that an event stored while the stream opens is not missed.
+ */
+export function newestOf(shown: StreamEntry[]): string {
+  return shown[shown.length - 1]?.id ?? "0-0";
+}
+
+/**
+ * Follows channels of a source until Ctrl-C, printing each entry as it comes (one JSON document per
+ * line under `--json`). `since` maps each channel to the last ID already shown.
+ */
+export async function follow(
+  ctx: Context,
+  source: string,
+  channels: Array<string | undefined>,
+  since: Map<string | undefined, string>,
+  print: (e: StreamEntry) => string,
+): Promise<void> {
+  const client = ctx.client();
+  const stop = untilInterrupted();
+  let open = 0;
+  try {
+    await Promise.all(
+      channels.map((channel) =>
+        followSource(client, source, {
+          channel,
+          lastEventId: since.get(channel),
+          signal: stop.signal,
+          onOpen: () => {
+            if (++open === channels.length)
+              ctx.note(`Listening for new events of ${source} (Ctrl-C to stop)…`);
+          },
+          onEntry: (e) => ctx.print(ctx.json ? JSON.stringify(e) : print(e)),
+        }),
+      ),
+    );
+  } finally {
+    stop.dispose();
+  }
+}
+
+const events: Command = {
+  name: "events",
+  summary: "Show a source's last events; -f follows new ones",
+  usage: "<dc_…|name> [-n <count>] [-f]",
+  args: { min: 1, max: 1 },
+  options: {
+    n: {
+      type: "string",
+      short: "n",
+      value: "count",
+      description: `How many recent events (1–${maxEvents}, default 10)`,
+    },
+    follow: { type: "boolean", short: "f", description: "Keep printing new events as they are emitted" },
+    "event-name": {
+      type: "string",
+      value: "name",
+      description: "Channel: default, $logs, $errors or a custom name",
+    },
+  },
+  description: [
+    "Events print oldest first: time, event ID, channel and summary, then the event data on one line.",
+    "--json prints the event_summaries entries: an array, or one entry per line with -f.",
+    "",
+    "Examples:",
+    "  fount events my-source -n 20",
+    "  fount events dc_4fRt7YpQ1mZx -f",
+  ].join("\n"),
+  async run(ctx) {
+    const source = ctx.arg(0, "<source>");
+    const channel = ctx.string("event-name");
+    const following = ctx.boolean("follow");
+    const n = count(ctx, 10);
+    const client = ctx.client();
+    const shown = await recent(client, source, n, channel);
+    if (ctx.json && !following) {
+      ctx.print(JSON.stringify(shown, null, 2));
+      return 0;
+    }
+    for (const e of shown) ctx.print(ctx.json ? JSON.stringify(e) : formatEntry(e));
+    if (!following) {
+      if (shown.length === 0 && !ctx.json) ctx.note("No events yet.");
+      return 0;
+    }
+    await follow(ctx, source, [channel], new Map([[channel, newestOf(shown)]]), formatEntry);
+    return 0;
+  },
+};
+
+const logs: Command = {
+  name: "logs",
+  summary: "Show a source's recent logs and errors and follow new ones",
+  usage: "<dc_…|name> [-n <count>] [--no-follow]",
+  args: { min: 1, max: 1 },
+  options: {
+    n: {
+      type: "string",
+      short: "n",
+      value: "count",
+      description: `How many recent entries of each (1–${maxEvents}, default 10)`,
+    },
+    "no-follow": { type: "boolean", description: "Print the recent entries and exit" },
+  },
+  description: [
+    "Console output of run, hooks and methods is on the $logs channel; thrown errors, refused emits and",
+    "timeouts are on $errors. Both are shown, oldest first, then followed until Ctrl-C.",
+    "",
+    "Examples:",
+    "  fount logs my-source",
+    "  fount logs my-source -n 50 --no-follow",
+  ].join("\n"),
+  async run(ctx) {
+    const source = ctx.arg(0, "<source>");
+    const n = count(ctx, 10);
+    const client = ctx.client();
+    const [logEntries, errorEntries] = await Promise.all([
+      recent(client, source, n, "$logs"),
+      recent(client, source, n, "$errors"),
+    ]);
+    const merged = [...logEntries, ...errorEntries].sort((a, b) => compareEventIds(a.id, b.id));
+    if (ctx.json && ctx.boolean("no-follow")) {
+      ctx.print(JSON.stringify(merged, null, 2));
+      return 0;
+    }
+    for (const e of merged) ctx.print(ctx.json ? JSON.stringify(e) : formatLogEntry(e));
+    if (ctx.boolean("no-follow")) {
+      if (merged.length === 0 && !ctx.json) ctx.note("No logs or errors yet.");
+      return 0;
+    }
+    const since = new Map<string | undefined, string>([
+      ["$logs", newestOf(logEntries)],
+      ["$errors", newestOf(errorEntries)],
+    ]);
+    await follow(ctx, source, ["$logs", "$errors"], since, formatLogEntry);
+    return 0;
+  },
+};
+
+export const eventCommands: Command[] = [events, logs];

@@ -1,0 +1,327 @@
+/**
+ * The source commands, like `pd`'s: `deploy`, `update`, `describe`, `list sources`, `delete` and `run`.
+ * A source is named by its `dc_…` ID or its name slug everywhere.
+ */
+import type { ApiClient } from "../client.ts";
+import { type Command, type Context, UsageError } from "../command.ts";
+import { fields, formatTime, table } from "../output.ts";
+import { type ComponentFields, componentFields, parseProps } from "../source-input.ts";
+import { follow, formatEntry, formatLogEntry } from "./events.ts";
+
+/** A source as the API renders it. */
+interface Source {
+  id: string;
+  owner_id: string;
+  component_id: string;
+  component_key: string | null;
+  configured_props: Record<string, unknown>;
+  active: boolean;
+  created_at: number;
+  updated_at: number;
+  name: string;
+  name_slug: string;
+  endpoint_url?: string;
+}
+
+/** The part of a saved component the commands read. */
+interface Component {
+  id: string;
+  key: string | null;
+  name: string;
+  version: string;
+  code: string;
+  configurable_props: Array<{ name: string; type: string; secret?: boolean }>;
+}
+
+const sourcePath = (source: string) => `/v1/sources/${encodeURIComponent(source)}`;
+
+const propOption = {
+  type: "string",
+  multiple: true,
+  value: "name=value",
+  description: "A prop value (repeatable): JSON when it parses, apn_… for app accounts, else a string",
+} as const;
+
+function describeSource(ctx: Context, s: Source): void {
+  ctx.print(
+    fields([
+      ["ID", s.id],
+      ["Name", s.name_slug],
+      ["Component", s.component_key ? `${s.component_key} (${s.component_id})` : s.component_id],
+      ["Active", s.active ? "yes" : "no"],
+      ...(s.endpoint_url ? [["Endpoint", s.endpoint_url] as [string, string]] : []),
+      ["Created", formatTime(s.created_at)],
+      ["Updated", formatTime(s.updated_at)],
+    ]),
+  );
+  const props = Object.entries(s.configured_props);
+  if (props.length > 0) {
+    ctx.print("Props:");
+    for (const [name, value] of props) ctx.print(`  ${name}: ${JSON.stringify(value)}`);
+  }
+}
+
+const deploy: Command = {
+  name: "deploy",
+  summary: "Deploy a source from a local file, a URL or a registry key",
+  usage: "<file|url|key> [--name <name>] [--prop <name=value>]… [--follow]",
+  args: { min: 1, max: 1 },
+  options: {
+    name: { type: "string", value: "name", description: "Name of the source (default: the component's)" },
+    prop: propOption,
+    follow: {
+      type: "boolean",
+      short: "f",
+      description: "Then print its events as they are emitted, from the first (Ctrl-C to stop)",
+    },
+  },
+  description: [
+    "A local file is bundled with the local files it imports (../app.mjs, ../common/base.mjs…); package",
+    "imports stay imports, for the server to install. An http(s) URL is fetched by the server. Anything",
+    "else is a component key: your own components first, then the registry.",
+    "",
+    '--prop values: `apn_…` becomes {"authProvisionId": "apn_…"} (app props); JSON is parsed',
+    '(numbers, booleans, objects, arrays, "quoted strings"); anything else is a string. Timers take',
+    "JSON: --prop 'timer={\"intervalSeconds\":60}'.",
+    "",
+    "Examples:",
+    "  fount deploy sources/new-row/new-row.mjs --prop postgresql=apn_2kVhLR --prop schema=public \\",
+    "    --prop table=orders",
+    "  fount deploy https://example.com/hello.mjs --name hello --follow",
+    "  fount deploy http-new-requests",
+  ].join("\n"),
+  async run(ctx) {
+    const target = ctx.arg(0, "<file|url|key>");
+    const props = parseProps(ctx.flags.prop, ctx.command.name);
+    const component = await componentFields(target);
+    const client = ctx.client();
+    const res = await client.post<{ data: Source }>("/v1/sources", {
+      ...component,
+      name: ctx.string("name"),
+      configured_props: props,
+    });
+    const s = res.data;
+    ctx.output(s, () => {
+      ctx.print(`Deployed ${s.name_slug} (${s.id}).`);
+      describeSource(ctx, s);
+    });
+    if (ctx.boolean("follow"))
+      await follow(ctx, s.id, [undefined], new Map([[undefined, "0-0"]]), formatEntry);
+    return 0;
+  },
+};
+
+/**
+ * The props an update sends when only some are given: the current ones with the new values over them,
+ * limited to the props `component` (the new code, or the current one) declares. Secrets are left out
+ * (the server keeps a secret that is not sent again) and so is what the server fills in itself.
+ */
+function mergedProps(
+  component: Component,
+  current: Source,
+  given: Record<string, unknown>,
+): Record<string, unknown> {
+  const carried = new Set(
+    component.configurable_props
+      .filter((p) => !p.secret && p.type !== "$.interface.http" && p.type !== "$.service.db")
+      .map((p) => p.name),
+  );
+  const kept = Object.fromEntries(
+    Object.entries(current.configured_props).filter(([name]) => carried.has(name)),
+  );
+  return { ...kept, ...given };
+}
+
+/** The component an update with `--prop` moves to: new code saved first (to know its props), else the current one. */
+async function targetComponent(
+  client: ApiClient,
+  fields: ComponentFields | undefined,
+  current: Source,
+): Promise<Component> {
+  if (fields === undefined || "key" in fields) {
+    const ref = fields ? fields.key : current.component_id;
+    return (await client.get<{ data: Component }>(`/v1/components/${encodeURIComponent(ref)}`)).data;
+  }
+  return (await client.post<{ data: Component }>("/v1/components", fields)).data;
+}
+
+const update: Command = {
+  name: "update",
+  summary: "Update a source: new code, props, name, or turn it on or off",
+  usage: "<dc_…|name> [<file|url|key>] [--name <name>] [--prop <name=value>]… [--activate | --deactivate]",
+  args: { min: 1, max: 2 },
+  options: {
+    name: { type: "string", value: "name", description: "Rename the source" },
+    prop: propOption,
+    activate: { type: "boolean", description: "Turn the source on (its timers and endpoint work again)" },
+    deactivate: { type: "boolean", description: "Turn the source off" },
+  },
+  description: [
+    "New code or props run the deactivate hook, swap, then run the activate hook; the ID, endpoint,",
+    "db and events stay. Props not given keep their values.",
+    "",
+    "Examples:",
+    "  fount update my-source sources/new-row/new-row.mjs",
+    "  fount update dc_4fRt7YpQ1mZx --prop 'timer={\"intervalSeconds\":300}'",
+    "  fount update my-source --deactivate",
+  ].join("\n"),
+  async run(ctx) {
+    const source = ctx.arg(0, "<source>");
+    if (ctx.boolean("activate") && ctx.boolean("deactivate"))
+      throw new UsageError("Give --activate or --deactivate, not both", ctx.command.name);
+    const given = parseProps(ctx.flags.prop, ctx.command.name);
+    const target = ctx.args[1];
+    const body: Record<string, unknown> = {};
+    const fields = target === undefined ? undefined : await componentFields(target);
+    if (fields) Object.assign(body, fields);
+    if (ctx.string("name") !== undefined) body.name = ctx.string("name");
+    if (ctx.boolean("activate")) body.active = true;
+    if (ctx.boolean("deactivate")) body.active = false;
+    const client = ctx.client();
+    if (Object.keys(given).length > 0) {
+      const current = (await client.get<{ data: Source }>(sourcePath(source))).data;
+      const component = await targetComponent(client, fields, current);
+      if (fields) {
+        // Saved already: the update points at it rather than sending (and building) the code twice.
+        delete body.component_code;
+        delete body.component_url;
+        delete body.key;
+        body.component_id = component.id;
+      }
+      body.configured_props = mergedProps(component, current, given);
+    }
+    if (Object.keys(body).length === 0)
+      throw new UsageError(
+        "Nothing to update: give code, --name, --prop, --activate or --deactivate",
+        ctx.command.name,
+      );
+    const res = await client.put<{ data: Source }>(sourcePath(source), body);
+    const s = res.data;
+    ctx.output(s, () => {
+      ctx.print(`Updated ${s.name_slug} (${s.id}).`);
+      describeSource(ctx, s);
+    });
+    return 0;
+  },
+};
+
+const describe: Command = {
+  name: "describe",
+  summary: "Show a source: ID, name, component, endpoint, props",
+  usage: "<dc_…|name> [--code]",
+  args: { min: 1, max: 1 },
+  options: { code: { type: "boolean", description: "Print the component's code instead" } },
+  description: "Examples:\n  fount describe my-source\n  fount describe dc_4fRt7YpQ1mZx --code > source.mjs",
+  async run(ctx) {
+    const client = ctx.client();
+    const s = (await client.get<{ data: Source }>(sourcePath(ctx.arg(0, "<source>")))).data;
+    if (ctx.boolean("code")) {
+      const c = (await client.get<{ data: Component }>(`/v1/components/${s.component_id}`)).data;
+      ctx.output({ id: c.id, key: c.key, version: c.version, code: c.code }, () =>
+        ctx.io.stdout.write(c.code.endsWith("\n") ? c.code : `${c.code}\n`),
+      );
+      return 0;
+    }
+    ctx.output(s, () => describeSource(ctx, s));
+    return 0;
+  },
+};
+
+const listSources: Command = {
+  name: "list sources",
+  aliases: ["list so"],
+  summary: "List sources, newest first",
+  usage: "",
+  description: "With --org, the organization's.\n\nExample:\n  fount list sources",
+  async run(ctx) {
+    const client = ctx.client();
+    const path = client.orgId
+      ? `/v1/orgs/${encodeURIComponent(client.orgId)}/sources`
+      : "/v1/users/me/sources";
+    const items = await client.listAll<Source>(path);
+    ctx.output(items, () => {
+      if (items.length === 0) return ctx.print("No sources.");
+      ctx.print(
+        table(items, [
+          { header: "ID", value: (s) => s.id },
+          { header: "NAME", value: (s) => s.name_slug },
+          { header: "COMPONENT", value: (s) => s.component_key ?? s.component_id },
+          { header: "ACTIVE", value: (s) => (s.active ? "yes" : "no") },
+          { header: "CREATED", value: (s) => formatTime(s.created_at) },
+        ]),
+      );
+    });
+    return 0;
+  },
+};
+
+const remove: Command = {
+  name: "delete",
+  summary: "Delete a source (runs its deactivate hook; its events go too)",
+  usage: "<dc_…|name>",
+  args: { min: 1, max: 1 },
+  description: "Example:\n  fount delete my-source",
+  async run(ctx) {
+    const res = await ctx.client().delete<{ data: { id: string } }>(sourcePath(ctx.arg(0, "<source>")));
+    ctx.output(res.data, () => ctx.print(`Deleted source ${res.data.id}.`));
+    return 0;
+  },
+};
+
+/** What POST /v1/sources/{id}/run answers. */
+interface RunOutcome {
+  ok: boolean;
+  emits: Array<{ id: string; indexed_at_ms: number; event: unknown; metadata: Record<string, unknown> }>;
+  logs: Array<{ level: string; message: string; ts: number }>;
+  error: { code: string; message: string; stack?: string } | null;
+  duration_ms: number;
+}
+
+const run: Command = {
+  name: "run",
+  summary: "Run a source now and show what it emitted and logged",
+  usage: "<dc_…|name> [--event <json>]",
+  args: { min: 1, max: 1 },
+  options: {
+    event: {
+      type: "string",
+      value: "json",
+      description: "The event passed to run (default: a timer-like {timestamp, manual: true})",
+    },
+  },
+  description: [
+    "Exits 1 when run throws; the error is also on the source's $errors channel.",
+    "",
+    "Examples:",
+    "  fount run my-source",
+    '  fount run my-source --event \'{"body": {"hello": "world"}}\'',
+  ].join("\n"),
+  async run(ctx) {
+    const raw = ctx.string("event");
+    let event: unknown;
+    if (raw !== undefined) {
+      try {
+        event = JSON.parse(raw);
+      } catch {
+        throw new UsageError(`--event must be JSON, not ${JSON.stringify(raw)}`, ctx.command.name);
+      }
+    }
+    const source = ctx.arg(0, "<source>");
+    const res = await ctx.client().post<{ data: RunOutcome }>(`${sourcePath(source)}/run`, { event });
+    const o = res.data;
+    ctx.output(o, () => {
+      const n = o.emits.length;
+      ctx.print(
+        `${o.ok ? "Ran" : "Failed"} in ${Math.round(o.duration_ms)} ms: ${n} event${n === 1 ? "" : "s"} emitted.`,
+      );
+      for (const e of o.emits) ctx.print(formatEntry(e));
+      for (const l of o.logs) {
+        ctx.print(formatLogEntry({ id: "", indexed_at_ms: l.ts, event: l, metadata: { name: "$logs" } }));
+      }
+      if (o.error) ctx.print(`Error: ${o.error.code}: ${o.error.message}`);
+    });
+    return o.ok ? 0 : 1;
+  },
+};
+
+export const sourceCommands: Command[] = [deploy, update, describe, listSources, remove, run];

@@ -1,0 +1,98 @@
+/** `fount list subscriptions`, `fount subscribe`, `fount unsubscribe`. */
+import type { Command, OptionSpec } from "../command.ts";
+import { table } from "../output.ts";
+
+/** A subscription as the API renders it; `event_name` "" is the default channel. */
+interface Subscription {
+  id: string;
+  emitter_id: string;
+  listener_id: string;
+  event_name: string;
+}
+
+const channelLabel = (name: string) => (name === "" ? "default" : name);
+
+const eventNameOption: OptionSpec = {
+  type: "string",
+  value: "name",
+  description: "Channel: default (the default), $errors, $logs or a custom name",
+};
+
+const listSubscriptions: Command = {
+  name: "list subscriptions",
+  aliases: ["list subs"],
+  summary: "List subscriptions",
+  usage: "",
+  description: "Example:\n  fount list subscriptions",
+  async run(ctx) {
+    const res = await ctx.client().get<{ data: Subscription[] }>("/v1/users/me/subscriptions");
+    ctx.output(res.data, () => {
+      if (res.data.length === 0) return ctx.print("No subscriptions.");
+      ctx.print(
+        table(res.data, [
+          { header: "ID", value: (s) => s.id },
+          { header: "EMITTER", value: (s) => s.emitter_id },
+          { header: "LISTENER", value: (s) => s.listener_id },
+          { header: "EVENT NAME", value: (s) => channelLabel(s.event_name) },
+        ]),
+      );
+    });
+  },
+};
+
+const subscribe: Command = {
+  name: "subscribe",
+  summary: "Route an emitter's channel to a listener (source, workflow or webhook)",
+  usage: "<emitter_id> <listener_id> [--event-name <name>]",
+  args: { min: 2, max: 2 },
+  options: { "event-name": eventNameOption },
+  description: [
+    "The emitter is a source (dc_…) or workflow (p_…) ID, or dc_* / p_* for all of them; the listener a",
+    "source, workflow or webhook (wh_…) ID. Subscribing twice is not an error.",
+    "",
+    "Examples:",
+    "  fount subscribe dc_4fRt7YpQ1mZx wh_2bXq9LmP0aZt",
+    "  fount subscribe 'dc_*' wh_2bXq9LmP0aZt --event-name '$errors'",
+  ].join("\n"),
+  async run(ctx) {
+    const emitterId = ctx.arg(0, "<emitter_id>");
+    const listenerId = ctx.arg(1, "<listener_id>");
+    const res = await ctx.client().post<{ data: Subscription }>("/v1/subscriptions", {
+      emitter_id: emitterId,
+      listener_id: listenerId,
+      event_name: ctx.string("event-name"),
+    });
+    const s = res.data;
+    ctx.output(s, () =>
+      ctx.print(
+        `Subscribed ${s.listener_id} to the ${channelLabel(s.event_name)} channel of ${s.emitter_id} (${s.id}).`,
+      ),
+    );
+  },
+};
+
+const unsubscribe: Command = {
+  name: "unsubscribe",
+  summary: "Remove a subscription",
+  usage: "<emitter_id> <listener_id> [--event-name <name>]",
+  args: { min: 2, max: 2 },
+  options: { "event-name": eventNameOption },
+  description: "Example:\n  fount unsubscribe dc_4fRt7YpQ1mZx wh_2bXq9LmP0aZt",
+  async run(ctx) {
+    const emitterId = ctx.arg(0, "<emitter_id>");
+    const listenerId = ctx.arg(1, "<listener_id>");
+    const res = await ctx.client().delete<{ data: Subscription[] }>("/v1/subscriptions", {
+      emitter_id: emitterId,
+      listener_id: listenerId,
+      event_name: ctx.string("event-name"),
+    });
+    ctx.output(res.data, () => {
+      for (const s of res.data)
+        ctx.print(
+          `Unsubscribed ${s.listener_id} from the ${channelLabel(s.event_name)} channel of ${s.emitter_id} (${s.id}).`,
+        );
+    });
+  },
+};
+
+export const subscriptionCommands: Command[] = [listSubscriptions, subscribe, unsubscribe];

@@ -1,0 +1,323 @@
+/**
+ * The delivery loop: claims due deliveries from the outbox, sends them with bounded concurrency (overall
+ * and per destination host), and records each result with the next attempt time from the retry schedule.
+ * It wakes when events are stored, when a slot frees up, and on a short timer for retries coming due.
+ * Tests drive it with `tick()` and `drain()` and an injected clock.
+ */
+import { randomUUID } from "node:crypto";
+import type { FastifyBaseLogger } from "fastify";
+import type { Clock } from "../clock.ts";
+import type { Bus } from "../domain/bus.ts";
+import type { Delivery, DeliveryAttempt } from "../domain/types.ts";
+import type { Storage } from "../storage/port.ts";
+import type { Deliverers, PreparedDelivery } from "./deliverers.ts";
+import type { DeliveryLedger, Settlement } from "./ledger.ts";
+import type { AttemptOutcome } from "./outcome.ts";
+import { deliveryContext } from "./routing.ts";
+import { maxAttempts, retryDelay } from "./schedule.ts";
+
+export interface DispatcherOptions {
+  /** Deliveries in flight at once, all destinations together. */
+  maxConcurrency: number;
+  /** Deliveries in flight at once to one host (one listener source counts as one host). */
+  maxPerHost: number;
+  /** How long one HTTP attempt may take, answer included. */
+  timeoutMs: number;
+  /** Longest sleep between looks for due retries. */
+  pollMs: number;
+  /** Finished deliveries are kept this long for the deliveries API, then pruned. */
+  retentionMs: number;
+  /** [0, 1) for the retry jitter; tests pin it. */
+  random: () => number;
+}
+
+export const defaultDispatcherOptions: DispatcherOptions = {
+  // 64 sockets keep a busy receiver saturated without starving the event loop; 8 per host stays
+  // polite to one receiver while others share the rest.
+  maxConcurrency: 64,
+  maxPerHost: 8,
+  timeoutMs: 15_000,
+  pollMs: 1_000,
+  retentionMs: 7 * 24 * 3_600_000,
+  random: Math.random,
+};
+
+export interface DispatcherDeps {
+  store: Storage;
+  bus: Bus;
+  clock: Clock;
+  ledger: DeliveryLedger;
+  deliverers: Deliverers;
+  logger?: FastifyBaseLogger;
+  /** Runs when the dispatcher stops, after the last attempt (closes connection pools). */
+  onStop?: () => Promise<void>;
+}
+
+/** How often finished deliveries past their retention are pruned. */
+const pruneEveryMs = 3_600_000;
+
+export class DeliveryDispatcher {
+  /** Mutable so tests can shorten the timeout or pin the jitter. */
+  readonly options: DispatcherOptions;
+  readonly #d: DispatcherDeps;
+  /** Marks this run's claims; a restart resets claims of any earlier run. */
+  readonly #claimToken = randomUUID();
+  readonly #inflight = new Set<Promise<void>>();
+  /** In-flight deliveries per destination key. */
+  readonly #perKey = new Map<string, number>();
+  /** Destination key of each listener seen, to leave busy destinations out of the next claim. */
+  readonly #keyOf = new Map<string, string>();
+  #stop = new AbortController();
+  #started = false;
+  #unsubscribe: (() => void) | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #wakeQueued = false;
+  #looping = false;
+  #loopAgain = false;
+  #ticking: Promise<number> | undefined;
+  #tickAgain = false;
+  #lastPruneMs = 0;
+
+  constructor(deps: DispatcherDeps, options: Partial<DispatcherOptions> = {}) {
+    this.#d = deps;
+    this.options = { ...defaultDispatcherOptions, ...options };
+  }
+
+  /** Starts the loop; claims left by a crashed run are released first. Idempotent. */
+  async start(): Promise<void> {
+    if (this.#started) return;
+    this.#started = true;
+    this.#stop = new AbortController();
+    const reset = await this.#d.store.resetDeliveryClaims();
+    if (reset > 0) this.#d.logger?.warn({ reset }, "released deliveries claimed by an earlier run");
+    this.#unsubscribe = this.#d.bus.on("event.stored", () => this.wake());
+    this.wake();
+  }
+
+  /** Stops claiming, aborts HTTP attempts in flight (their deliveries stay pending) and waits for the rest. Idempotent. */
+  async stop(): Promise<void> {
+    this.#started = false;
+    this.#unsubscribe?.();
+    this.#unsubscribe = undefined;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#stop.abort();
+    await this.#ticking?.catch(() => undefined);
+    while (this.#inflight.size > 0) await Promise.allSettled([...this.#inflight]);
+    await this.#d.onStop?.();
+  }
+
+  /** Asks the loop to look for due deliveries soon (new events, redeliveries). */
+  wake(): void {
+    if (!this.#started || this.#wakeQueued) return;
+    this.#wakeQueued = true;
+    // Wakes come from anywhere (bus listeners inside a listener source's commit): the loop itself runs
+    // outside any delivery's hop context.
+    setImmediate(() => {
+      this.#wakeQueued = false;
+      deliveryContext.exit(() => void this.#loop());
+    });
+  }
+
+  /** Claims what is due now and starts it; resolves with how many were claimed. */
+  tick(): Promise<number> {
+    if (this.#ticking) {
+      this.#tickAgain = true;
+      return this.#ticking;
+    }
+    const run = (async () => {
+      let claimed = 0;
+      do {
+        this.#tickAgain = false;
+        claimed += await this.#claimAndStart();
+      } while (this.#tickAgain);
+      return claimed;
+    })();
+    this.#ticking = run;
+    void run.finally(() => {
+      if (this.#ticking === run) this.#ticking = undefined;
+    });
+    return run;
+  }
+
+  /** Delivers everything due now, and what that causes (chains of sources), until nothing due is left. */
+  async drain(): Promise<void> {
+    for (;;) {
+      const claimed = await this.tick();
+      if (claimed === 0 && this.#inflight.size === 0) return;
+      if (this.#inflight.size > 0) await Promise.race(this.#inflight);
+    }
+  }
+
+  /** One pass: claim and start what is due, then sleep until the next due time, a wake-up or the poll. */
+  async #loop(): Promise<void> {
+    if (!this.#started) return;
+    if (this.#looping) {
+      this.#loopAgain = true;
+      return;
+    }
+    this.#looping = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    let delay = this.options.pollMs;
+    try {
+      const claimed = await this.tick();
+      await this.#maybePrune();
+      const now = this.#d.clock.now();
+      if (claimed > 0 && this.#inflight.size < this.options.maxConcurrency) delay = 0;
+      else {
+        // Due-but-unclaimable rows (inactive listeners, busy hosts, queued behind an older one) would
+        // make "next due" always now: wait for a wake-up or the poll instead of spinning.
+        const next = await this.#d.store.nextDeliveryMs();
+        if (next !== undefined && next > now) delay = Math.min(delay, next - now);
+      }
+    } catch (err) {
+      this.#d.logger?.error({ err }, "delivery loop failed; retrying shortly");
+    } finally {
+      this.#looping = false;
+    }
+    if (this.#loopAgain) {
+      this.#loopAgain = false;
+      delay = 0;
+    }
+    if (!this.#started) return;
+    this.#timer = setTimeout(() => deliveryContext.exit(() => void this.#loop()), delay);
+    this.#timer.unref();
+  }
+
+  async #maybePrune(): Promise<void> {
+    const now = this.#d.clock.now();
+    if (now - this.#lastPruneMs < pruneEveryMs) return;
+    this.#lastPruneMs = now;
+    const pruned = await this.#d.store.pruneDeliveries(now - this.options.retentionMs);
+    if (pruned > 0) this.#d.logger?.info({ pruned }, "pruned finished deliveries past their retention");
+  }
+
+  async #claimAndStart(): Promise<number> {
+    const free = this.options.maxConcurrency - this.#inflight.size;
+    if (free <= 0 || this.#stop.signal.aborted) return 0;
+    const except = [...this.#keyOf].filter(([, key]) => this.#busy(key)).map(([listener]) => listener);
+    const claimed = await this.#d.store.claimDeliveries({
+      nowMs: this.#d.clock.now(),
+      limit: free,
+      perListener: this.options.maxPerHost,
+      claimToken: this.#claimToken,
+      exceptListeners: except,
+    });
+    for (const d of claimed) this.#start(d);
+    return claimed.length;
+  }
+
+  #busy(key: string): boolean {
+    return (this.#perKey.get(key) ?? 0) >= this.options.maxPerHost;
+  }
+
+  #start(d: Delivery): void {
+    const task = this.#handle(d)
+      .catch((err) => this.#d.logger?.error({ err, deliveryId: d.id }, "delivery handling failed"))
+      .finally(() => {
+        this.#inflight.delete(task);
+        this.wake();
+      });
+    this.#inflight.add(task);
+  }
+
+  async #handle(d: Delivery): Promise<void> {
+    const { store, clock } = this.#d;
+    let prepared: PreparedDelivery | AttemptOutcome;
+    try {
+      prepared = await this.#d.deliverers[d.listenerKind].prepare(d);
+    } catch (err) {
+      prepared = { kind: "retry", error: `could not prepare the delivery: ${(err as Error).message}` };
+    }
+    if (!("key" in prepared)) return this.#finish(d, prepared, clock.now(), 0);
+    const { key } = prepared;
+    this.#keyOf.set(d.listenerId, key);
+    if (this.#busy(key) || this.#stop.signal.aborted) {
+      // Claimed together with others for the same host: give it back; a later claim leaves the host
+      // out until a slot frees.
+      await store.releaseDeliveries([d.id]);
+      return;
+    }
+    this.#perKey.set(key, (this.#perKey.get(key) ?? 0) + 1);
+    const started = clock.now();
+    const startedAt = performance.now();
+    let outcome: AttemptOutcome;
+    try {
+      outcome = await prepared.send({
+        timeoutMs: this.options.timeoutMs,
+        stop: this.#stop.signal,
+        nowMs: started,
+      });
+    } catch (err) {
+      outcome = { kind: "retry", error: (err as Error).message || String(err) };
+    } finally {
+      const left = (this.#perKey.get(key) ?? 1) - 1;
+      if (left > 0) this.#perKey.set(key, left);
+      else this.#perKey.delete(key);
+    }
+    await this.#finish(d, outcome, started, Math.round(performance.now() - startedAt));
+  }
+
+  /** Turns an outcome into the delivery's next state and records it. */
+  async #finish(d: Delivery, outcome: AttemptOutcome, startedMs: number, durationMs: number): Promise<void> {
+    if (outcome.kind === "release") {
+      await this.#d.store.releaseDeliveries([d.id]);
+      return;
+    }
+    const now = this.#d.clock.now();
+    const attempted = outcome.kind === "retry" || outcome.attempted !== false;
+    const attempts = d.attempts + (attempted ? 1 : 0);
+    const round = d.roundAttempts + (attempted ? 1 : 0);
+    const statusCode = outcome.statusCode ?? null;
+    const s: Settlement = {
+      patch: {
+        status: "succeeded",
+        attempts,
+        roundAttempts: round,
+        nextAttemptMs: null,
+        lastStatusCode: attempted ? statusCode : d.lastStatusCode,
+        lastError: null,
+        lastDurationMs: attempted ? durationMs : d.lastDurationMs,
+        updatedMs: now,
+      },
+    };
+    let result: DeliveryAttempt["outcome"] = "succeeded";
+    if (outcome.kind === "succeeded") {
+      s.patch.lastError = outcome.note ?? null;
+    } else if (outcome.kind === "retry") {
+      const delay =
+        round < maxAttempts ? (outcome.retryAfterMs ?? retryDelay(round, this.options.random)) : undefined;
+      if (delay !== undefined) {
+        result = "retry";
+        s.patch.status = "pending";
+        s.patch.nextAttemptMs = now + delay;
+        s.patch.lastError = outcome.error;
+      } else {
+        result = "failed";
+        s.patch.status = "failed";
+        s.patch.lastError = `${outcome.error} (gave up after ${round} attempts)`;
+        s.failure = { code: "delivery_failed", message: s.patch.lastError };
+      }
+    } else {
+      result = "failed";
+      s.patch.status = "failed";
+      s.patch.lastError = outcome.error;
+      s.deactivate = outcome.deactivate;
+      if (outcome.report !== false) s.failure = { code: outcome.code, message: outcome.error };
+    }
+    if (attempted) {
+      s.attempt = {
+        deliveryId: d.id,
+        n: attempts,
+        startedMs,
+        durationMs,
+        statusCode,
+        error: s.patch.lastError,
+        response: outcome.response ?? null,
+        outcome: result,
+      };
+    }
+    await this.#d.ledger.settle(d, s);
+  }
+}

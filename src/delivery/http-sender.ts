@@ -1,0 +1,138 @@
+/**
+ * Sends one signed delivery over HTTP: the Standard Webhooks headers, a bounded wait, and the answer
+ * sorted into success, retry or failure. Connections go through an undici Agent whose `lookup` applies
+ * the address policy at connect time.
+ */
+import { Agent, request } from "undici";
+import type { Clock } from "../clock.ts";
+import type { AddressPolicy } from "./address-guard.ts";
+import { destinationRefusedCode } from "./address-guard.ts";
+import type { AttemptOutcome } from "./outcome.ts";
+import { parseRetryAfter } from "./schedule.ts";
+import { signPayload } from "./signature.ts";
+
+export const userAgent = "Fount-Webhooks/1";
+
+/** Response bytes kept with an attempt, for diagnosis. */
+const keptResponseBytes = 512;
+/** Response bytes read at most; the rest is dropped with the connection. */
+const readResponseBytes = 64 * 1024;
+
+export interface OutgoingDelivery {
+  url: string;
+  /** `whsec_…`. */
+  secret: string;
+  /** `webhook-id`: the delivery ID, the same on every attempt so receivers can deduplicate. */
+  id: string;
+  emitterId: string;
+  eventId: string;
+  channel: string;
+  /** The JSON body. */
+  body: string;
+}
+
+export class HttpSender {
+  readonly #policy: AddressPolicy;
+  readonly #clock: Clock;
+  #agent: Agent | undefined;
+
+  constructor(policy: AddressPolicy, clock: Clock) {
+    this.#policy = policy;
+    this.#clock = clock;
+  }
+
+  async send(d: OutgoingDelivery, timeoutMs: number, stop: AbortSignal): Promise<AttemptOutcome> {
+    let url: URL;
+    try {
+      url = new URL(d.url);
+      this.#policy.checkUrl(url);
+    } catch (err) {
+      if ((err as { code?: string }).code === destinationRefusedCode) {
+        return { kind: "failed", code: "destination_refused", error: (err as Error).message };
+      }
+      return { kind: "failed", code: "delivery_rejected", error: `invalid url: ${(err as Error).message}` };
+    }
+    const timestamp = Math.floor(this.#clock.now() / 1000);
+    const timeout = AbortSignal.timeout(timeoutMs);
+    try {
+      const res = await request(url, {
+        method: "POST",
+        dispatcher: this.#agentInUse(),
+        signal: AbortSignal.any([stop, timeout]),
+        headers: {
+          "content-type": "application/json",
+          "user-agent": userAgent,
+          "webhook-id": d.id,
+          "webhook-timestamp": String(timestamp),
+          "webhook-signature": signPayload(d.secret, d.id, timestamp, d.body),
+          "x-fount-emitter-id": d.emitterId,
+          "x-fount-event-name": d.channel === "" ? "default" : d.channel,
+          "x-fount-event-id": d.eventId,
+        },
+        body: d.body,
+      });
+      const response = await readSome(res.body);
+      const status = res.statusCode;
+      if (status >= 200 && status < 300) return { kind: "succeeded", statusCode: status, response };
+      if (status === 410) {
+        return {
+          kind: "failed",
+          code: "webhook_gone",
+          statusCode: status,
+          response,
+          deactivate: true,
+          error: "HTTP 410 Gone",
+        };
+      }
+      if ((status >= 300 && status < 400) || status === 408 || status === 429 || status >= 500) {
+        const retryAfterMs = parseRetryAfter(res.headers["retry-after"], this.#clock.now());
+        return { kind: "retry", statusCode: status, response, retryAfterMs, error: `HTTP ${status}` };
+      }
+      return {
+        kind: "failed",
+        code: "delivery_rejected",
+        statusCode: status,
+        response,
+        error: `HTTP ${status}`,
+      };
+    } catch (err) {
+      if (stop.aborted) return { kind: "release" };
+      if (timeout.aborted) return { kind: "retry", error: `timed out after ${timeoutMs} ms` };
+      const e = err as Error & { code?: string };
+      if (e.code === destinationRefusedCode)
+        return { kind: "failed", code: "destination_refused", error: e.message };
+      return { kind: "retry", error: `network error: ${e.code ? `${e.code} ` : ""}${e.message}` };
+    }
+  }
+
+  /** The connection pool, created on first use (and again after close, so a stopped dispatcher can start again). */
+  #agentInUse(): Agent {
+    this.#agent ??= new Agent({ connect: { lookup: this.#policy.lookup }, keepAliveTimeout: 10_000 });
+    return this.#agent;
+  }
+
+  async close(): Promise<void> {
+    const agent = this.#agent;
+    this.#agent = undefined;
+    await agent?.close();
+  }
+}
+
+/** The start of a response body as text; reading stops after a bound. */
+async function readSome(body: AsyncIterable<Buffer> & { destroy(): void }): Promise<string | undefined> {
+  const kept: Buffer[] = [];
+  let keptBytes = 0;
+  let read = 0;
+  for await (const chunk of body) {
+    if (keptBytes < keptResponseBytes) {
+      kept.push(chunk.subarray(0, keptResponseBytes - keptBytes));
+      keptBytes += Math.min(chunk.length, keptResponseBytes - keptBytes);
+    }
+    read += chunk.length;
+    if (read > readResponseBytes) {
+      body.destroy();
+      break;
+    }
+  }
+  return keptBytes > 0 ? Buffer.concat(kept).toString("utf8") : undefined;
+}

@@ -1,0 +1,104 @@
+/**
+ * Records what became of a delivery attempt, in one transaction: the delivery's new state, the attempt,
+ * a webhook turned inactive (410), and for a delivery that failed for good an entry on the emitter's
+ * `$errors` stream (never for a delivery of an `$errors` event: a failing error route must not feed itself).
+ */
+import type { Bus } from "../domain/bus.ts";
+import type { Committer } from "../domain/committer.ts";
+import type { EventRecorder } from "../domain/recorder.ts";
+import type { Delivery, DeliveryAttempt, EventRecord } from "../domain/types.ts";
+import { randomString } from "../ids.ts";
+import type { DeliveryPatch } from "../storage/port.ts";
+import type { FailureCode } from "./outcome.ts";
+import { deliveryContext } from "./routing.ts";
+
+export interface Settlement {
+  patch: DeliveryPatch;
+  attempt?: DeliveryAttempt;
+  /** Turn the webhook listener inactive. */
+  deactivate?: boolean;
+  /** Record the failure on the emitter's `$errors` stream. */
+  failure?: { code: FailureCode; message: string };
+}
+
+export interface LedgerDeps {
+  committer: Committer;
+  recorder: EventRecorder;
+  bus: Bus;
+}
+
+export class DeliveryLedger {
+  readonly #d: LedgerDeps;
+
+  constructor(deps: LedgerDeps) {
+    this.#d = deps;
+  }
+
+  async settle(delivery: Delivery, s: Settlement): Promise<void> {
+    const { committer, recorder, bus } = this.#d;
+    const nowMs = s.patch.updatedMs;
+    let stored: EventRecord | undefined;
+    // The `$errors` entry is routed one hop further than the delivery that failed, so error routes
+    // between sources stay within the loop guard too.
+    const exists = await deliveryContext.run({ hops: delivery.hops }, () =>
+      committer.submit(async (tx) => {
+        stored = undefined;
+        if (!(await tx.updateDelivery(delivery.id, s.patch))) return false;
+        if (s.attempt) await tx.insertDeliveryAttempt(s.attempt);
+        if (s.deactivate && delivery.listenerKind === "webhook") {
+          await tx.updateWebhook(delivery.listenerId, { active: false, updatedAt: Math.floor(nowMs / 1000) });
+        }
+        const report = s.failure && delivery.channel !== "$errors";
+        // An emitter deleted since is left alone: its streams are gone with it.
+        if (report && (await tx.resourceOwner(delivery.emitterId)) !== undefined) {
+          stored = await recorder.store(tx, {
+            emitterId: delivery.emitterId,
+            channel: "$errors",
+            event: this.#errorEvent(delivery, s, nowMs),
+            nowMs,
+          });
+        }
+        return true;
+      }),
+    );
+    if (stored) bus.emit("event.stored", stored);
+    if (!exists) return;
+    bus.emit("delivery.settled", {
+      deliveryId: delivery.id,
+      listenerId: delivery.listenerId,
+      kind: delivery.listenerKind,
+      status: s.patch.status,
+      outcome: s.attempt?.outcome ?? (s.patch.status === "pending" ? "retry" : s.patch.status),
+      statusCode: s.patch.lastStatusCode,
+      error: s.patch.lastError,
+    });
+  }
+
+  /** The `$errors` entry: the spec's error-event shape, with the delivery's details in the context. */
+  #errorEvent(d: Delivery, s: Settlement, nowMs: number): unknown {
+    return {
+      original_event: d.event ?? null,
+      original_context: {
+        id: randomString(27),
+        ts: new Date(d.indexedAtMs).toISOString(),
+        emitter_id: d.emitterId,
+        event_id: d.eventId,
+        event_name: d.channel,
+        delivery_id: d.id,
+        subscription_id: d.subscriptionId,
+        listener_id: d.listenerId,
+        source_type: "delivery",
+        owner_id: d.ownerId,
+      },
+      error: {
+        code: s.failure!.code,
+        message: s.failure!.message,
+        cellId: null,
+        ts: new Date(nowMs).toISOString(),
+        stack: null,
+        status_code: s.patch.lastStatusCode,
+        attempts: s.patch.attempts,
+      },
+    };
+  }
+}

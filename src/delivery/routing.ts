@@ -1,0 +1,102 @@
+/**
+ * Routing: when an event is stored, one delivery per matching subscription is written in the same
+ * transaction (the outbox), so a crash between the commit and the delivery loses nothing. Matching: the
+ * subscription's channel, and its emitter — the exact ID, or `dc_*`/`p_*` for emitters of that kind owned by
+ * the subscription's owner.
+ */
+import { AsyncLocalStorage } from "node:async_hooks";
+import { type EventRecorder, eventsKept } from "../domain/recorder.ts";
+import type { Delivery, EventRecord, ListenerKind, Subscription } from "../domain/types.ts";
+import { newId } from "../ids.ts";
+import type { StorageOps } from "../storage/port.ts";
+
+/**
+ * The delivery being handled while a listener source runs, so that what it emits is routed one hop
+ * further (the loop guard counts those hops). Committer jobs run in the context of their submitter.
+ */
+export const deliveryContext = new AsyncLocalStorage<{ hops: number }>();
+
+/** Source-to-source hops a routed event may take; a delivery beyond it is refused (a subscription loop). */
+export const maxSourceHops = 8;
+
+export function listenerKindOf(listenerId: string): ListenerKind | undefined {
+  if (listenerId.startsWith("wh_")) return "webhook";
+  if (listenerId.startsWith("dc_")) return "source";
+  if (listenerId.startsWith("p_")) return "workflow";
+  return undefined;
+}
+
+function newDelivery(
+  sub: Subscription,
+  event: EventRecord,
+  hops: number,
+  nowMs: number,
+): Delivery | undefined {
+  const kind = listenerKindOf(sub.listenerId);
+  if (!kind) return undefined;
+  return {
+    id: newId("del", 20),
+    ownerId: sub.ownerId,
+    subscriptionId: sub.id,
+    emitterId: event.emitterId,
+    eventId: event.id,
+    channel: event.channel,
+    listenerId: sub.listenerId,
+    listenerKind: kind,
+    event: event.event,
+    meta: event.meta,
+    indexedAtMs: event.indexedAtMs,
+    hops,
+    status: "pending",
+    attempts: 0,
+    roundAttempts: 0,
+    nextAttemptMs: nowMs,
+    lastStatusCode: null,
+    lastError: null,
+    lastDurationMs: null,
+    claimedBy: null,
+    createdMs: nowMs,
+    updatedMs: nowMs,
+  };
+}
+
+/** Writes the deliveries of a newly stored event; returns how many. */
+export async function routeEvent(tx: StorageOps, event: EventRecord): Promise<number> {
+  const owner = await tx.resourceOwner(event.emitterId);
+  const subs = await tx.matchSubscriptions(event.emitterId, owner, event.channel);
+  if (subs.length === 0) return 0;
+  const hops = (deliveryContext.getStore()?.hops ?? 0) + 1;
+  const deliveries: Delivery[] = [];
+  for (const sub of subs) {
+    // A glob never hands a source its own events (that would be a loop nobody asked for); naming the
+    // source itself as emitter still does.
+    if (sub.emitterId !== event.emitterId && sub.listenerId === event.emitterId) continue;
+    const d = newDelivery(sub, event, hops, event.indexedAtMs);
+    if (d) deliveries.push(d);
+  }
+  await tx.insertDeliveries(deliveries);
+  return deliveries.length;
+}
+
+/** Routes every event the recorder stores, inside its transaction. */
+export function registerRouting(recorder: EventRecorder): void {
+  recorder.onStore(async (tx, event) => {
+    await routeEvent(tx, event);
+  });
+}
+
+/**
+ * Enqueues a concrete emitter's retained events of the subscription's channel for its listener, oldest
+ * first (subscription backfill); returns how many. Run it in the transaction that stores the
+ * subscription, so that events stored later queue behind these.
+ */
+export async function enqueueBackfill(tx: StorageOps, sub: Subscription, nowMs: number): Promise<number> {
+  const page = await tx.listEvents(sub.emitterId, { channel: sub.eventName, limit: eventsKept });
+  const deliveries: Delivery[] = [];
+  for (const event of [...page.items].reverse()) {
+    const d = newDelivery(sub, event, 1, nowMs);
+    if (d) deliveries.push(d);
+  }
+  await tx.insertDeliveries(deliveries);
+  return deliveries.length;
+}

@@ -1,0 +1,52 @@
+/** Wires guaranteed delivery: routing on the recorder, the address policy, the deliverers and the dispatcher. */
+import type { FastifyBaseLogger } from "fastify";
+import type { Clock } from "../clock.ts";
+import type { Config } from "../config.ts";
+import type { SecretBox } from "../crypto/secret-box.ts";
+import type { Bus } from "../domain/bus.ts";
+import type { Committer } from "../domain/committer.ts";
+import type { EventRecorder } from "../domain/recorder.ts";
+import type { SourceRunner } from "../domain/runner.ts";
+import type { Storage } from "../storage/port.ts";
+import { AddressPolicy } from "./address-guard.ts";
+import { HttpDeliverer, SourceDeliverer } from "./deliverers.ts";
+import { DeliveryDispatcher, type DispatcherOptions } from "./dispatcher.ts";
+import { HttpSender } from "./http-sender.ts";
+import { DeliveryLedger } from "./ledger.ts";
+import { registerRouting } from "./routing.ts";
+
+export interface DeliverySetup {
+  store: Storage;
+  committer: Committer;
+  recorder: EventRecorder;
+  bus: Bus;
+  runner: SourceRunner;
+  secrets: SecretBox;
+  clock: Clock;
+  config: Config;
+  logger?: FastifyBaseLogger;
+  options?: Partial<DispatcherOptions>;
+}
+
+/** Routes every stored event into the outbox and returns the (not yet started) dispatcher. */
+export function setUpDelivery(s: DeliverySetup): DeliveryDispatcher {
+  registerRouting(s.recorder);
+  const policy = new AddressPolicy({
+    allowPrivate: s.config.webhookAllowPrivate,
+    allowHosts: s.config.webhookAllowHosts,
+  });
+  const sender = new HttpSender(policy, s.clock);
+  const http = new HttpDeliverer(s.store, s.secrets, sender);
+  return new DeliveryDispatcher(
+    {
+      store: s.store,
+      bus: s.bus,
+      clock: s.clock,
+      ledger: new DeliveryLedger({ committer: s.committer, recorder: s.recorder, bus: s.bus }),
+      deliverers: { webhook: http, workflow: http, source: new SourceDeliverer(s.store, s.runner) },
+      logger: s.logger,
+      onStop: () => sender.close(),
+    },
+    s.options,
+  );
+}

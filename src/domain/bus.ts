@@ -1,0 +1,55 @@
+/** Typed internal events: the SSE streams, routing and tests listen here instead of reaching into services. */
+import { EventEmitter } from "node:events";
+import type { DeliveryStatus, EventRecord, ListenerKind } from "./types.ts";
+
+export interface EventMap {
+  /** An event (emit, log or error) was committed to the store. */
+  "event.stored": [event: EventRecord];
+  /** A source's invocation finished (committed or failed). */
+  "invocation.finished": [
+    info: { sourceId: string; trigger: string; ok: boolean; errorCode?: string; durationMs: number },
+  ];
+  /** A timer fired (or was skipped) for a source. */
+  "timer.fired": [info: { sourceId: string; propName: string; scheduledMs: number; skipped?: string }];
+  /** A delivery's attempt (or a decision without one) was recorded; `status` is its state afterwards. */
+  "delivery.settled": [
+    info: {
+      deliveryId: string;
+      listenerId: string;
+      kind: ListenerKind;
+      status: DeliveryStatus;
+      outcome: "succeeded" | "retry" | "failed";
+      statusCode: number | null;
+      error: string | null;
+    },
+  ];
+}
+
+export class Bus {
+  readonly #emitter = new EventEmitter({ captureRejections: false });
+
+  constructor() {
+    // Every SSE client listens; the default warning at 10 listeners would be noise.
+    this.#emitter.setMaxListeners(0);
+  }
+
+  on<K extends keyof EventMap>(name: K, listener: (...args: EventMap[K]) => void): () => void {
+    this.#emitter.on(name, listener as (...args: unknown[]) => void);
+    return () => this.#emitter.off(name, listener as (...args: unknown[]) => void);
+  }
+
+  /** Listener errors are reported, never thrown into the emitter's caller. */
+  emit<K extends keyof EventMap>(name: K, ...args: EventMap[K]): void {
+    for (const listener of this.#emitter.listeners(name)) {
+      try {
+        (listener as (...a: EventMap[K]) => void)(...args);
+      } catch (err) {
+        this.#emitter.emit("error", err);
+      }
+    }
+  }
+
+  onError(handler: (err: unknown) => void): void {
+    this.#emitter.on("error", handler);
+  }
+}

@@ -1,0 +1,108 @@
+/**
+ * Saved components: code is fetched (component_url), bundled with its packages installed, loaded in the
+ * owner's sandbox to read its definition, and stored with the package versions it resolved to.
+ */
+import type { Clock } from "../clock.ts";
+import { sha256Hex } from "../crypto/secret-box.ts";
+import { AppError, invalidParameter, notFound } from "../errors.ts";
+import { newId } from "../ids.ts";
+import type { ComponentBuilder } from "../runtime/build.ts";
+import { fetchComponentCode } from "../runtime/fetch-code.ts";
+import type { BuiltComponent, ComponentMeta, Executor } from "../runtime/types.ts";
+import type { Storage } from "../storage/port.ts";
+import type { ComponentRecord } from "./types.ts";
+
+/** Largest component code accepted (bytes). */
+export const maxCodeBytes = 1024 * 1024;
+
+/** The owner ID of published (registry) components. */
+export const registryOwner = "registry";
+
+export class ComponentCatalog {
+  readonly #store: Storage;
+  readonly #builder: ComponentBuilder;
+  readonly #executor: Executor;
+  readonly #clock: Clock;
+  readonly #loaded = new Map<string, Promise<{ record: ComponentRecord; built: BuiltComponent }>>();
+
+  constructor(deps: { store: Storage; builder: ComponentBuilder; executor: Executor; clock: Clock }) {
+    this.#store = deps.store;
+    this.#builder = deps.builder;
+    this.#executor = deps.executor;
+    this.#clock = deps.clock;
+  }
+
+  /** Builds and validates code for `ownerId` and stores it as a new saved component. */
+  async save(ownerId: string, input: { code?: string; url?: string }): Promise<ComponentRecord> {
+    let code = input.code;
+    if (code === undefined) {
+      if (!input.url) throw invalidParameter("component_code", "Give component_code or component_url");
+      code = await fetchComponentCode(input.url);
+    }
+    if (Buffer.byteLength(code) > maxCodeBytes)
+      throw new AppError("payload_too_large", "Component code is over 1 MB");
+    if (code.trim() === "") throw invalidParameter("component_code", "component_code is empty");
+    const built = await this.#builder.build(code);
+    const meta = await this.#inspect(ownerId, built);
+    const now = Math.floor(this.#clock.now() / 1000);
+    const record: ComponentRecord = {
+      id: newId("sc"),
+      ownerId,
+      key: meta.key ?? null,
+      name: meta.name,
+      version: meta.version,
+      code,
+      codeHash: sha256Hex(code),
+      componentUrl: input.url ?? null,
+      meta,
+      dependencies: built.dependencies,
+      createdAt: now,
+      updatedAt: now,
+    };
+    await this.#store.insertComponent(record);
+    this.#loaded.set(record.id, Promise.resolve({ record, built }));
+    return record;
+  }
+
+  async #inspect(ownerId: string, built: BuiltComponent): Promise<ComponentMeta> {
+    try {
+      return await this.#executor.inspect(ownerId, built);
+    } catch (err) {
+      const e = err as Error & { code?: string; data?: Record<string, unknown> };
+      if (err instanceof AppError) throw err;
+      throw new AppError("component_invalid", e.message, {
+        details: { message: e.message, ...(e.data ?? {}) },
+        cause: err,
+      });
+    }
+  }
+
+  /** A component the caller may use: by ID among visible owners, or by key (own first, then the registry). */
+  async resolve(visibleOwners: string[], idOrKey: string): Promise<ComponentRecord> {
+    if (/^sc_[A-Za-z0-9]+$/.test(idOrKey)) {
+      const c = await this.#store.getComponent(idOrKey);
+      if (c && (visibleOwners.includes(c.ownerId) || c.ownerId === registryOwner)) return c;
+      throw notFound("Component", idOrKey);
+    }
+    const c =
+      (await this.#store.findComponentByKey(visibleOwners, idOrKey)) ??
+      (await this.#store.findComponentByKey([registryOwner], idOrKey));
+    if (!c) throw notFound("Component", idOrKey);
+    return c;
+  }
+
+  /** The stored record and its build, rebuilt (from the package cache) after a restart. */
+  load(componentId: string): Promise<{ record: ComponentRecord; built: BuiltComponent }> {
+    let loaded = this.#loaded.get(componentId);
+    if (!loaded) {
+      loaded = (async () => {
+        const record = await this.#store.getComponent(componentId);
+        if (!record) throw notFound("Component", componentId);
+        return { record, built: await this.#builder.build(record.code, record.dependencies) };
+      })();
+      loaded.catch(() => this.#loaded.delete(componentId));
+      this.#loaded.set(componentId, loaded);
+    }
+    return loaded;
+  }
+}

@@ -1,0 +1,45 @@
+/** Stores events (emits, `$logs`, `$errors`) with their IDs and the 100-per-channel window. */
+import { randomString } from "../ids.ts";
+import type { StorageOps } from "../storage/port.ts";
+import { EventIdGenerator, formatEventId } from "./event-ids.ts";
+import type { EventMeta, EventRecord } from "./types.ts";
+
+/** How many events of each emitter and channel are kept. */
+export const eventsKept = 100;
+
+export interface NewEvent {
+  emitterId: string;
+  channel: string;
+  event: unknown;
+  meta?: Omit<EventMeta, "emit_id" | "name" | "emitter_id">;
+  /** Epoch ms the event is indexed at (the commit time). */
+  nowMs: number;
+}
+
+export class EventRecorder {
+  readonly ids = new EventIdGenerator();
+  /** Hooks run inside the storing transaction for each new event (routing adds deliveries here). */
+  readonly #onStore: Array<(tx: StorageOps, event: EventRecord) => Promise<void>> = [];
+
+  onStore(hook: (tx: StorageOps, event: EventRecord) => Promise<void>): void {
+    this.#onStore.push(hook);
+  }
+
+  async store(tx: StorageOps, e: NewEvent): Promise<EventRecord> {
+    const id = await this.ids.next(tx, e.emitterId, e.nowMs);
+    const record: EventRecord = {
+      emitterId: e.emitterId,
+      channel: e.channel,
+      id: formatEventId(id),
+      idMs: id.ms,
+      idSeq: id.seq,
+      indexedAtMs: e.nowMs,
+      event: e.event === undefined ? null : e.event,
+      meta: { emit_id: randomString(27), name: e.channel, emitter_id: e.emitterId, ...(e.meta ?? {}) },
+    };
+    await tx.insertEvent(record);
+    await tx.trimEvents(e.emitterId, e.channel, eventsKept);
+    for (const hook of this.#onStore) await hook(tx, record);
+    return record;
+  }
+}

@@ -1,0 +1,170 @@
+/**
+ * The registry of published components: saved components owned by `registry`, found by key. Fount's own
+ * components (the repository's `registry/` folder) are published at every start; an admin publishes
+ * more through `POST /v1/admin/registry`. Publishing the same code under the same key again is a no-op,
+ * so restarts never add duplicates; changed code is a new version that key lookups then find.
+ */
+import { readdir, readFile } from "node:fs/promises";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Config } from "../config.ts";
+import { sha256Hex } from "../crypto/secret-box.ts";
+import { AppError } from "../errors.ts";
+import { ComponentBuilder } from "../runtime/build.ts";
+import type { ComponentMeta, Executor } from "../runtime/types.ts";
+import type { Storage } from "../storage/port.ts";
+import { type ComponentCatalog, maxCodeBytes, registryOwner } from "./components.ts";
+import type { ComponentRecord } from "./types.ts";
+
+/** The components that ship with Fount, at the repository root. */
+export const registryDir = fileURLToPath(new URL("../../registry/", import.meta.url));
+
+/** What publishing needs; the app's Services satisfy it. */
+export interface RegistryDeps {
+  catalog: ComponentCatalog;
+  store: Storage;
+  executor: Executor;
+  config: Pick<Config, "dataDir" | "npmCacheDir">;
+  logger: {
+    info(obj: object, msg?: string): void;
+    error(obj: object, msg?: string): void;
+  };
+}
+
+/** The outcome of one publish: the registry component that now answers for the key. */
+export interface Published {
+  component: ComponentRecord;
+  /** False when the same code was already the registry's newest version of this key. */
+  created: boolean;
+}
+
+// Registry keys end up in paths (`/v1/components/registry/{key}`), so no slashes.
+const keyPattern = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$/;
+// Semantic Versioning 2.0.0: MAJOR.MINOR.PATCH, optional pre-release and build metadata.
+const semverPattern =
+  /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$/;
+// A literal `key: "…"` in the code: lets an unchanged component be recognised without building it.
+const literalKey = /\bkey\s*:\s*(["'`])([A-Za-z0-9_.-]{1,200})\1/;
+const componentFile = /\.(mjs|js|ts)$/;
+
+/**
+ * Publishes `code` to the registry unless the registry's newest component with its key has the same
+ * code hash. The code must declare a `key` and a semantic `version` (422 otherwise); nothing is stored
+ * when it does not.
+ */
+export async function publishToRegistry(
+  deps: RegistryDeps,
+  code: string,
+  options: { url?: string } = {},
+): Promise<Published> {
+  if (Buffer.byteLength(code) > maxCodeBytes)
+    throw new AppError("payload_too_large", "Component code is over 1 MB");
+  const hash = sha256Hex(code);
+  const hinted = literalKey.exec(code)?.[2];
+  if (hinted !== undefined) {
+    // Same code stored under this key means the same definition: no need to build it again.
+    const current = await deps.store.findComponentByKey([registryOwner], hinted);
+    if (current?.codeHash === hash) return { component: current, created: false };
+  }
+  const meta = await inspect(deps, code);
+  const key = meta.key;
+  if (key === undefined || key === "") {
+    throw new AppError("component_invalid", "A registry component needs a `key`", {
+      details: { field: "key" },
+    });
+  }
+  if (!keyPattern.test(key)) {
+    throw new AppError(
+      "component_invalid",
+      `The key ${JSON.stringify(key)} must be letters, digits, '.', '_' or '-' (at most 200)`,
+      {
+        details: { field: "key" },
+      },
+    );
+  }
+  if (!semverPattern.test(meta.version)) {
+    throw new AppError(
+      "component_invalid",
+      `A registry component needs a semantic version (like 1.2.3), not ${JSON.stringify(meta.version)}`,
+      {
+        details: { field: "version" },
+      },
+    );
+  }
+  const current = await deps.store.findComponentByKey([registryOwner], key);
+  if (current?.codeHash === hash) return { component: current, created: false };
+  return { component: await deps.catalog.save(registryOwner, { code, url: options.url }), created: true };
+}
+
+/**
+ * Reads a component's definition without storing it. The catalog only inspects as part of saving, and
+ * a registry component without a key must not be stored, so this builds and loads it once more here.
+ */
+async function inspect(deps: RegistryDeps, code: string): Promise<ComponentMeta> {
+  if (code.trim() === "")
+    throw new AppError("invalid_parameter", "component_code is empty", {
+      details: { field: "component_code" },
+    });
+  const builder = new ComponentBuilder({
+    dataDir: deps.config.dataDir,
+    npmCacheDir: deps.config.npmCacheDir,
+  });
+  const built = await builder.build(code);
+  try {
+    return await deps.executor.inspect(registryOwner, built);
+  } catch (err) {
+    if (err instanceof AppError) throw err;
+    const e = err as Error & { data?: Record<string, unknown> };
+    throw new AppError("component_invalid", e.message, {
+      details: { message: e.message, ...(e.data ?? {}) },
+      cause: err,
+    });
+  }
+}
+
+/** What a folder publish did, file by file (paths relative to the folder). */
+export interface FolderReport {
+  published: string[];
+  unchanged: string[];
+  failed: Array<{ file: string; error: string }>;
+}
+
+/**
+ * Publishes every `.mjs`, `.js` and `.ts` file under `dir` (each a self-contained component). A file
+ * that fails is logged and skipped; a missing folder publishes nothing. Never throws.
+ */
+export async function publishRegistryFolder(
+  deps: RegistryDeps,
+  dir: string = registryDir,
+): Promise<FolderReport> {
+  const report: FolderReport = { published: [], unchanged: [], failed: [] };
+  let files: string[];
+  try {
+    files = (await readdir(dir, { recursive: true, withFileTypes: true }))
+      .filter((e) => e.isFile() && componentFile.test(e.name) && !e.name.endsWith(".d.ts"))
+      .map((e) => path.relative(dir, path.join(e.parentPath, e.name)))
+      .sort();
+  } catch (err) {
+    deps.logger.error({ err, dir }, "cannot read the registry folder; no components published from it");
+    return report;
+  }
+  // One at a time: two first builds in a fresh data folder can race in the builder (its tree walk
+  // that makes the package folder readable meets the other build's temporary files).
+  for (const file of files) {
+    try {
+      const code = await readFile(path.join(dir, file), "utf8");
+      const { component, created } = await publishToRegistry(deps, code);
+      (created ? report.published : report.unchanged).push(file);
+      if (created) {
+        deps.logger.info(
+          { file, key: component.key, version: component.version, componentId: component.id },
+          "published registry component",
+        );
+      }
+    } catch (err) {
+      report.failed.push({ file, error: (err as Error).message });
+      deps.logger.error({ err, file }, "registry component not published");
+    }
+  }
+  return report;
+}

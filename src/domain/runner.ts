@@ -1,0 +1,347 @@
+/**
+ * Runs a source's component through the executor and commits what the run produced: emits (ordered by
+ * `ts`, deduped), db writes, dedupe state, `$logs`, `$errors` and usage — all in one transaction, or,
+ * when the run failed, only its logs, its error and its usage. Invocations of one source run one at a
+ * time, in call order, so each sees the db the previous one left.
+ */
+import type { FastifyBaseLogger } from "fastify";
+import type { Clock } from "../clock.ts";
+import type { Config } from "../config.ts";
+import type { SecretBox } from "../crypto/secret-box.ts";
+import { AppError, type SerializedError } from "../errors.ts";
+import { randomString } from "../ids.ts";
+import type {
+  ComponentMeta,
+  EmittedEvent,
+  Executor,
+  HttpResponse,
+  InvocationKind,
+  InvokeResult,
+  LogEntry,
+} from "../runtime/types.ts";
+import type { Storage, StorageOps } from "../storage/port.ts";
+import type { Bus } from "./bus.ts";
+import { normalizeChannelLoose } from "./channels.ts";
+import type { Committer } from "./committer.ts";
+import type { ComponentCatalog } from "./components.ts";
+import { applyDedupe, type DedupeState, orderByTs } from "./dedupe.ts";
+import { runtimeValue, type TimerConfig } from "./props.ts";
+import { planLimits, usageDay } from "./quotas.ts";
+import type { EventRecorder } from "./recorder.ts";
+import type { EventRecord, SourceRecord } from "./types.ts";
+
+export type Trigger = "http" | "timer" | "manual" | "subscription" | "hook" | "options";
+
+export interface RunOutcome {
+  ok: boolean;
+  /** Stored emits of the default and named channels. */
+  emits: EventRecord[];
+  logs: LogEntry[];
+  error?: SerializedError;
+  response?: HttpResponse;
+  returnValue?: unknown;
+  durationMs: number;
+}
+
+export interface RunnerDeps {
+  store: Storage;
+  committer: Committer;
+  recorder: EventRecorder;
+  bus: Bus;
+  executor: Executor;
+  catalog: ComponentCatalog;
+  secrets: SecretBox;
+  clock: Clock;
+  config: Config;
+  logger: FastifyBaseLogger;
+}
+
+const platformVersion = "fount-0.1";
+
+export class SourceRunner {
+  readonly #d: RunnerDeps;
+  /** Each source's db as its last finished invocation left it (the store has it too once committed). */
+  readonly #db = new Map<string, { data: Record<string, unknown>; version: number }>();
+  /** Per-source chain: the next invocation starts when the previous one has its result. */
+  readonly #chains = new Map<string, Promise<unknown>>();
+
+  constructor(deps: RunnerDeps) {
+    this.#d = deps;
+  }
+
+  /** The endpoint URL of a source's HTTP interface. */
+  endpointUrl(source: SourceRecord): string | null {
+    return source.endpointId ? `${this.#d.config.publicUrl}/e/${source.endpointId}` : null;
+  }
+
+  /** Drops cached state of a deleted or replaced source. */
+  forget(sourceId: string): void {
+    this.#db.delete(sourceId);
+    this.#d.recorder.ids.forget(sourceId);
+  }
+
+  /** Throws `quota_exceeded` when the free account that created the source used up its day. */
+  async checkQuota(source: SourceRecord): Promise<void> {
+    const user = await this.#d.store.getUser(source.createdBy);
+    if (!user || user.plan !== "free") return;
+    const usage = await this.#d.store.getUsage(user.id, usageDay(this.#d.clock.now()));
+    const limits = planLimits(this.#d.config);
+    if (usage.invocations >= limits.dailyInvocations || usage.computeMs >= limits.dailyComputeMs) {
+      const tomorrow = new Date(usageDay(this.#d.clock.now())).getTime() + 86_400_000;
+      throw new AppError(
+        "quota_exceeded",
+        "The daily invocation or compute-time quota of this account is used up",
+        {
+          headers: { "retry-after": String(Math.max(1, Math.ceil((tomorrow - this.#d.clock.now()) / 1000))) },
+        },
+      );
+    }
+  }
+
+  invoke(
+    source: SourceRecord,
+    invocation: InvocationKind,
+    options: { trigger: Trigger; onRespond?: (r: HttpResponse) => void; timeoutMs?: number } = {
+      trigger: "manual",
+    },
+  ): Promise<RunOutcome> {
+    // Only the hand-over to the executor is chained per source, so calls reach it in call order; the
+    // executor runs them one at a time and lets each see the previous one's db writes, while the next
+    // invocation is already queued (pipelining instead of one IPC round trip per invocation).
+    const previous = this.#chains.get(source.id) ?? Promise.resolve();
+    const started = this.#d.clock.now();
+    const submitted = previous
+      .catch(() => undefined)
+      .then(async () => {
+        const { record, built } = await this.#d.catalog.load(source.componentId);
+        if (invocation.kind === "run" && !record.meta.hasRun) {
+          // A schedule source without run emits the event that triggered it.
+          const result: InvokeResult = {
+            emits: [{ event: invocation.event, meta: {} }],
+            logs: [],
+            dbWrites: {},
+            warnings: [],
+            durationMs: 0,
+          };
+          return { record, result: Promise.resolve(result) };
+        }
+        const db = await this.#dbOf(source.id);
+        const result = this.#d.executor.invoke(
+          {
+            ownerId: source.ownerId,
+            sourceId: source.id,
+            component: built,
+            props: await this.#propValues(record.meta, source),
+            dbProps: record.meta.props.filter((p) => p.type === "$.service.db").map((p) => p.name),
+            httpProps: record.meta.props
+              .filter((p) => p.type === "$.interface.http")
+              .map((p) => ({
+                name: p.name,
+                endpoint: this.endpointUrl(source) ?? "",
+                customResponse: !!p.customResponse,
+              })),
+            db: db.data,
+            dbVersion: db.version,
+            invocation,
+            timeoutMs: options.timeoutMs ?? this.#d.config.invocationTimeoutMs,
+          },
+          options.onRespond,
+        );
+        return { record, result };
+      });
+    const handedOver = submitted.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#chains.set(source.id, handedOver);
+    void handedOver.then(() => {
+      if (this.#chains.get(source.id) === handedOver) this.#chains.delete(source.id);
+    });
+    // Results of one source arrive in order, so db writes apply and commits queue in call order.
+    return submitted.then(async ({ record, result }) => {
+      const r = await result;
+      const dbAfter = this.#applyDbWrites(source.id, r);
+      return this.#commit(source, record.meta, invocation, options.trigger, r, dbAfter, started);
+    });
+  }
+
+  async #dbOf(sourceId: string): Promise<{ data: Record<string, unknown>; version: number }> {
+    let db = this.#db.get(sourceId);
+    if (!db) {
+      db = await this.#d.store.getSourceDb(sourceId);
+      this.#db.set(sourceId, db);
+    }
+    return db;
+  }
+
+  /** Applies a successful run's db writes to the cache at once, so the next invocation sees them. */
+  #applyDbWrites(
+    sourceId: string,
+    result: InvokeResult,
+  ): { data: Record<string, unknown>; version: number } | undefined {
+    if (result.error || Object.keys(result.dbWrites).length === 0) return undefined;
+    const current = this.#db.get(sourceId) ?? { data: {}, version: 0 };
+    const next = { data: { ...current.data, ...result.dbWrites }, version: current.version + 1 };
+    for (const [k, v] of Object.entries(result.dbWrites)) if (v === undefined) delete next.data[k];
+    this.#db.set(sourceId, next);
+    return next;
+  }
+
+  async #propValues(meta: ComponentMeta, source: SourceRecord): Promise<Record<string, unknown>> {
+    const values: Record<string, unknown> = {};
+    for (const p of meta.props) {
+      const stored = source.props[p.name];
+      if (p.type === "app") {
+        const ref = (stored as { authProvisionId?: string } | undefined)?.authProvisionId;
+        const account = ref ? await this.#d.store.getAppAccount(ref) : undefined;
+        values[p.name] = {
+          app: p.app ?? account?.app ?? p.name,
+          $auth: account ? JSON.parse(this.#d.secrets.open(account.credentialsSealed)) : {},
+        };
+      } else if (p.type === "$.interface.timer") {
+        const t = stored as TimerConfig | undefined;
+        values[p.name] = {
+          type: "$.interface.timer",
+          interval_seconds: t?.intervalSeconds ?? null,
+          cron: t?.cron ?? null,
+        };
+      } else if (stored !== undefined) {
+        values[p.name] = runtimeValue(stored, this.#d.secrets);
+      }
+    }
+    return values;
+  }
+
+  #commit(
+    source: SourceRecord,
+    meta: ComponentMeta,
+    invocation: InvocationKind,
+    trigger: Trigger,
+    result: InvokeResult,
+    dbAfter: { data: Record<string, unknown>; version: number } | undefined,
+    startedMs: number,
+  ): Promise<RunOutcome> {
+    const stored: EventRecord[] = [];
+    const outcome = (): RunOutcome => ({
+      ok: !result.error,
+      emits: stored.filter((e) => e.channel !== "$errors" && e.channel !== "$logs"),
+      logs: result.logs,
+      error: result.error,
+      response: result.response,
+      returnValue: result.returnValue,
+      durationMs: result.durationMs,
+    });
+    if (invocation.kind === "options") return Promise.resolve(outcome());
+    const original = invocation.kind === "run" ? invocation.event : { hook: invocation.hook };
+    return this.#d.committer
+      .submit(
+        async (tx) => {
+          stored.length = 0;
+          const now = this.#d.clock.now();
+          const put = async (channel: string, event: unknown, extra?: Record<string, unknown>) => {
+            stored.push(
+              await this.#d.recorder.store(tx, {
+                emitterId: source.id,
+                channel,
+                event,
+                meta: extra,
+                nowMs: now,
+              }),
+            );
+          };
+          const error = (code: string, err: SerializedError) =>
+            put("$errors", this.#errorEvent(source, original, trigger, { ...err, code }, startedMs));
+          for (const log of result.logs)
+            await put("$logs", { level: log.level, message: log.message, ts: log.ts });
+          for (const warning of result.warnings) await error(warning.code, warning);
+          if (result.error) {
+            await error(result.error.code, result.error);
+          } else {
+            await this.#storeEmits(tx, source, meta, result.emits, put, error);
+            if (dbAfter) await tx.putSourceDb(source.id, dbAfter.data, dbAfter.version);
+          }
+          await tx.addUsage(source.createdBy, usageDay(now), {
+            invocations: 1,
+            computeMs: Math.ceil(result.durationMs),
+          });
+          return outcome();
+        },
+        () => {
+          for (const e of stored) this.#d.bus.emit("event.stored", e);
+          this.#d.bus.emit("invocation.finished", {
+            sourceId: source.id,
+            trigger,
+            ok: !result.error,
+            errorCode: result.error?.code,
+            durationMs: result.durationMs,
+          });
+        },
+      )
+      .catch((err) => {
+        // The store refused the commit: the cached db may hold writes that never landed.
+        this.#db.delete(source.id);
+        this.#d.logger.error({ err, sourceId: source.id }, "commit of an invocation failed");
+        throw err;
+      });
+  }
+
+  async #storeEmits(
+    tx: StorageOps,
+    source: SourceRecord,
+    meta: ComponentMeta,
+    emits: EmittedEvent[],
+    put: (channel: string, event: unknown, extra?: Record<string, unknown>) => Promise<void>,
+    error: (code: string, err: SerializedError) => Promise<void>,
+  ): Promise<void> {
+    if (emits.length === 0) return;
+    const ordered = orderByTs(emits);
+    const state = meta.dedupe ? ((await tx.getDedupeState(source.id)) as DedupeState | undefined) : undefined;
+    const outcome = applyDedupe(meta.dedupe, state ?? null, ordered);
+    for (const refused of outcome.missingId) {
+      await error("dedupe_missing_id", {
+        code: "dedupe_missing_id",
+        message: `An emit without a usable id was refused: the component uses dedupe "${meta.dedupe}", which needs meta.id on every emit`,
+        data: { summary: refused.meta.summary },
+      });
+    }
+    for (const e of outcome.accepted) {
+      const extra: Record<string, unknown> = {};
+      if (e.meta.id !== undefined) extra.id = e.meta.id;
+      if (e.meta.summary !== undefined) extra.summary = e.meta.summary;
+      if (e.meta.ts !== undefined) extra.ts = e.meta.ts;
+      await put(normalizeChannelLoose(e.meta.name), e.event, extra);
+    }
+    if (meta.dedupe) await tx.putDedupeState(source.id, outcome.state);
+  }
+
+  #errorEvent(
+    source: SourceRecord,
+    original: unknown,
+    trigger: Trigger,
+    err: SerializedError,
+    startedMs: number,
+  ): unknown {
+    const ts = new Date(this.#d.clock.now()).toISOString();
+    return {
+      original_event: original ?? null,
+      original_context: {
+        id: randomString(27),
+        ts: new Date(startedMs).toISOString(),
+        source_id: source.id,
+        deployment_id: source.id,
+        source_type: trigger,
+        verified: false,
+        owner_id: source.ownerId,
+        platform_version: platformVersion,
+      },
+      error: {
+        code: err.code,
+        message: err.message,
+        name: err.name,
+        cellId: null,
+        ts,
+        stack: err.stack ?? null,
+      },
+    };
+  }
+}

@@ -1,0 +1,126 @@
+/**
+ * The live stream, `GET /sources/{id}/sse` at the root (no `/v1`): Server-Sent Events of one channel of
+ * a source, each `id: <event id>` and `data: <event_summaries entry, untruncated>`. A Last-Event-ID
+ * (header, or `last_event_id` in the query) first replays the stored events after it.
+ */
+import type { OutgoingHttpHeaders } from "node:http";
+import type { FastifyInstance } from "fastify";
+import { Type } from "typebox";
+import { channelPattern, normalizeChannel } from "../../domain/channels.ts";
+import { type EventIdParts, parseEventId } from "../../domain/event-ids.ts";
+import { eventsKept } from "../../domain/recorder.ts";
+import { StreamHub, type StreamHubOptions } from "../../domain/stream-hub.ts";
+import type { EventRecord } from "../../domain/types.ts";
+import { invalidParameter } from "../../errors.ts";
+import type { Services } from "../../services.ts";
+import { errorResponses } from "../conventions.ts";
+import { renderEvent } from "../event-entries.ts";
+import { sourceIdParams, visibleSource } from "./sources.ts";
+
+/** The hub of each app, for tests and benchmarks (the plugin is encapsulated, so it decorates nothing). */
+const hubs = new WeakMap<Services, StreamHub>();
+
+/** The stream hub of an app, by its services (`built.services`); undefined before the plugin loads. */
+export function streamHubOf(services: Services): StreamHub | undefined {
+  return hubs.get(services);
+}
+
+/** An event as its SSE frame: no `event:` line, so clients get it as a plain `message`. */
+export function sseFrame(e: EventRecord): string {
+  // JSON.stringify escapes line breaks inside strings, so the entry is always one `data:` line.
+  return `id: ${e.id}\ndata: ${JSON.stringify(renderEvent(e, true))}\n\n`;
+}
+
+const sseHeaders = {
+  "content-type": "text/event-stream",
+  "cache-control": "no-cache",
+  // Tells nginx-style proxies not to buffer the stream.
+  "x-accel-buffering": "no",
+};
+
+function lastEventId(
+  header: string | string[] | undefined,
+  query: string | undefined,
+): EventIdParts | undefined {
+  // The header is what a reconnecting client sends, newer than any ID left in its URL.
+  const fromHeader = Array.isArray(header) ? header[header.length - 1] : header;
+  const [field, value] = fromHeader ? ["Last-Event-ID", fromHeader] : ["last_event_id", query];
+  if (value === undefined || value === "") return undefined;
+  const parsed = parseEventId(value.trim());
+  if (!parsed) throw invalidParameter(field, `${field} must be an event ID like 1606511826306-0`);
+  return parsed;
+}
+
+export async function streamRoutes(
+  app: FastifyInstance,
+  options: Partial<StreamHubOptions> = {},
+): Promise<void> {
+  const { store, bus } = app.fount;
+  const hub = new StreamHub(bus, sseFrame, options);
+  hubs.set(app.fount, hub);
+  // Before the server waits for its connections to end: open streams would hold it forever.
+  app.addHook("preClose", async () => hub.close());
+
+  app.get(
+    "/sources/:id/sse",
+    {
+      schema: {
+        tags: ["events"],
+        summary: "Live stream of a source's new events (Server-Sent Events)",
+        description:
+          "text/event-stream: each event is `id: <event id>` and `data: <the event_summaries entry, untruncated>`. " +
+          "Last-Event-ID (header or last_event_id) replays stored events after that ID before going live; " +
+          "a `:keepalive` comment comes every 15 s.",
+        params: sourceIdParams,
+        querystring: Type.Object(
+          {
+            event_name: Type.Optional(
+              Type.String({ maxLength: 64, pattern: channelPattern.replace("(|", "(|default|") }),
+            ),
+            last_event_id: Type.Optional(Type.String({ maxLength: 40 })),
+            org_id: Type.Optional(Type.String({ pattern: "^o_[A-Za-z0-9]+$", maxLength: 64 })),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: {
+            description: "The event stream",
+            content: { "text/event-stream": { schema: { type: "string" } } },
+          },
+          ...errorResponses(404),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { id } = request.params as { id: string };
+      const q = request.query as { event_name?: string; last_event_id?: string };
+      const channel = normalizeChannel(q.event_name);
+      const after = lastEventId(request.headers["last-event-id"], q.last_event_id);
+      const source = await visibleSource(app, request, id);
+
+      // Subscribed before reading the store: an event committed meanwhile is either read or held (or
+      // both, and then sent once), so the seam between replay and live has no gap.
+      const client = hub.open(source.id, channel, reply.raw, after);
+      let stored: EventRecord[] = [];
+      try {
+        if (after) {
+          const page = await store.listEvents(source.id, { channel, limit: eventsKept, before: after });
+          stored = page.items.reverse();
+        }
+      } catch (err) {
+        client.abandon();
+        throw err;
+      }
+      reply.hijack();
+      if (reply.raw.destroyed) {
+        // The client left while the store was read.
+        client.abandon();
+        return;
+      }
+      // Headers set by hooks (x-request-id) go out too: a hijacked reply does not send them itself.
+      reply.raw.writeHead(200, { ...(reply.getHeaders() as OutgoingHttpHeaders), ...sseHeaders });
+      request.log.debug({ sourceId: source.id, channel, replay: stored.length }, "stream opened");
+      await client.start(stored);
+    },
+  );
+}

@@ -1,0 +1,421 @@
+/**
+ * Turns component source code into a `BuiltComponent`: one ESM bundle whose bare imports resolve from
+ * a content-addressed package folder installed with install scripts disabled. See docs/runtime-build.md.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import fs from "node:fs/promises";
+import { createRequire, isBuiltin } from "node:module";
+import path from "node:path";
+import * as esbuild from "esbuild";
+import { AppError } from "../errors.ts";
+import type { BuiltComponent } from "./types.ts";
+
+/** Options of a `ComponentBuilder`; one builder (and one npm cache) serves the whole server. */
+export interface ComponentBuilderOptions {
+  /** Server data folder; packages and bundles go to `<dataDir>/packages`. */
+  dataDir: string;
+  /** npm cache (cacache) folder shared by every install; default `<dataDir>/npm-cache`. */
+  npmCacheDir?: string;
+  /** npm registry URL; default https://registry.npmjs.org. */
+  registry?: string;
+  /** Budget for resolving and installing one component's packages; default 120 s. */
+  installTimeoutMs?: number;
+}
+
+/** A bare import split into its parts: `@scope/pkg@^1.2/sub` → `@scope/pkg`, `^1.2`, `/sub`. */
+export interface PackageSpecifier {
+  name: string;
+  /** Version range or dist-tag written in the specifier, when there is one. */
+  range: string | undefined;
+  /** `""` or a path starting with `/`. */
+  subpath: string;
+}
+
+const DEFAULT_INSTALL_TIMEOUT_MS = 120_000;
+// One registry request should never eat the whole install budget; npm's own default is 5 minutes.
+const REGISTRY_REQUEST_TIMEOUT_MS = 30_000;
+
+const SPECIFIER = /^((?:@[^/@]+\/)?[^/@]+)(?:@([^/]*))?(\/.*)?$/;
+// npm names, including legacy ones with capitals; never `.`/`_`-led, which would be path tricks.
+const PACKAGE_NAME = /^(?:@[a-z0-9~-][\w.~-]*\/)?[a-z0-9~-][\w.~-]*$/i;
+// Semver ranges and dist-tags only: `:` and `/` would let `file:`, `git+…` or URL specs through.
+const RANGE = /^[\w.^~<>=|* +-]+$/;
+const EXACT_VERSION = /^\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$/;
+
+// Output is ESM; CommonJS parts of a bundle call `require` for external packages, which ESM lacks.
+// esbuild renames a user's own top-level `require` binding, so this name never collides.
+const REQUIRE_BANNER =
+  'import { createRequire as __fountCreateRequire } from "node:module";\n' +
+  "const require = __fountCreateRequire(import.meta.url);";
+
+/** Splits a bare import specifier; `undefined` when it is not a valid npm package reference. */
+export function parsePackageSpecifier(specifier: string): PackageSpecifier | undefined {
+  const match = SPECIFIER.exec(specifier);
+  if (!match) return undefined;
+  const [, name, range, subpath = ""] = match;
+  if (!PACKAGE_NAME.test(name)) return undefined;
+  if (range !== undefined && !RANGE.test(range)) return undefined;
+  return { name, range: range?.trim() || undefined, subpath };
+}
+
+/**
+ * The component object of an imported built module: its default export, unwrapped once more when
+ * that default is a transpiled ES module (`{ __esModule: true, default }`, as CJS bundles of ESM give).
+ */
+export function componentFromModule(mod: unknown): unknown {
+  const value = (mod as { default?: unknown } | null | undefined)?.default;
+  if (value !== null && (typeof value === "object" || typeof value === "function")) {
+    const inner = value as { __esModule?: unknown; default?: unknown };
+    if (inner.__esModule && "default" in inner) return inner.default;
+  }
+  return value;
+}
+
+/** Bundles component code and installs the packages it imports, once per distinct package set. */
+export class ComponentBuilder {
+  readonly #packagesDir: string;
+  readonly #cacheDir: string;
+  readonly #registry: string | undefined;
+  readonly #installTimeoutMs: number;
+  readonly #inflight = new Map<string, Promise<string>>();
+
+  constructor(options: ComponentBuilderOptions) {
+    this.#packagesDir = path.resolve(options.dataDir, "packages");
+    this.#cacheDir = path.resolve(options.npmCacheDir ?? path.join(options.dataDir, "npm-cache"));
+    this.#registry = options.registry;
+    this.#installTimeoutMs = options.installTimeoutMs ?? DEFAULT_INSTALL_TIMEOUT_MS;
+  }
+
+  /**
+   * Builds `code`. `pinned` holds exact versions recorded when the component was first saved; they win
+   * over ranges and tags in the code, but not over an exact version written in a specifier.
+   */
+  async build(code: string, pinned: Record<string, string> = {}): Promise<BuiltComponent> {
+    const codeHash = createHash("sha256").update(code).digest("hex");
+    await mkdirReadable(this.#packagesDir);
+    const { bundle, imports } = await bundleServerCode(code, this.#packagesDir);
+    const wanted = wantedRanges(imports);
+    const deadline = Date.now() + this.#installTimeoutMs;
+    const dependencies = await this.#resolveVersions(wanted, pinned, deadline);
+    const key = packageSetKey(dependencies);
+    const dir = await this.#ensurePackages(key, dependencies, wanted, deadline);
+    const entryFile = path.join(dir, "components", `${codeHash}.mjs`);
+    await mkdirReadable(path.dirname(entryFile));
+    await writeReadable(entryFile, bundle);
+    return { codeHash, entryFile, readDirs: [dir], dependencies };
+  }
+
+  async #resolveVersions(
+    wanted: Map<string, string | undefined>,
+    pinned: Record<string, string>,
+    deadline: number,
+  ): Promise<Record<string, string>> {
+    const entries = await Promise.all(
+      [...wanted].map(async ([name, range]): Promise<[string, string]> => {
+        if (range !== undefined && EXACT_VERSION.test(range)) return [name, range];
+        const pin = pinned[name];
+        if (pin !== undefined && EXACT_VERSION.test(pin)) return [name, pin];
+        const spec = `${name}@${range ?? "latest"}`;
+        try {
+          const manifest = await withDeadline(
+            loadPacote().manifest(spec, this.#npmOptions()),
+            deadline,
+            "timed out resolving the version",
+          );
+          return [name, manifest.version];
+        } catch (err) {
+          throw installFailed(name, range, err);
+        }
+      }),
+    );
+    return Object.fromEntries(entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  }
+
+  /** The package folder for `key`, installing it unless this or another process already has. */
+  async #ensurePackages(
+    key: string,
+    dependencies: Record<string, string>,
+    wanted: Map<string, string | undefined>,
+    deadline: number,
+  ): Promise<string> {
+    const dir = path.join(this.#packagesDir, key);
+    if (await exists(dir)) return dir;
+    let pending = this.#inflight.get(key);
+    if (!pending) {
+      pending = this.#install(dir, dependencies, wanted, deadline).finally(() => this.#inflight.delete(key));
+      this.#inflight.set(key, pending);
+    }
+    return pending;
+  }
+
+  async #install(
+    dir: string,
+    dependencies: Record<string, string>,
+    wanted: Map<string, string | undefined>,
+    deadline: number,
+  ): Promise<string> {
+    const tmp = path.join(
+      this.#packagesDir,
+      `.tmp-${path.basename(dir).slice(0, 16)}-${randomBytes(6).toString("hex")}`,
+    );
+    await fs.mkdir(tmp, { recursive: true });
+    const manifest = { private: true, description: "Packages of Fount components", dependencies };
+    await fs.writeFile(path.join(tmp, "package.json"), `${JSON.stringify(manifest, null, 2)}\n`);
+    const work = (async () => {
+      if (Object.keys(dependencies).length > 0) {
+        const Arborist = loadArborist();
+        const arborist = new Arborist({ path: tmp, ...this.#npmOptions(), binLinks: false });
+        await arborist.reify({ save: false, audit: false, fund: false });
+      }
+      await makeTreeReadable(tmp);
+    })();
+    try {
+      await withDeadline(work, deadline, "timed out installing");
+    } catch (err) {
+      // A timed-out reify keeps writing into tmp; remove the folder once it has stopped.
+      work.catch(() => {}).finally(() => fs.rm(tmp, { recursive: true, force: true }).catch(() => {}));
+      const names = Object.keys(dependencies);
+      if (names.length === 0) throw err;
+      const name = blamedPackage(err, names);
+      throw installFailed(name, wanted.get(name) ?? dependencies[name], err);
+    }
+    try {
+      await fs.rename(tmp, dir);
+    } catch (err) {
+      await fs.rm(tmp, { recursive: true, force: true });
+      // Another process finished the same package set first: its folder is as good as ours.
+      if (!(await exists(dir))) throw err;
+    }
+    return dir;
+  }
+
+  #npmOptions(): Record<string, unknown> {
+    return {
+      cache: this.#cacheDir,
+      ...(this.#registry ? { registry: this.#registry } : {}),
+      ignoreScripts: true,
+      audit: false,
+      fund: false,
+      timeout: REGISTRY_REQUEST_TIMEOUT_MS,
+    };
+  }
+}
+
+interface ImportedPackage {
+  name: string;
+  range: string | undefined;
+}
+
+/** Bundles server-side code: every bare import stays external with its version stripped. */
+async function bundleServerCode(
+  code: string,
+  workingDir: string,
+): Promise<{ bundle: string; imports: ImportedPackage[] }> {
+  const imports: ImportedPackage[] = [];
+  const plugin: esbuild.Plugin = {
+    name: "fount-externals",
+    setup(build) {
+      build.onResolve({ filter: /.*/ }, (args) => {
+        const spec = args.path;
+        if (isBuiltin(spec)) return { path: spec, external: true };
+        if (/^[./\\]/.test(spec) || /^[a-z]:[\\/]/i.test(spec)) {
+          return rejectImport(
+            spec,
+            `Relative import "${spec}" cannot be resolved on the server: deploy with \`fount deploy <file>\`, which bundles local files into the component`,
+          );
+        }
+        const parsed = spec.includes(":") ? undefined : parsePackageSpecifier(spec);
+        if (!parsed)
+          return rejectImport(spec, `Import "${spec}" is neither a Node built-in nor an npm package`);
+        imports.push({ name: parsed.name, range: parsed.range });
+        return { path: parsed.name + parsed.subpath, external: true };
+      });
+    },
+  };
+  try {
+    const result = await esbuild.build({
+      stdin: { contents: code, loader: "ts", sourcefile: "component" },
+      absWorkingDir: workingDir,
+      tsconfigRaw: {},
+      bundle: true,
+      format: "esm",
+      platform: "node",
+      target: "node24",
+      charset: "utf8",
+      banner: { js: REQUIRE_BANNER },
+      // The executor maps load errors and stack traces back to the author's own lines with this.
+      sourcemap: "inline",
+      sourcesContent: false,
+      write: false,
+      logLevel: "silent",
+      plugins: [plugin],
+    });
+    return { bundle: result.outputFiles[0].text, imports };
+  } catch (err) {
+    throw isBuildFailure(err) ? buildFailure(err) : err;
+  }
+}
+
+function rejectImport(spec: string, message: string): esbuild.OnResolveResult {
+  return {
+    errors: [
+      { text: message, detail: new AppError("component_invalid", message, { details: { import: spec } }) },
+    ],
+  };
+}
+
+/** Whether `err` is esbuild's failure of a build (problems in the code), not a bug or an I/O error. */
+export function isBuildFailure(err: unknown): err is esbuild.BuildFailure {
+  const { errors, warnings } = (err ?? {}) as { errors?: unknown; warnings?: unknown };
+  return err instanceof Error && Array.isArray(errors) && errors.length > 0 && Array.isArray(warnings);
+}
+
+/**
+ * Maps an esbuild failure to `component_invalid` with the first message and its position (line and
+ * column 1-based); `withFile` adds the file the message is about.
+ */
+export function buildFailure(err: esbuild.BuildFailure, withFile = false): AppError {
+  const { errors } = err;
+  const planted = errors.find((e) => e.detail instanceof AppError);
+  if (planted) return planted.detail as AppError;
+  const first = errors[0];
+  const details: Record<string, unknown> = { message: first.text };
+  if (first.location) {
+    details.line = first.location.line;
+    details.column = first.location.column + 1;
+    if (withFile) details.file = first.location.file;
+  }
+  return new AppError("component_invalid", first.text, { details, cause: err });
+}
+
+/** One range per package: an unversioned import defers to a versioned one, two different ranges conflict. */
+function wantedRanges(imports: ImportedPackage[]): Map<string, string | undefined> {
+  const wanted = new Map<string, string | undefined>();
+  for (const { name, range } of imports) {
+    const seen = wanted.get(name);
+    if (seen !== undefined && range !== undefined && seen !== range) {
+      throw new AppError(
+        "component_invalid",
+        `Package ${name} is imported with conflicting versions "${seen}" and "${range}"; use one version in every import`,
+        { details: { package: name, ranges: [seen, range] } },
+      );
+    }
+    wanted.set(name, seen ?? range);
+  }
+  return wanted;
+}
+
+/** Folder name of a package set: the same exact versions on the same Node major and platform share it. */
+function packageSetKey(dependencies: Record<string, string>): string {
+  const list = Object.entries(dependencies)
+    .map(([name, version]) => `${name}@${version}`)
+    .sort();
+  const nodeMajor = process.versions.node.split(".")[0];
+  const hash = createHash("sha256");
+  hash.update(
+    JSON.stringify({ packages: list, node: nodeMajor, platform: `${process.platform}-${process.arch}` }),
+  );
+  return hash.digest("hex");
+}
+
+function installFailed(name: string, range: string | undefined, err: unknown): AppError {
+  const label = range === undefined ? name : `${name}@${range}`;
+  return new AppError("package_install_failed", `Could not install ${label}: ${installReason(err)}`, {
+    details: { package: name },
+    cause: err,
+  });
+}
+
+function installReason(err: unknown): string {
+  const { code, message } = (err ?? {}) as { code?: unknown; message?: unknown };
+  if (code === "E404") return "not found in the npm registry";
+  if (code === "ETARGET") return "no published version matches";
+  const text = typeof message === "string" ? message : String(err);
+  return text.split("\n")[0];
+}
+
+/** Which top-level package an install error is about, when the error names one; else the first. */
+function blamedPackage(err: unknown, names: string[]): string {
+  const { pkgid, message } = (err ?? {}) as { pkgid?: unknown; message?: unknown };
+  const haystack = `${typeof pkgid === "string" ? pkgid : ""} ${typeof message === "string" ? message : ""}`;
+  // Longest first, so that `lodash.get` is not blamed as `lodash`.
+  const byLength = [...names].sort((a, b) => b.length - a.length);
+  return byLength.find((name) => haystack.includes(name)) ?? names[0];
+}
+
+async function withDeadline<T>(promise: Promise<T>, deadline: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    const error = Object.assign(new Error(message), { code: "ETIMEDOUT" });
+    timer = setTimeout(() => reject(error), Math.max(0, deadline - Date.now()));
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function exists(file: string): Promise<boolean> {
+  try {
+    await fs.access(file);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// The sandbox runs under another uid and only reads; a restrictive umask must not hide files from it.
+async function mkdirReadable(dir: string): Promise<void> {
+  await fs.mkdir(dir, { recursive: true, mode: 0o755 });
+  await fs.chmod(dir, 0o755);
+}
+
+async function writeReadable(file: string, contents: string): Promise<void> {
+  const tmp = `${file}.${randomBytes(6).toString("hex")}.tmp`;
+  await fs.writeFile(tmp, contents, { mode: 0o644 });
+  await fs.chmod(tmp, 0o644);
+  await fs.rename(tmp, file);
+}
+
+/** Folders 0755, files 0644 (0755 when they were executable); symlinks are left alone. */
+async function makeTreeReadable(root: string): Promise<void> {
+  const fix = async (file: string, directory: boolean) => {
+    try {
+      const { mode } = await fs.stat(file);
+      const wanted = directory || mode & 0o111 ? 0o755 : 0o644;
+      if ((mode & 0o7777) !== wanted) await fs.chmod(file, wanted);
+    } catch (err) {
+      // A concurrent build may rename its temporary bundle away while this walk runs.
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+    }
+  };
+  await fix(root, true);
+  for (const entry of await fs.readdir(root, { recursive: true, withFileTypes: true })) {
+    if (entry.isDirectory() || entry.isFile())
+      await fix(path.join(entry.parentPath, entry.name), entry.isDirectory());
+  }
+}
+
+// pacote and arborist ship no type declarations; these are the parts Fount uses.
+interface Pacote {
+  manifest(spec: string, options: Record<string, unknown>): Promise<{ name: string; version: string }>;
+}
+type ArboristClass = new (
+  options: Record<string, unknown>,
+) => { reify(options: Record<string, unknown>): Promise<unknown> };
+
+// Loaded on first use: arborist is heavy and most server starts find every package folder in place.
+const requireCjs = createRequire(import.meta.url);
+let pacote: Pacote | undefined;
+let arborist: ArboristClass | undefined;
+
+function loadPacote(): Pacote {
+  pacote ??= requireCjs("pacote") as Pacote;
+  return pacote;
+}
+
+function loadArborist(): ArboristClass {
+  arborist ??= requireCjs("@npmcli/arborist") as ArboristClass;
+  return arborist;
+}

@@ -1,0 +1,291 @@
+/**
+ * One invocation inside the executor process: what it collects (emits, logs, db writes, the HTTP
+ * response) and the `this` object component code runs with. Runs in the sandboxed child: imports
+ * only node: built-ins.
+ */
+import type { SerializedError } from "../../errors.ts";
+import type { EmitMeta, EmittedEvent, HttpResponse, LogEntry } from "../types.ts";
+import type { Fn, LoadedComponent } from "./definition.ts";
+import type { BatchConfig, ChildInit } from "./protocol.ts";
+
+type Obj = Record<string, unknown>;
+
+function isObject(value: unknown): value is Obj {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** The state of one running invocation; closed once its result has been taken. */
+export class Invocation {
+  readonly q: number;
+  readonly sourceId: string;
+  readonly emits: EmittedEvent[] = [];
+  readonly logs: LogEntry[] = [];
+  readonly warnings: SerializedError[] = [];
+  /** db writes of this invocation, as JSON text, applied to the source's db only if it succeeds. */
+  readonly writes = new Map<string, string>();
+  /** Characters of emitted JSON, to bound the size of a results message. */
+  emittedChars = 0;
+  response: HttpResponse | undefined;
+  closed = false;
+  private readonly limits: ChildInit;
+  private readonly onRespond: (q: number, response: HttpResponse) => void;
+
+  constructor(
+    q: number,
+    sourceId: string,
+    limits: ChildInit,
+    onRespond: (q: number, response: HttpResponse) => void,
+  ) {
+    this.q = q;
+    this.sourceId = sourceId;
+    this.limits = limits;
+    this.onRespond = onRespond;
+  }
+
+  /** Records a console line; false when the invocation is over (the caller prints it elsewhere). */
+  log(level: LogEntry["level"], message: string): boolean {
+    if (this.closed) return false;
+    if (this.logs.length >= this.limits.maxLogsPerInvocation) {
+      this.countWarning(
+        "too_many_logs",
+        `Only the first ${this.limits.maxLogsPerInvocation} log lines are kept`,
+      );
+      return true;
+    }
+    const max = this.limits.maxLogEntryChars;
+    const text =
+      message.length > max ? `${message.slice(0, max)}… [${message.length - max} more characters]` : message;
+    this.logs.push({ level, message: text, ts: Date.now() });
+    return true;
+  }
+
+  emit(event: unknown, meta: unknown): void {
+    const checked = emitMeta(meta);
+    if (this.closed) return;
+    const { maxEmitsPerInvocation: maxCount, maxEmitBytes: maxBytes } = this.limits;
+    if (this.emits.length >= maxCount) {
+      this.countWarning("too_many_emits", `Only the first ${maxCount} emits of an invocation are kept`);
+      return;
+    }
+    let json: string | undefined;
+    try {
+      json = JSON.stringify(event);
+    } catch (err) {
+      throw new TypeError(`$emit: the event is not JSON-serializable (${(err as Error).message})`);
+    }
+    json ??= "null";
+    // A UTF-16 code unit is at most 3 UTF-8 bytes, so short strings skip the byte count.
+    const bytes = json.length * 3 <= maxBytes ? json.length : Buffer.byteLength(json);
+    if (bytes > maxBytes) {
+      this.countWarning(
+        "emit_too_large",
+        `An event of ${bytes} bytes was not emitted: the limit is ${maxBytes} bytes`,
+      );
+      return;
+    }
+    this.emits.push({ event: JSON.parse(json), meta: checked });
+    this.emittedChars += json.length;
+  }
+
+  respond(res: unknown): void {
+    const response = httpResponse(res);
+    if (this.response || this.closed) return;
+    this.response = response;
+    this.onRespond(this.q, response);
+  }
+
+  /** One warning per kind, counting how often it happened. */
+  private countWarning(code: string, message: string): void {
+    const found = this.warnings.find((w) => w.code === code);
+    if (found?.data) found.data.count = (found.data.count as number) + 1;
+    else this.warnings.push({ code, message, data: { count: 1 } });
+  }
+}
+
+function emitMeta(meta: unknown): EmitMeta {
+  if (meta === undefined || meta === null) return {};
+  if (!isObject(meta)) throw new TypeError("$emit: meta must be an object {id, name, summary, ts}");
+  const out: EmitMeta = {};
+  const { id, name, summary, ts } = meta;
+  if (id !== undefined && id !== null) {
+    if (typeof id !== "string" && !(typeof id === "number" && Number.isFinite(id))) {
+      throw new TypeError("$emit: meta.id must be a string or a number");
+    }
+    out.id = id;
+  }
+  if (name !== undefined && name !== null) {
+    if (typeof name !== "string") throw new TypeError("$emit: meta.name must be a string");
+    out.name = name;
+  }
+  if (summary !== undefined && summary !== null) {
+    if (typeof summary !== "string") throw new TypeError("$emit: meta.summary must be a string");
+    out.summary = summary;
+  }
+  if (ts !== undefined && ts !== null) {
+    if (typeof ts !== "number" || !Number.isFinite(ts))
+      throw new TypeError("$emit: meta.ts must be a number (epoch ms)");
+    out.ts = ts;
+  }
+  return out;
+}
+
+function httpResponse(res: unknown): HttpResponse {
+  if (!isObject(res)) throw new TypeError("http.respond: pass an object {status, headers, body}");
+  const raw = res.status;
+  const status = typeof raw === "string" && /^\s*\d+\s*$/.test(raw) ? Number(raw) : raw;
+  if (typeof status !== "number" || !Number.isInteger(status) || status < 100 || status > 599) {
+    throw new TypeError(
+      `http.respond: status must be an integer from 100 to 599, not ${JSON.stringify(raw)}`,
+    );
+  }
+  const headers: Record<string, string> = {};
+  if (res.headers !== undefined && res.headers !== null) {
+    if (!isObject(res.headers)) throw new TypeError("http.respond: headers must be an object");
+    for (const [name, value] of Object.entries(res.headers)) {
+      if (value === undefined || value === null) continue;
+      headers[name] = Array.isArray(value) ? value.map(String).join(", ") : String(value);
+    }
+  }
+  const body = res.body;
+  if (body === undefined || body === null) return { status, headers, body: null };
+  if (typeof body === "string") return { status, headers, body };
+  if (body instanceof Uint8Array || body instanceof ArrayBuffer) {
+    const bytes =
+      body instanceof ArrayBuffer
+        ? Buffer.from(body)
+        : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+    return { status, headers, body: bytes.toString("base64"), bodyBase64: true };
+  }
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(body);
+  } catch (err) {
+    throw new TypeError(`http.respond: the body is not JSON-serializable (${(err as Error).message})`);
+  }
+  if (!Object.keys(headers).some((h) => h.toLowerCase() === "content-type")) {
+    headers["content-type"] = "application/json; charset=utf-8";
+  }
+  return { status, headers, body: json ?? null };
+}
+
+/** The source's db during one invocation: reads see this invocation's writes; values are JSON copies. */
+function dbService(db: Map<string, string>, inv: Invocation): Obj {
+  return {
+    get(key: unknown): unknown {
+      const k = String(key);
+      const json = inv.writes.get(k) ?? db.get(k);
+      return json === undefined ? undefined : JSON.parse(json);
+    },
+    set(key: unknown, value: unknown): void {
+      const k = String(key);
+      let json: string | undefined;
+      try {
+        json = JSON.stringify(value);
+      } catch (err) {
+        throw new TypeError(
+          `db.set(${JSON.stringify(k)}): the value is not JSON-serializable (${(err as Error).message})`,
+        );
+      }
+      if (json === undefined) {
+        throw new TypeError(
+          `db.set(${JSON.stringify(k)}): the value is not JSON-serializable (use null to clear a key)`,
+        );
+      }
+      if (!inv.closed) inv.writes.set(k, json);
+    },
+  };
+}
+
+/** An app prop as the component sees it: the app's methods bound to it, `$auth`, its propDefinitions. */
+export function appInstance(def: Obj, value: unknown): Obj {
+  const auth = isObject(value) && isObject(value.$auth) ? structuredClone(value.$auth) : {};
+  const app: Obj = { type: "app", app: def.app, $auth: auth };
+  if (isObject(def.propDefinitions)) app.propDefinitions = def.propDefinitions;
+  if (isObject(def.methods)) {
+    for (const [name, fn] of Object.entries(def.methods)) {
+      if (typeof fn === "function") app[name] = fn.bind(app);
+    }
+  }
+  return app;
+}
+
+/** Builds `this` for run, hooks, methods and local options: prop values, services, methods and `$emit`. */
+export function componentInstance(
+  component: LoadedComponent,
+  cfg: BatchConfig,
+  inv: Invocation,
+  db: Map<string, string>,
+): Obj {
+  const self: Obj = {};
+  let dbApi: Obj | undefined;
+  for (const prop of component.props) {
+    const value = cfg.props[prop.name];
+    switch (prop.type) {
+      case "$.service.db":
+        dbApi ??= dbService(db, inv);
+        self[prop.name] = dbApi;
+        break;
+      case "$.interface.http": {
+        const configured = cfg.httpProps.find((h) => h.name === prop.name);
+        const endpoint = configured?.endpoint ?? (isObject(value) ? value.endpoint : undefined);
+        self[prop.name] = {
+          endpoint,
+          customResponse: configured?.customResponse ?? prop.spec.customResponse === true,
+          respond: (res: unknown) => inv.respond(res),
+        };
+        break;
+      }
+      case "$.interface.timer":
+        self[prop.name] = { ...(isObject(value) ? structuredClone(value) : {}), type: "$.interface.timer" };
+        break;
+      case "app":
+        self[prop.name] = appInstance(prop.spec, value);
+        break;
+      case "alert":
+        break;
+      default: {
+        const v = value === undefined ? prop.spec.default : value;
+        self[prop.name] = typeof v === "object" && v !== null ? structuredClone(v) : v;
+      }
+    }
+  }
+  for (const name of cfg.dbProps) {
+    if (!(name in self)) self[name] = dbApi ??= dbService(db, inv);
+  }
+  for (const [name, fn] of Object.entries(component.methods)) self[name] = fn.bind(self);
+  self.$emit = (event: unknown, meta?: unknown) => inv.emit(event, meta);
+  return self;
+}
+
+/** `this` and the argument for a prop's `options()`: the app for propDefinition props, else the component. */
+export function optionsCall(
+  component: LoadedComponent,
+  self: Obj,
+  propName: string,
+  args: Obj,
+  configured: Obj,
+): { fn: Fn; thisArg: Obj; arg: Obj } | { list: unknown[] } {
+  const prop = component.props.find((p) => p.name === propName);
+  if (!prop)
+    throw Object.assign(new Error(`The component has no prop "${propName}"`), { code: "invalid_parameter" });
+  const options = prop.spec.options;
+  if (Array.isArray(options)) return { list: options };
+  if (typeof options !== "function") {
+    throw Object.assign(new Error(`Prop "${propName}" has no options method`), { code: "invalid_parameter" });
+  }
+  let thisArg = self;
+  let input: Obj = {};
+  if (prop.app) {
+    const app = self[prop.app.prop];
+    thisArg = isObject(app) ? app : appInstance(prop.app.def, undefined);
+    if (prop.inputFn) {
+      const extra = prop.inputFn(configured);
+      if (isObject(extra)) input = extra;
+    }
+  }
+  return {
+    fn: options as Fn,
+    thisArg,
+    arg: { ...args, ...input, page: args.page ?? 0, prevContext: args.prevContext ?? {} },
+  };
+}

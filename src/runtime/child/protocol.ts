@@ -1,0 +1,65 @@
+/**
+ * Messages between the executor pool (parent) and an executor process (child), sent over the
+ * `serialization: "json"` IPC channel. Type-only: both sides import it with `import type`, so the
+ * child reads no project file outside its own folder.
+ */
+import type { SerializedError } from "../../errors.ts";
+import type { ComponentMeta, HttpResponse, InvocationKind, InvokeResult, PropValues } from "../types.ts";
+
+/** Limits and paths the parent hands a child as its only argv entry (its environment is empty). */
+export interface ChildInit {
+  scratchDir: string;
+  maxEmitBytes: number;
+  maxEmitsPerInvocation: number;
+  maxLogsPerInvocation: number;
+  maxLogEntryChars: number;
+}
+
+/** What the invocations of one batch share; deduplicated per batch so props cross the pipe once. */
+export interface BatchConfig {
+  entryFile: string;
+  props: PropValues;
+  dbProps: string[];
+  httpProps: Array<{ name: string; endpoint: string; customResponse: boolean }>;
+}
+
+export interface BatchItem {
+  /** Invocation number, unique in the pool. */
+  q: number;
+  /** Index into `BatchMessage.cfgs`. */
+  c: number;
+  inv: InvocationKind;
+}
+
+/** Queued invocations of one source, run one after another in this order. */
+export interface BatchMessage {
+  t: "batch";
+  sid: string;
+  cfgs: BatchConfig[];
+  items: BatchItem[];
+  /** Present when the child's copy of the source's db is missing or older than the server's. */
+  db?: { v: number; data: Record<string, unknown> };
+}
+
+export type ToChild =
+  | { t: "inspect"; q: number; entryFile: string }
+  | BatchMessage
+  /** Drop the cached db of a source (the parent keeps the number of cached sources bounded). */
+  | { t: "forget"; sid: string };
+
+export type ItemResult = InvokeResult & { q: number };
+
+export type FromChild =
+  | { t: "ready"; pid: number }
+  /** A batch message arrived (sent before running it), so the parent knows which calls may have started. */
+  | { t: "got"; sid: string }
+  | { t: "inspected"; q: number; meta?: ComponentMeta; error?: SerializedError }
+  /**
+   * Results of a batch, in item order. `done` ends the batch. While a batch runs long the child also
+   * flushes what it has, naming the item it is running in `running` and for how many ms in `since`.
+   */
+  | { t: "results"; sid: string; results: ItemResult[]; running?: number; since?: number; done: boolean }
+  /** The first `http.respond()` of an invocation, sent at once. */
+  | { t: "respond"; q: number; response: HttpResponse }
+  /** The child is about to die: `process.exit()`, an uncaught exception or an unhandled rejection. */
+  | { t: "fatal"; code: string; message: string; stack?: string; q?: number };

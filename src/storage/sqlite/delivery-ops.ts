@@ -1,0 +1,289 @@
+/**
+ * The SQLite side of guaranteed delivery: external workflows, subscription matching, the deliveries
+ * outbox and its attempts. `SqliteOps` delegates to this class and lends it its statement helpers.
+ */
+import type { SQLInputValue } from "node:sqlite";
+import type {
+  Delivery,
+  DeliveryAttempt,
+  DeliveryStatus,
+  Page,
+  PageQuery,
+  Subscription,
+  WithSeq,
+  Workflow,
+} from "../../domain/types.ts";
+import type { DeliveryClaim, DeliveryPatch } from "../port.ts";
+
+type Row = Record<string, SQLInputValue>;
+
+/** The statement helpers of `SqliteOps` (prepared-statement cache, row mapping, newest-first pages). */
+export interface SqlHelpers {
+  get<T>(text: string, params: SQLInputValue[], map: (r: Row) => T): T | undefined;
+  all<T>(text: string, params: SQLInputValue[], map: (r: Row) => T): T[];
+  run(text: string, params: SQLInputValue[]): number;
+  page<T>(table: string, where: string, params: SQLInputValue[], q: PageQuery, map: (r: Row) => T): Page<T>;
+}
+
+const list = (values: readonly unknown[]): string => values.map(() => "?").join(", ");
+
+const toWorkflow = (r: Row): WithSeq<Workflow> => ({
+  seq: r.seq as number,
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  createdBy: r.created_by as string,
+  name: r.name as string,
+  url: (r.url as string | null) ?? null,
+  signingSecretSealed: r.signing_secret_sealed as string,
+  createdAt: r.created_at as number,
+  updatedAt: r.updated_at as number,
+});
+
+const toSubscription = (r: Row): Subscription => ({
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  emitterId: r.emitter_id as string,
+  listenerId: r.listener_id as string,
+  eventName: r.event_name as string,
+  createdAt: r.created_at as number,
+});
+
+const toDelivery = (r: Row): WithSeq<Delivery> => ({
+  seq: r.seq as number,
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  subscriptionId: r.subscription_id as string,
+  emitterId: r.emitter_id as string,
+  eventId: r.event_id as string,
+  channel: r.channel as string,
+  listenerId: r.listener_id as string,
+  listenerKind: r.listener_kind as Delivery["listenerKind"],
+  event: JSON.parse(r.event_json as string),
+  meta: JSON.parse(r.meta_json as string),
+  indexedAtMs: r.indexed_at_ms as number,
+  hops: r.hops as number,
+  status: r.status as DeliveryStatus,
+  attempts: r.attempts as number,
+  roundAttempts: r.round_attempts as number,
+  nextAttemptMs: (r.next_attempt_ms as number | null) ?? null,
+  lastStatusCode: (r.last_status_code as number | null) ?? null,
+  lastError: (r.last_error as string | null) ?? null,
+  lastDurationMs: (r.last_duration_ms as number | null) ?? null,
+  claimedBy: (r.claimed_by as string | null) ?? null,
+  createdMs: r.created_ms as number,
+  updatedMs: r.updated_ms as number,
+});
+
+const toAttempt = (r: Row): DeliveryAttempt => ({
+  deliveryId: r.delivery_id as string,
+  n: r.n as number,
+  startedMs: r.started_ms as number,
+  durationMs: r.duration_ms as number,
+  statusCode: (r.status_code as number | null) ?? null,
+  error: (r.error as string | null) ?? null,
+  response: (r.response as string | null) ?? null,
+  outcome: r.outcome as DeliveryAttempt["outcome"],
+});
+
+/** Without the seq of a listing. */
+function plain<T extends { seq: number }>(row: T): Omit<T, "seq"> {
+  const { seq: _seq, ...rest } = row;
+  return rest;
+}
+
+export class SqliteDeliveryOps {
+  readonly #q: SqlHelpers;
+
+  constructor(helpers: SqlHelpers) {
+    this.#q = helpers;
+  }
+
+  insertWorkflow(w: Workflow): void {
+    this.#q.run(
+      `INSERT INTO workflows (id, owner_id, created_by, name, url, signing_secret_sealed, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      [w.id, w.ownerId, w.createdBy, w.name, w.url, w.signingSecretSealed, w.createdAt, w.updatedAt],
+    );
+  }
+
+  getWorkflow(id: string): Workflow | undefined {
+    const found = this.#q.get("SELECT * FROM workflows WHERE id = ?", [id], toWorkflow);
+    return found && plain(found);
+  }
+
+  listWorkflows(ownerIds: string[], q: PageQuery): Page<WithSeq<Workflow>> {
+    if (ownerIds.length === 0) return { items: [], totalCount: 0 };
+    return this.#q.page("workflows", `owner_id IN (${list(ownerIds)})`, ownerIds, q, toWorkflow);
+  }
+
+  deleteWorkflow(id: string): boolean {
+    return this.#q.run("DELETE FROM workflows WHERE id = ?", [id]) > 0;
+  }
+
+  matchSubscriptions(emitterId: string, emitterOwnerId: string | undefined, channel: string): Subscription[] {
+    const prefix = emitterId.slice(0, emitterId.indexOf("_") + 1);
+    if (emitterOwnerId === undefined || (prefix !== "dc_" && prefix !== "p_")) {
+      return this.#q.all(
+        "SELECT * FROM subscriptions WHERE emitter_id = ? AND event_name = ? ORDER BY seq",
+        [emitterId, channel],
+        toSubscription,
+      );
+    }
+    return this.#q.all(
+      `SELECT * FROM subscriptions WHERE event_name = ? AND (emitter_id = ? OR (emitter_id = ? AND owner_id = ?))
+       ORDER BY seq`,
+      [channel, emitterId, `${prefix}*`, emitterOwnerId],
+      toSubscription,
+    );
+  }
+
+  insertDeliveries(deliveries: Delivery[]): void {
+    for (const d of deliveries) {
+      this.#q.run(
+        `INSERT INTO deliveries (id, owner_id, subscription_id, emitter_id, event_id, channel, listener_id, listener_kind,
+           event_json, meta_json, indexed_at_ms, hops, status, attempts, round_attempts, next_attempt_ms,
+           last_status_code, last_error, last_duration_ms, claimed_by, created_ms, updated_ms)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        [
+          d.id,
+          d.ownerId,
+          d.subscriptionId,
+          d.emitterId,
+          d.eventId,
+          d.channel,
+          d.listenerId,
+          d.listenerKind,
+          JSON.stringify(d.event ?? null),
+          JSON.stringify(d.meta),
+          d.indexedAtMs,
+          d.hops,
+          d.status,
+          d.attempts,
+          d.roundAttempts,
+          d.nextAttemptMs,
+          d.lastStatusCode,
+          d.lastError,
+          d.lastDurationMs,
+          d.claimedBy,
+          d.createdMs,
+          d.updatedMs,
+        ],
+      );
+    }
+  }
+
+  getDelivery(id: string): Delivery | undefined {
+    const found = this.#q.get("SELECT * FROM deliveries WHERE id = ?", [id], toDelivery);
+    return found && plain(found);
+  }
+
+  claimDeliveries(c: DeliveryClaim): Delivery[] {
+    if (c.limit <= 0) return [];
+    // `NOT IN ()` is not SQL, and `NOT IN (NULL)` matches nothing: leave the clause out when empty.
+    const except =
+      c.exceptListeners.length > 0 ? `AND d.listener_id NOT IN (${list(c.exceptListeners)})` : "";
+    const rows = this.#q.all(
+      `SELECT * FROM (
+         SELECT d.*, row_number() OVER (PARTITION BY d.listener_id ORDER BY d.next_attempt_ms, d.seq) AS nth
+         FROM deliveries d
+         WHERE d.status = 'pending' AND d.claimed_by IS NULL AND d.next_attempt_ms <= ? ${except}
+           AND NOT EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.listener_id AND w.active = 0)
+           AND NOT EXISTS (SELECT 1 FROM sources s WHERE s.id = d.listener_id AND s.active = 0)
+           AND (d.listener_kind <> 'source' OR NOT EXISTS (
+             SELECT 1 FROM deliveries e WHERE e.subscription_id = d.subscription_id AND e.status = 'pending' AND e.seq < d.seq)))
+       WHERE nth <= ?
+       ORDER BY next_attempt_ms, seq
+       LIMIT ?`,
+      [c.nowMs, ...c.exceptListeners, c.perListener, c.limit],
+      toDelivery,
+    );
+    if (rows.length === 0) return [];
+    this.#q.run(`UPDATE deliveries SET claimed_by = ? WHERE id IN (${list(rows)})`, [
+      c.claimToken,
+      ...rows.map((r) => r.id),
+    ]);
+    return rows.map((r) => ({ ...plain(r), claimedBy: c.claimToken }));
+  }
+
+  releaseDeliveries(ids: string[]): void {
+    if (ids.length === 0) return;
+    this.#q.run(`UPDATE deliveries SET claimed_by = NULL WHERE id IN (${list(ids)})`, ids);
+  }
+
+  resetDeliveryClaims(): number {
+    return this.#q.run("UPDATE deliveries SET claimed_by = NULL WHERE claimed_by IS NOT NULL", []);
+  }
+
+  updateDelivery(id: string, p: DeliveryPatch): boolean {
+    return (
+      this.#q.run(
+        `UPDATE deliveries SET status = ?, attempts = ?, round_attempts = ?, next_attempt_ms = ?, last_status_code = ?,
+           last_error = ?, last_duration_ms = ?, updated_ms = ?, claimed_by = NULL WHERE id = ?`,
+        [
+          p.status,
+          p.attempts,
+          p.roundAttempts,
+          p.nextAttemptMs,
+          p.lastStatusCode,
+          p.lastError,
+          p.lastDurationMs,
+          p.updatedMs,
+          id,
+        ],
+      ) > 0
+    );
+  }
+
+  insertDeliveryAttempt(a: DeliveryAttempt): void {
+    this.#q.run(
+      `INSERT INTO delivery_attempts (delivery_id, n, started_ms, duration_ms, status_code, error, response, outcome)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      [a.deliveryId, a.n, a.startedMs, a.durationMs, a.statusCode, a.error, a.response, a.outcome],
+    );
+  }
+
+  listDeliveries(listenerId: string, q: PageQuery, status?: DeliveryStatus): Page<WithSeq<Delivery>> {
+    return status === undefined
+      ? this.#q.page("deliveries", "listener_id = ?", [listenerId], q, toDelivery)
+      : this.#q.page("deliveries", "listener_id = ? AND status = ?", [listenerId, status], q, toDelivery);
+  }
+
+  listDeliveryAttempts(deliveryIds: string[]): DeliveryAttempt[] {
+    if (deliveryIds.length === 0) return [];
+    return this.#q.all(
+      `SELECT * FROM delivery_attempts WHERE delivery_id IN (${list(deliveryIds)}) ORDER BY delivery_id, n`,
+      deliveryIds,
+      toAttempt,
+    );
+  }
+
+  requeueDelivery(id: string, nowMs: number): boolean {
+    return (
+      this.#q.run(
+        `UPDATE deliveries SET status = 'pending', round_attempts = 0, next_attempt_ms = ?, updated_ms = ?
+         WHERE id = ? AND claimed_by IS NULL`,
+        [nowMs, nowMs, id],
+      ) > 0
+    );
+  }
+
+  requeueFailedDeliveries(listenerId: string, sinceMs: number, nowMs: number): number {
+    return this.#q.run(
+      `UPDATE deliveries SET status = 'pending', round_attempts = 0, next_attempt_ms = ?, updated_ms = ?
+       WHERE listener_id = ? AND status = 'failed' AND created_ms >= ?`,
+      [nowMs, nowMs, listenerId, sinceMs],
+    );
+  }
+
+  nextDeliveryMs(): number | undefined {
+    return this.#q.get(
+      "SELECT min(next_attempt_ms) AS m FROM deliveries WHERE status = 'pending' AND claimed_by IS NULL",
+      [],
+      (r) => (r.m as number | null) ?? undefined,
+    );
+  }
+
+  pruneDeliveries(beforeMs: number): number {
+    return this.#q.run("DELETE FROM deliveries WHERE status <> 'pending' AND updated_ms < ?", [beforeMs]);
+  }
+}

@@ -1,0 +1,193 @@
+/**
+ * Crash safety of the outbox: the real server (`src/main.ts`) takes a few hundred concurrent endpoint
+ * hits, is killed with SIGKILL in the middle of them, and is started again on the same data directory.
+ * Every emit that was acknowledged (200) must then be in its source's event_summaries, and must reach the
+ * webhook receiver at least once; duplicates are allowed (at-least-once) and counted.
+ */
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { after, test } from "node:test";
+import { hookSourceCode } from "../delivery/receiver.ts";
+
+const root = path.resolve(import.meta.dirname, "../..");
+const node = path.join(root, "node_modules/.bin/node");
+const apiKey = "fnt_crashtestkey00000000000000000000";
+const sources = 8;
+const hitsPerSource = 75; // 600 in all, each source within its 100-event window
+const killAfterAcks = 60;
+
+const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-crash-"));
+const children = new Set<ChildProcess>();
+after(() => {
+  for (const child of children) child.kill("SIGKILL");
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+async function freePort(): Promise<number> {
+  const probe = http.createServer();
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  const { port } = probe.address() as AddressInfo;
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
+
+/** Starts `src/main.ts` and resolves once it answers /healthz. */
+async function startFount(
+  port: number,
+): Promise<{ child: ChildProcess; exited: Promise<void>; output: () => string }> {
+  const child = spawn(node, ["src/main.ts"], {
+    cwd: root,
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      FOUNT_DATA_DIR: dataDir,
+      FOUNT_NPM_CACHE: path.join(os.tmpdir(), "fount-test-npm-cache"),
+      HOST: "127.0.0.1",
+      PORT: String(port),
+      FOUNT_BOOTSTRAP_API_KEY: apiKey,
+      FOUNT_WEBHOOK_ALLOW_PRIVATE: "true",
+      FOUNT_RATE_LIMIT: "0",
+      LOG_LEVEL: "warn",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  children.add(child);
+  let gone = false;
+  const exited = new Promise<void>((resolve) =>
+    child.once("exit", () => {
+      gone = true;
+      children.delete(child);
+      resolve();
+    }),
+  );
+  let out = "";
+  child.stdout!.on("data", (d) => {
+    out += d;
+  });
+  child.stderr!.on("data", (d) => {
+    out += d;
+  });
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    if (gone) throw new Error(`fount exited (${child.exitCode ?? child.signalCode}): ${out}`);
+    const ok = await fetch(`http://127.0.0.1:${port}/healthz`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (ok) return { child, exited, output: () => out };
+    if (Date.now() > deadline) throw new Error(`fount did not start: ${out}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+test("every acknowledged emit survives a SIGKILL mid-load and is delivered at least once", {
+  timeout: 90_000,
+}, async (t) => {
+  const received = new Map<string, number>();
+  const receiver = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => {
+      body += c;
+    });
+    req.on("end", () => {
+      const key = JSON.parse(body).key as string;
+      received.set(key, (received.get(key) ?? 0) + 1);
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+  t.after(() => new Promise((resolve) => receiver.close(resolve)));
+  const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/in`;
+
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const api = async (method: string, p: string, body?: unknown) => {
+    const res = await fetch(base + p, {
+      method,
+      headers: { authorization: `Bearer ${apiKey}`, ...(body ? { "content-type": "application/json" } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    const json = (await res.json()) as any;
+    assert.ok(res.ok, `${method} ${p}: ${JSON.stringify(json)}`);
+    return json;
+  };
+
+  const log = (m: string) => process.env.CRASH_DEBUG && console.error(`[crash ${Date.now() - t0}] ${m}`);
+  const t0 = Date.now();
+  let fount = await startFount(port);
+  log("started");
+  const deployed: Array<{ id: string; endpoint: string }> = [];
+  for (let i = 0; i < sources; i++) {
+    const s = (await api("POST", "/v1/sources", { component_code: hookSourceCode, name: `crash-${i}` })).data;
+    deployed.push({ id: s.id, endpoint: s.endpoint_url });
+  }
+  const hook = (await api("POST", "/v1/webhooks", { url: receiverUrl })).data;
+  await api("POST", "/v1/subscriptions", { emitter_id: "dc_*", listener_id: hook.id });
+
+  // Fire every hit at once; kill the server once some of them have been acknowledged.
+  const acknowledged = new Set<string>();
+  let killed = false;
+  const started = Date.now();
+  const hits = [];
+  for (let n = 0; n < hitsPerSource; n++) {
+    for (const [i, s] of deployed.entries()) {
+      const key = `s${i}-${n}`;
+      hits.push(
+        fetch(s.endpoint, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ key }),
+        })
+          .then(async (res) => {
+            await res.arrayBuffer();
+            if (res.status !== 200) return;
+            acknowledged.add(key);
+            if (!killed && acknowledged.size >= killAfterAcks) {
+              killed = true;
+              fount.child.kill("SIGKILL");
+            }
+          })
+          .catch(() => undefined),
+      );
+    }
+  }
+  log("fired");
+  await Promise.all(hits);
+  log(`hits done ${acknowledged.size}`);
+  assert.ok(killed, `the server was killed mid-load (only ${acknowledged.size} acknowledged)`);
+  const acked = [...acknowledged];
+  assert.ok(acked.length < hitsPerSource * sources, "some hits were cut off by the kill");
+  await fount.exited;
+
+  fount = await startFount(port);
+  log("restarted");
+  const deadline = Date.now() + 40_000;
+  while (acked.some((k) => !received.has(k))) {
+    if (Date.now() > deadline) {
+      const missing = acked.filter((k) => !received.has(k));
+      assert.fail(
+        `${missing.length} acknowledged events never reached the receiver: ${missing.slice(0, 10).join(", ")}`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+
+  for (const [i, s] of deployed.entries()) {
+    const page = await api("GET", `/v1/sources/${s.id}/event_summaries?limit=100&expand=event`);
+    const stored = new Set(page.data.map((e: any) => e.event.key));
+    const mine = acked.filter((k) => k.startsWith(`s${i}-`));
+    for (const key of mine) assert.ok(stored.has(key), `${key} was acknowledged, so it is stored`);
+  }
+  const duplicates = [...received.values()].filter((c) => c > 1).length;
+  t.diagnostic(
+    `${acked.length} of ${hitsPerSource * sources} hits acknowledged before the kill; ` +
+      `${received.size} distinct events delivered, ${duplicates} more than once; ${Date.now() - started} ms`,
+  );
+  fount.child.kill("SIGTERM");
+  await fount.exited;
+});

@@ -1,0 +1,22 @@
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { test } from "node:test";
+import { Webhook } from "standardwebhooks";
+import { signPayload } from "../../src/delivery/signature.ts";
+
+test("signatures verify with the standardwebhooks library, keyed by the decoded secret", () => {
+  const secret = `whsec_${randomBytes(24).toString("base64")}`;
+  const body = JSON.stringify({ hello: "wörld", n: [1, 2] });
+  const ts = Math.floor(Date.now() / 1000);
+  const headers = {
+    "webhook-id": "del_abc",
+    "webhook-timestamp": String(ts),
+    "webhook-signature": signPayload(secret, "del_abc", ts, body),
+  };
+  assert.deepEqual(new Webhook(secret).verify(body, headers), { hello: "wörld", n: [1, 2] });
+  assert.match(headers["webhook-signature"], /^v1,[A-Za-z0-9+/]+=*$/);
+  // Another id, timestamp or body does not verify.
+  assert.throws(() => new Webhook(secret).verify(`${body} `, headers));
+  assert.throws(() => new Webhook(secret).verify(body, { ...headers, "webhook-id": "del_other" }));
+  assert.throws(() => new Webhook(`whsec_${randomBytes(24).toString("base64")}`).verify(body, headers));
+});

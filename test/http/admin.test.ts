@@ -1,0 +1,214 @@
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { startServer, type TestServer } from "../helpers.ts";
+import { assertApiError, unique } from "./openapi-walk.ts";
+
+let server: TestServer;
+before(async () => {
+  server = await startServer();
+});
+after(() => server.close());
+
+function createUser(body: Record<string, unknown>, key?: string) {
+  return server.api("POST", "/v1/admin/users", { body, ...(key ? { key } : {}) });
+}
+
+test("creating a user returns it with its first API key, which works at once", async () => {
+  const username = unique("ada");
+  const res = await createUser({ username, email: "ada@example.com" });
+  assert.equal(res.status, 200, res.text);
+  const u = res.body.data;
+  assert.match(u.id, /^u_[A-Za-z0-9]+$/);
+  assert.equal(u.username, username);
+  assert.equal(u.email, "ada@example.com");
+  assert.equal(u.plan, "free", "free by default");
+  assert.equal(u.is_admin, false);
+  assert.match(u.api_key, /^fnt_[A-Za-z0-9]{32}$/);
+  assert.match(u.api_key_id, /^key_/);
+  const me = await server.api("GET", "/v1/users/me", { key: u.api_key });
+  assert.equal(me.body.data.id, u.id);
+  assert.ok("daily_invocations_quota" in me.body.data);
+});
+
+test("a user can be created on the paid plan, or as an admin", async () => {
+  const paid = (await createUser({ username: unique("paid"), email: "p@example.com", plan: "paid" })).body
+    .data;
+  assert.equal(paid.plan, "paid");
+  const me = await server.api("GET", "/v1/users/me", { key: paid.api_key });
+  assert.ok("billing_period_start_ts" in me.body.data);
+
+  const admin = (await createUser({ username: unique("root"), email: "r@example.com", is_admin: true })).body
+    .data;
+  assert.equal(admin.is_admin, true);
+  const made = await createUser({ username: unique("by-admin"), email: "b@example.com" }, admin.api_key);
+  assert.equal(made.status, 200);
+});
+
+test("invalid or conflicting users are refused", async () => {
+  const username = unique("taken");
+  assert.equal((await createUser({ username, email: "t@example.com" })).status, 200);
+  assertApiError(await createUser({ username, email: "t2@example.com" }), { status: 409, code: "conflict" });
+  for (const body of [
+    { username: "has space", email: "a@example.com" },
+    { username: "-dash", email: "a@example.com" },
+    { username: "", email: "a@example.com" },
+    { username: "x".repeat(65), email: "a@example.com" },
+    { username: unique("ok"), email: "not-an-email" },
+    { username: unique("ok"), email: "a@example.com", plan: "gold" },
+    { username: unique("ok"), email: "a@example.com", is_admin: "yes" },
+    { username: unique("ok") },
+    { email: "a@example.com" },
+  ]) {
+    assertApiError(await createUser(body), { status: 400, code: "invalid_parameter" }, JSON.stringify(body));
+  }
+});
+
+test("an organization gets an o_ id; name and email default to the orgname and the owner's email", async () => {
+  const owner = await server.createUser(unique("founder"));
+  const orgname = unique("acme");
+  const res = await server.api("POST", "/v1/admin/orgs", { body: { orgname, owner_id: owner.id } });
+  assert.equal(res.status, 200, res.text);
+  const org = res.body.data;
+  assert.match(org.id, /^o_[A-Za-z0-9]+$/);
+  assert.equal(org.orgname, orgname);
+  assert.equal(org.name, orgname);
+  assert.match(org.email, /@example\.com$/);
+  assert.equal(org.owner_id, owner.id);
+  const me = (await server.api("GET", "/v1/users/me", { key: owner.key })).body.data;
+  assert.deepEqual(
+    me.orgs.map((o: any) => o.id),
+    [org.id],
+  );
+
+  assertApiError(await server.api("POST", "/v1/admin/orgs", { body: { orgname, owner_id: owner.id } }), {
+    status: 409,
+    code: "conflict",
+  });
+  for (const body of [
+    { orgname: unique("x"), owner_id: "u_doesnotexist" },
+    { orgname: "bad name", owner_id: owner.id },
+    { orgname: unique("x"), owner_id: "o_wrongkind" },
+    { orgname: unique("x") },
+    { orgname: unique("x"), owner_id: owner.id, email: "nope" },
+  ]) {
+    assertApiError(
+      await server.api("POST", "/v1/admin/orgs", { body }),
+      { status: 400 },
+      JSON.stringify(body),
+    );
+  }
+});
+
+test("members are added and removed; the owner cannot be removed", async () => {
+  const owner = await server.createUser(unique("boss"));
+  const member = await server.createUser(unique("crew"));
+  const org = (
+    await server.api("POST", "/v1/admin/orgs", { body: { orgname: unique("crewco"), owner_id: owner.id } })
+  ).body.data;
+  const members = `/v1/admin/orgs/${org.id}/members`;
+
+  const added = await server.api("POST", members, { body: { user_id: member.id } });
+  assert.equal(added.status, 200, added.text);
+  assert.deepEqual(added.body.data, { org_id: org.id, user_id: member.id, role: "member" });
+  assert.equal(
+    (await server.api("POST", members, { body: { user_id: member.id } })).status,
+    200,
+    "idempotent",
+  );
+  const seen = (await server.api("GET", "/v1/users/me", { key: member.key })).body.data.orgs;
+  assert.deepEqual(
+    seen.map((o: any) => o.id),
+    [org.id],
+  );
+
+  const removed = await server.api("DELETE", `${members}?user_id=${member.id}`);
+  assert.equal(removed.status, 200);
+  assert.deepEqual(removed.body.data, { org_id: org.id, user_id: member.id });
+  assert.deepEqual((await server.api("GET", "/v1/users/me", { key: member.key })).body.data.orgs, []);
+  assertApiError(await server.api("DELETE", `${members}?user_id=${member.id}`), {
+    status: 404,
+    code: "not_found",
+  });
+  assertApiError(await server.api("DELETE", `${members}?user_id=${owner.id}`), {
+    status: 409,
+    code: "conflict",
+  });
+
+  assertApiError(
+    await server.api("POST", "/v1/admin/orgs/o_doesnotexist/members", { body: { user_id: member.id } }),
+    {
+      status: 404,
+    },
+  );
+  assertApiError(await server.api("POST", members, { body: { user_id: "u_doesnotexist" } }), { status: 400 });
+  assertApiError(await server.api("DELETE", members), { status: 400, code: "invalid_parameter" });
+});
+
+test("API keys are created (shown once), listed without secrets and revoked", async () => {
+  const user = await server.createUser(unique("keys"));
+  const keys = `/v1/admin/users/${user.id}/keys`;
+  const created = await server.api("POST", keys, { body: { name: "deploy" } });
+  assert.equal(created.status, 200, created.text);
+  const k = created.body.data;
+  assert.match(k.id, /^key_/);
+  assert.equal(k.user_id, user.id);
+  assert.equal(k.name, "deploy");
+  assert.equal(k.prefix, k.api_key.slice(0, 8));
+  assert.equal((await server.api("GET", "/v1/users/me", { key: k.api_key })).body.data.id, user.id);
+
+  const list = await server.api("GET", keys);
+  assert.equal(list.status, 200);
+  assert.deepEqual(list.body.data.map((x: any) => x.name).sort(), ["default", "deploy"]);
+  for (const entry of list.body.data) {
+    assert.deepEqual(Object.keys(entry).sort(), [
+      "created_at",
+      "id",
+      "name",
+      "prefix",
+      "revoked_at",
+      "user_id",
+    ]);
+    assert.ok(!list.text.includes(k.api_key), "no secret in the listing");
+  }
+
+  const revoked = await server.api("DELETE", `/v1/admin/keys/${k.id}`);
+  assert.deepEqual(revoked.body.data, { id: k.id, revoked: true });
+  assertApiError(await server.api("GET", "/v1/users/me", { key: k.api_key }), {
+    status: 401,
+    code: "unauthorized",
+  });
+  assert.equal(
+    (await server.api("GET", "/v1/users/me", { key: user.key })).status,
+    200,
+    "the other key still works",
+  );
+  const after = (await server.api("GET", keys)).body.data.find((x: any) => x.id === k.id);
+  assert.ok(Number.isInteger(after.revoked_at));
+  assertApiError(await server.api("DELETE", `/v1/admin/keys/${k.id}`), { status: 404, code: "not_found" });
+  assertApiError(await server.api("DELETE", "/v1/admin/keys/key_doesnotexist"), { status: 404 });
+
+  assertApiError(await server.api("POST", "/v1/admin/users/u_doesnotexist/keys", { body: {} }), {
+    status: 404,
+  });
+  assertApiError(await server.api("GET", "/v1/admin/users/u_doesnotexist/keys"), { status: 404 });
+});
+
+test("every admin route answers 403 to a non-admin key, before looking at the input", async () => {
+  const user = await server.createUser(unique("plain"));
+  const victim = await server.createUser(unique("victim"));
+  for (const [method, path, body] of [
+    ["POST", "/v1/admin/users", { username: unique("sneaky"), email: "s@example.com", is_admin: true }],
+    ["POST", "/v1/admin/users", { nonsense: true }],
+    ["POST", "/v1/admin/orgs", { orgname: unique("mine"), owner_id: user.id }],
+    ["POST", "/v1/admin/orgs/o_abc/members", { user_id: user.id }],
+    ["DELETE", `/v1/admin/orgs/o_abc/members?user_id=${user.id}`, undefined],
+    ["POST", `/v1/admin/users/${victim.id}/keys`, { name: "stolen" }],
+    ["GET", `/v1/admin/users/${victim.id}/keys`, undefined],
+    ["DELETE", "/v1/admin/keys/key_abc", undefined],
+  ] as const) {
+    const res = await server.api(method, path, { key: user.key, body });
+    assertApiError(res, { status: 403, code: "forbidden" }, `${method} ${path}`);
+  }
+  assert.equal((await server.api("GET", "/v1/users/me", { key: victim.key })).status, 200);
+  assert.equal((await server.api("GET", `/v1/admin/users/${victim.id}/keys`)).body.data.length, 1);
+});

@@ -1,0 +1,202 @@
+/**
+ * Ten hostile components, each contained: its failure is a clear `$errors` entry, and meanwhile a
+ * sibling source of the same owner and a source of another tenant keep answering. The server runs with
+ * a 2 s invocation timeout and 64 MB executors so that runaways are stopped quickly.
+ */
+import assert from "node:assert/strict";
+import { existsSync, rmSync } from "node:fs";
+import path from "node:path";
+import { after, before, test } from "node:test";
+import type { ExecutorPool } from "../../src/runtime/executor-pool.ts";
+import { deploy, emitted, events, fixture, type Hit, hit } from "../fixtures/components/fixtures.ts";
+import { startServer, type TestServer } from "../helpers.ts";
+
+let server: TestServer;
+let attacker: { id: string; key: string };
+let sibling: string;
+let bystander: string;
+
+/** Access refusals of Node's permission model, or of the OS when a path slips past it. */
+const denied = /^(ERR_ACCESS_DENIED|EACCES)$/;
+
+before(async () => {
+  server = await startServer({ invocationTimeoutMs: 2000, executorMemoryMb: 64 });
+  attacker = await server.createUser("attacker");
+  const victim = await server.createUser("victim");
+  sibling = (
+    await deploy(server, { component_code: fixture("http-echo.mjs"), name: "sibling" }, attacker.key)
+  ).configured_props.http.endpoint_url;
+  bystander = (
+    await deploy(server, { component_code: fixture("http-echo.mjs"), name: "bystander" }, victim.key)
+  ).configured_props.http.endpoint_url;
+  // Both executors are up before the first attack.
+  await assertNeighboursAnswer();
+});
+after(() => server.close());
+
+async function assertNeighboursAnswer(): Promise<void> {
+  const [a, b] = await Promise.all([hit(sibling, { method: "POST" }), hit(bystander, { method: "POST" })]);
+  assert.equal(a.status, 200, `the same owner's other source answers: ${a.text}`);
+  assert.equal(b.status, 200, `another tenant's source answers: ${b.text}`);
+}
+
+/** Deploys a hostile fixture as the attacker. */
+async function hostile(file: string): Promise<{ id: string; endpoint: string }> {
+  const s = await deploy(server, { component_code: fixture(`hostile/${file}`) }, attacker.key);
+  return { id: s.id, endpoint: s.configured_props.http.endpoint_url };
+}
+
+async function errorsOf(sourceId: string): Promise<any[]> {
+  return events(server, sourceId, "$errors", attacker.key);
+}
+
+/** The single `$errors` entry of a source: its error and the event that caused it. */
+async function onlyError(sourceId: string): Promise<{ code: string; message: string; original: any }> {
+  const list = await errorsOf(sourceId);
+  assert.equal(list.length, 1, JSON.stringify(list.map((e) => e.event.error)));
+  const { error, original_event } = list[0].event;
+  assert.equal(typeof error.message, "string");
+  assert.ok(error.message.length > 0);
+  return { code: error.code, message: error.message, original: original_event };
+}
+
+test("an infinite loop is stopped at the timeout; another tenant answers meanwhile, the sibling right after", async () => {
+  const { id, endpoint } = await hostile("infinite-loop.mjs");
+  const started = Date.now();
+  const looping = hit(`${endpoint}?attempt=1`, { method: "POST" });
+  // Another tenant's executor is another process: it answers while the loop spins.
+  const during = await hit(bystander, { method: "POST" });
+  assert.equal(during.status, 200);
+  assert.ok(Date.now() - started < 1500, "the other tenant did not wait for the loop");
+  const res: Hit = await looping;
+  assert.equal(res.status, 500);
+  const elapsed = Date.now() - started;
+  assert.ok(elapsed >= 1900 && elapsed < 10_000, `stopped after ${elapsed} ms`);
+  const error = await onlyError(id);
+  assert.equal(error.code, "timeout");
+  assert.match(error.message, /2000 ms/);
+  assert.deepEqual(error.original.query, { attempt: "1" });
+  await assertNeighboursAnswer();
+});
+
+test("a sibling invocation queued behind an infinite loop of the same owner is answered after the restart", async () => {
+  const { endpoint } = await hostile("infinite-loop.mjs");
+  const looping = hit(endpoint, { method: "POST" });
+  // The loop is handed to the executor before the sibling's call is.
+  const pool = server.built.services.executor as ExecutorPool;
+  for (let i = 0; i < 400 && !pool.stats().some((o) => o.ownerId === attacker.id && o.running > 0); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  const queued = await hit(sibling, { method: "POST" });
+  assert.equal(queued.status, 200, queued.text);
+  assert.equal((await looping).status, 500);
+});
+
+test("a memory bomb is stopped at the executor's memory cap", async () => {
+  const { id, endpoint } = await hostile("memory-bomb.mjs");
+  const res = await hit(endpoint, { method: "POST" });
+  assert.equal(res.status, 500);
+  assert.equal((await onlyError(id)).code, "out_of_memory");
+  await assertNeighboursAnswer();
+});
+
+test("reading /etc/passwd or another process's environment is denied", async () => {
+  const { id, endpoint } = await hostile("read-passwd.mjs");
+  assert.equal((await hit(endpoint, { method: "POST" })).status, 200);
+  const [attempts] = await emitted(server, id, attacker.key);
+  for (const [file, outcome] of Object.entries(
+    attempts as Record<string, { code?: string; read?: number }>,
+  )) {
+    assert.match(String(outcome.code), denied, `${file}: ${JSON.stringify(outcome)}`);
+  }
+  // Not caught: the run fails and the error is on $errors with the original event.
+  const thrown = await hit(`${endpoint}?throw=1`, { method: "POST" });
+  assert.equal(thrown.status, 500);
+  const error = await onlyError(id);
+  assert.match(error.code, denied);
+  assert.deepEqual(error.original.query, { throw: "1" });
+  assert.equal(JSON.stringify(await events(server, id, undefined, attacker.key)).includes("root:"), false);
+  await assertNeighboursAnswer();
+});
+
+test("the environment holds only PD_COMPONENT", async () => {
+  const { id, endpoint } = await hostile("read-env.mjs");
+  assert.equal((await hit(endpoint, { method: "POST" })).status, 200);
+  const [seen] = await emitted(server, id, attacker.key);
+  assert.deepEqual(seen.env, { PD_COMPONENT: id });
+  assert.deepEqual(seen.keys, ["PD_COMPONENT"]);
+  assert.notEqual(seen.pid, process.pid, "the component does not run in the server's process");
+  assert.deepEqual(await errorsOf(id), []);
+  await assertNeighboursAnswer();
+});
+
+test("process.exit() fails only its own invocation", async () => {
+  const { id, endpoint } = await hostile("process-exit.mjs");
+  assert.equal((await hit(endpoint, { method: "POST" })).status, 500);
+  const error = await onlyError(id);
+  assert.equal(error.code, "process_exit");
+  assert.match(error.message, /exit/);
+  await assertNeighboursAnswer();
+});
+
+test("spawning a process is denied", async () => {
+  const marker = "/tmp/fount-hostile-spawned";
+  rmSync(marker, { force: true });
+  const { id, endpoint } = await hostile("spawn.mjs");
+  assert.equal((await hit(endpoint, { method: "POST" })).status, 200);
+  const [seen] = await emitted(server, id, attacker.key);
+  assert.equal(seen.spawned, false);
+  assert.match(String(seen.code), denied);
+  assert.equal((await hit(`${endpoint}?throw=1`, { method: "POST" })).status, 500);
+  assert.match((await onlyError(id)).code, denied);
+  assert.equal(existsSync(marker), false, "no command ran");
+  await assertNeighboursAnswer();
+});
+
+test("an unhandled rejection fails the invocation that left it", async () => {
+  const { id, endpoint } = await hostile("unhandled-rejection.mjs");
+  assert.equal((await hit(endpoint, { method: "POST" })).status, 500);
+  const error = await onlyError(id);
+  assert.equal(error.code, "unhandled_rejection");
+  assert.match(error.message, /nobody handles me/);
+  assert.deepEqual(await emitted(server, id, attacker.key), [], "the run's emits were discarded");
+  await assertNeighboursAnswer();
+});
+
+test("a 10 MB emit is refused on $errors; the run's other emits are kept", async () => {
+  const { id, endpoint } = await hostile("huge-emit.mjs");
+  assert.equal((await hit(endpoint, { method: "POST" })).status, 200);
+  assert.deepEqual(await emitted(server, id, attacker.key), [{ small: true }]);
+  const error = await onlyError(id);
+  assert.equal(error.code, "emit_too_large");
+  assert.match(error.message, /bytes/);
+  await assertNeighboursAnswer();
+});
+
+test("an emit flood is capped, with a warning on $errors", async () => {
+  const { id, endpoint } = await hostile("emit-flood.mjs");
+  const res = await hit(endpoint, { method: "POST" });
+  assert.equal(res.status, 200);
+  const error = await onlyError(id);
+  assert.equal(error.code, "too_many_emits");
+  assert.match(error.message, /1000/);
+  const kept = await server.api("GET", `/v1/sources/${id}/event_summaries?limit=100`, { key: attacker.key });
+  assert.equal(kept.body.page_info.total_count, 100, "the newest 100 events are kept");
+  // The newest kept event is the last one under the cap.
+  assert.deepEqual(kept.body.data[0].event, { i: 999 });
+  await assertNeighboursAnswer();
+});
+
+test("writing outside the scratch folder is denied; the scratch folder is writable", async () => {
+  const { id, endpoint } = await hostile("write-outside.mjs");
+  assert.equal((await hit(endpoint, { method: "POST" })).status, 200);
+  const [seen] = await emitted(server, id, attacker.key);
+  const { scratch, ...outside } = seen;
+  assert.equal(scratch, "fine");
+  assert.equal(Object.keys(outside).length, 3);
+  for (const [file, code] of Object.entries(outside)) assert.match(String(code), denied, file);
+  assert.equal(existsSync("/tmp/fount-hostile-write"), false);
+  assert.equal(existsSync("/etc/fount-hostile-write"), false);
+  assert.equal(existsSync(path.join(server.dataDir, "pwned")), false);
+  await assertNeighboursAnswer();
+});

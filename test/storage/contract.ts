@@ -1,0 +1,250 @@
+/**
+ * The storage port's contract: every driver runs these same cases unchanged (see sqlite.test.ts).
+ * A driver lacking a capability skips the cases that need it, naming the capability.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import type { User, Webhook } from "../../src/domain/types.ts";
+import type { Storage } from "../../src/storage/port.ts";
+import { deliveryContract } from "./delivery-contract.ts";
+
+let counter = 0;
+const unique = (prefix: string) => `${prefix}_${process.pid}x${++counter}`;
+
+function user(overrides: Partial<User> = {}): User {
+  return {
+    id: unique("u"),
+    username: unique("name"),
+    email: "a@example.com",
+    plan: "free",
+    isAdmin: false,
+    createdAt: 1,
+    updatedAt: 1,
+    ...overrides,
+  };
+}
+
+function webhook(ownerId: string, overrides: Partial<Webhook> = {}): Webhook {
+  return {
+    id: unique("wh"),
+    ownerId,
+    createdBy: ownerId,
+    name: null,
+    description: null,
+    url: "https://example.com/",
+    active: true,
+    signingSecretSealed: "sealed",
+    createdAt: 1,
+    updatedAt: 1,
+    ...overrides,
+  };
+}
+
+/** Registers the contract tests; `open` gives a fresh, empty store for each test. */
+export function storageContract(name: string, open: () => Promise<Storage>): void {
+  const withStore = (title: string, fn: (s: Storage) => Promise<void>) =>
+    test(`${name}: ${title}`, async () => {
+      const store = await open();
+      try {
+        await fn(store);
+      } finally {
+        await store.close();
+      }
+    });
+
+  withStore("a user is stored and found by id and by username", async (s) => {
+    const u = user({ plan: "paid", isAdmin: true });
+    await s.insertUser(u);
+    assert.deepEqual(await s.getUser(u.id), u);
+    assert.deepEqual(await s.getUserByUsername(u.username), u);
+    assert.equal(await s.getUser("u_missing"), undefined);
+    assert.equal(await s.countUsers(), 1);
+  });
+
+  withStore("usernames are unique", async (s) => {
+    const u = user();
+    await s.insertUser(u);
+    await assert.rejects(s.insertUser(user({ username: u.username })));
+  });
+
+  withStore("memberships list the orgs of a user and can be removed", async (s) => {
+    const u = user();
+    await s.insertUser(u);
+    const org = {
+      id: unique("o"),
+      orgname: unique("org"),
+      name: "Org",
+      email: "o@example.com",
+      ownerId: u.id,
+      createdAt: 1,
+      updatedAt: 1,
+    };
+    await s.insertOrg(org);
+    await s.putMember(org.id, u.id, "owner", 1);
+    await s.putMember(org.id, u.id, "owner", 2);
+    assert.deepEqual(await s.listOrgsOfUser(u.id), [org]);
+    assert.deepEqual(await s.getOrgByName(org.orgname), org);
+    assert.deepEqual(await s.listMembers(org.id), [{ userId: u.id, role: "owner" }]);
+    assert.equal(await s.deleteMember(org.id, u.id), true);
+    assert.equal(await s.deleteMember(org.id, u.id), false);
+    assert.deepEqual(await s.listOrgsOfUser(u.id), []);
+  });
+
+  withStore("an API key is found by hash until it is revoked", async (s) => {
+    const u = user();
+    await s.insertUser(u);
+    const key = {
+      id: unique("key"),
+      userId: u.id,
+      name: "k",
+      prefix: "fnt_abcd",
+      hash: unique("hash"),
+      createdAt: 1,
+      revokedAt: null,
+    };
+    await s.insertApiKey(key);
+    const found = await s.findApiKeyByHash(key.hash);
+    assert.deepEqual(found, { key, user: u });
+    assert.equal(await s.revokeApiKey(key.id, 5), true);
+    assert.equal(await s.revokeApiKey(key.id, 6), false);
+    assert.equal(await s.findApiKeyByHash(key.hash), undefined);
+    assert.equal((await s.listApiKeys(u.id))[0]?.revokedAt, 5);
+  });
+
+  withStore("webhooks page newest first in both cursor directions", async (s) => {
+    const owner = unique("u");
+    const made: Webhook[] = [];
+    for (let i = 0; i < 5; i++) {
+      const w = webhook(owner, { name: `w${i}` });
+      await s.insertWebhook(w);
+      made.push(w);
+    }
+    await s.insertWebhook(webhook(unique("u")));
+    const first = await s.listWebhooks([owner], { limit: 2 });
+    assert.equal(first.totalCount, 5);
+    assert.deepEqual(
+      first.items.map((w) => w.name),
+      ["w4", "w3"],
+    );
+    const second = await s.listWebhooks([owner], { limit: 2, afterSeq: first.items[1]!.seq });
+    assert.deepEqual(
+      second.items.map((w) => w.name),
+      ["w2", "w1"],
+    );
+    const back = await s.listWebhooks([owner], { limit: 2, beforeSeq: second.items[0]!.seq });
+    assert.deepEqual(
+      back.items.map((w) => w.name),
+      ["w4", "w3"],
+    );
+    assert.deepEqual((await s.listWebhooks([], { limit: 10 })).items, []);
+  });
+
+  withStore("a webhook update changes only the given fields", async (s) => {
+    const w = webhook(unique("u"), { name: "before", description: "d" });
+    await s.insertWebhook(w);
+    const updated = await s.updateWebhook(w.id, { active: false, name: null, updatedAt: 9 });
+    assert.equal(updated?.active, false);
+    assert.equal(updated?.name, null);
+    assert.equal(updated?.description, "d");
+    assert.equal(updated?.updatedAt, 9);
+    assert.equal(await s.updateWebhook("wh_missing", { updatedAt: 1 }), undefined);
+    assert.equal(await s.resourceOwner(w.id), w.ownerId);
+    assert.equal(await s.deleteWebhook(w.id), true);
+    assert.equal(await s.resourceOwner(w.id), undefined);
+  });
+
+  withStore("the same subscription is stored once and deleted by its match", async (s) => {
+    const owner = unique("u");
+    const base = { ownerId: owner, emitterId: "dc_*", listenerId: "wh_x", eventName: "", createdAt: 1 };
+    const a = await s.upsertSubscription({ id: unique("sub"), ...base });
+    const b = await s.upsertSubscription({ id: unique("sub"), ...base });
+    assert.equal(a.id, b.id);
+    await s.upsertSubscription({ id: unique("sub"), ...base, eventName: "$errors" });
+    assert.equal((await s.listSubscriptions([owner])).length, 2);
+    const removed = await s.deleteSubscriptions([owner], {
+      emitterId: "dc_*",
+      listenerId: "wh_x",
+      eventName: "",
+    });
+    assert.deepEqual(
+      removed.map((r) => r.id),
+      [a.id],
+    );
+    assert.equal(await s.deleteSubscriptionsOf("wh_x"), 1);
+    assert.deepEqual(await s.listSubscriptions([owner]), []);
+  });
+
+  withStore("auto-subscriptions are stored once per listener and channel", async (s) => {
+    const owner = unique("u");
+    const a = await s.upsertAutoSubscription({
+      id: unique("asub"),
+      ownerId: owner,
+      listenerId: "wh_y",
+      eventName: "$logs",
+      createdAt: 1,
+    });
+    const b = await s.upsertAutoSubscription({
+      id: unique("asub"),
+      ownerId: owner,
+      listenerId: "wh_y",
+      eventName: "$logs",
+      createdAt: 2,
+    });
+    assert.equal(a.id, b.id);
+    assert.equal((await s.listAutoSubscriptions([owner])).length, 1);
+  });
+
+  withStore("usage counters add up per user and day", async (s) => {
+    await s.addUsage("u_1", "2026-01-01", { invocations: 2, computeMs: 30 });
+    await s.addUsage("u_1", "2026-01-01", { invocations: 1, computeMs: 5 });
+    assert.deepEqual(await s.getUsage("u_1", "2026-01-01"), { invocations: 3, computeMs: 35 });
+    assert.deepEqual(await s.getUsage("u_1", "2026-01-02"), { invocations: 0, computeMs: 0 });
+  });
+
+  withStore("a transaction commits all of its writes or none", async (s) => {
+    const u1 = user();
+    const u2 = user();
+    await assert.rejects(
+      s.transaction(async (tx) => {
+        await tx.insertUser(u1);
+        throw new Error("abort");
+      }),
+      /abort/,
+    );
+    assert.equal(await s.getUser(u1.id), undefined);
+    await s.transaction(async (tx) => {
+      await tx.insertUser(u1);
+      await tx.insertUser(u2);
+    });
+    assert.equal(await s.countUsers(), 2);
+  });
+
+  withStore("operations outside a transaction wait for it instead of joining it", async (s) => {
+    const u1 = user();
+    const u2 = user();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    const tx = s
+      .transaction(async (t) => {
+        await t.insertUser(u1);
+        await gate;
+        throw new Error("rollback");
+      })
+      .catch(() => undefined);
+    const outside = s.insertUser(u2);
+    release();
+    await tx;
+    await outside;
+    assert.equal(await s.getUser(u1.id), undefined);
+    assert.deepEqual(await s.getUser(u2.id), u2);
+  });
+
+  withStore("ping answers and close is idempotent", async (s) => {
+    await s.ping();
+    await s.close();
+  });
+
+  deliveryContract(withStore, unique);
+}

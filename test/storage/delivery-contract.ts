@@ -1,0 +1,327 @@
+/**
+ * The storage contract of guaranteed delivery: external workflows, subscription matching and the
+ * deliveries outbox (claims, per-subscription order, attempts, redelivery, pruning). Registered by
+ * `storageContract`, so every driver runs it.
+ */
+import assert from "node:assert/strict";
+import type { Delivery, SourceRecord, Webhook, Workflow } from "../../src/domain/types.ts";
+import type { Storage } from "../../src/storage/port.ts";
+
+type WithStore = (title: string, fn: (s: Storage) => Promise<void>) => void;
+
+export function deliveryContract(withStore: WithStore, unique: (prefix: string) => string): void {
+  const workflow = (ownerId: string, overrides: Partial<Workflow> = {}): Workflow => ({
+    id: unique("p"),
+    ownerId,
+    createdBy: ownerId,
+    name: "flow",
+    url: null,
+    signingSecretSealed: "sealed",
+    createdAt: 1,
+    updatedAt: 1,
+    ...overrides,
+  });
+
+  const webhook = (ownerId: string, active = true): Webhook => ({
+    id: unique("wh"),
+    ownerId,
+    createdBy: ownerId,
+    name: null,
+    description: null,
+    url: "https://example.com/",
+    active,
+    signingSecretSealed: "sealed",
+    createdAt: 1,
+    updatedAt: 1,
+  });
+
+  const source = (ownerId: string, active = true): SourceRecord => ({
+    id: unique("dc"),
+    ownerId,
+    createdBy: ownerId,
+    componentId: "sc_x",
+    name: "s",
+    nameSlug: unique("slug"),
+    active,
+    props: {},
+    endpointId: null,
+    createdAt: 1,
+    updatedAt: 1,
+  });
+
+  const delivery = (listenerId: string, overrides: Partial<Delivery> = {}): Delivery => ({
+    id: unique("del"),
+    ownerId: "u_owner",
+    subscriptionId: "sub_1",
+    emitterId: "dc_emitter",
+    eventId: "1000-0",
+    channel: "",
+    listenerId,
+    listenerKind: listenerId.startsWith("dc_")
+      ? "source"
+      : listenerId.startsWith("p_")
+        ? "workflow"
+        : "webhook",
+    event: { n: 1, nested: { ok: true } },
+    meta: { emit_id: "e", name: "", emitter_id: "dc_emitter", summary: "one" },
+    indexedAtMs: 1000,
+    hops: 1,
+    status: "pending",
+    attempts: 0,
+    roundAttempts: 0,
+    nextAttemptMs: 1000,
+    lastStatusCode: null,
+    lastError: null,
+    lastDurationMs: null,
+    claimedBy: null,
+    createdMs: 1000,
+    updatedMs: 1000,
+    ...overrides,
+  });
+
+  const claim = (
+    s: Storage,
+    nowMs: number,
+    extra: { limit?: number; perListener?: number; except?: string[] } = {},
+  ) =>
+    s.claimDeliveries({
+      nowMs,
+      limit: extra.limit ?? 100,
+      perListener: extra.perListener ?? 100,
+      claimToken: "run-1",
+      exceptListeners: extra.except ?? [],
+    });
+
+  const ids = (list: Array<{ id: string }>) => list.map((d) => d.id);
+
+  withStore("a workflow is stored, listed newest first, owned, and deleted", async (s) => {
+    const owner = unique("u");
+    const a = workflow(owner, { name: "a", url: "https://example.com/a" });
+    const b = workflow(owner, { name: "b" });
+    await s.insertWorkflow(a);
+    await s.insertWorkflow(b);
+    await s.insertWorkflow(workflow(unique("u")));
+    assert.deepEqual(await s.getWorkflow(a.id), a);
+    const page = await s.listWorkflows([owner], { limit: 1 });
+    assert.equal(page.totalCount, 2);
+    assert.deepEqual(
+      page.items.map((w) => w.name),
+      ["b"],
+    );
+    const next = await s.listWorkflows([owner], { limit: 1, afterSeq: page.items[0]!.seq });
+    assert.deepEqual(
+      next.items.map((w) => w.name),
+      ["a"],
+    );
+    assert.equal(await s.resourceOwner(a.id), owner);
+    assert.equal(await s.deleteWorkflow(a.id), true);
+    assert.equal(await s.deleteWorkflow(a.id), false);
+    assert.equal(await s.getWorkflow(a.id), undefined);
+    assert.equal(await s.resourceOwner(a.id), undefined);
+  });
+
+  withStore(
+    "subscriptions match an emitter exactly, or by the glob of its kind held by its owner",
+    async (s) => {
+      const owner = unique("u");
+      const other = unique("u");
+      const emitter = unique("dc");
+      const sub = (ownerId: string, emitterId: string, eventName = "", listenerId = unique("wh")) =>
+        s.upsertSubscription({ id: unique("sub"), ownerId, emitterId, listenerId, eventName, createdAt: 1 });
+      const exact = await sub(other, emitter); // another tenant may name it (it could see it when subscribing)
+      const glob = await sub(owner, "dc_*");
+      await sub(other, "dc_*"); // someone else's glob never covers this owner's sources
+      await sub(owner, "p_*"); // the other kind
+      await sub(owner, emitter, "$errors"); // the other channel
+      await sub(owner, unique("dc")); // another emitter
+      const found = await s.matchSubscriptions(emitter, owner, "");
+      assert.deepEqual(ids(found).sort(), [exact.id, glob.id].sort());
+      assert.deepEqual(ids(await s.matchSubscriptions(emitter, undefined, "")), [exact.id]);
+      assert.equal((await s.matchSubscriptions(emitter, owner, "$errors")).length, 1);
+      const flow = unique("p");
+      assert.equal(
+        (await s.matchSubscriptions(flow, owner, "")).length,
+        1,
+        "p_* covers the owner's workflows",
+      );
+    },
+  );
+
+  withStore("deliveries keep their own copy of the event and are claimed once, when due", async (s) => {
+    const hook = webhook(unique("u"));
+    await s.insertWebhook(hook);
+    const due = delivery(hook.id, { nextAttemptMs: 1000 });
+    const later = delivery(hook.id, { nextAttemptMs: 5000 });
+    await s.insertDeliveries([due, later]);
+    assert.deepEqual(await s.getDelivery(due.id), due);
+    const first = await claim(s, 2000);
+    assert.deepEqual(ids(first), [due.id]);
+    assert.equal(first[0]!.claimedBy, "run-1");
+    assert.deepEqual(first[0]!.event, due.event);
+    assert.deepEqual(await claim(s, 2000), [], "a claimed delivery is not handed out twice");
+    assert.equal(await s.nextDeliveryMs(), 5000, "the soonest unclaimed one");
+    await s.releaseDeliveries([due.id]);
+    assert.deepEqual(ids(await claim(s, 2000)), [due.id], "released, it can be claimed again");
+    assert.deepEqual(ids(await claim(s, 6000)), [later.id]);
+    assert.equal(await s.resetDeliveryClaims(), 2);
+    assert.equal(await s.resetDeliveryClaims(), 0);
+    assert.deepEqual(ids(await claim(s, 6000, { limit: 1 })), [due.id], "soonest first, up to the limit");
+  });
+
+  withStore(
+    "claims leave out inactive listeners, busy listeners, and take a bounded number per listener",
+    async (s) => {
+      const owner = unique("u");
+      const active = webhook(owner);
+      const inactive = webhook(owner, false);
+      const paused = source(owner, false);
+      await s.insertWebhook(active);
+      await s.insertWebhook(inactive);
+      await s.insertSource(paused);
+      const a = [delivery(active.id), delivery(active.id), delivery(active.id)];
+      await s.insertDeliveries([
+        ...a,
+        delivery(inactive.id),
+        delivery(paused.id, { subscriptionId: "sub_p" }),
+      ]);
+      assert.deepEqual(await claim(s, 2000, { except: [active.id] }), []);
+      assert.deepEqual(ids(await claim(s, 2000, { perListener: 2 })), ids(a.slice(0, 2)));
+      await s.resetDeliveryClaims();
+      await s.updateWebhook(inactive.id, { active: true, updatedAt: 2 });
+      const claimed = await claim(s, 2000);
+      assert.equal(claimed.length, 4, "reactivated, the waiting delivery goes out");
+    },
+  );
+
+  withStore("a source listener gets its subscription's deliveries in order, one at a time", async (s) => {
+    const listener = source(unique("u"));
+    await s.insertSource(listener);
+    const [one, two] = [delivery(listener.id), delivery(listener.id)];
+    const other = delivery(listener.id, { subscriptionId: "sub_2" });
+    await s.insertDeliveries([one, two, other]);
+    assert.deepEqual(ids(await claim(s, 2000)), [one.id, other.id]);
+    assert.deepEqual(await claim(s, 2000), [], "the second waits while the first is in flight");
+    // The first fails and waits for a retry: the second still waits behind it.
+    const retry = { status: "pending" as const, attempts: 1, roundAttempts: 1, nextAttemptMs: 9000 };
+    const patch = { ...retry, lastStatusCode: null, lastError: "boom", lastDurationMs: 5, updatedMs: 2000 };
+    assert.equal(await s.updateDelivery(one.id, patch), true);
+    assert.deepEqual(await claim(s, 3000), []);
+    assert.deepEqual(ids(await claim(s, 9000)), [one.id]);
+    await s.updateDelivery(one.id, { ...patch, status: "succeeded", attempts: 2, nextAttemptMs: null });
+    assert.deepEqual(ids(await claim(s, 9000)), [two.id]);
+  });
+
+  withStore(
+    "attempts are recorded, deliveries listed newest first by status, and failed ones requeued",
+    async (s) => {
+      const listener = unique("wh");
+      const made = [1, 2, 3].map((i) => delivery(listener, { createdMs: i * 1000 }));
+      await s.insertDeliveries(made);
+      await s.insertDeliveries([delivery(unique("wh"))]);
+      const fail = { status: "failed" as const, attempts: 1, roundAttempts: 1, nextAttemptMs: null };
+      for (const d of made.slice(0, 2)) {
+        await s.updateDelivery(d.id, {
+          ...fail,
+          lastStatusCode: 400,
+          lastError: "HTTP 400",
+          lastDurationMs: 7,
+          updatedMs: 5000,
+        });
+        await s.insertDeliveryAttempt({
+          deliveryId: d.id,
+          n: 1,
+          startedMs: 4000,
+          durationMs: 7,
+          statusCode: 400,
+          error: "HTTP 400",
+          response: "nope",
+          outcome: "failed",
+        });
+      }
+      assert.equal(
+        await s.updateDelivery("del_missing", {
+          ...fail,
+          lastStatusCode: null,
+          lastError: null,
+          lastDurationMs: null,
+          updatedMs: 1,
+        }),
+        false,
+      );
+      const page = await s.listDeliveries(listener, { limit: 2 });
+      assert.equal(page.totalCount, 3);
+      assert.deepEqual(ids(page.items), [made[2]!.id, made[1]!.id]);
+      const older = await s.listDeliveries(listener, { limit: 2, afterSeq: page.items[1]!.seq });
+      assert.deepEqual(ids(older.items), [made[0]!.id]);
+      const failed = await s.listDeliveries(listener, { limit: 10 }, "failed");
+      assert.deepEqual(ids(failed.items), [made[1]!.id, made[0]!.id]);
+      assert.equal(failed.items[0]!.lastError, "HTTP 400");
+      const attempts = await s.listDeliveryAttempts([made[0]!.id, made[2]!.id]);
+      assert.deepEqual(attempts, [
+        {
+          deliveryId: made[0]!.id,
+          n: 1,
+          startedMs: 4000,
+          durationMs: 7,
+          statusCode: 400,
+          error: "HTTP 400",
+          response: "nope",
+          outcome: "failed",
+        },
+      ]);
+      assert.deepEqual(await s.listDeliveryAttempts([]), []);
+
+      assert.equal(await s.requeueFailedDeliveries(listener, 2000, 7000), 1, "only those created since");
+      const requeued = await s.getDelivery(made[1]!.id);
+      assert.equal(requeued?.status, "pending");
+      assert.equal(requeued?.nextAttemptMs, 7000);
+      assert.equal(requeued?.roundAttempts, 0, "a fresh retry schedule");
+      assert.equal(requeued?.attempts, 1, "the attempt count is history");
+      assert.equal(await s.requeueDelivery(made[0]!.id, 8000), true);
+      await claim(s, 8000);
+      assert.equal(await s.requeueDelivery(made[0]!.id, 8000), false, "not while claimed");
+      assert.equal(await s.requeueDelivery("del_missing", 8000), false);
+    },
+  );
+
+  withStore("finished deliveries past their retention are pruned with their attempts", async (s) => {
+    const listener = unique("wh");
+    const old = delivery(listener);
+    const pending = delivery(listener);
+    await s.insertDeliveries([old, pending]);
+    const done = { status: "succeeded" as const, attempts: 1, roundAttempts: 1, nextAttemptMs: null };
+    await s.updateDelivery(old.id, {
+      ...done,
+      lastStatusCode: 200,
+      lastError: null,
+      lastDurationMs: 1,
+      updatedMs: 1000,
+    });
+    await s.insertDeliveryAttempt({
+      deliveryId: old.id,
+      n: 1,
+      startedMs: 1000,
+      durationMs: 1,
+      statusCode: 200,
+      error: null,
+      response: null,
+      outcome: "succeeded",
+    });
+    assert.equal(await s.pruneDeliveries(500), 0);
+    assert.equal(await s.pruneDeliveries(2000), 1, "pending ones stay whatever their age");
+    assert.equal(await s.getDelivery(old.id), undefined);
+    assert.deepEqual(await s.listDeliveryAttempts([old.id]), []);
+    assert.ok(await s.getDelivery(pending.id));
+  });
+
+  withStore("deliveries written in a transaction that rolls back are gone with it", async (s) => {
+    const d = delivery(unique("wh"));
+    await assert.rejects(
+      s.transaction(async (tx) => {
+        await tx.insertDeliveries([d]);
+        throw new Error("abort");
+      }),
+    );
+    assert.equal(await s.getDelivery(d.id), undefined);
+  });
+}
