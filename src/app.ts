@@ -112,6 +112,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       memoryMb: config.executorMemoryMb,
       defaultTimeoutMs: config.invocationTimeoutMs,
       maxEmitBytes: config.maxEventBytes,
+      extraCaCertsFile: config.executorCaCerts,
       logger: app.log,
     });
   const catalog = new ComponentCatalog({ store, builder, executor, clock });

@@ -21,6 +21,8 @@ export interface Config {
   logLevel: string;
   /** Per-invocation wall-clock limit for component code. */
   invocationTimeoutMs: number;
+  /** PEM file of extra CAs that component code trusts (FOUNT_EXECUTOR_CA_CERTS). */
+  executorCaCerts: string | undefined;
   /** Memory cap of each executor process. */
   executorMemoryMb: number;
   /** Largest event a source may emit (JSON bytes). */
@@ -94,6 +96,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     webhookAllowHosts: hostList(env, "FOUNT_WEBHOOK_ALLOW_HOSTS"),
     logLevel: env.LOG_LEVEL || "info",
     invocationTimeoutMs: int(env, "FOUNT_INVOCATION_TIMEOUT_MS", 30_000, 100),
+    executorCaCerts: env.FOUNT_EXECUTOR_CA_CERTS ? path.resolve(env.FOUNT_EXECUTOR_CA_CERTS) : undefined,
     executorMemoryMb: int(env, "FOUNT_EXECUTOR_MEMORY_MB", 256, 32),
     maxEventBytes: int(env, "FOUNT_MAX_EVENT_BYTES", 1024 * 1024, 1024),
     bodyLimitBytes: 1024 * 1024,

@@ -52,6 +52,11 @@ export interface ExecutorPoolOptions {
   uidBase?: number;
   /** An owner's process with nothing to do for this long is stopped (and started again on demand). */
   idleMs?: number;
+  /**
+   * A PEM file of extra certificate authorities executors trust (self-hosted services with a private
+   * CA); handed to Node as NODE_EXTRA_CA_CERTS, which components never see in their env.
+   */
+  extraCaCertsFile?: string;
   logger?: ExecutorLogger;
 }
 
@@ -220,6 +225,7 @@ export class ExecutorPool implements Executor {
   private readonly isolateUsers: boolean;
   private readonly uidBase: number;
   private readonly idleMs: number;
+  private readonly extraCaCertsFile: string | undefined;
   private readonly logger: ExecutorLogger | undefined;
   private readonly owners = new Map<string, Owner>();
   private readonly children = new Set<Child>();
@@ -252,6 +258,7 @@ export class ExecutorPool implements Executor {
     if (this.isolateUsers && !root) throw new Error("isolateUsers needs the server to run as root");
     this.uidBase = options.uidBase ?? 200_000;
     this.idleMs = options.idleMs ?? 10 * 60_000;
+    this.extraCaCertsFile = options.extraCaCertsFile;
     this.logger = options.logger;
   }
 
@@ -777,7 +784,7 @@ export class ExecutorPool implements Executor {
     try {
       proc = fork(runner, [JSON.stringify(init)], {
         cwd: scratch,
-        env: {},
+        env: this.extraCaCertsFile ? { NODE_EXTRA_CA_CERTS: this.extraCaCertsFile } : {},
         execPath: process.execPath,
         execArgv,
         serialization: "json",

@@ -122,9 +122,19 @@ function emitMeta(meta: unknown): EmitMeta {
     out.summary = summary;
   }
   if (ts !== undefined && ts !== null) {
-    if (typeof ts !== "number" || !Number.isFinite(ts))
-      throw new TypeError("$emit: meta.ts must be a number (epoch ms)");
-    out.ts = ts;
+    // Components pass what their APIs give them: epoch ms, a Date (pg rows), or a date string.
+    const ms =
+      ts instanceof Date
+        ? ts.getTime()
+        : typeof ts === "string"
+          ? /^\s*-?\d+(\.\d+)?\s*$/.test(ts)
+            ? Number(ts)
+            : Date.parse(ts)
+          : ts;
+    if (typeof ms !== "number" || !Number.isFinite(ms)) {
+      throw new TypeError("$emit: meta.ts must be epoch ms, a Date or a date string");
+    }
+    out.ts = ms;
   }
   return out;
 }
