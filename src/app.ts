@@ -8,9 +8,11 @@ import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastify";
+import { Agent as UndiciAgent } from "undici";
 import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { hashApiKey, SecretBox } from "./crypto/secret-box.ts";
+import { AddressPolicy } from "./delivery/address-guard.ts";
 import { setUpDelivery } from "./delivery/setup.ts";
 import { Accounts } from "./domain/accounts.ts";
 import { Bus } from "./domain/bus.ts";
@@ -115,7 +117,16 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       extraCaCertsFile: config.executorCaCerts,
       logger: app.log,
     });
-  const catalog = new ComponentCatalog({ store, builder, executor, clock });
+  // component_url downloads follow the same outbound address rules as webhook deliveries.
+  const addressPolicy = new AddressPolicy({
+    allowPrivate: config.webhookAllowPrivate,
+    allowHosts: config.webhookAllowHosts,
+  });
+  const fetchGuard = {
+    dispatcher: new UndiciAgent({ connect: { lookup: addressPolicy.lookup } }),
+    checkUrl: (url: URL) => addressPolicy.checkUrl(url),
+  };
+  const catalog = new ComponentCatalog({ store, builder, executor, clock, fetchGuard });
   const runner = new SourceRunner({
     store,
     committer,
@@ -128,7 +139,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     config,
     logger: app.log,
   });
-  const sources = new SourceService({ store, catalog, runner, secrets, clock });
+  const sources = new SourceService({ store, catalog, runner, bus, secrets, clock });
   const scheduler = new TimerScheduler({ store, clock, runner, bus, committer, recorder, logger: app.log });
   const dispatcher = setUpDelivery({
     store,
@@ -287,6 +298,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     await dispatcher.stop();
     await committer.drain();
     await executor.close();
+    await fetchGuard.dispatcher.close();
     await store.close();
   });
 

@@ -9,6 +9,8 @@ export interface EventMap {
   "invocation.finished": [
     info: { sourceId: string; trigger: string; ok: boolean; errorCode?: string; durationMs: number },
   ];
+  /** A source was deleted: its live streams end. */
+  "source.deleted": [info: { sourceId: string }];
   /** A timer fired (or was skipped) for a source. */
   "timer.fired": [info: { sourceId: string; propName: string; scheduledMs: number; skipped?: string }];
   /** A delivery's attempt (or a decision without one) was recorded; `status` is its state afterwards. */

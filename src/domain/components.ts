@@ -7,7 +7,7 @@ import { sha256Hex } from "../crypto/secret-box.ts";
 import { AppError, invalidParameter, notFound } from "../errors.ts";
 import { newId } from "../ids.ts";
 import type { ComponentBuilder } from "../runtime/build.ts";
-import { fetchComponentCode } from "../runtime/fetch-code.ts";
+import { type FetchCodeOptions, fetchComponentCode } from "../runtime/fetch-code.ts";
 import type { BuiltComponent, ComponentMeta, Executor } from "../runtime/types.ts";
 import type { Storage } from "../storage/port.ts";
 import type { ComponentRecord } from "./types.ts";
@@ -23,9 +23,18 @@ export class ComponentCatalog {
   readonly #builder: ComponentBuilder;
   readonly #executor: Executor;
   readonly #clock: Clock;
+  readonly #fetchGuard: FetchCodeOptions["guard"];
   readonly #loaded = new Map<string, Promise<{ record: ComponentRecord; built: BuiltComponent }>>();
 
-  constructor(deps: { store: Storage; builder: ComponentBuilder; executor: Executor; clock: Clock }) {
+  constructor(deps: {
+    store: Storage;
+    builder: ComponentBuilder;
+    executor: Executor;
+    clock: Clock;
+    /** Address rules for fetching component_url (the same as for webhook deliveries). */
+    fetchGuard?: FetchCodeOptions["guard"];
+  }) {
+    this.#fetchGuard = deps.fetchGuard;
     this.#store = deps.store;
     this.#builder = deps.builder;
     this.#executor = deps.executor;
@@ -37,7 +46,7 @@ export class ComponentCatalog {
     let code = input.code;
     if (code === undefined) {
       if (!input.url) throw invalidParameter("component_code", "Give component_code or component_url");
-      code = await fetchComponentCode(input.url);
+      code = await fetchComponentCode(input.url, { guard: this.#fetchGuard });
     }
     if (Buffer.byteLength(code) > maxCodeBytes)
       throw new AppError("payload_too_large", "Component code is over 1 MB");

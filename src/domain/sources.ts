@@ -7,6 +7,7 @@ import type { SecretBox } from "../crypto/secret-box.ts";
 import { AppError, invalidParameter, notFound } from "../errors.ts";
 import { newId, randomString } from "../ids.ts";
 import type { Storage, StorageOps } from "../storage/port.ts";
+import type { Bus } from "./bus.ts";
 import type { ComponentCatalog } from "./components.ts";
 import { assertDeployable, isSealed, timerProps, validateProps } from "./props.ts";
 import type { SourceRunner } from "./runner.ts";
@@ -24,6 +25,7 @@ export interface SourceServiceDeps {
   store: Storage;
   catalog: ComponentCatalog;
   runner: SourceRunner;
+  bus: Bus;
   secrets: SecretBox;
   clock: Clock;
 }
@@ -253,5 +255,6 @@ export class SourceService {
       await tx.deleteSubscriptionsOf(source.id);
     });
     this.#d.runner.forget(source.id);
+    this.#d.bus.emit("source.deleted", { sourceId: source.id });
   }
 }

@@ -83,7 +83,12 @@ export class StreamHub {
   constructor(bus: Bus, format: FrameFormatter, options: Partial<StreamHubOptions> = {}) {
     this.#format = format;
     this.#options = { ...defaultStreamHubOptions, ...options };
-    this.#unsubscribe = bus.on("event.stored", (e) => this.#publish(e));
+    const offStored = bus.on("event.stored", (e) => this.#publish(e));
+    const offDeleted = bus.on("source.deleted", ({ sourceId }) => this.endEmitter(sourceId));
+    this.#unsubscribe = () => {
+      offStored();
+      offDeleted();
+    };
   }
 
   get options(): Readonly<StreamHubOptions> {

@@ -1,6 +1,7 @@
 /**
  * Downloads component code given as `component_url` (a raw file or a GitHub `blob` page URL).
  */
+import { type Dispatcher, fetch as undiciFetch } from "undici";
 import { AppError } from "../errors.ts";
 
 /** Limits of one download. */
@@ -9,7 +10,15 @@ export interface FetchCodeOptions {
   timeoutMs?: number;
   /** Largest body accepted; default 1 MB, far above any real component. */
   maxBytes?: number;
+  /**
+   * Outbound address rules (the server's private-address policy): `dispatcher` checks every address
+   * connected to, `checkUrl` throws for a URL whose host is a refused IP literal.
+   */
+  guard?: { dispatcher: Dispatcher; checkUrl: (url: URL) => void };
 }
+
+/** Redirects followed by hand, so that each hop's address is checked. */
+const MAX_REDIRECTS = 5;
 
 const DEFAULT_TIMEOUT_MS = 15_000;
 const DEFAULT_MAX_BYTES = 1024 * 1024;
@@ -47,11 +56,28 @@ export async function fetchComponentCode(url: string, opts: FetchCodeOptions = {
   }
   const signal = AbortSignal.timeout(timeoutMs);
   try {
-    const response = await fetch(target, {
-      signal,
-      redirect: "follow",
-      headers: { accept: "text/plain, */*" },
-    });
+    let response: Response;
+    for (let hop = 0; ; hop++) {
+      try {
+        opts.guard?.checkUrl(target);
+      } catch (err) {
+        throw invalidUrl(`component_url leads to a refused address: ${(err as Error).message}`);
+      }
+      response = (await undiciFetch(target, {
+        signal,
+        redirect: "manual",
+        headers: { accept: "text/plain, */*" },
+        ...(opts.guard ? { dispatcher: opts.guard.dispatcher } : {}),
+      })) as unknown as Response;
+      const location = response.headers.get("location");
+      if (response.status < 300 || response.status > 399 || !location) break;
+      await response.body?.cancel().catch(() => {});
+      if (hop >= MAX_REDIRECTS) throw invalidUrl(`component_url redirected more than ${MAX_REDIRECTS} times`);
+      target = new URL(location, target);
+      if (target.protocol !== "http:" && target.protocol !== "https:") {
+        throw invalidUrl(`component_url redirected to a ${target.protocol} URL`);
+      }
+    }
     if (!response.ok) {
       await response.body?.cancel().catch(() => {});
       throw invalidUrl(`Fetching component_url failed with HTTP ${response.status}`, {

@@ -80,7 +80,8 @@ let codeServer: http.Server;
 let codeUrl: string;
 
 before(async () => {
-  server = await startServer();
+  // component_url fixtures are served on loopback, which the server may reach only when allowed.
+  server = await startServer({ webhookAllowPrivate: true });
   const user = await server.createUser("cli-sources");
   env = { FOUNT_URL: server.url, FOUNT_API_KEY: user.key };
   dir = mkdtempSync(path.join(os.tmpdir(), "fount-cli-sources-"));

@@ -16,7 +16,8 @@ let files: http.Server;
 let filesUrl: string;
 
 before(async () => {
-  server = await startServer();
+  // The fixture files are served on loopback, which component_url may reach only when allowed.
+  server = await startServer({ webhookAllowPrivate: true });
   files = http.createServer((req, res) => {
     const name = (req.url ?? "/").slice(1);
     if (!/^[\w.-]+$/.test(name)) {
@@ -113,6 +114,20 @@ test("TypeScript code is saved with its types stripped and runs", async () => {
   });
   await server.api("POST", `/v1/sources/${source.id}/run`);
   assert.deepEqual((await emitted(server, source.id)).at(-1), { text: "hi tshi ts", length: 10 });
+});
+
+test("a component_url on a loopback or private address is refused unless the operator allows it", async () => {
+  const guarded = await startServer();
+  try {
+    for (const url of [`${filesUrl}/counter.js`, "http://10.0.0.1/x.js", "http://[::1]:1/x.js"]) {
+      const res = await guarded.api("POST", "/v1/components", { body: { component_url: url } });
+      assert.equal(res.status, 400, `${url}: ${res.text}`);
+      assert.equal(res.body.details?.field, "component_url");
+      assert.match(res.body.error, /refused/);
+    }
+  } finally {
+    await guarded.close();
+  }
 });
 
 test("component_url alone: the code is fetched from the URL and the URL is kept", async () => {

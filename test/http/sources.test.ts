@@ -16,7 +16,8 @@ let files: http.Server;
 let filesUrl: string;
 
 before(async () => {
-  server = await startServer();
+  // component_url fixtures are served on loopback, which the server may reach only when allowed.
+  server = await startServer({ webhookAllowPrivate: true });
   files = http.createServer((req, res) => {
     try {
       res.writeHead(200, { "content-type": "text/plain" }).end(fixture((req.url ?? "/").slice(1)));

@@ -544,3 +544,16 @@ test("a vanished client is removed from the hub", async () => {
   // Emits to a source nobody listens to cost nothing and fail nothing.
   await emit(source, { n: 1 });
 });
+
+test("deleting the source ends its open streams", async () => {
+  const source = await deploy();
+  const baseline = hub.size();
+  const stream = await rawStream(`/sources/${source.id}/sse`);
+  await eventually(() => hub.size() === baseline + 1, "the client to connect");
+  const ended = stream.readUntil(() => false);
+  const res = await server.api("DELETE", `/v1/sources/${source.id}`);
+  assert.equal(res.status, 200, res.text);
+  // readUntil returns when the body ends (not by its timeout, which would abort with an error).
+  await ended;
+  await eventually(() => hub.size() === baseline, "the hub to drop the client");
+});
