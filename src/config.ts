@@ -27,6 +27,8 @@ export interface Config {
   executorMemoryMb: number;
   /** Largest event a source may emit (JSON bytes). */
   maxEventBytes: number;
+  /** Largest `this.db` of one source (JSON bytes); writes beyond it fail the invocation. */
+  maxDbBytes: number;
   /** Largest API request body. */
   bodyLimitBytes: number;
   /** Daily quotas of free accounts. */
@@ -99,6 +101,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     executorCaCerts: env.FOUNT_EXECUTOR_CA_CERTS ? path.resolve(env.FOUNT_EXECUTOR_CA_CERTS) : undefined,
     executorMemoryMb: int(env, "FOUNT_EXECUTOR_MEMORY_MB", 256, 32),
     maxEventBytes: int(env, "FOUNT_MAX_EVENT_BYTES", 1024 * 1024, 1024),
+    maxDbBytes: int(env, "FOUNT_MAX_DB_BYTES", 4 * 1024 * 1024, 1024),
     bodyLimitBytes: 1024 * 1024,
     freeDailyInvocations: int(env, "FOUNT_FREE_DAILY_INVOCATIONS", 10_000),
     freeDailyComputeMs: int(env, "FOUNT_FREE_DAILY_COMPUTE_MS", 30 * 60 * 1000),

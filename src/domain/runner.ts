@@ -58,6 +58,9 @@ export interface RunnerDeps {
 
 const platformVersion = "fount-0.1";
 
+/** Named channels (besides the default, `$logs` and `$errors`) one source may emit on. */
+export const maxCustomChannels = 32;
+
 export class SourceRunner {
   readonly #d: RunnerDeps;
   /** Each source's db as its last finished invocation left it (the store has it too once committed). */
@@ -174,7 +177,11 @@ export class SourceRunner {
     return db;
   }
 
-  /** Applies a successful run's db writes to the cache at once, so the next invocation sees them. */
+  /**
+   * Applies a successful run's db writes to the cache at once, so the next invocation sees them. Writes
+   * that would take the db over its size limit fail the invocation instead (so a source's storage stays
+   * bounded); the version then jumps by two, which makes the executor drop its copy and take ours.
+   */
   #applyDbWrites(
     sourceId: string,
     result: InvokeResult,
@@ -183,6 +190,15 @@ export class SourceRunner {
     const current = this.#db.get(sourceId) ?? { data: {}, version: 0 };
     const next = { data: { ...current.data, ...result.dbWrites }, version: current.version + 1 };
     for (const [k, v] of Object.entries(result.dbWrites)) if (v === undefined) delete next.data[k];
+    const size = Buffer.byteLength(JSON.stringify(next.data));
+    if (size > this.#d.config.maxDbBytes) {
+      this.#db.set(sourceId, { data: current.data, version: current.version + 2 });
+      result.error = {
+        code: "db_too_large",
+        message: `this.db would hold ${size} bytes, over the limit of ${this.#d.config.maxDbBytes}; the invocation's writes and emits were discarded`,
+      };
+      return undefined;
+    }
     this.#db.set(sourceId, next);
     return next;
   }
@@ -294,7 +310,7 @@ export class SourceRunner {
     error: (code: string, err: SerializedError) => Promise<void>,
   ): Promise<void> {
     if (emits.length === 0) return;
-    const ordered = orderByTs(emits);
+    const ordered = await this.#withinChannelLimit(tx, source.id, orderByTs(emits), error);
     const state = meta.dedupe ? ((await tx.getDedupeState(source.id)) as DedupeState | undefined) : undefined;
     const outcome = applyDedupe(meta.dedupe, state ?? null, ordered);
     for (const refused of outcome.missingId) {
@@ -312,6 +328,33 @@ export class SourceRunner {
       await put(normalizeChannelLoose(e.meta.name), e.event, extra);
     }
     if (meta.dedupe) await tx.putDedupeState(source.id, outcome.state);
+  }
+
+  /**
+   * Every channel keeps its last 100 events, so the number of channels bounds a source's events: emits
+   * that would open more than `maxCustomChannels` named channels are refused on `$errors`.
+   */
+  async #withinChannelLimit(
+    tx: StorageOps,
+    sourceId: string,
+    emits: EmittedEvent[],
+    error: (code: string, err: SerializedError) => Promise<void>,
+  ): Promise<EmittedEvent[]> {
+    const named = new Set(emits.map((e) => normalizeChannelLoose(e.meta.name)).filter((c) => c !== ""));
+    if (named.size === 0) return emits;
+    const known = new Set((await tx.listChannels(sourceId)).filter((c) => c !== "" && !c.startsWith("$")));
+    const refused = new Set<string>();
+    for (const channel of named) {
+      if (known.has(channel)) continue;
+      if (known.size < maxCustomChannels) known.add(channel);
+      else refused.add(channel);
+    }
+    if (refused.size === 0) return emits;
+    await error("too_many_channels", {
+      code: "too_many_channels",
+      message: `Emits to ${[...refused].join(", ")} were refused: a source may use at most ${maxCustomChannels} named channels`,
+    });
+    return emits.filter((e) => !refused.has(normalizeChannelLoose(e.meta.name)));
   }
 
   #errorEvent(

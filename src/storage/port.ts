@@ -166,6 +166,8 @@ export interface StorageOps {
   getEmitterClock(emitterId: string): Promise<{ ms: number; seq: number } | undefined>;
   putEmitterClock(emitterId: string, ms: number, seq: number): Promise<void>;
   insertEvent(event: EventRecord): Promise<void>;
+  /** The channels an emitter has stored events on. */
+  listChannels(emitterId: string): Promise<string[]>;
   /** Keeps the newest `keep` events of an emitter's channel. */
   trimEvents(emitterId: string, channel: string, keep: number): Promise<void>;
   listEvents(emitterId: string, query: EventQuery): Promise<Page<EventRecord>>;

@@ -241,6 +241,20 @@ export function storageContract(name: string, open: () => Promise<Storage>): voi
     assert.deepEqual(await s.getUser(u2.id), u2);
   });
 
+  withStore("events keep their channel, and an emitter's channels are listed", async (s) => {
+    const base = {
+      emitterId: "dc_chan",
+      event: { a: 1 },
+      indexedAtMs: 1,
+      meta: { emit_id: "e", name: "", emitter_id: "dc_chan" },
+    };
+    await s.insertEvent({ ...base, channel: "", id: "1-0", idMs: 1, idSeq: 0 });
+    await s.insertEvent({ ...base, channel: "b", id: "1-1", idMs: 1, idSeq: 1 });
+    await s.insertEvent({ ...base, channel: "$logs", id: "1-2", idMs: 1, idSeq: 2 });
+    assert.deepEqual(await s.listChannels("dc_chan"), ["", "$logs", "b"]);
+    assert.deepEqual(await s.listChannels("dc_other"), []);
+  });
+
   withStore("ping answers and close is idempotent", async (s) => {
     await s.ping();
     await s.close();

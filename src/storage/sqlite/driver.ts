@@ -704,6 +704,14 @@ export class SqliteOps implements StorageOps {
     );
   }
 
+  async listChannels(emitterId: string): Promise<string[]> {
+    return this.all(
+      "SELECT DISTINCT channel FROM events WHERE emitter_id = ? ORDER BY channel",
+      [emitterId],
+      (r) => r.channel as string,
+    );
+  }
+
   async trimEvents(emitterId: string, channel: string, keep: number): Promise<void> {
     const cutoff = this.sql(
       "SELECT n FROM events WHERE emitter_id = ? AND channel = ? ORDER BY n DESC LIMIT 1 OFFSET ?",
