@@ -16,29 +16,24 @@ import type { TimerRecord } from "./types.ts";
 /** Longest sleep between checks, so timers created by another node are noticed. */
 const maxSleepMs = 1000;
 
+/** What the scheduler works with. */
+export interface SchedulerDeps {
+  store: Storage;
+  clock: Clock;
+  runner: SourceRunner;
+  bus: Bus;
+  committer: Committer;
+  recorder: EventRecorder;
+  logger: FastifyBaseLogger;
+}
+
 export class TimerScheduler {
-  readonly #d: {
-    store: Storage;
-    clock: Clock;
-    runner: SourceRunner;
-    bus: Bus;
-    committer: Committer;
-    recorder: EventRecorder;
-    logger: FastifyBaseLogger;
-  };
+  readonly #d: SchedulerDeps;
   #timer: NodeJS.Timeout | undefined;
   #running = false;
   #inflight = new Set<Promise<unknown>>();
 
-  constructor(deps: {
-    store: Storage;
-    clock: Clock;
-    runner: SourceRunner;
-    bus: Bus;
-    committer: Committer;
-    recorder: EventRecorder;
-    logger: FastifyBaseLogger;
-  }) {
+  constructor(deps: SchedulerDeps) {
     this.#d = deps;
   }
 
@@ -90,7 +85,7 @@ export class TimerScheduler {
   async #fire(timer: TimerRecord): Promise<RunOutcome | undefined> {
     const { store, runner, bus } = this.#d;
     const source = await store.getSource(timer.sourceId);
-    if (!source || !source.active) return undefined;
+    if (!source?.active) return undefined;
     const event = timer.intervalSeconds
       ? { timestamp: Math.floor(timer.nextRunMs / 1000), interval_seconds: timer.intervalSeconds }
       : {

@@ -15,7 +15,7 @@ import type {
 } from "../../domain/types.ts";
 import type { DeliveryClaim, DeliveryPatch } from "../port.ts";
 
-type Row = Record<string, SQLInputValue>;
+import { type Row, toSubscription } from "./rows.ts";
 
 /** The statement helpers of `SqliteOps` (prepared-statement cache, row mapping, newest-first pages). */
 export interface SqlHelpers {
@@ -37,15 +37,6 @@ const toWorkflow = (r: Row): WithSeq<Workflow> => ({
   signingSecretSealed: r.signing_secret_sealed as string,
   createdAt: r.created_at as number,
   updatedAt: r.updated_at as number,
-});
-
-const toSubscription = (r: Row): Subscription => ({
-  id: r.id as string,
-  ownerId: r.owner_id as string,
-  emitterId: r.emitter_id as string,
-  listenerId: r.listener_id as string,
-  eventName: r.event_name as string,
-  createdAt: r.created_at as number,
 });
 
 const toDelivery = (r: Row): WithSeq<Delivery> => ({

@@ -40,7 +40,7 @@ import type {
 import { SqliteDeliveryOps } from "./delivery-ops.ts";
 import { migrate } from "./migrate.ts";
 
-type Row = Record<string, SQLInputValue>;
+import { type Row, toSubscription } from "./rows.ts";
 
 const toUser = (r: Row): User => ({
   id: r.id as string,
@@ -84,15 +84,6 @@ const toWebhook = (r: Row): WithSeq<Webhook> => ({
   signingSecretSealed: r.signing_secret_sealed as string,
   createdAt: r.created_at as number,
   updatedAt: r.updated_at as number,
-});
-
-const toSubscription = (r: Row): Subscription => ({
-  id: r.id as string,
-  ownerId: r.owner_id as string,
-  emitterId: r.emitter_id as string,
-  listenerId: r.listener_id as string,
-  eventName: r.event_name as string,
-  createdAt: r.created_at as number,
 });
 
 const toAutoSubscription = (r: Row): AutoSubscription => ({
@@ -217,6 +208,23 @@ export class SqliteOps implements StorageOps {
 
   protected run(text: string, params: SQLInputValue[]): number {
     return Number(this.sql(text).run(...params).changes);
+  }
+
+  /** `UPDATE table SET updated_at, <the defined columns> WHERE id`; returns the rows changed. */
+  protected updateColumns(
+    table: string,
+    id: string,
+    updatedAt: number,
+    columns: Record<string, SQLInputValue | undefined>,
+  ): number {
+    const sets: string[] = ["updated_at = ?"];
+    const params: SQLInputValue[] = [updatedAt];
+    for (const [column, value] of Object.entries(columns)) {
+      if (value === undefined) continue;
+      sets.push(`${column} = ?`);
+      params.push(value);
+    }
+    return this.run(`UPDATE ${table} SET ${sets.join(", ")} WHERE id = ?`, [...params, id]);
   }
 
   /** Newest-first page over `table` filtered by `where`, bounded by seq cursors. */
@@ -379,15 +387,7 @@ export class SqliteOps implements StorageOps {
       url: patch.url,
       active: patch.active === undefined ? undefined : patch.active ? 1 : 0,
     };
-    const sets: string[] = ["updated_at = ?"];
-    const params: SQLInputValue[] = [patch.updatedAt];
-    for (const [column, value] of Object.entries(columns)) {
-      if (value === undefined) continue;
-      sets.push(`${column} = ?`);
-      params.push(value);
-    }
-    if (this.run(`UPDATE webhooks SET ${sets.join(", ")} WHERE id = ?`, [...params, id]) === 0)
-      return undefined;
+    if (this.updateColumns("webhooks", id, patch.updatedAt, columns) === 0) return undefined;
     return this.getWebhook(id);
   }
 
@@ -579,15 +579,7 @@ export class SqliteOps implements StorageOps {
       props_json: patch.props === undefined ? undefined : JSON.stringify(patch.props),
       endpoint_id: patch.endpointId,
     };
-    const sets: string[] = ["updated_at = ?"];
-    const params: SQLInputValue[] = [patch.updatedAt];
-    for (const [column, value] of Object.entries(columns)) {
-      if (value === undefined) continue;
-      sets.push(`${column} = ?`);
-      params.push(value);
-    }
-    if (this.run(`UPDATE sources SET ${sets.join(", ")} WHERE id = ?`, [...params, id]) === 0)
-      return undefined;
+    if (this.updateColumns("sources", id, patch.updatedAt, columns) === 0) return undefined;
     return this.getSource(id);
   }
 
