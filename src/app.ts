@@ -333,6 +333,8 @@ function registerJsonBodies(app: FastifyInstance): void {
   });
   app.addHook("preValidation", async (request) => {
     if (request.method !== "POST" && request.method !== "PUT") return;
+    // Source endpoints take any body as raw bytes; spreading a Buffer here would copy it byte by byte.
+    if (Buffer.isBuffer(request.body)) return;
     if (
       request.body !== undefined &&
       (typeof request.body !== "object" || request.body === null || Array.isArray(request.body))

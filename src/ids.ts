@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { randomFillSync } from "node:crypto";
 
 const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
@@ -23,13 +23,27 @@ export function newId(prefix: IdPrefix, length = 12): string {
   return `${prefix}_${randomString(length)}`;
 }
 
+/**
+ * Random bytes come from a pooled buffer refilled from the CSPRNG: one `randomBytes` call per ID cost
+ * more than the rest of storing an event.
+ */
+const pool = Buffer.alloc(4096);
+let poolAt = pool.length;
+
+function randomByte(): number {
+  if (poolAt === pool.length) {
+    randomFillSync(pool);
+    poolAt = 0;
+  }
+  return pool[poolAt++];
+}
+
 export function randomString(length: number): string {
   // Rejection sampling keeps every character equally likely (256 is not a multiple of 62).
   let out = "";
   while (out.length < length) {
-    for (const byte of randomBytes(length * 2)) {
-      if (byte < 248 && out.length < length) out += alphabet[byte % 62];
-    }
+    const byte = randomByte();
+    if (byte < 248) out += alphabet[byte % 62];
   }
   return out;
 }

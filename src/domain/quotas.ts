@@ -12,5 +12,12 @@ export function planLimits(config: Config): PlanLimits {
 
 /** `YYYY-MM-DD` of the UTC day containing `epochMs`. */
 export function usageDay(epochMs: number): string {
-  return new Date(epochMs).toISOString().slice(0, 10);
+  // Every invocation asks; the day is only formatted again when it changes.
+  if (epochMs < lastDay.start || epochMs >= lastDay.start + 86_400_000) {
+    const start = epochMs - (((epochMs % 86_400_000) + 86_400_000) % 86_400_000);
+    lastDay = { start, key: new Date(start).toISOString().slice(0, 10) };
+  }
+  return lastDay.key;
 }
+
+let lastDay = { start: Number.POSITIVE_INFINITY, key: "" };

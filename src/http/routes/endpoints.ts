@@ -49,12 +49,9 @@ function sendComponentResponse(reply: FastifyReply, r: HttpResponse): FastifyRep
 
 export async function endpointRoutes(app: FastifyInstance): Promise<void> {
   const { store, runner } = app.fount;
-  // Any content type is accepted here, kept as raw bytes. The bytes are also kept aside: the app-wide
-  // preValidation hook merges the query into POST/PUT bodies, which turns a Buffer into an object.
-  const rawBodies = new WeakMap<FastifyRequest, Buffer>();
+  // Any content type is accepted here, kept as raw bytes (the app-wide query merge leaves Buffers alone).
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: endpointBodyLimit }, (req, body, done) => {
-    if (Buffer.isBuffer(body)) rawBodies.set(req, body);
+  app.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: endpointBodyLimit }, (_req, body, done) => {
     done(null, body);
   });
 
@@ -74,7 +71,7 @@ export async function endpointRoutes(app: FastifyInstance): Promise<void> {
     const url = new URL(request.url, app.fount.config.publicUrl);
     const prefix = `/e/${endpoint_id}`;
     const path = url.pathname.slice(url.pathname.indexOf(prefix) + prefix.length) || "/";
-    const raw = rawBodies.get(request)?.toString("utf8") ?? "";
+    const raw = Buffer.isBuffer(request.body) ? request.body.toString("utf8") : "";
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(request.headers)) {
       if (v !== undefined) headers[k.toLowerCase()] = Array.isArray(v) ? v.join(", ") : v;

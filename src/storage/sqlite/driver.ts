@@ -99,6 +99,23 @@ function placeholders(values: readonly unknown[]): string {
   return values.length === 0 ? "NULL" : values.map(() => "?").join(", ");
 }
 
+/** Rows cached per connection; a cache that grew past this starts over (endpoint probes cannot grow it). */
+const maxCachedRows = 10_000;
+
+function cacheRow<T>(cache: Map<string, T>, key: string, row: T): void {
+  if (cache.size >= maxCachedRows) cache.clear();
+  cache.set(key, row);
+}
+
+/** Freezes `value` and everything in it, so a cached row handed to many callers cannot be changed by one. */
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === "object" && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
+
 /** Tables that hold ID-addressed resources with an owner, by ID prefix. Later migrations add kinds here. */
 const ownedTables: Record<string, string> = {
   wh: "webhooks",
@@ -176,6 +193,19 @@ export class SqliteOps implements StorageOps {
   readonly db: DatabaseSync;
   readonly #statements = new Map<string, ReturnType<DatabaseSync["prepare"]>>();
   readonly #delivery: SqliteDeliveryOps;
+  /**
+   * Rows read on every source endpoint hit, kept frozen. While the server runs, this connection is the
+   * only writer of `sources` (users are never updated or deleted): a write to `sources`, or a rolled-back
+   * transaction that may have read its own uncommitted rows, clears the source cache.
+   */
+  readonly #sourcesByEndpoint = new Map<string, SourceRecord>();
+  readonly #users = new Map<string, User>();
+  /**
+   * Events held per `emitter\0channel`, counted once and then kept up to date by this connection's
+   * inserts and trims, so that trimming to the window is one delete of the oldest row instead of a
+   * walk over the whole window on every insert. Deletes of ranges, sources and rollbacks forget them.
+   */
+  readonly #eventCounts = new Map<string, number>();
 
   constructor(db: DatabaseSync) {
     this.db = db;
@@ -274,7 +304,11 @@ export class SqliteOps implements StorageOps {
   }
 
   async getUser(id: string): Promise<User | undefined> {
-    return this.get("SELECT * FROM users WHERE id = ?", [id], toUser);
+    const cached = this.#users.get(id);
+    if (cached) return cached;
+    const user = this.get("SELECT * FROM users WHERE id = ?", [id], toUser);
+    if (user) cacheRow(this.#users, id, deepFreeze(user));
+    return user;
   }
 
   async getUserByUsername(username: string): Promise<User | undefined> {
@@ -519,6 +553,7 @@ export class SqliteOps implements StorageOps {
   }
 
   async insertSource(s: SourceRecord): Promise<void> {
+    this.#sourcesByEndpoint.clear();
     this.run(
       `INSERT INTO sources (id, owner_id, created_by, component_id, name, name_slug, active, props_json, endpoint_id, created_at, updated_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -543,7 +578,17 @@ export class SqliteOps implements StorageOps {
   }
 
   async getSourceByEndpoint(endpointId: string): Promise<SourceRecord | undefined> {
-    return this.get("SELECT * FROM sources WHERE endpoint_id = ?", [endpointId], toSource);
+    const cached = this.#sourcesByEndpoint.get(endpointId);
+    if (cached) return cached;
+    const source = this.get("SELECT * FROM sources WHERE endpoint_id = ?", [endpointId], toSource);
+    if (source) cacheRow(this.#sourcesByEndpoint, endpointId, deepFreeze(source));
+    return source;
+  }
+
+  /** Forgets cached rows: after a rollback, since the transaction may have cached rows it wrote. */
+  dropCaches(): void {
+    this.#sourcesByEndpoint.clear();
+    this.#eventCounts.clear();
   }
 
   async getSourceBySlug(ownerIds: string[], slug: string): Promise<SourceRecord | undefined> {
@@ -579,14 +624,17 @@ export class SqliteOps implements StorageOps {
       props_json: patch.props === undefined ? undefined : JSON.stringify(patch.props),
       endpoint_id: patch.endpointId,
     };
+    this.#sourcesByEndpoint.clear();
     if (this.updateColumns("sources", id, patch.updatedAt, columns) === 0) return undefined;
     return this.getSource(id);
   }
 
   async deleteSource(id: string): Promise<boolean> {
+    this.#sourcesByEndpoint.clear();
     const removed = this.run("DELETE FROM sources WHERE id = ?", [id]) > 0;
     for (const table of ["source_db", "dedupe_state", "timers"])
       this.run(`DELETE FROM ${table} WHERE source_id = ?`, [id]);
+    this.#eventCounts.clear();
     this.run("DELETE FROM events WHERE emitter_id = ?", [id]);
     this.run("DELETE FROM emitter_clock WHERE emitter_id = ?", [id]);
     return removed;
@@ -680,6 +728,9 @@ export class SqliteOps implements StorageOps {
   }
 
   async insertEvent(e: EventRecord): Promise<void> {
+    const key = `${e.emitterId}\0${e.channel}`;
+    const count = this.#eventCounts.get(key);
+    if (count !== undefined) this.#eventCounts.set(key, count + 1);
     this.run(
       `INSERT INTO events (emitter_id, channel, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -705,15 +756,27 @@ export class SqliteOps implements StorageOps {
   }
 
   async trimEvents(emitterId: string, channel: string, keep: number): Promise<void> {
-    const cutoff = this.sql(
-      "SELECT n FROM events WHERE emitter_id = ? AND channel = ? ORDER BY n DESC LIMIT 1 OFFSET ?",
-    ).get(emitterId, channel, keep) as { n: number } | undefined;
-    if (cutoff)
-      this.run("DELETE FROM events WHERE emitter_id = ? AND channel = ? AND n <= ?", [
-        emitterId,
-        channel,
-        cutoff.n,
-      ]);
+    const key = `${emitterId}\0${channel}`;
+    let count = this.#eventCounts.get(key);
+    if (count === undefined) {
+      count = (
+        this.sql("SELECT count(*) AS n FROM events WHERE emitter_id = ? AND channel = ?").get(
+          emitterId,
+          channel,
+        ) as {
+          n: number;
+        }
+      ).n;
+    }
+    if (count > keep) {
+      this.run(
+        "DELETE FROM events WHERE n IN (SELECT n FROM events WHERE emitter_id = ? AND channel = ? ORDER BY n LIMIT ?)",
+        [emitterId, channel, count - keep],
+      );
+      count = keep;
+    }
+    if (!this.#eventCounts.has(key) && this.#eventCounts.size >= maxCachedRows) this.#eventCounts.clear();
+    this.#eventCounts.set(key, count);
   }
 
   async listEvents(emitterId: string, q: EventQuery): Promise<Page<EventRecord>> {
@@ -759,6 +822,7 @@ export class SqliteOps implements StorageOps {
       where.push("(id_ms < ? OR (id_ms = ? AND id_seq <= ?))");
       params.push(to.ms, to.ms, to.seq);
     }
+    this.#eventCounts.clear();
     return this.run(`DELETE FROM events WHERE ${where.join(" AND ")}`, params);
   }
 
@@ -882,6 +946,7 @@ export function openSqliteStorage(options: { dataDir: string; file?: string }): 
           return result;
         } catch (err) {
           db.exec("ROLLBACK");
+          ops.dropCaches();
           throw err;
         }
       }),
