@@ -37,10 +37,23 @@ export class HttpDeliverer implements Deliverer {
   readonly #secrets: SecretBox;
   readonly #sender: HttpSender;
 
+  /** Opened signing secrets by sealed value (a new secret is a new sealed value), bounded. */
+  readonly #opened = new Map<string, string>();
+
   constructor(store: Storage, secrets: SecretBox, sender: HttpSender) {
     this.#store = store;
     this.#secrets = secrets;
     this.#sender = sender;
+  }
+
+  #open(sealed: string): string {
+    let secret = this.#opened.get(sealed);
+    if (secret === undefined) {
+      secret = this.#secrets.open(sealed);
+      if (this.#opened.size >= 1_000) this.#opened.clear();
+      this.#opened.set(sealed, secret);
+    }
+    return secret;
   }
 
   async prepare(d: Delivery): Promise<PreparedDelivery | AttemptOutcome> {
@@ -78,7 +91,7 @@ export class HttpDeliverer implements Deliverer {
         this.#sender.send(
           {
             url,
-            secret: this.#secrets.open(sealed),
+            secret: this.#open(sealed),
             id: d.id,
             emitterId: d.emitterId,
             eventId: d.eventId,

@@ -13,7 +13,7 @@ import type { Storage } from "../storage/port.ts";
 import type { Deliverers, PreparedDelivery } from "./deliverers.ts";
 import type { DeliveryLedger, Settlement } from "./ledger.ts";
 import type { AttemptOutcome } from "./outcome.ts";
-import { deliveryContext } from "./routing.ts";
+import { deliveryContext, queuedDeliveries } from "./routing.ts";
 import { maxAttempts, retryDelay } from "./schedule.ts";
 
 export interface DispatcherOptions {
@@ -21,6 +21,15 @@ export interface DispatcherOptions {
   maxConcurrency: number;
   /** Deliveries in flight at once to one host (one listener source counts as one host). */
   maxPerHost: number;
+  /**
+   * Deliveries claimed ahead and waiting in memory for a slot of their host, per host, in flight ones
+   * included: claiming in batches keeps a busy destination's queue moving without a claim per delivery.
+   */
+  maxHeldPerHost: number;
+  /** Deliveries claimed and not finished, all destinations together (in flight and waiting). */
+  maxHeld: number;
+  /** Least time between two claims, so that a stream of wake-ups cannot turn into a stream of queries. */
+  minClaimGapMs: number;
   /** How long one HTTP attempt may take, answer included. */
   timeoutMs: number;
   /** Longest sleep between looks for due retries. */
@@ -34,8 +43,11 @@ export interface DispatcherOptions {
 export const defaultDispatcherOptions: DispatcherOptions = {
   // 64 sockets keep a busy receiver saturated without starving the event loop; 8 per host stays
   // polite to one receiver while others share the rest.
-  maxConcurrency: 64,
-  maxPerHost: 8,
+  maxConcurrency: 128,
+  maxPerHost: 32,
+  maxHeldPerHost: 128,
+  maxHeld: 512,
+  minClaimGapMs: 2,
   timeoutMs: 15_000,
   pollMs: 1_000,
   retentionMs: 7 * 24 * 3_600_000,
@@ -53,6 +65,12 @@ export interface DispatcherDeps {
   onStop?: () => Promise<void>;
 }
 
+/** A delivery that waited longer than this for a slot reads its listener again before sending. */
+const staleAfterWaitMs = 1_000;
+
+/** How often a claim looks past the whole backlog of busy destinations (see #claimAndStart). */
+const thoroughClaimEveryMs = 200;
+
 /** How often finished deliveries past their retention are pruned. */
 const pruneEveryMs = 3_600_000;
 
@@ -65,6 +83,13 @@ export class DeliveryDispatcher {
   readonly #inflight = new Set<Promise<void>>();
   /** In-flight deliveries per destination key. */
   readonly #perKey = new Map<string, number>();
+  /** Claimed deliveries per destination key, in flight or waiting for a slot. */
+  readonly #heldPerKey = new Map<string, number>();
+  /** Deliveries waiting for a slot, oldest first; `start(false)` means the dispatcher is stopping. */
+  #waiters: Array<{ key: string; start: (ok: boolean) => void }> = [];
+  readonly #waitingPerKey = new Map<string, number>();
+  #sending = 0;
+  #lastClaimMs = Number.NEGATIVE_INFINITY;
   /** Destination key of each listener seen, to leave busy destinations out of the next claim. */
   readonly #keyOf = new Map<string, string>();
   #stop = new AbortController();
@@ -72,6 +97,7 @@ export class DeliveryDispatcher {
   #unsubscribe: (() => void) | undefined;
   #timer: NodeJS.Timeout | undefined;
   #wakeQueued = false;
+  #lastThoroughMs = 0;
   #looping = false;
   #loopAgain = false;
   #ticking: Promise<number> | undefined;
@@ -90,7 +116,9 @@ export class DeliveryDispatcher {
     this.#stop = new AbortController();
     const reset = await this.#d.store.resetDeliveryClaims();
     if (reset > 0) this.#d.logger?.warn({ reset }, "released deliveries claimed by an earlier run");
-    this.#unsubscribe = this.#d.bus.on("event.stored", () => this.wake());
+    this.#unsubscribe = this.#d.bus.on("event.stored", (e) => {
+      if (queuedDeliveries(e)) this.wake();
+    });
     this.wake();
   }
 
@@ -102,6 +130,9 @@ export class DeliveryDispatcher {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#stop.abort();
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    for (const w of waiters) w.start(false);
     await this.#ticking?.catch(() => undefined);
     while (this.#inflight.size > 0) await Promise.allSettled([...this.#inflight]);
     await this.#d.onStop?.();
@@ -156,9 +187,15 @@ export class DeliveryDispatcher {
       this.#loopAgain = true;
       return;
     }
-    this.#looping = true;
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
+    const early = this.#lastClaimMs + this.options.minClaimGapMs - performance.now();
+    if (early > 0) {
+      this.#timer = setTimeout(() => deliveryContext.exit(() => void this.#loop()), Math.ceil(early));
+      this.#timer.unref();
+      return;
+    }
+    this.#looping = true;
     let delay = this.options.pollMs;
     try {
       const claimed = await this.tick();
@@ -194,22 +231,76 @@ export class DeliveryDispatcher {
   }
 
   async #claimAndStart(): Promise<number> {
-    const free = this.options.maxConcurrency - this.#inflight.size;
+    const free = this.options.maxHeld - this.#inflight.size;
     if (free <= 0 || this.#stop.signal.aborted) return 0;
-    const except = [...this.#keyOf].filter(([, key]) => this.#busy(key)).map(([listener]) => listener);
+    this.#lastClaimMs = performance.now();
+    const perHost = this.options.maxHeldPerHost;
+    const except: string[] = [];
+    const room: Record<string, number> = {};
+    for (const [listener, key] of this.#keyOf) {
+      const left = perHost - (this.#heldPerKey.get(key) ?? 0);
+      if (left <= 0) except.push(listener);
+      else if (left < perHost) room[listener] = left;
+    }
+    // Claims look at a bounded page of due rows; now and then one looks past every row of the busy
+    // destinations, so that a backlog behind a slow receiver never holds up the others for long.
+    const now = this.#d.clock.now();
+    const thorough = except.length > 0 && now - this.#lastThoroughMs >= thoroughClaimEveryMs;
+    if (thorough) this.#lastThoroughMs = now;
     const claimed = await this.#d.store.claimDeliveries({
-      nowMs: this.#d.clock.now(),
+      nowMs: now,
       limit: free,
-      perListener: this.options.maxPerHost,
+      perListener: perHost,
       claimToken: this.#claimToken,
       exceptListeners: except,
+      room,
+      scanLimit: thorough ? undefined : Math.min(free, perHost) * 2 + 64,
     });
     for (const d of claimed) this.#start(d);
     return claimed.length;
   }
 
-  #busy(key: string): boolean {
-    return (this.#perKey.get(key) ?? 0) >= this.options.maxPerHost;
+  #canSend(key: string): boolean {
+    return (
+      this.#sending < this.options.maxConcurrency &&
+      (this.#perKey.get(key) ?? 0) < this.options.maxPerHost &&
+      !this.#waitingPerKey.get(key)
+    );
+  }
+
+  #take(key: string): void {
+    this.#sending++;
+    this.#perKey.set(key, (this.#perKey.get(key) ?? 0) + 1);
+  }
+
+  /** Resolves true once a slot of `key` is this delivery's (in claim order), false when stopping. */
+  #slot(key: string): Promise<boolean> {
+    if (this.#stop.signal.aborted) return Promise.resolve(false);
+    if (this.#canSend(key)) {
+      this.#take(key);
+      return Promise.resolve(true);
+    }
+    this.#waitingPerKey.set(key, (this.#waitingPerKey.get(key) ?? 0) + 1);
+    return new Promise((start) => this.#waiters.push({ key, start }));
+  }
+
+  /** Frees a slot of `key` and hands slots to the oldest waiters that may now send. */
+  #release(key: string): void {
+    this.#sending--;
+    const left = (this.#perKey.get(key) ?? 1) - 1;
+    if (left > 0) this.#perKey.set(key, left);
+    else this.#perKey.delete(key);
+    for (let i = 0; i < this.#waiters.length && this.#sending < this.options.maxConcurrency; i++) {
+      const w = this.#waiters[i]!;
+      if ((this.#perKey.get(w.key) ?? 0) >= this.options.maxPerHost) continue;
+      this.#waiters.splice(i, 1);
+      i--;
+      const waiting = (this.#waitingPerKey.get(w.key) ?? 1) - 1;
+      if (waiting > 0) this.#waitingPerKey.set(w.key, waiting);
+      else this.#waitingPerKey.delete(w.key);
+      this.#take(w.key);
+      w.start(true);
+    }
   }
 
   #start(d: Delivery): void {
@@ -224,39 +315,67 @@ export class DeliveryDispatcher {
 
   async #handle(d: Delivery): Promise<void> {
     const { store, clock } = this.#d;
-    let prepared: PreparedDelivery | AttemptOutcome;
-    try {
-      prepared = await this.#d.deliverers[d.listenerKind].prepare(d);
-    } catch (err) {
-      prepared = { kind: "retry", error: `could not prepare the delivery: ${(err as Error).message}` };
-    }
+    let prepared = await this.#prepare(d);
     if (!("key" in prepared)) return this.#finish(d, prepared, clock.now(), 0);
-    const { key } = prepared;
+    let { key } = prepared;
     this.#keyOf.set(d.listenerId, key);
-    if (this.#busy(key) || this.#stop.signal.aborted) {
-      // Claimed together with others for the same host: give it back; a later claim leaves the host
-      // out until a slot frees.
-      await store.releaseDeliveries([d.id]);
-      return;
-    }
-    this.#perKey.set(key, (this.#perKey.get(key) ?? 0) + 1);
-    const started = clock.now();
-    const startedAt = performance.now();
-    let outcome: AttemptOutcome;
+    this.#hold(key, 1);
     try {
-      outcome = await prepared.send({
-        timeoutMs: this.options.timeoutMs,
-        stop: this.#stop.signal,
-        nowMs: started,
-      });
-    } catch (err) {
-      outcome = { kind: "retry", error: (err as Error).message || String(err) };
+      const waitedFrom = this.#canSend(key) ? undefined : performance.now();
+      if (!(await this.#slot(key))) {
+        // Stopping: the delivery stays pending for the next run.
+        await store.releaseDeliveries([d.id]);
+        return;
+      }
+      if (waitedFrom !== undefined && performance.now() - waitedFrom > staleAfterWaitMs) {
+        // It waited long for its host: the listener may have changed (deleted, deactivated, new URL).
+        const again = await this.#prepare(d);
+        if (!("key" in again) || again.key !== key) {
+          this.#release(key);
+          if (!("key" in again)) return this.#finish(d, again, clock.now(), 0);
+          this.#hold(key, -1);
+          key = again.key;
+          this.#hold(key, 1);
+          this.#keyOf.set(d.listenerId, key);
+          if (!(await this.#slot(key))) {
+            await store.releaseDeliveries([d.id]);
+            return;
+          }
+        }
+        prepared = again;
+      }
+      const started = clock.now();
+      const startedAt = performance.now();
+      let outcome: AttemptOutcome;
+      try {
+        outcome = await prepared.send({
+          timeoutMs: this.options.timeoutMs,
+          stop: this.#stop.signal,
+          nowMs: started,
+        });
+      } catch (err) {
+        outcome = { kind: "retry", error: (err as Error).message || String(err) };
+      } finally {
+        this.#release(key);
+      }
+      await this.#finish(d, outcome, started, Math.round(performance.now() - startedAt));
     } finally {
-      const left = (this.#perKey.get(key) ?? 1) - 1;
-      if (left > 0) this.#perKey.set(key, left);
-      else this.#perKey.delete(key);
+      this.#hold(key, -1);
     }
-    await this.#finish(d, outcome, started, Math.round(performance.now() - startedAt));
+  }
+
+  #hold(key: string, delta: number): void {
+    const held = (this.#heldPerKey.get(key) ?? 0) + delta;
+    if (held > 0) this.#heldPerKey.set(key, held);
+    else this.#heldPerKey.delete(key);
+  }
+
+  async #prepare(d: Delivery): Promise<PreparedDelivery | AttemptOutcome> {
+    try {
+      return await this.#d.deliverers[d.listenerKind].prepare(d);
+    } catch (err) {
+      return { kind: "retry", error: `could not prepare the delivery: ${(err as Error).message}` };
+    }
   }
 
   /** Turns an outcome into the delivery's next state and records it. */

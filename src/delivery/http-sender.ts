@@ -3,6 +3,7 @@
  * sorted into success, retry or failure. Connections go through an undici Agent whose `lookup` applies
  * the address policy at connect time.
  */
+import type { Readable } from "node:stream";
 import { Agent, request } from "undici";
 import type { Clock } from "../clock.ts";
 import type { AddressPolicy } from "./address-guard.ts";
@@ -53,12 +54,21 @@ export class HttpSender {
       return { kind: "failed", code: "delivery_rejected", error: `invalid url: ${(err as Error).message}` };
     }
     const timestamp = Math.floor(this.#clock.now() / 1000);
-    const timeout = AbortSignal.timeout(timeoutMs);
+    // One controller and one timer per attempt: AbortSignal.timeout/any cost more than the request.
+    const abort = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      abort.abort(new Error(`timed out after ${timeoutMs} ms`));
+    }, timeoutMs);
+    const onStop = () => abort.abort(stop.reason);
+    if (stop.aborted) onStop();
+    else stop.addEventListener("abort", onStop, { once: true });
     try {
       const res = await request(url, {
         method: "POST",
         dispatcher: this.#agentInUse(),
-        signal: AbortSignal.any([stop, timeout]),
+        signal: abort.signal,
         headers: {
           "content-type": "application/json",
           "user-agent": userAgent,
@@ -97,11 +107,14 @@ export class HttpSender {
       };
     } catch (err) {
       if (stop.aborted) return { kind: "release" };
-      if (timeout.aborted) return { kind: "retry", error: `timed out after ${timeoutMs} ms` };
+      if (timedOut) return { kind: "retry", error: `timed out after ${timeoutMs} ms` };
       const e = err as Error & { code?: string };
       if (e.code === destinationRefusedCode)
         return { kind: "failed", code: "destination_refused", error: e.message };
       return { kind: "retry", error: `network error: ${e.code ? `${e.code} ` : ""}${e.message}` };
+    } finally {
+      clearTimeout(timer);
+      stop.removeEventListener("abort", onStop);
     }
   }
 
@@ -119,20 +132,24 @@ export class HttpSender {
 }
 
 /** The start of a response body as text; reading stops after a bound. */
-async function readSome(body: AsyncIterable<Buffer> & { destroy(): void }): Promise<string | undefined> {
-  const kept: Buffer[] = [];
-  let keptBytes = 0;
-  let read = 0;
-  for await (const chunk of body) {
-    if (keptBytes < keptResponseBytes) {
-      kept.push(chunk.subarray(0, keptResponseBytes - keptBytes));
-      keptBytes += Math.min(chunk.length, keptResponseBytes - keptBytes);
-    }
-    read += chunk.length;
-    if (read > readResponseBytes) {
-      body.destroy();
-      break;
-    }
-  }
-  return keptBytes > 0 ? Buffer.concat(kept).toString("utf8") : undefined;
+function readSome(body: Readable): Promise<string | undefined> {
+  return new Promise((resolve, reject) => {
+    const kept: Buffer[] = [];
+    let keptBytes = 0;
+    let read = 0;
+    const done = () => resolve(keptBytes > 0 ? Buffer.concat(kept).toString("utf8") : undefined);
+    body.on("data", (chunk: Buffer) => {
+      if (keptBytes < keptResponseBytes) {
+        kept.push(chunk.subarray(0, keptResponseBytes - keptBytes));
+        keptBytes += Math.min(chunk.length, keptResponseBytes - keptBytes);
+      }
+      read += chunk.length;
+      if (read > readResponseBytes) {
+        body.destroy();
+        done();
+      }
+    });
+    body.on("end", done);
+    body.on("error", reject);
+  });
 }

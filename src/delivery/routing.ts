@@ -78,10 +78,18 @@ export async function routeEvent(tx: StorageOps, event: EventRecord): Promise<nu
   return deliveries.length;
 }
 
+/** Stored events whose transaction queued at least one delivery. */
+const routed = new WeakSet<EventRecord>();
+
+/** Whether storing `event` queued deliveries: the dispatcher wakes for those events only. */
+export function queuedDeliveries(event: EventRecord): boolean {
+  return routed.has(event);
+}
+
 /** Routes every event the recorder stores, inside its transaction. */
 export function registerRouting(recorder: EventRecorder): void {
   recorder.onStore(async (tx, event) => {
-    await routeEvent(tx, event);
+    if ((await routeEvent(tx, event)) > 0) routed.add(event);
   });
 }
 

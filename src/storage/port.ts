@@ -74,6 +74,14 @@ export interface DeliveryClaim {
   claimToken: string;
   /** Listeners whose destination is busy: their deliveries stay for a later claim. */
   exceptListeners: string[];
+  /** Listeners whose destination has some deliveries in flight: how many more each may take now. */
+  room?: Record<string, number>;
+  /**
+   * Look at no more than this many due rows, in due order, busy listeners' rows included: a claim then
+   * costs the same whatever the backlog of a busy destination. Unset, the claim looks past every row
+   * of the busy listeners (the dispatcher does that now and then so that others are not stuck behind).
+   */
+  scanLimit?: number;
 }
 
 /** The operations; inside `transaction` the same operations run on one connection, all or nothing. */

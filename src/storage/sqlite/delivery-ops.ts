@@ -170,30 +170,45 @@ export class SqliteDeliveryOps {
 
   claimDeliveries(c: DeliveryClaim): Delivery[] {
     if (c.limit <= 0) return [];
+    // The due index is walked in order and the walk stops after a bounded page, so that a claim costs
+    // the rows it looks at and not the whole backlog (a window over every pending row made each claim
+    // O(backlog): a backlog then made claims slower until delivery collapsed). With `scanLimit`, busy
+    // listeners are skipped here rather than in SQL, where skipping them means walking all their rows.
+    const bounded = c.scanLimit !== undefined;
+    const except = new Set(c.exceptListeners);
     // `NOT IN ()` is not SQL, and `NOT IN (NULL)` matches nothing: leave the clause out when empty.
-    const except =
-      c.exceptListeners.length > 0 ? `AND d.listener_id NOT IN (${list(c.exceptListeners)})` : "";
-    const rows = this.#q.all(
-      `SELECT * FROM (
-         SELECT d.*, row_number() OVER (PARTITION BY d.listener_id ORDER BY d.next_attempt_ms, d.seq) AS nth
-         FROM deliveries d
-         WHERE d.status = 'pending' AND d.claimed_by IS NULL AND d.next_attempt_ms <= ? ${except}
-           AND NOT EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.listener_id AND w.active = 0)
-           AND NOT EXISTS (SELECT 1 FROM sources s WHERE s.id = d.listener_id AND s.active = 0)
-           AND (d.listener_kind <> 'source' OR NOT EXISTS (
-             SELECT 1 FROM deliveries e WHERE e.subscription_id = d.subscription_id AND e.status = 'pending' AND e.seq < d.seq)))
-       WHERE nth <= ?
-       ORDER BY next_attempt_ms, seq
+    const notIn = !bounded && except.size > 0 ? `AND d.listener_id NOT IN (${list(c.exceptListeners)})` : "";
+    const scan = c.scanLimit ?? c.limit + c.perListener * 8;
+    const candidates = this.#q.all(
+      `SELECT d.id, d.listener_id FROM deliveries d
+       WHERE d.status = 'pending' AND d.claimed_by IS NULL AND d.next_attempt_ms <= ? ${notIn}
+         AND NOT EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.listener_id AND w.active = 0)
+         AND NOT EXISTS (SELECT 1 FROM sources s WHERE s.id = d.listener_id AND s.active = 0)
+         AND (d.listener_kind <> 'source' OR NOT EXISTS (
+           SELECT 1 FROM deliveries e WHERE e.subscription_id = d.subscription_id AND e.status = 'pending' AND e.seq < d.seq))
+       ORDER BY d.next_attempt_ms, d.seq
        LIMIT ?`,
-      [c.nowMs, ...c.exceptListeners, c.perListener, c.limit],
+      [c.nowMs, ...(notIn ? c.exceptListeners : []), scan],
+      (r) => ({ id: r.id as string, listenerId: r.listener_id as string }),
+    );
+    const taken = new Map<string, number>();
+    const ids: string[] = [];
+    for (const d of candidates) {
+      if (except.has(d.listenerId)) continue;
+      const n = taken.get(d.listenerId) ?? 0;
+      if (n >= Math.min(c.perListener, c.room?.[d.listenerId] ?? c.perListener)) continue;
+      taken.set(d.listenerId, n + 1);
+      ids.push(d.id);
+      if (ids.length >= c.limit) break;
+    }
+    if (ids.length === 0) return [];
+    this.#q.run(`UPDATE deliveries SET claimed_by = ? WHERE id IN (${list(ids)})`, [c.claimToken, ...ids]);
+    const rows = this.#q.all(
+      `SELECT * FROM deliveries WHERE id IN (${list(ids)}) ORDER BY next_attempt_ms, seq`,
+      ids,
       toDelivery,
     );
-    if (rows.length === 0) return [];
-    this.#q.run(`UPDATE deliveries SET claimed_by = ? WHERE id IN (${list(rows)})`, [
-      c.claimToken,
-      ...rows.map((r) => r.id),
-    ]);
-    return rows.map((r) => ({ ...plain(r), claimedBy: c.claimToken }));
+    return rows.map((r) => plain(r));
   }
 
   releaseDeliveries(ids: string[]): void {
