@@ -27,6 +27,16 @@ export interface SqlHelpers {
 
 const list = (values: readonly unknown[]): string => values.map(() => "?").join(", ");
 
+/**
+ * Pending deliveries of an inactive listener are parked: no due time, so they stay out of the due index
+ * that claims walk (a claim then never steps over the backlog of a webhook that a 410 disabled). This
+ * expression gives the due time `?` unless the row's listener is inactive.
+ */
+const dueUnlessParked = (listener: string) => `CASE
+  WHEN EXISTS (SELECT 1 FROM webhooks w WHERE w.id = ${listener} AND w.active = 0)
+    OR EXISTS (SELECT 1 FROM sources s WHERE s.id = ${listener} AND s.active = 0) THEN NULL
+  ELSE ? END`;
+
 const toWorkflow = (r: Row): WithSeq<Workflow> => ({
   seq: r.seq as number,
   id: r.id as string,
@@ -134,7 +144,7 @@ export class SqliteDeliveryOps {
         `INSERT INTO deliveries (id, owner_id, subscription_id, emitter_id, event_id, channel, listener_id, listener_kind,
            event_json, meta_json, indexed_at_ms, hops, status, attempts, round_attempts, next_attempt_ms,
            last_status_code, last_error, last_duration_ms, claimed_by, created_ms, updated_ms)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ${dueUnlessParked("?")}, ?, ?, ?, ?, ?, ?)`,
         [
           d.id,
           d.ownerId,
@@ -151,6 +161,8 @@ export class SqliteDeliveryOps {
           d.status,
           d.attempts,
           d.roundAttempts,
+          d.listenerId,
+          d.listenerId,
           d.nextAttemptMs,
           d.lastStatusCode,
           d.lastError,
@@ -223,7 +235,7 @@ export class SqliteDeliveryOps {
   updateDelivery(id: string, p: DeliveryPatch): boolean {
     return (
       this.#q.run(
-        `UPDATE deliveries SET status = ?, attempts = ?, round_attempts = ?, next_attempt_ms = ?, last_status_code = ?,
+        `UPDATE deliveries SET status = ?, attempts = ?, round_attempts = ?, next_attempt_ms = ${dueUnlessParked("listener_id")}, last_status_code = ?,
            last_error = ?, last_duration_ms = ?, updated_ms = ?, claimed_by = NULL WHERE id = ?`,
         [
           p.status,
@@ -266,7 +278,7 @@ export class SqliteDeliveryOps {
   requeueDelivery(id: string, nowMs: number): boolean {
     return (
       this.#q.run(
-        `UPDATE deliveries SET status = 'pending', round_attempts = 0, next_attempt_ms = ?, updated_ms = ?
+        `UPDATE deliveries SET status = 'pending', round_attempts = 0, next_attempt_ms = ${dueUnlessParked("listener_id")}, updated_ms = ?
          WHERE id = ? AND claimed_by IS NULL`,
         [nowMs, nowMs, id],
       ) > 0
@@ -275,10 +287,25 @@ export class SqliteDeliveryOps {
 
   requeueFailedDeliveries(listenerId: string, sinceMs: number, nowMs: number): number {
     return this.#q.run(
-      `UPDATE deliveries SET status = 'pending', round_attempts = 0, next_attempt_ms = ?, updated_ms = ?
+      `UPDATE deliveries SET status = 'pending', round_attempts = 0, next_attempt_ms = ${dueUnlessParked("listener_id")}, updated_ms = ?
        WHERE listener_id = ? AND status = 'failed' AND created_ms >= ?`,
       [nowMs, nowMs, listenerId, sinceMs],
     );
+  }
+
+  /** Parks the pending deliveries of a listener made inactive; makes parked ones due at `nowMs` when active. */
+  parkDeliveries(listenerId: string, active: boolean, nowMs: number): void {
+    if (active) {
+      this.#q.run(
+        "UPDATE deliveries SET next_attempt_ms = ? WHERE listener_id = ? AND status = 'pending' AND next_attempt_ms IS NULL",
+        [nowMs, listenerId],
+      );
+    } else {
+      this.#q.run(
+        "UPDATE deliveries SET next_attempt_ms = NULL WHERE listener_id = ? AND status = 'pending'",
+        [listenerId],
+      );
+    }
   }
 
   nextDeliveryMs(): number | undefined {

@@ -422,6 +422,7 @@ export class SqliteOps implements StorageOps {
       active: patch.active === undefined ? undefined : patch.active ? 1 : 0,
     };
     if (this.updateColumns("webhooks", id, patch.updatedAt, columns) === 0) return undefined;
+    if (patch.active !== undefined) this.#delivery.parkDeliveries(id, patch.active, patch.updatedAt * 1000);
     return this.getWebhook(id);
   }
 
@@ -626,6 +627,7 @@ export class SqliteOps implements StorageOps {
     };
     this.#sourcesByEndpoint.clear();
     if (this.updateColumns("sources", id, patch.updatedAt, columns) === 0) return undefined;
+    if (patch.active !== undefined) this.#delivery.parkDeliveries(id, patch.active, patch.updatedAt * 1000);
     return this.getSource(id);
   }
 
