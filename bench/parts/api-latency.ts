@@ -1,0 +1,81 @@
+/**
+ * Latencies of single API calls, one at a time: a warm manual run (`POST /v1/sources/{id}/run`), and
+ * deploy-to-first-event (`POST /v1/sources` with new code, then the first endpoint hit acknowledged).
+ */
+import { httpCall } from "../lib/http-client.ts";
+import { type Figure, figure } from "../lib/report.ts";
+import { distribution, median } from "../lib/stats.ts";
+import { emitterCode, type PartContext, payload, payloadText } from "./context.ts";
+
+const runs = 200;
+const warmRuns = 20;
+const deploys = 5;
+
+export async function manualRun(
+  ctx: PartContext,
+  out: { figures: Figure[]; details: Record<string, unknown> },
+) {
+  const part = "Manual run";
+  const fount = await ctx.fount();
+  const source = await fount.deploy(emitterCode("bench-manual", false), "bench-manual");
+  const times: number[] = [];
+  ctx.log(`${part}: ${runs} sequential runs after ${warmRuns} warm-up runs`);
+  for (let i = 0; i < warmRuns + runs; i++) {
+    const t0 = performance.now();
+    const res = await fount.api("POST", `/v1/sources/${source.id}/run`, { event: payload }, 10_000);
+    const ms = performance.now() - t0;
+    if (res.data?.ok !== true || res.data.emits?.length !== 1) {
+      throw new Error(`run ${i} did not emit: ${JSON.stringify(res).slice(0, 200)}`);
+    }
+    if (i >= warmRuns) times.push(ms);
+  }
+  const d = distribution(times);
+  out.details.manualRunMs = d;
+  out.figures.push(
+    figure(
+      part,
+      "warm run latency p50",
+      d.p50,
+      "ms",
+      undefined,
+      `${runs} sequential POST /v1/sources/{id}/run`,
+    ),
+    figure(part, "warm run latency p99", d.p99, "ms", undefined, `max ${d.max.toFixed(1)} ms`),
+  );
+}
+
+export async function deployToFirstEvent(
+  ctx: PartContext,
+  out: { figures: Figure[]; details: Record<string, unknown> },
+) {
+  const part = "Deploy";
+  const fount = await ctx.fount();
+  const samples: Array<{ deployMs: number; firstEventMs: number; totalMs: number }> = [];
+  ctx.log(`${part}: 1 unmeasured + ${deploys} measured deploys of new code`);
+  // The first deploy also starts the owner's executor process and warms the builder; it is reported apart.
+  for (let i = 0; i <= deploys; i++) {
+    // New code every time (a comment is enough), so no build is reused.
+    const code = `// deploy ${i} at ${Date.now()}\n${emitterCode(`bench-deploy-${i}`, false)}`;
+    const t0 = performance.now();
+    const source = await fount.deploy(code, `bench-deploy-${i}`);
+    const t1 = performance.now();
+    const hit = await httpCall(source.endpointUrl, { method: "POST", body: payloadText, timeoutMs: 30_000 });
+    const t2 = performance.now();
+    if (hit.status !== 200) throw new Error(`first hit of deploy ${i} answered ${hit.status}: ${hit.text}`);
+    samples.push({ deployMs: t1 - t0, firstEventMs: t2 - t1, totalMs: t2 - t0 });
+  }
+  const [cold, ...warm] = samples;
+  out.details.deploy = { cold, warm };
+  const total = median(warm.map((s) => s.totalMs));
+  out.figures.push(
+    figure(
+      part,
+      "deploy-to-first-event (median)",
+      total,
+      "ms",
+      undefined,
+      `of ${deploys}: deploy call ${median(warm.map((s) => s.deployMs)).toFixed(0)} ms + first hit ` +
+        `${median(warm.map((s) => s.firstEventMs)).toFixed(0)} ms; first deploy on a fresh server ${cold.totalMs.toFixed(0)} ms`,
+    ),
+  );
+}

@@ -1,0 +1,87 @@
+/** What every bench part is given: the run's settings, a logger, and cleanups that always run. */
+import { FountProcess, HelperChild } from "../lib/processes.ts";
+
+export interface BenchSettings {
+  /** Seconds of each measured load run. */
+  durationS: number;
+  /** Seconds of each warm-up run. */
+  warmupS: number;
+  /** Connections of the HTTP load runs. */
+  connections: number;
+  /** Offered emits per second in the webhook part. */
+  webhookRate: number;
+  sseClients: number;
+  /** Events per second in the SSE part. */
+  sseRate: number;
+  /** Where the Fount servers write `--cpu-prof` profiles; unset means no profiling. */
+  cpuProfDir?: string;
+}
+
+/** The component every part deploys: an HTTP source that emits the request body, stamped. */
+export function emitterCode(name: string, stamp: boolean): string {
+  // `emitted_at` is taken inside run, so emit-to-receipt latency starts when the component emits.
+  const emit = stamp ? "{ ...event.body, emitted_at: Date.now() }" : "event.body";
+  return `export default {
+  name: ${JSON.stringify(name)},
+  version: "0.0.1",
+  props: { http: "$.interface.http" },
+  run(event) {
+    this.$emit(${emit});
+  },
+};
+`;
+}
+
+/** A ~200-byte JSON body, like a small webhook payload. */
+export const payload = {
+  type: "order.created",
+  id: "ord_000000123456",
+  amount: 4999,
+  currency: "usd",
+  customer: { id: "cus_9f8e7d6c5b4a", email: "jane.doe@example.com", name: "Jane Doe" },
+  items: [{ sku: "SKU-0001", qty: 2, price: 1999 }],
+  note: "bench payload",
+};
+export const payloadText = JSON.stringify(payload);
+
+export class PartContext {
+  readonly settings: BenchSettings;
+  readonly #cleanups: Array<() => Promise<void>> = [];
+  readonly #log: (message: string) => void;
+
+  constructor(settings: BenchSettings, log: (message: string) => void) {
+    this.settings = settings;
+    this.#log = log;
+  }
+
+  log(message: string): void {
+    this.#log(message);
+  }
+
+  /** A Fount server that is stopped when the part ends, whatever happens. */
+  async fount(): Promise<FountProcess> {
+    const dir = this.settings.cpuProfDir;
+    const server = await FountProcess.start({
+      nodeArgs: dir ? ["--cpu-prof", `--cpu-prof-dir=${dir}`] : [],
+    });
+    this.#cleanups.push(() => server.stop());
+    return server;
+  }
+
+  async helper(script: string, args: string[] = []): Promise<HelperChild> {
+    const child = await HelperChild.start(script, args);
+    this.#cleanups.push(() => child.stop());
+    return child;
+  }
+
+  /** Runs the cleanups, last first; never throws. */
+  async cleanup(): Promise<void> {
+    while (this.#cleanups.length > 0) {
+      try {
+        await this.#cleanups.pop()!();
+      } catch (err) {
+        this.#log(`cleanup failed: ${(err as Error).message}`);
+      }
+    }
+  }
+}

@@ -1,0 +1,105 @@
+/**
+ * HTTP-triggered source against a bare node:http server: acknowledged emits per second and latency at
+ * a fixed number of connections, each server in its own process, the load from this one. A 200 from a
+ * source endpoint means the emit is stored; afterwards the usage counter (written in the same
+ * transaction as each run's events) and the stored window are checked against the 200s counted.
+ */
+
+import { type LoadResult, runLoad } from "../lib/load.ts";
+import { cpuMeter } from "../lib/processes.ts";
+import { type Figure, figure } from "../lib/report.ts";
+import { emitterCode, type PartContext, payload, payloadText } from "./context.ts";
+
+const part = "HTTP source";
+
+export async function httpIngest(
+  ctx: PartContext,
+  out: { figures: Figure[]; details: Record<string, unknown> },
+) {
+  const { durationS, warmupS, connections } = ctx.settings;
+  const details = out.details;
+
+  // Fount first.
+  const fount = await ctx.fount();
+  const source = await fount.deploy(emitterCode("bench-http", false), "bench-http");
+  ctx.log(`${part}: warm-up ${warmupS} s`);
+  await runLoad({ url: source.endpointUrl, body: payloadText, connections, durationS: warmupS });
+  const before = await fount.invocationsCommitted();
+  ctx.log(`${part}: ${durationS} s at ${connections} connections`);
+  const meter = cpuMeter(fount.pid);
+  const load = await runLoad({ url: source.endpointUrl, body: payloadText, connections, durationS });
+  const cpu = meter();
+  // Requests cut off when the run stopped may still commit: let them land before counting.
+  await new Promise((r) => setTimeout(r, 500));
+  const committed = (await fount.invocationsCommitted()) - before;
+  const window = await fount.api("GET", `/v1/sources/${source.id}/event_summaries?limit=100&expand=event`);
+  const sameBody = (window.data as Array<{ event: unknown }>).filter(
+    (e) => JSON.stringify(e.event) === JSON.stringify(payload),
+  ).length;
+  details.fount = { load, cpu, committedInvocations: committed, windowEvents: window.data.length, sameBody };
+
+  // Then the bare server, on the same machine in the same conditions.
+  const bare = await ctx.helper("bare-server.ts");
+  const { port } = await bare.call<{ port: number }>("ready");
+  const bareUrl = `http://127.0.0.1:${port}/events/src1`;
+  ctx.log(`${part}: bare node:http, warm-up ${warmupS} s then ${durationS} s`);
+  await runLoad({ url: bareUrl, body: payloadText, connections, durationS: warmupS });
+  const bareMeter = cpuMeter(bare.pid);
+  const bareLoad = await runLoad({ url: bareUrl, body: payloadText, connections, durationS });
+  const bareCpu = bareMeter();
+  details.bare = { load: bareLoad, cpu: bareCpu };
+
+  // Every 200 is a stored emit; runs cut off at the end of the load may add up to one per connection.
+  const unacknowledgedBound = connections + load.non2xx + load.errors + load.timeouts;
+  const lost = load.ok - committed;
+  const note = (l: LoadResult) =>
+    `${l.ok.toLocaleString("en-US")} ok, ${l.non2xx} non-2xx, ${l.errors} errors in ${l.durationS} s`;
+  out.figures.push(
+    figure(part, "acknowledged emits/s", load.okPerS, "req/s", { op: ">=", value: 5_000 }, note(load)),
+    figure(part, "latency p50", load.latencyMs.p50, "ms", undefined, `${connections} connections`),
+    figure(
+      part,
+      "latency p99",
+      load.latencyMs.p99,
+      "ms",
+      { op: "<=", value: 25 },
+      `max ${load.latencyMs.max} ms`,
+    ),
+    figure(part, "bare node:http rate", bareLoad.okPerS, "req/s", undefined, note(bareLoad)),
+    figure(
+      part,
+      "bare node:http p50 / p99",
+      bareLoad.latencyMs.p50,
+      "ms",
+      undefined,
+      `p99 ${bareLoad.latencyMs.p99} ms`,
+    ),
+    figure(part, "share of bare rate", (100 * load.okPerS) / bareLoad.okPerS, "%", { op: ">=", value: 40 }),
+    figure(
+      part,
+      "acknowledged but not stored",
+      Math.max(0, lost),
+      "events",
+      { op: "<=", value: 0 },
+      `${committed.toLocaleString("en-US")} runs committed for ${load.ok.toLocaleString("en-US")} 200s` +
+        ` (surplus ≤ ${unacknowledgedBound} expected: ${committed - load.ok <= unacknowledgedBound ? "yes" : "NO"}); ` +
+        `window holds ${window.data.length} events, ${sameBody} with the posted body`,
+    ),
+    figure(
+      part,
+      "emits per server CPU-second",
+      load.ok / cpu.serverS,
+      "req/CPU-s",
+      undefined,
+      `server+executor ${cpu.serverS.toFixed(1)} s, load generator ${cpu.benchS.toFixed(1)} s, other ${cpu.otherS.toFixed(1)} s`,
+    ),
+    figure(
+      part,
+      "bare req per server CPU-second",
+      bareLoad.ok / bareCpu.serverS,
+      "req/CPU-s",
+      undefined,
+      `server ${bareCpu.serverS.toFixed(1)} s, load generator ${bareCpu.benchS.toFixed(1)} s, other ${bareCpu.otherS.toFixed(1)} s`,
+    ),
+  );
+}

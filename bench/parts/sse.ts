@@ -1,0 +1,172 @@
+/**
+ * SSE fan-out: `sseClients` streams on one source (`GET /sources/{id}/sse`), held by a few client
+ * processes so that reading 1,000 sockets is not the bench's own bottleneck, while the source gets
+ * emits at `sseRate` per second. Each client records, per event, its arrival against the `emitted_at`
+ * the component stamped, so the latency covers commit, hub fan-out, the socket and the client's parse.
+ */
+import { runLoad } from "../lib/load.ts";
+import { benchApiKey, cpuMeter, type HelperChild, sleep } from "../lib/processes.ts";
+import { type Figure, figure } from "../lib/report.ts";
+import { distribution } from "../lib/stats.ts";
+import { emitterCode, type PartContext, payload } from "./context.ts";
+
+const part = "SSE fan-out";
+/** Client processes; each holds its share of the streams. */
+const clientProcesses = 4;
+
+interface ClientsReport {
+  clients: number;
+  open: number;
+  received: number[];
+  emitLatencies: number[];
+  sendLatencies: number[];
+}
+
+async function reportAll(children: HelperChild[]): Promise<ClientsReport> {
+  const reports = await Promise.all(children.map((c) => c.call<ClientsReport>("report", {}, 30_000)));
+  return {
+    clients: reports.reduce((a, r) => a + r.clients, 0),
+    open: reports.reduce((a, r) => a + r.open, 0),
+    received: reports.flatMap((r) => r.received),
+    emitLatencies: reports.flatMap((r) => r.emitLatencies),
+    sendLatencies: reports.flatMap((r) => r.sendLatencies),
+  };
+}
+
+/** Waits until every client has `expected` events, or nothing moved for `quietMs`. */
+async function awaitFanOut(
+  children: HelperChild[],
+  expected: number,
+  quietMs: number,
+): Promise<ClientsReport> {
+  let last = -1;
+  let lastChange = Date.now();
+  for (;;) {
+    const r = await reportAll(children);
+    const total = r.received.reduce((a, b) => a + b, 0);
+    if (r.received.every((n) => n >= expected)) return r;
+    if (total !== last) {
+      last = total;
+      lastChange = Date.now();
+    }
+    if (Date.now() - lastChange > quietMs) return r;
+    await sleep(200);
+  }
+}
+
+export async function sseFanOut(
+  ctx: PartContext,
+  out: { figures: Figure[]; details: Record<string, unknown> },
+) {
+  const { durationS, sseClients, sseRate } = ctx.settings;
+  const fount = await ctx.fount();
+  const source = await fount.deploy(emitterCode("bench-sse", true), "bench-sse");
+  const children: HelperChild[] = [];
+  for (let i = 0; i < clientProcesses; i++) children.push(await ctx.helper("sse-clients.ts"));
+
+  ctx.log(`${part}: opening ${sseClients} streams`);
+  const share = Math.ceil(sseClients / clientProcesses);
+  const opened = await Promise.all(
+    children.map((c, i) =>
+      c.call<{ connected: number; errors: string[]; ms: number }>(
+        "open",
+        {
+          url: `${fount.url}/sources/${source.id}/sse`,
+          key: benchApiKey,
+          count: Math.max(0, Math.min(share, sseClients - i * share)),
+          concurrency: 25,
+        },
+        120_000,
+      ),
+    ),
+  );
+  const connected = opened.reduce((a, o) => a + o.connected, 0);
+  const openErrors = opened.flatMap((o) => o.errors);
+  if (connected < sseClients) {
+    throw new Error(`only ${connected} of ${sseClients} streams opened: ${openErrors.join("; ")}`);
+  }
+  const openMs = Math.max(...opened.map((o) => o.ms));
+
+  // A short warm-up (also checks that events arrive at all), then the measured run.
+  const bodyOf = () => JSON.stringify({ ...payload, sent_at: Date.now() });
+  const body = bodyOf();
+  await runLoad({
+    url: source.endpointUrl,
+    body,
+    bodyOf,
+    connections: 5,
+    durationS: 2,
+    overallRate: sseRate,
+  });
+  const warm = await awaitFanOut(children, 1, 5_000);
+  if (warm.received.some((n) => n === 0)) throw new Error("a stream received nothing during the warm-up");
+  await sleep(500);
+  await Promise.all(children.map((c) => c.call("reset")));
+
+  ctx.log(`${part}: ${durationS} s of emits at ${sseRate}/s to ${connected} streams`);
+  const meter = cpuMeter(fount.pid);
+  const load = await runLoad({
+    url: source.endpointUrl,
+    body,
+    bodyOf,
+    connections: 5,
+    durationS,
+    overallRate: sseRate,
+  });
+  await awaitFanOut(children, load.ok, 3_000);
+  // Emits of requests cut off at the end land a moment later.
+  await sleep(500);
+  const r = await reportAll(children);
+  const cpu = meter();
+  await Promise.all(children.map((c) => c.call("close")));
+
+  const emit = distribution(r.emitLatencies);
+  const sent = distribution(r.sendLatencies);
+  // Requests cut off when the load stopped are not counted as 200s but may still emit: every stream
+  // should see what the busiest one saw, which is at least the acknowledged emits.
+  const emitted = Math.max(load.ok, ...r.received);
+  const expectedDeliveries = emitted * connected;
+  const delivered = r.received.reduce((a, b) => a + b, 0);
+  const short = r.received.filter((n) => n < emitted).length;
+  out.details.sse = {
+    clients: connected,
+    openMs,
+    openErrors,
+    load,
+    delivered,
+    expectedDeliveries,
+    stillOpen: r.open,
+    clientsShort: short,
+    emitToClientMs: emit,
+    requestToClientMs: sent,
+    cpu,
+  };
+  out.figures.push(
+    figure(
+      part,
+      "emit-to-client p50",
+      emit.p50,
+      "ms",
+      undefined,
+      `${connected} streams, ${emitted} events at ${load.okPerS.toFixed(0)}/s; request-to-client p50 ${sent.p50} ms`,
+    ),
+    figure(
+      part,
+      "emit-to-client p99",
+      emit.p99,
+      "ms",
+      { op: "<=", value: 100 },
+      `max ${emit.max} ms; request-to-client p99 ${sent.p99} ms`,
+    ),
+    figure(
+      part,
+      "events not received",
+      expectedDeliveries - delivered,
+      "events",
+      { op: "<=", value: 0 },
+      `${delivered.toLocaleString("en-US")} of ${expectedDeliveries.toLocaleString("en-US")}; ${r.open} streams still open, ` +
+        `${short} short; opened in ${(openMs / 1000).toFixed(1)} s; server CPU ${cpu.serverS.toFixed(1)} s, ` +
+        `clients+bench ${cpu.benchS.toFixed(1)} s`,
+    ),
+  );
+}

@@ -1,0 +1,121 @@
+/**
+ * `npm run bench`: the performance figures of issues 3 and 4 in one run, printed as a table with the
+ * targets. Every server under test runs in its own process, started fresh for its part.
+ *
+ *   npm run bench                         all parts
+ *   npm run bench -- --only http,sse      some parts (http, manual, deploy, webhooks, sse)
+ *   npm run bench -- --duration 5         shorter load runs
+ *   npm run bench -- --json out.json      also write every figure and raw detail
+ *   npm run bench -- --cpu-prof dir       write the Fount servers' CPU profiles to dir
+ *   npm run bench -- --strict             exit 1 when a figure misses its target
+ */
+import { writeFileSync } from "node:fs";
+import os from "node:os";
+import { parseArgs } from "node:util";
+import type { Figure, PartResult } from "./lib/report.ts";
+import { table } from "./lib/report.ts";
+import { deployToFirstEvent, manualRun } from "./parts/api-latency.ts";
+import { type BenchSettings, PartContext } from "./parts/context.ts";
+import { httpIngest } from "./parts/http-ingest.ts";
+import { sseFanOut } from "./parts/sse.ts";
+import { webhooks } from "./parts/webhooks.ts";
+
+type Part = (ctx: PartContext, out: { figures: Figure[]; details: Record<string, unknown> }) => Promise<void>;
+
+const parts: Record<string, { title: string; run: Part }> = {
+  http: { title: "HTTP source", run: httpIngest },
+  manual: { title: "Manual run", run: manualRun },
+  deploy: { title: "Deploy", run: deployToFirstEvent },
+  webhooks: { title: "Webhooks", run: webhooks },
+  sse: { title: "SSE fan-out", run: sseFanOut },
+};
+
+const { values } = parseArgs({
+  options: {
+    only: { type: "string" },
+    duration: { type: "string", default: "10" },
+    warmup: { type: "string", default: "3" },
+    connections: { type: "string", default: "50" },
+    "webhook-rate": { type: "string", default: "3500" },
+    "sse-clients": { type: "string", default: "1000" },
+    "sse-rate": { type: "string", default: "50" },
+    json: { type: "string" },
+    "cpu-prof": { type: "string" },
+    strict: { type: "boolean", default: false },
+  },
+});
+
+function positive(name: string, text: string | undefined): number {
+  const n = Number(text);
+  if (!Number.isFinite(n) || n <= 0) {
+    console.error(`--${name} must be a positive number, got ${text}`);
+    process.exit(2);
+  }
+  return n;
+}
+
+const settings: BenchSettings = {
+  durationS: positive("duration", values.duration),
+  warmupS: positive("warmup", values.warmup),
+  connections: positive("connections", values.connections),
+  webhookRate: positive("webhook-rate", values["webhook-rate"]),
+  sseClients: positive("sse-clients", values["sse-clients"]),
+  sseRate: positive("sse-rate", values["sse-rate"]),
+  cpuProfDir: values["cpu-prof"],
+};
+
+const selected = values.only ? values.only.split(",").map((s) => s.trim()) : Object.keys(parts);
+for (const name of selected) {
+  if (!parts[name]) {
+    console.error(`unknown part ${name}; parts are ${Object.keys(parts).join(", ")}`);
+    process.exit(2);
+  }
+}
+
+const log = (message: string) => process.stderr.write(`[bench] ${message}\n`);
+log(
+  `${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? "?"}), ${Math.round(os.totalmem() / 2 ** 30)} GiB, ` +
+    `Node ${process.version}; parts: ${selected.join(", ")}`,
+);
+
+const results: PartResult[] = [];
+for (const name of selected) {
+  const { title, run } = parts[name];
+  const ctx = new PartContext(settings, log);
+  const out = { figures: [] as Figure[], details: {} as Record<string, unknown> };
+  const started = performance.now();
+  let error: string | undefined;
+  try {
+    await run(ctx, out);
+  } catch (err) {
+    error = (err as Error).stack ?? String(err);
+    log(`${title} failed: ${error}`);
+  } finally {
+    await ctx.cleanup();
+  }
+  results.push({
+    part: title,
+    figures: out.figures,
+    details: out.details,
+    error,
+    seconds: (performance.now() - started) / 1000,
+  });
+}
+
+console.log(table(results));
+const misses = results.flatMap((r) => r.figures).filter((f) => f.verdict === "MISS" || f.verdict === "FAIL");
+const failed = results.filter((r) => r.error);
+console.log(
+  `\n${results.flatMap((r) => r.figures).filter((f) => f.verdict === "PASS").length} targets met, ${misses.length} missed, ` +
+    `${failed.length} parts failed; ${settings.durationS} s load runs at ${settings.connections} connections.`,
+);
+if (values.json) {
+  writeFileSync(
+    values.json,
+    `${JSON.stringify({ settings, machine: { cpus: os.cpus().length, node: process.version }, results }, null, 2)}\n`,
+  );
+  log(`wrote ${values.json}`);
+}
+process.exitCode = failed.length > 0 || (values.strict && misses.length > 0) ? 1 : 0;
+// Keep-alive sockets of the bench's own client must not hold the process open.
+process.exit();
