@@ -325,7 +325,18 @@ function report(err: unknown, io: Io): number {
   }
   const code = (e as Error & { code?: unknown }).code;
   // ApiError from the server, AppError from the domain (admin commands), system errors (EACCES…).
-  io.stderr.write(typeof code === "string" ? `fount: ${e.message} (${code})\n` : `fount: ${e.message}\n`);
+  const message = `${where((e as Error & { details?: unknown }).details)}${e.message}`;
+  io.stderr.write(typeof code === "string" ? `fount: ${message} (${code})\n` : `fount: ${message}\n`);
   if (io.env.FOUNT_DEBUG && e.stack) io.stderr.write(`${e.stack}\n`);
   return 1;
+}
+
+/**
+ * `file:line:column: ` of a local bundling error (`fount deploy <file>`): the failing file may be one
+ * the component imports (`../../acme.app.mjs`), not the one named on the command line.
+ */
+function where(details: unknown): string {
+  const d = details as { file?: unknown; line?: unknown; column?: unknown } | undefined;
+  if (typeof d?.file !== "string" || typeof d.line !== "number") return "";
+  return `${d.file}:${d.line}${typeof d.column === "number" ? `:${d.column}` : ""}: `;
 }

@@ -462,6 +462,26 @@ test("deploy reports the server's prop errors and refuses a malformed --prop", a
   assert.match(malformed.stderr, /--prop takes name=value/);
 });
 
+test("deploy names the imported file, line and column of a syntax error found while bundling", async () => {
+  // The mistake is in the app file the source imports, not in the file named on the command line.
+  mkdirSync(path.join(dir, "broken", "sources", "s"), { recursive: true });
+  writeFileSync(
+    path.join(dir, "broken", "broken.app.mjs"),
+    `export default {\n  type: "app",\n  app: "broken",\n  methods: {\n    m() {}\n    },\n  },\n};\n`,
+  );
+  const entry = path.join(dir, "broken", "sources", "s", "s.mjs");
+  writeFileSync(
+    entry,
+    `import broken from "../../broken.app.mjs";\nexport default { name: "S", version: "0.0.1", props: { broken }, async run() {} };\n`,
+  );
+  const res = await fount(["deploy", entry], env);
+  assert.equal(res.code, 1);
+  assert.match(
+    res.stderr,
+    /^fount: \.\.\/\.\.\/broken\.app\.mjs:7:4: Expected ";" but found "," \(component_invalid\)$/m,
+  );
+});
+
 test("delete removes the source; it is then unknown to every command", async () => {
   const s = await deployHello("Doomed");
   const res = await fount(["delete", "doomed"], env);
