@@ -3,6 +3,7 @@
  * destination (for the per-host limit), or settles the delivery at once without an attempt; `send`
  * makes the attempt.
  */
+import { BoundedCache } from "../bounded-cache.ts";
 import type { SecretBox } from "../crypto/secret-box.ts";
 import type { SourceRunner } from "../domain/runner.ts";
 import type { Delivery, ListenerKind } from "../domain/types.ts";
@@ -37,23 +38,13 @@ export class HttpDeliverer implements Deliverer {
   readonly #secrets: SecretBox;
   readonly #sender: HttpSender;
 
-  /** Opened signing secrets by sealed value (a new secret is a new sealed value), bounded. */
-  readonly #opened = new Map<string, string>();
+  /** Opened signing secrets by sealed value (a new secret is a new sealed value). */
+  readonly #opened = new BoundedCache<string, string>(1_000);
 
   constructor(store: Storage, secrets: SecretBox, sender: HttpSender) {
     this.#store = store;
     this.#secrets = secrets;
     this.#sender = sender;
-  }
-
-  #open(sealed: string): string {
-    let secret = this.#opened.get(sealed);
-    if (secret === undefined) {
-      secret = this.#secrets.open(sealed);
-      if (this.#opened.size >= 1_000) this.#opened.clear();
-      this.#opened.set(sealed, secret);
-    }
-    return secret;
   }
 
   async prepare(d: Delivery): Promise<PreparedDelivery | AttemptOutcome> {
@@ -91,7 +82,7 @@ export class HttpDeliverer implements Deliverer {
         this.#sender.send(
           {
             url,
-            secret: this.#open(sealed),
+            secret: this.#opened.getOrSet(sealed, () => this.#secrets.open(sealed)),
             id: d.id,
             emitterId: d.emitterId,
             eventId: d.eventId,

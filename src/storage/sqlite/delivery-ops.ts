@@ -27,15 +27,17 @@ export interface SqlHelpers {
 
 const list = (values: readonly unknown[]): string => values.map(() => "?").join(", ");
 
+/** True when the listener `listener` (a column or `?`) is a webhook or source made inactive. */
+const listenerInactive = (listener: string) =>
+  `(EXISTS (SELECT 1 FROM webhooks w WHERE w.id = ${listener} AND w.active = 0)
+    OR EXISTS (SELECT 1 FROM sources s WHERE s.id = ${listener} AND s.active = 0))`;
+
 /**
  * Pending deliveries of an inactive listener are parked: no due time, so they stay out of the due index
  * that claims walk (a claim then never steps over the backlog of a webhook that a 410 disabled). This
  * expression gives the due time `?` unless the row's listener is inactive.
  */
-const dueUnlessParked = (listener: string) => `CASE
-  WHEN EXISTS (SELECT 1 FROM webhooks w WHERE w.id = ${listener} AND w.active = 0)
-    OR EXISTS (SELECT 1 FROM sources s WHERE s.id = ${listener} AND s.active = 0) THEN NULL
-  ELSE ? END`;
+const dueUnlessParked = (listener: string) => `CASE WHEN ${listenerInactive(listener)} THEN NULL ELSE ? END`;
 
 const toWorkflow = (r: Row): WithSeq<Workflow> => ({
   seq: r.seq as number,
@@ -194,8 +196,7 @@ export class SqliteDeliveryOps {
     const candidates = this.#q.all(
       `SELECT d.id, d.listener_id FROM deliveries d
        WHERE d.status = 'pending' AND d.claimed_by IS NULL AND d.next_attempt_ms <= ? ${notIn}
-         AND NOT EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.listener_id AND w.active = 0)
-         AND NOT EXISTS (SELECT 1 FROM sources s WHERE s.id = d.listener_id AND s.active = 0)
+         AND NOT ${listenerInactive("d.listener_id")}
          AND (d.listener_kind <> 'source' OR NOT EXISTS (
            SELECT 1 FROM deliveries e WHERE e.subscription_id = d.subscription_id AND e.status = 'pending' AND e.seq < d.seq))
        ORDER BY d.next_attempt_ms, d.seq

@@ -2,9 +2,11 @@
  * The embedded store: SQLite through node:sqlite, one connection, WAL. Every operation runs under an
  * async lock so that an open transaction never sees statements of another caller interleaved.
  */
+
 import { chmodSync, mkdirSync } from "node:fs";
 import path from "node:path";
 import { DatabaseSync, type SQLInputValue } from "node:sqlite";
+import { BoundedCache } from "../../bounded-cache.ts";
 import type {
   ApiKey,
   AppAccount,
@@ -102,11 +104,6 @@ function placeholders(values: readonly unknown[]): string {
 /** Rows cached per connection; a cache that grew past this starts over (endpoint probes cannot grow it). */
 const maxCachedRows = 10_000;
 
-function cacheRow<T>(cache: Map<string, T>, key: string, row: T): void {
-  if (cache.size >= maxCachedRows) cache.clear();
-  cache.set(key, row);
-}
-
 /** Freezes `value` and everything in it, so a cached row handed to many callers cannot be changed by one. */
 function deepFreeze<T>(value: T): T {
   if (value && typeof value === "object" && !Object.isFrozen(value)) {
@@ -198,14 +195,14 @@ export class SqliteOps implements StorageOps {
    * only writer of `sources` (users are never updated or deleted): a write to `sources`, or a rolled-back
    * transaction that may have read its own uncommitted rows, clears the source cache.
    */
-  readonly #sourcesByEndpoint = new Map<string, SourceRecord>();
-  readonly #users = new Map<string, User>();
+  readonly #sourcesByEndpoint = new BoundedCache<string, SourceRecord>(maxCachedRows);
+  readonly #users = new BoundedCache<string, User>(maxCachedRows);
   /**
    * Events held per `emitter\0channel`, counted once and then kept up to date by this connection's
    * inserts and trims, so that trimming to the window is one delete of the oldest row instead of a
    * walk over the whole window on every insert. Deletes of ranges, sources and rollbacks forget them.
    */
-  readonly #eventCounts = new Map<string, number>();
+  readonly #eventCounts = new BoundedCache<string, number>(maxCachedRows);
 
   constructor(db: DatabaseSync) {
     this.db = db;
@@ -307,7 +304,7 @@ export class SqliteOps implements StorageOps {
     const cached = this.#users.get(id);
     if (cached) return cached;
     const user = this.get("SELECT * FROM users WHERE id = ?", [id], toUser);
-    if (user) cacheRow(this.#users, id, deepFreeze(user));
+    if (user) this.#users.set(id, deepFreeze(user));
     return user;
   }
 
@@ -582,7 +579,7 @@ export class SqliteOps implements StorageOps {
     const cached = this.#sourcesByEndpoint.get(endpointId);
     if (cached) return cached;
     const source = this.get("SELECT * FROM sources WHERE endpoint_id = ?", [endpointId], toSource);
-    if (source) cacheRow(this.#sourcesByEndpoint, endpointId, deepFreeze(source));
+    if (source) this.#sourcesByEndpoint.set(endpointId, deepFreeze(source));
     return source;
   }
 
@@ -777,7 +774,6 @@ export class SqliteOps implements StorageOps {
       );
       count = keep;
     }
-    if (!this.#eventCounts.has(key) && this.#eventCounts.size >= maxCachedRows) this.#eventCounts.clear();
     this.#eventCounts.set(key, count);
   }
 
