@@ -7,6 +7,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { serve } from "./ipc.ts";
+import { numberAfter } from "./stamps.ts";
 
 let count = 0;
 let firstMs = 0;
@@ -16,13 +17,6 @@ let sendLatencies: number[] = [];
 let ids = new Set<string>();
 let duplicates = 0;
 let unparsed = 0;
-
-function numberAfter(text: string, key: string): number | undefined {
-  const at = text.indexOf(`"${key}":`);
-  if (at < 0) return undefined;
-  const value = Number.parseInt(text.slice(at + key.length + 3, at + key.length + 20), 10);
-  return Number.isFinite(value) ? value : undefined;
-}
 
 const server = http.createServer((req, res) => {
   const chunks: Buffer[] = [];

@@ -6,6 +6,7 @@
  */
 import http from "node:http";
 import { serve } from "./ipc.ts";
+import { numberAfter } from "./stamps.ts";
 
 interface Client {
   request: http.ClientRequest;
@@ -16,13 +17,6 @@ interface Client {
 const clients: Client[] = [];
 let emitLatencies: number[] = [];
 let sendLatencies: number[] = [];
-
-function numberAfter(text: string, key: string): number | undefined {
-  const at = text.indexOf(`"${key}":`);
-  if (at < 0) return undefined;
-  const value = Number.parseInt(text.slice(at + key.length + 3, at + key.length + 20), 10);
-  return Number.isFinite(value) ? value : undefined;
-}
 
 /** Opens one stream; resolves once the server's opening comment arrived. */
 function openOne(url: string, key: string, timeoutMs: number): Promise<void> {

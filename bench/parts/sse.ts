@@ -8,6 +8,7 @@ import { runLoad } from "../lib/load.ts";
 import { benchApiKey, cpuMeter, type HelperChild, sleep } from "../lib/processes.ts";
 import { type Figure, figure } from "../lib/report.ts";
 import { distribution } from "../lib/stats.ts";
+import { pollUntil } from "../lib/wait.ts";
 import { emitterCode, type PartContext, payload } from "./context.ts";
 
 const part = "SSE fan-out";
@@ -34,24 +35,13 @@ async function reportAll(children: HelperChild[]): Promise<ClientsReport> {
 }
 
 /** Waits until every client has `expected` events, or nothing moved for `quietMs`. */
-async function awaitFanOut(
-  children: HelperChild[],
-  expected: number,
-  quietMs: number,
-): Promise<ClientsReport> {
-  let last = -1;
-  let lastChange = Date.now();
-  for (;;) {
-    const r = await reportAll(children);
-    const total = r.received.reduce((a, b) => a + b, 0);
-    if (r.received.every((n) => n >= expected)) return r;
-    if (total !== last) {
-      last = total;
-      lastChange = Date.now();
-    }
-    if (Date.now() - lastChange > quietMs) return r;
-    await sleep(200);
-  }
+function awaitFanOut(children: HelperChild[], expected: number, quietMs: number): Promise<ClientsReport> {
+  return pollUntil(() => reportAll(children), {
+    done: (r) => r.received.every((n) => n >= expected),
+    progress: (r) => r.received.reduce((a, b) => a + b, 0),
+    quietMs,
+    everyMs: 200,
+  });
 }
 
 export async function sseFanOut(

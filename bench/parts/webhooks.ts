@@ -5,9 +5,10 @@
  * the last arrival, so a delivery loop that falls behind shows as a lower rate and a long tail.
  */
 import { runLoad } from "../lib/load.ts";
-import { cpuMeter, sleep } from "../lib/processes.ts";
+import { cpuMeter, type HelperChild, sleep } from "../lib/processes.ts";
 import { type Figure, figure } from "../lib/report.ts";
 import { distribution } from "../lib/stats.ts";
+import { pollUntil } from "../lib/wait.ts";
 import { emitterCode, type PartContext, payload } from "./context.ts";
 
 const part = "Webhooks";
@@ -25,24 +26,19 @@ interface ReceiverReport {
 
 /** Waits until the receiver has `expected` deliveries, or nothing arrived for `quietMs`, or `maxMs` passed. */
 async function awaitDeliveries(
-  receiver: { call: <T>(type: string) => Promise<T> },
+  receiver: HelperChild,
   expected: number,
   quietMs: number,
   maxMs: number,
 ): Promise<number> {
-  const end = Date.now() + maxMs;
-  let last = -1;
-  let lastChange = Date.now();
-  for (;;) {
-    const { count } = await receiver.call<{ count: number }>("count");
-    if (count >= expected) return count;
-    if (count !== last) {
-      last = count;
-      lastChange = Date.now();
-    }
-    if (Date.now() - lastChange > quietMs || Date.now() > end) return count;
-    await sleep(100);
-  }
+  const { count } = await pollUntil(() => receiver.call<{ count: number }>("count"), {
+    done: (r) => r.count >= expected,
+    progress: (r) => r.count,
+    quietMs,
+    maxMs,
+    everyMs: 100,
+  });
+  return count;
 }
 
 export async function webhooks(
