@@ -3,7 +3,7 @@
  * cursors and `page_info`, and the shared schema fragments for them.
  */
 import type { FastifyRequest } from "fastify";
-import { Type } from "typebox";
+import { type TObject, type TProperties, Type } from "typebox";
 import type { Page, PageQuery, Principal, WithSeq } from "../domain/types.ts";
 import { AppError, notFound } from "../errors.ts";
 
@@ -45,6 +45,24 @@ export const pageInfoSchema = Type.Object({
   start_cursor: Type.Union([Type.String(), Type.Null()]),
   end_cursor: Type.Union([Type.String(), Type.Null()]),
 });
+
+/** The query of a list route: `include`/`exclude`, `org_id`, `limit` and the cursors, nothing else. */
+export function listQuerystring() {
+  return Type.Object({ ...commonParams, ...pageParams }, { additionalProperties: false });
+}
+
+/** What a list route's handler reads from that query. */
+export interface ListQuery {
+  org_id?: string;
+  limit?: number;
+  after?: string;
+  before?: string;
+}
+
+/** The 200 answer of a list route: `page_info` and the items (`include`/`exclude` may drop fields). */
+export function pageResponse<T extends TProperties>(item: TObject<T>) {
+  return Type.Object({ page_info: pageInfoSchema, data: Type.Array(Type.Partial(item)) });
+}
 
 export const errorSchema = Type.Object(
   {

@@ -9,10 +9,11 @@ import {
   canSee,
   commonParams,
   errorResponses,
+  type ListQuery,
+  listQuerystring,
   pageEnvelope,
-  pageInfoSchema,
-  pageParams,
   pageQuery,
+  pageResponse,
   params,
   visibleOwners,
 } from "../conventions.ts";
@@ -100,15 +101,15 @@ export async function accountRoutes(app: FastifyInstance): Promise<void> {
       schema: {
         tags,
         summary: "List app accounts",
-        querystring: Type.Object({ ...commonParams, ...pageParams }, { additionalProperties: false }),
+        querystring: listQuerystring(),
         response: {
-          200: Type.Object({ page_info: pageInfoSchema, data: Type.Array(Type.Partial(accountSchema)) }),
+          200: pageResponse(accountSchema),
           ...errorResponses(404),
         },
       },
     },
     async (request) => {
-      const q = request.query as { org_id?: string; limit?: number; after?: string; before?: string };
+      const q = request.query as ListQuery;
       const owners = q.org_id ? [actingOwner(request, q.org_id)] : visibleOwners(request);
       return pageEnvelope(await store.listAppAccounts(owners, pageQuery(q)), (a) => render(a));
     },

@@ -8,9 +8,9 @@ import {
   commonParams,
   errorResponses,
   pageEnvelope,
-  pageInfoSchema,
   pageParams,
   pageQuery,
+  pageResponse,
   params,
 } from "../conventions.ts";
 
@@ -114,7 +114,7 @@ export async function deliveryRoutes(app: FastifyInstance): Promise<void> {
           { additionalProperties: false },
         ),
         response: {
-          200: Type.Object({ page_info: pageInfoSchema, data: Type.Array(Type.Partial(deliverySchema)) }),
+          200: pageResponse(deliverySchema),
           ...errorResponses(404),
         },
       },

@@ -10,10 +10,12 @@ import {
   canSee,
   commonParams,
   errorResponses,
+  type ListQuery,
+  listQuerystring,
   pageEnvelope,
-  pageInfoSchema,
   pageParams,
   pageQuery,
+  pageResponse,
   params,
   principal,
   visibleOwners,
@@ -121,7 +123,7 @@ export async function sourceRoutes(app: FastifyInstance): Promise<void> {
 
   const one = { 200: Type.Object({ data: Type.Partial(sourceSchema) }) };
   const list = {
-    200: Type.Object({ page_info: pageInfoSchema, data: Type.Array(Type.Partial(sourceSchema)) }),
+    200: pageResponse(sourceSchema),
   };
 
   app.post(
@@ -253,12 +255,12 @@ export async function sourceRoutes(app: FastifyInstance): Promise<void> {
       schema: {
         tags,
         summary: "List the user's sources (newest first)",
-        querystring: Type.Object({ ...commonParams, ...pageParams }, { additionalProperties: false }),
+        querystring: listQuerystring(),
         response: { ...list, ...errorResponses(404) },
       },
     },
     async (request) => {
-      const q = request.query as { org_id?: string; limit?: number; after?: string; before?: string };
+      const q = request.query as ListQuery;
       const owner = q.org_id ? actingOwner(request, q.org_id) : principal(request).user.id;
       const page = await store.listSources([owner], pageQuery(q));
       const data = [];

@@ -10,10 +10,12 @@ import {
   canSee,
   commonParams,
   errorResponses,
+  type ListQuery,
+  listQuerystring,
   pageEnvelope,
-  pageInfoSchema,
   pageParams,
   pageQuery,
+  pageResponse,
   params,
   principal,
 } from "../conventions.ts";
@@ -132,15 +134,15 @@ export async function webhookRoutes(app: FastifyInstance): Promise<void> {
       schema: {
         tags,
         summary: "List webhooks (newest first)",
-        querystring: Type.Object({ ...commonParams, ...pageParams }, { additionalProperties: false }),
+        querystring: listQuerystring(),
         response: {
-          200: Type.Object({ page_info: pageInfoSchema, data: Type.Array(Type.Partial(webhookSchema)) }),
+          200: pageResponse(webhookSchema),
           ...errorResponses(404),
         },
       },
     },
     async (request) => {
-      const q = request.query as { org_id?: string; limit?: number; after?: string; before?: string };
+      const q = request.query as ListQuery;
       const owner = q.org_id ? [actingOwner(request, q.org_id)] : [principal(request).user.id];
       const page = await store.listWebhooks(owner, pageQuery(q));
       return pageEnvelope(page, (w) => renderWebhook(w, false));
@@ -236,7 +238,7 @@ export async function webhookRoutes(app: FastifyInstance): Promise<void> {
           { additionalProperties: false },
         ),
         response: {
-          200: Type.Object({ page_info: pageInfoSchema, data: Type.Array(Type.Partial(webhookSchema)) }),
+          200: pageResponse(webhookSchema),
           ...errorResponses(404),
         },
       },

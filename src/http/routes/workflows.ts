@@ -15,10 +15,11 @@ import {
   canSee,
   commonParams,
   errorResponses,
+  type ListQuery,
+  listQuerystring,
   pageEnvelope,
-  pageInfoSchema,
-  pageParams,
   pageQuery,
+  pageResponse,
   params,
   principal,
 } from "../conventions.ts";
@@ -168,15 +169,15 @@ export async function workflowRoutes(app: FastifyInstance): Promise<void> {
       schema: {
         tags,
         summary: "List the user's workflows, newest first (extension)",
-        querystring: Type.Object({ ...commonParams, ...pageParams }, { additionalProperties: false }),
+        querystring: listQuerystring(),
         response: {
-          200: Type.Object({ page_info: pageInfoSchema, data: Type.Array(Type.Partial(workflowSchema)) }),
+          200: pageResponse(workflowSchema),
           ...errorResponses(404),
         },
       },
     },
     async (request) => {
-      const q = request.query as { org_id?: string; limit?: number; after?: string; before?: string };
+      const q = request.query as ListQuery;
       const owner = q.org_id ? actingOwner(request, q.org_id) : principal(request).user.id;
       const page = await store.listWorkflows([owner], pageQuery(q));
       return pageEnvelope(page, (w) => renderWorkflow(w, false));
