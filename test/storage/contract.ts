@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import type { User, Webhook } from "../../src/domain/types.ts";
+import type { EventRecord, User, Webhook } from "../../src/domain/types.ts";
 import type { Storage } from "../../src/storage/port.ts";
 import { deliveryContract } from "./delivery-contract.ts";
 
@@ -254,6 +254,58 @@ export function storageContract(name: string, open: () => Promise<Storage>): voi
     assert.deepEqual(await s.listChannels("dc_chan"), ["", "$logs", "b"]);
     assert.deepEqual(await s.listChannels("dc_other"), []);
   });
+
+  withStore(
+    "one transaction of many events keeps the window, the clock and usage exact, and reads see them",
+    async (s) => {
+      const event = (n: number): EventRecord => ({
+        emitterId: "dc_many",
+        channel: "",
+        id: `5-${n}`,
+        idMs: 5,
+        idSeq: n,
+        indexedAtMs: 5,
+        event: { n },
+        meta: { emit_id: `e${n}`, name: "", emitter_id: "dc_many" },
+      });
+      await s.transaction(async (tx) => {
+        for (let n = 0; n < 130; n++) {
+          await tx.insertEvent(event(n));
+          await tx.trimEvents("dc_many", "", 100);
+          await tx.putEmitterClock("dc_many", 5, n);
+          await tx.addUsage("u_many", "2026-01-01", { invocations: 1, computeMs: 2 });
+        }
+        // Reads inside the transaction see every write made so far.
+        assert.deepEqual(await tx.getEmitterClock("dc_many"), { ms: 5, seq: 129 });
+        assert.deepEqual(await tx.getUsage("u_many", "2026-01-01"), { invocations: 130, computeMs: 260 });
+        assert.equal((await tx.listEvents("dc_many", { channel: "", limit: 1 })).totalCount, 100);
+        await tx.insertEvent(event(130));
+        await tx.trimEvents("dc_many", "", 100);
+        await tx.addUsage("u_many", "2026-01-01", { invocations: 1, computeMs: 2 });
+      });
+      const page = await s.listEvents("dc_many", { channel: "", limit: 100 });
+      assert.equal(page.totalCount, 100);
+      assert.deepEqual(
+        page.items.map((e) => e.idSeq),
+        Array.from({ length: 100 }, (_, i) => 130 - i),
+      );
+      assert.deepEqual(await s.getUsage("u_many", "2026-01-01"), { invocations: 131, computeMs: 262 });
+      // A rolled-back transaction leaves none of them behind.
+      await assert.rejects(
+        s.transaction(async (tx) => {
+          await tx.insertEvent(event(131));
+          await tx.trimEvents("dc_many", "", 100);
+          await tx.putEmitterClock("dc_many", 5, 131);
+          await tx.addUsage("u_many", "2026-01-01", { invocations: 1, computeMs: 2 });
+          throw new Error("abort");
+        }),
+        /abort/,
+      );
+      assert.deepEqual(await s.getEmitterClock("dc_many"), { ms: 5, seq: 129 });
+      assert.deepEqual(await s.getUsage("u_many", "2026-01-01"), { invocations: 131, computeMs: 262 });
+      assert.equal((await s.listEvents("dc_many", { channel: "", limit: 1 })).items[0]?.idSeq, 130);
+    },
+  );
 
   withStore("ping answers and close is idempotent", async (s) => {
     await s.ping();

@@ -185,6 +185,13 @@ const toAppAccount = (r: Row): WithSeq<AppAccount> => ({
   updatedAt: r.updated_at as number,
 });
 
+/** Writes held back to the end of a transaction (see `SqliteOps.#deferred`), one per row. */
+interface Deferred {
+  clocks: Map<string, { ms: number; seq: number }>;
+  trims: Map<string, { emitterId: string; channel: string; keep: number }>;
+  usage: Map<string, Usage & { userId: string; day: string }>;
+}
+
 /** The operations on one connection, without locking (the caller holds the lock). */
 export class SqliteOps implements StorageOps {
   readonly db: DatabaseSync;
@@ -203,6 +210,13 @@ export class SqliteOps implements StorageOps {
    * walk over the whole window on every insert. Deletes of ranges, sources and rollbacks forget them.
    */
   readonly #eventCounts = new BoundedCache<string, number>(maxCachedRows);
+  /**
+   * Inside a transaction, the writes every stored event or invocation makes to the same few rows (the
+   * emitter's clock, the window trim, the owner's usage of the day) are held here and made once per row
+   * just before COMMIT, so a group commit of many emits writes each of those rows once. Any read or
+   * delete of those tables makes them first, so nothing inside the transaction sees the difference.
+   */
+  #deferred: Deferred | undefined;
 
   constructor(db: DatabaseSync) {
     this.db = db;
@@ -496,6 +510,7 @@ export class SqliteOps implements StorageOps {
   }
 
   async getUsage(userId: string, day: string): Promise<Usage> {
+    this.#settle();
     return (
       this.get(
         "SELECT invocations, compute_ms FROM usage_daily WHERE user_id = ? AND day = ?",
@@ -509,6 +524,17 @@ export class SqliteOps implements StorageOps {
   }
 
   async addUsage(userId: string, day: string, d: Usage): Promise<void> {
+    const held = this.#deferred?.usage;
+    if (!held) return this.#addUsage(userId, day, d);
+    const key = `${userId}\0${day}`;
+    const sum = held.get(key);
+    if (sum) {
+      sum.invocations += d.invocations;
+      sum.computeMs += d.computeMs;
+    } else held.set(key, { userId, day, invocations: d.invocations, computeMs: d.computeMs });
+  }
+
+  #addUsage(userId: string, day: string, d: Usage): void {
     this.run(
       `INSERT INTO usage_daily (user_id, day, invocations, compute_ms) VALUES (?, ?, ?, ?)
        ON CONFLICT (user_id, day) DO UPDATE SET invocations = invocations + excluded.invocations,
@@ -589,6 +615,33 @@ export class SqliteOps implements StorageOps {
     this.#eventCounts.clear();
   }
 
+  /** Starts holding back clock, trim and usage writes until `endDeferral` (a transaction began). */
+  deferWrites(): void {
+    this.#deferred = { clocks: new Map(), trims: new Map(), usage: new Map() };
+  }
+
+  /** Stops holding writes back: makes them (before COMMIT) or, with `discard`, drops them (ROLLBACK). */
+  endDeferral(discard = false): void {
+    const d = this.#deferred;
+    this.#deferred = undefined;
+    if (d && !discard) this.#write(d);
+  }
+
+  /** Makes the held-back writes now and keeps deferring (a read or delete inside the transaction needs them). */
+  #settle(): void {
+    const d = this.#deferred;
+    if (!d) return;
+    this.#deferred = undefined;
+    this.#write(d);
+    this.deferWrites();
+  }
+
+  #write(d: Deferred): void {
+    for (const [emitterId, c] of d.clocks) this.#putClock(emitterId, c.ms, c.seq);
+    for (const t of d.trims.values()) this.#trim(t.emitterId, t.channel, t.keep);
+    for (const u of d.usage.values()) this.#addUsage(u.userId, u.day, u);
+  }
+
   async getSourceBySlug(ownerIds: string[], slug: string): Promise<SourceRecord | undefined> {
     return this.get(
       `SELECT * FROM sources WHERE owner_id IN (${placeholders(ownerIds)}) AND name_slug = ? ORDER BY seq DESC LIMIT 1`,
@@ -629,6 +682,7 @@ export class SqliteOps implements StorageOps {
   }
 
   async deleteSource(id: string): Promise<boolean> {
+    this.#settle();
     this.#sourcesByEndpoint.clear();
     const removed = this.run("DELETE FROM sources WHERE id = ?", [id]) > 0;
     for (const table of ["source_db", "dedupe_state", "timers"])
@@ -712,6 +766,7 @@ export class SqliteOps implements StorageOps {
   }
 
   async getEmitterClock(emitterId: string): Promise<{ ms: number; seq: number } | undefined> {
+    this.#settle();
     return this.get("SELECT last_ms, last_seq FROM emitter_clock WHERE emitter_id = ?", [emitterId], (r) => ({
       ms: r.last_ms as number,
       seq: r.last_seq as number,
@@ -719,6 +774,12 @@ export class SqliteOps implements StorageOps {
   }
 
   async putEmitterClock(emitterId: string, ms: number, seq: number): Promise<void> {
+    const held = this.#deferred?.clocks;
+    if (held) held.set(emitterId, { ms, seq });
+    else this.#putClock(emitterId, ms, seq);
+  }
+
+  #putClock(emitterId: string, ms: number, seq: number): void {
     this.run(
       `INSERT INTO emitter_clock (emitter_id, last_ms, last_seq) VALUES (?, ?, ?)
        ON CONFLICT (emitter_id) DO UPDATE SET last_ms = excluded.last_ms, last_seq = excluded.last_seq`,
@@ -747,6 +808,7 @@ export class SqliteOps implements StorageOps {
   }
 
   async listChannels(emitterId: string): Promise<string[]> {
+    this.#settle();
     return this.all(
       "SELECT DISTINCT channel FROM events WHERE emitter_id = ? ORDER BY channel",
       [emitterId],
@@ -755,6 +817,12 @@ export class SqliteOps implements StorageOps {
   }
 
   async trimEvents(emitterId: string, channel: string, keep: number): Promise<void> {
+    const held = this.#deferred?.trims;
+    if (held) held.set(`${emitterId}\0${channel}`, { emitterId, channel, keep });
+    else this.#trim(emitterId, channel, keep);
+  }
+
+  #trim(emitterId: string, channel: string, keep: number): void {
     const key = `${emitterId}\0${channel}`;
     let count = this.#eventCounts.get(key);
     if (count === undefined) {
@@ -778,6 +846,7 @@ export class SqliteOps implements StorageOps {
   }
 
   async listEvents(emitterId: string, q: EventQuery): Promise<Page<EventRecord>> {
+    this.#settle();
     const base = "emitter_id = ? AND channel = ?";
     const params: SQLInputValue[] = [emitterId, q.channel];
     const total = (this.sql(`SELECT count(*) AS n FROM events WHERE ${base}`).get(...params) as { n: number })
@@ -810,6 +879,7 @@ export class SqliteOps implements StorageOps {
     from: { ms: number; seq: number } | undefined,
     to: { ms: number; seq: number } | undefined,
   ): Promise<number> {
+    this.#settle();
     const where = ["emitter_id = ?"];
     const params: SQLInputValue[] = [emitterId];
     if (from) {
@@ -938,11 +1008,14 @@ export function openSqliteStorage(options: { dataDir: string; file?: string }): 
     transaction: <T>(fn: (tx: StorageOps) => Promise<T>): Promise<T> =>
       lock.run(async () => {
         db.exec("BEGIN IMMEDIATE");
+        ops.deferWrites();
         try {
           const result = await fn(ops);
+          ops.endDeferral();
           db.exec("COMMIT");
           return result;
         } catch (err) {
+          ops.endDeferral(true);
           db.exec("ROLLBACK");
           ops.dropCaches();
           throw err;
