@@ -15,7 +15,7 @@ import type {
 } from "../../domain/types.ts";
 import type { DeliveryClaim, DeliveryPatch } from "../port.ts";
 
-import { type Row, toSubscription } from "./rows.ts";
+import { limitParam, type Row, toSubscription } from "./rows.ts";
 
 /** The statement helpers of `SqliteOps` (prepared-statement cache, row mapping, newest-first pages). */
 export interface SqlHelpers {
@@ -188,6 +188,8 @@ export class SqliteDeliveryOps {
     // the rows it looks at and not the whole backlog (a window over every pending row made each claim
     // O(backlog): a backlog then made claims slower until delivery collapsed). With `scanLimit`, busy
     // listeners are skipped here rather than in SQL, where skipping them means walking all their rows.
+    // Inactive listeners need no test here: every write of a due time goes through `dueUnlessParked`,
+    // and deactivating a listener parks its pending rows, so none of theirs is in the due index.
     const bounded = c.scanLimit !== undefined;
     const except = new Set(c.exceptListeners);
     // `NOT IN ()` is not SQL, and `NOT IN (NULL)` matches nothing: leave the clause out when empty.
@@ -196,11 +198,10 @@ export class SqliteDeliveryOps {
     const candidates = this.#q.all(
       `SELECT d.id, d.listener_id FROM deliveries d
        WHERE d.status = 'pending' AND d.claimed_by IS NULL AND d.next_attempt_ms <= ? ${notIn}
-         AND NOT ${listenerInactive("d.listener_id")}
          AND (d.listener_kind <> 'source' OR NOT EXISTS (
            SELECT 1 FROM deliveries e WHERE e.subscription_id = d.subscription_id AND e.status = 'pending' AND e.seq < d.seq))
        ORDER BY d.next_attempt_ms, d.seq
-       LIMIT ?`,
+       ${limitParam}`,
       [c.nowMs, ...(notIn ? c.exceptListeners : []), scan],
       (r) => ({ id: r.id as string, listenerId: r.listener_id as string }),
     );

@@ -42,7 +42,7 @@ import type {
 import { SqliteDeliveryOps } from "./delivery-ops.ts";
 import { migrate } from "./migrate.ts";
 
-import { type Row, toSubscription } from "./rows.ts";
+import { limitParam, type Row, toSubscription } from "./rows.ts";
 
 const toUser = (r: Row): User => ({
   id: r.id as string,
@@ -283,19 +283,19 @@ export class SqliteOps implements StorageOps {
     if (q.beforeSeq !== undefined) {
       // Toward newer items: take the nearest ones above the cursor, then restore newest-first order.
       items = this.all(
-        `SELECT * FROM ${table} WHERE ${where} AND seq > ? ORDER BY seq ASC LIMIT ?`,
+        `SELECT * FROM ${table} WHERE ${where} AND seq > ? ORDER BY seq ASC ${limitParam}`,
         [...params, q.beforeSeq, q.limit],
         map,
       ).reverse();
     } else if (q.afterSeq !== undefined) {
       items = this.all(
-        `SELECT * FROM ${table} WHERE ${where} AND seq < ? ORDER BY seq DESC LIMIT ?`,
+        `SELECT * FROM ${table} WHERE ${where} AND seq < ? ORDER BY seq DESC ${limitParam}`,
         [...params, q.afterSeq, q.limit],
         map,
       );
     } else {
       items = this.all(
-        `SELECT * FROM ${table} WHERE ${where} ORDER BY seq DESC LIMIT ?`,
+        `SELECT * FROM ${table} WHERE ${where} ORDER BY seq DESC ${limitParam}`,
         [...params, q.limit],
         map,
       );
@@ -740,7 +740,7 @@ export class SqliteOps implements StorageOps {
 
   async dueTimers(nowMs: number, limit: number): Promise<TimerRecord[]> {
     return this.all(
-      "SELECT * FROM timers WHERE next_run_ms <= ? ORDER BY next_run_ms LIMIT ?",
+      `SELECT * FROM timers WHERE next_run_ms <= ? ORDER BY next_run_ms ${limitParam}`,
       [nowMs, limit],
       toTimer,
     );
@@ -837,7 +837,7 @@ export class SqliteOps implements StorageOps {
     }
     if (count > keep) {
       this.run(
-        "DELETE FROM events WHERE n IN (SELECT n FROM events WHERE emitter_id = ? AND channel = ? ORDER BY n LIMIT ?)",
+        `DELETE FROM events WHERE n IN (SELECT n FROM events WHERE emitter_id = ? AND channel = ? ORDER BY n ${limitParam})`,
         [emitterId, channel, count - keep],
       );
       count = keep;
@@ -854,19 +854,19 @@ export class SqliteOps implements StorageOps {
     let items: EventRecord[];
     if (q.before) {
       items = this.all(
-        `SELECT * FROM events WHERE ${base} AND (id_ms > ? OR (id_ms = ? AND id_seq > ?)) ORDER BY id_ms ASC, id_seq ASC LIMIT ?`,
+        `SELECT * FROM events WHERE ${base} AND (id_ms > ? OR (id_ms = ? AND id_seq > ?)) ORDER BY id_ms ASC, id_seq ASC ${limitParam}`,
         [...params, q.before.ms, q.before.ms, q.before.seq, q.limit],
         toEvent,
       ).reverse();
     } else if (q.after) {
       items = this.all(
-        `SELECT * FROM events WHERE ${base} AND (id_ms < ? OR (id_ms = ? AND id_seq < ?)) ORDER BY id_ms DESC, id_seq DESC LIMIT ?`,
+        `SELECT * FROM events WHERE ${base} AND (id_ms < ? OR (id_ms = ? AND id_seq < ?)) ORDER BY id_ms DESC, id_seq DESC ${limitParam}`,
         [...params, q.after.ms, q.after.ms, q.after.seq, q.limit],
         toEvent,
       );
     } else {
       items = this.all(
-        `SELECT * FROM events WHERE ${base} ORDER BY id_ms DESC, id_seq DESC LIMIT ?`,
+        `SELECT * FROM events WHERE ${base} ORDER BY id_ms DESC, id_seq DESC ${limitParam}`,
         [...params, q.limit],
         toEvent,
       );
