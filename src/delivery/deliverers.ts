@@ -5,7 +5,7 @@
  */
 import { BoundedCache } from "../bounded-cache.ts";
 import type { SecretBox } from "../crypto/secret-box.ts";
-import type { SourceRunner } from "../domain/runner.ts";
+import type { QuotaHold, SourceRunner } from "../domain/runner.ts";
 import type { Delivery, ListenerKind } from "../domain/types.ts";
 import type { AppError } from "../errors.ts";
 import type { Storage } from "../storage/port.ts";
@@ -121,8 +121,9 @@ export class SourceDeliverer implements Deliverer {
     return {
       key: `source:${source.id}`,
       send: async ({ nowMs }) => {
+        let hold: QuotaHold;
         try {
-          await this.#runner.checkQuota(source);
+          hold = await this.#runner.checkQuota(source);
         } catch (err) {
           const e = err as Partial<AppError>;
           if (e.code === "quota_exceeded") {
@@ -136,7 +137,7 @@ export class SourceDeliverer implements Deliverer {
         }
         // What the listener emits is routed one hop further than this delivery.
         const outcome = await deliveryContext.run({ hops: d.hops }, () =>
-          this.#runner.invoke(source, { kind: "run", event: d.event }, { trigger: "subscription" }),
+          this.#runner.invoke(source, { kind: "run", event: d.event }, { trigger: "subscription", hold }),
         );
         if (outcome.ok) return { kind: "succeeded" };
         const e = outcome.error;

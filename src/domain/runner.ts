@@ -58,6 +58,13 @@ export interface RunnerDeps {
 
 const platformVersion = "fount-0.1";
 
+/** One invocation's place in its owner's daily quota, held from the check to the commit. */
+export interface QuotaHold {
+  release(): void;
+}
+
+const noHold: QuotaHold = { release: () => undefined };
+
 /** Named channels (besides the default, `$logs` and `$errors`) one source may emit on. */
 export const maxCustomChannels = 32;
 
@@ -67,6 +74,8 @@ export class SourceRunner {
   readonly #db = new Map<string, { data: Record<string, unknown>; version: number }>();
   /** Per-source chain: the next invocation starts when the previous one has its result. */
   readonly #chains = new Map<string, Promise<unknown>>();
+  /** Per free user: invocations that passed the quota check and are not committed yet. */
+  readonly #quotaHeld = new Map<string, number>();
 
   constructor(deps: RunnerDeps) {
     this.#d = deps;
@@ -83,13 +92,18 @@ export class SourceRunner {
     this.#d.recorder.ids.forget(sourceId);
   }
 
-  /** Throws `quota_exceeded` when the free account that created the source used up its day. */
-  async checkQuota(source: SourceRecord): Promise<void> {
+  /**
+   * Throws `quota_exceeded` when the free account that created the source used up its day; otherwise
+   * holds one invocation of its quota until `invoke` (given the hold) has committed. The check and the
+   * hold are one synchronous step after the reads, so concurrent hits cannot all pass on the same count.
+   */
+  async checkQuota(source: SourceRecord): Promise<QuotaHold> {
     const user = await this.#d.store.getUser(source.createdBy);
-    if (!user || user.plan !== "free") return;
+    if (!user || user.plan !== "free") return noHold;
     const usage = await this.#d.store.getUsage(user.id, usageDay(this.#d.clock.now()));
     const limits = planLimits(this.#d.config);
-    if (usage.invocations >= limits.dailyInvocations || usage.computeMs >= limits.dailyComputeMs) {
+    const held = this.#quotaHeld.get(user.id) ?? 0;
+    if (usage.invocations + held >= limits.dailyInvocations || usage.computeMs >= limits.dailyComputeMs) {
       const tomorrow = new Date(usageDay(this.#d.clock.now())).getTime() + 86_400_000;
       throw new AppError(
         "quota_exceeded",
@@ -99,12 +113,29 @@ export class SourceRunner {
         },
       );
     }
+    this.#quotaHeld.set(user.id, held + 1);
+    let released = false;
+    return {
+      release: () => {
+        if (released) return;
+        released = true;
+        const left = (this.#quotaHeld.get(user.id) ?? 1) - 1;
+        if (left > 0) this.#quotaHeld.set(user.id, left);
+        else this.#quotaHeld.delete(user.id);
+      },
+    };
   }
 
   invoke(
     source: SourceRecord,
     invocation: InvocationKind,
-    options: { trigger: Trigger; onRespond?: (r: HttpResponse) => void; timeoutMs?: number } = {
+    options: {
+      trigger: Trigger;
+      onRespond?: (r: HttpResponse) => void;
+      timeoutMs?: number;
+      /** From `checkQuota`: released once this invocation's usage is committed (or it failed). */
+      hold?: QuotaHold;
+    } = {
       trigger: "manual",
     },
   ): Promise<RunOutcome> {
@@ -161,11 +192,14 @@ export class SourceRunner {
       if (this.#chains.get(source.id) === handedOver) this.#chains.delete(source.id);
     });
     // Results of one source arrive in order, so db writes apply and commits queue in call order.
-    return submitted.then(async ({ record, result }) => {
+    const outcome = submitted.then(async ({ record, result }) => {
       const r = await result;
       const dbAfter = this.#applyDbWrites(source.id, r);
       return this.#commit(source, record.meta, invocation, options.trigger, r, dbAfter, started);
     });
+    const hold = options.hold;
+    if (hold) void outcome.then(hold.release, hold.release);
+    return outcome;
   }
 
   async #dbOf(sourceId: string): Promise<{ data: Record<string, unknown>; version: number }> {

@@ -9,7 +9,7 @@ import type { Storage } from "../storage/port.ts";
 import type { Bus } from "./bus.ts";
 import type { Committer } from "./committer.ts";
 import type { EventRecorder } from "./recorder.ts";
-import type { RunOutcome, SourceRunner } from "./runner.ts";
+import type { QuotaHold, RunOutcome, SourceRunner } from "./runner.ts";
 import { nextRun } from "./schedule.ts";
 import type { TimerRecord } from "./types.ts";
 
@@ -93,8 +93,9 @@ export class TimerScheduler {
           cron: timer.cron,
           timezone: timer.timezone ?? "UTC",
         };
+    let hold: QuotaHold;
     try {
-      await runner.checkQuota(source);
+      hold = await runner.checkQuota(source);
     } catch (err) {
       bus.emit("timer.fired", {
         sourceId: source.id,
@@ -129,7 +130,8 @@ export class TimerScheduler {
       );
       return undefined;
     }
+    const outcome = runner.invoke(source, { kind: "run", event }, { trigger: "timer", hold });
     bus.emit("timer.fired", { sourceId: source.id, propName: timer.propName, scheduledMs: timer.nextRunMs });
-    return runner.invoke(source, { kind: "run", event }, { trigger: "timer" });
+    return outcome;
   }
 }

@@ -61,6 +61,19 @@ test("a free user's third endpoint hit of the day gets 429, and /v1/users/me sho
   assert.equal((await server.api("GET", `/v1/sources/${s.id}`, { key: user.key })).status, 200);
 });
 
+test("concurrent hits cannot take a free account past its quota", async () => {
+  const user = await server.createUser("quota-burst");
+  const s = await deploy(server, { component_code: fixture("http-echo.mjs") }, user.key);
+  const endpoint: string = s.configured_props.http.endpoint_url;
+  const statuses = (
+    await Promise.all(Array.from({ length: 12 }, () => hit(endpoint, { method: "POST" })))
+  ).map((r) => r.status);
+  assert.equal(statuses.filter((st) => st === 200).length, 2, `statuses: ${statuses.join(", ")}`);
+  assert.equal(statuses.filter((st) => st === 429).length, 10, `statuses: ${statuses.join(", ")}`);
+  assert.equal((await me(user.key)).daily_invocations_used, 2);
+  assert.equal((await emitted(server, s.id, user.key)).length, 2);
+});
+
 test("the quota is per account: another free user and a paid user are not limited by it", async () => {
   const spent = await server.createUser("quota-spent");
   const other = await server.createUser("quota-other");

@@ -66,7 +66,6 @@ export async function endpointRoutes(app: FastifyInstance): Promise<void> {
       : undefined;
     if (!source?.active)
       return sendError(reply, new AppError("not_found", "No active source has this endpoint"));
-    await runner.checkQuota(source);
 
     const url = new URL(request.url, app.fount.config.publicUrl);
     const prefix = `/e/${endpoint_id}`;
@@ -89,11 +88,13 @@ export async function endpointRoutes(app: FastifyInstance): Promise<void> {
     };
 
     let responded = false;
+    const hold = await runner.checkQuota(source);
     const outcome = runner.invoke(
       source,
       { kind: "run", event },
       {
         trigger: "http",
+        hold,
         onRespond: (r) => {
           if (responded || reply.sent) return;
           responded = true;

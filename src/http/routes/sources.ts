@@ -319,12 +319,12 @@ export async function sourceRoutes(app: FastifyInstance): Promise<void> {
       const { event } = params<{ event?: unknown }>(request);
       const source = await visibleSource(app, request, id);
       if (!source.active) throw new AppError("conflict", "The source is inactive; activate it first");
-      await runner.checkQuota(source);
+      const hold = await runner.checkQuota(source);
       const now = app.fount.clock.now();
       const outcome = await runner.invoke(
         source,
         { kind: "run", event: event ?? { timestamp: Math.floor(now / 1000), manual: true } },
-        { trigger: "manual" },
+        { trigger: "manual", hold },
       );
       return { data: renderOutcome(outcome) };
     },
