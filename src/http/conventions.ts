@@ -114,6 +114,17 @@ export function canSee(request: FastifyRequest, ownerId: string | undefined): bo
   return ownerId !== undefined && visibleOwners(request).includes(ownerId);
 }
 
+/** `record` when the caller may see it; otherwise 404 (never 403, so other tenants' IDs do not leak). */
+export function visibleOr404<T extends { ownerId: string }>(
+  request: FastifyRequest,
+  record: T | undefined,
+  what: string,
+  id: string,
+): T {
+  if (!record || !canSee(request, record.ownerId)) throw notFound(what, id);
+  return record;
+}
+
 /** Cursors are opaque to clients: base64url of the item's store sequence number. */
 export function encodeCursor(seq: number): string {
   return Buffer.from(`s${seq}`).toString("base64url");

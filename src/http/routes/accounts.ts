@@ -2,11 +2,10 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import type { AppAccount } from "../../domain/types.ts";
-import { AppError, notFound } from "../../errors.ts";
+import { AppError } from "../../errors.ts";
 import { newId } from "../../ids.ts";
 import {
   actingOwner,
-  canSee,
   commonParams,
   errorResponses,
   type ListQuery,
@@ -15,6 +14,7 @@ import {
   pageQuery,
   pageResponse,
   params,
+  visibleOr404,
   visibleOwners,
 } from "../conventions.ts";
 
@@ -48,9 +48,7 @@ export async function accountRoutes(app: FastifyInstance): Promise<void> {
   });
 
   async function visibleAccount(request: FastifyRequest, id: string): Promise<AppAccount> {
-    const a = await store.getAppAccount(id);
-    if (!a || !canSee(request, a.ownerId)) throw notFound("App account", id);
-    return a;
+    return visibleOr404(request, await store.getAppAccount(id), "App account", id);
   }
 
   app.post(

@@ -1,10 +1,9 @@
 /** A webhook's deliveries: every attempt, newest first, and redelivery of one or of all that failed since a time. */
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyInstance } from "fastify";
 import { Type } from "typebox";
-import type { Delivery, DeliveryAttempt, DeliveryStatus, Webhook } from "../../domain/types.ts";
+import type { Delivery, DeliveryAttempt, DeliveryStatus } from "../../domain/types.ts";
 import { AppError, notFound } from "../../errors.ts";
 import {
-  canSee,
   commonParams,
   errorResponses,
   pageEnvelope,
@@ -13,6 +12,7 @@ import {
   pageResponse,
   params,
 } from "../conventions.ts";
+import { visibleWebhook } from "./webhooks.ts";
 
 const attemptSchema = Type.Object({
   attempt: Type.Integer({ description: "1 for the first attempt" }),
@@ -83,12 +83,6 @@ export async function deliveryRoutes(app: FastifyInstance): Promise<void> {
   const { store, clock, dispatcher } = app.fount;
   const tags = ["webhooks"];
 
-  async function visibleWebhook(request: FastifyRequest, id: string): Promise<Webhook> {
-    const webhook = await store.getWebhook(id);
-    if (!webhook || !canSee(request, webhook.ownerId)) throw notFound("Webhook", id);
-    return webhook;
-  }
-
   async function render(delivery: Delivery): Promise<Record<string, unknown>> {
     return renderDelivery(delivery, await store.listDeliveryAttempts([delivery.id]));
   }
@@ -123,7 +117,7 @@ export async function deliveryRoutes(app: FastifyInstance): Promise<void> {
       const { id } = request.params as { id: string };
       const q = request.query as { limit?: number; after?: string; before?: string; status?: DeliveryStatus };
       const cursor = pageQuery(q);
-      const webhook = await visibleWebhook(request, id);
+      const webhook = await visibleWebhook(app, request, id);
       const page = await store.listDeliveries(webhook.id, cursor, q.status);
       const attempts = await store.listDeliveryAttempts(page.items.map((d) => d.id));
       const byDelivery = Map.groupBy(attempts, (a) => a.deliveryId);
@@ -146,7 +140,7 @@ export async function deliveryRoutes(app: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { id, delivery_id } = request.params as { id: string; delivery_id: string };
-      const webhook = await visibleWebhook(request, id);
+      const webhook = await visibleWebhook(app, request, id);
       const delivery = await store.getDelivery(delivery_id);
       if (!delivery || delivery.listenerId !== webhook.id) throw notFound("Delivery", delivery_id);
       if (!(await store.requeueDelivery(delivery.id, clock.now()))) {
@@ -189,7 +183,7 @@ export async function deliveryRoutes(app: FastifyInstance): Promise<void> {
     async (request) => {
       const { id } = request.params as { id: string };
       const { since } = params<{ since: number }>(request);
-      const webhook = await visibleWebhook(request, id);
+      const webhook = await visibleWebhook(app, request, id);
       const count = await store.requeueFailedDeliveries(webhook.id, since * 1000, clock.now());
       if (count > 0) dispatcher.wake();
       return { data: { count } };

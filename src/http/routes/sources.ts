@@ -4,10 +4,9 @@ import { Type } from "typebox";
 import { renderProps } from "../../domain/props.ts";
 import type { RunOutcome } from "../../domain/runner.ts";
 import type { SourceRecord } from "../../domain/types.ts";
-import { AppError, notFound } from "../../errors.ts";
+import { AppError } from "../../errors.ts";
 import {
   actingOwner,
-  canSee,
   commonParams,
   errorResponses,
   type ListQuery,
@@ -18,6 +17,7 @@ import {
   pageResponse,
   params,
   principal,
+  visibleOr404,
   visibleOwners,
 } from "../conventions.ts";
 import { renderEvent } from "../event-entries.ts";
@@ -50,8 +50,7 @@ export async function visibleSource(
   const source = idOrSlug.startsWith("dc_")
     ? await store.getSource(idOrSlug)
     : await store.getSourceBySlug(visibleOwners(request), idOrSlug);
-  if (!source || !canSee(request, source.ownerId)) throw notFound("Source", idOrSlug);
-  return source;
+  return visibleOr404(request, source, "Source", idOrSlug);
 }
 
 export const sourceIdParams = Type.Object({

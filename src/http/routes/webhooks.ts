@@ -7,7 +7,6 @@ import { invalidParameter, notFound } from "../../errors.ts";
 import { newId } from "../../ids.ts";
 import {
   actingOwner,
-  canSee,
   commonParams,
   errorResponses,
   type ListQuery,
@@ -18,6 +17,7 @@ import {
   pageResponse,
   params,
   principal,
+  visibleOr404,
 } from "../conventions.ts";
 
 const webhookSchema = Type.Object(
@@ -77,15 +77,18 @@ export function renderWebhook(w: Webhook, withUser: boolean): Record<string, unk
 
 const idParams = Type.Object({ id: Type.String({ pattern: "^wh_[A-Za-z0-9]+$", maxLength: 64 }) });
 
+/** The webhook `id` if the caller may see it; otherwise 404. */
+export async function visibleWebhook(
+  app: FastifyInstance,
+  request: FastifyRequest,
+  id: string,
+): Promise<Webhook> {
+  return visibleOr404(request, await app.fount.store.getWebhook(id), "Webhook", id);
+}
+
 export async function webhookRoutes(app: FastifyInstance): Promise<void> {
   const { store, secrets, clock } = app.fount;
   const tags = ["webhooks"];
-
-  async function visibleWebhook(request: FastifyRequest, id: string): Promise<Webhook> {
-    const webhook = await store.getWebhook(id);
-    if (!webhook || !canSee(request, webhook.ownerId)) throw notFound("Webhook", id);
-    return webhook;
-  }
 
   app.post(
     "/webhooks",
@@ -162,7 +165,7 @@ export async function webhookRoutes(app: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { id } = request.params as { id: string };
-      return { data: renderWebhook(await visibleWebhook(request, id), true) };
+      return { data: renderWebhook(await visibleWebhook(app, request, id), true) };
     },
   );
 
@@ -190,7 +193,7 @@ export async function webhookRoutes(app: FastifyInstance): Promise<void> {
       const p = params<{ url?: string; active?: boolean; name?: string | null; description?: string | null }>(
         request,
       );
-      await visibleWebhook(request, id);
+      await visibleWebhook(app, request, id);
       const updated = await store.updateWebhook(id, {
         url: p.url === undefined ? undefined : validateWebhookUrl(p.url),
         active: p.active,
@@ -216,7 +219,7 @@ export async function webhookRoutes(app: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { id } = request.params as { id: string };
-      await visibleWebhook(request, id);
+      await visibleWebhook(app, request, id);
       await store.transaction(async (tx) => {
         await tx.deleteWebhook(id);
         await tx.deleteSubscriptionsOf(id);

@@ -8,11 +8,10 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { channelPattern, normalizeChannel } from "../../domain/channels.ts";
 import type { EventRecord, Workflow } from "../../domain/types.ts";
-import { AppError, invalidParameter, notFound } from "../../errors.ts";
+import { AppError, invalidParameter } from "../../errors.ts";
 import { newId, randomString } from "../../ids.ts";
 import {
   actingOwner,
-  canSee,
   commonParams,
   errorResponses,
   type ListQuery,
@@ -22,6 +21,7 @@ import {
   pageResponse,
   params,
   principal,
+  visibleOr404,
 } from "../conventions.ts";
 import { eventEntrySchema, renderEvent } from "../event-entries.ts";
 import { eventListQuery, eventListResponse, listEventsFor } from "./source-events.ts";
@@ -61,9 +61,7 @@ export async function workflowRoutes(app: FastifyInstance): Promise<void> {
   const tags = ["workflows"];
 
   async function visibleWorkflow(request: FastifyRequest, id: string): Promise<Workflow> {
-    const workflow = await store.getWorkflow(id);
-    if (!workflow || !canSee(request, workflow.ownerId)) throw notFound("Workflow", id);
-    return workflow;
+    return visibleOr404(request, await store.getWorkflow(id), "Workflow", id);
   }
 
   /** Stores an event of the workflow (routed like a source's emits) and announces it. */
