@@ -3,6 +3,7 @@
  * `main.ts` does, and tests build their own app with their own config.
  */
 import { randomUUID } from "node:crypto";
+import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import rateLimit from "@fastify/rate-limit";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
@@ -37,7 +38,7 @@ import { accountRoutes } from "./http/routes/accounts.ts";
 import { adminRoutes } from "./http/routes/admin.ts";
 import { componentRoutes } from "./http/routes/components.ts";
 import { deliveryRoutes } from "./http/routes/deliveries.ts";
-import { endpointRoutes } from "./http/routes/endpoints.ts";
+import { endpointHandler, endpointPrefix } from "./http/routes/endpoints.ts";
 import { healthRoutes } from "./http/routes/health.ts";
 import { sourceEventRoutes } from "./http/routes/source-events.ts";
 import { sourceRoutes } from "./http/routes/sources.ts";
@@ -88,8 +89,24 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const accounts = new Accounts(store, clock);
   const created = await accounts.bootstrap(config.bootstrapApiKey);
 
+  // Source endpoints are answered by Node's server directly, before Fastify (routes/endpoints.ts).
+  let endpoints: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
+  // From the start of shutdown: new requests get 503, and answers ask clients to close the connection
+  // so that keep-alive sockets do not hold the process open.
+  let closing = false;
   const app = Fastify({
     logger: options.logger ?? { level: config.logLevel },
+    serverFactory: (fastifyHandler) => {
+      const server = http.createServer((req, res) => {
+        if (endpoints && req.url?.startsWith(endpointPrefix)) endpoints(req, res);
+        else fastifyHandler(req, res);
+      });
+      // Fastify's own defaults for the server it would have made.
+      server.keepAliveTimeout = 72_000;
+      server.requestTimeout = 0;
+      server.setTimeout(0);
+      return server;
+    },
     bodyLimit: config.bodyLimitBytes,
     routerOptions: { ignoreTrailingSlash: true, ignoreDuplicateSlashes: true, maxParamLength: 200 },
     genReqId: (req) => {
@@ -190,9 +207,6 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     return sendError(reply, new AppError("not_found", `No route ${request.method} ${path}`));
   });
 
-  // From the start of shutdown: new requests get 503, and answers ask clients to close the connection
-  // so that keep-alive sockets do not hold the process open.
-  let closing = false;
   app.addHook("preClose", async () => {
     closing = true;
   });
@@ -280,7 +294,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     },
     { prefix: "/v1" },
   );
-  await app.register(endpointRoutes);
+  endpoints = endpointHandler(services, { closing: () => closing });
   await app.register(streamRoutes);
 
   // Fount's own components (the `registry/` folder) are published before the server answers.

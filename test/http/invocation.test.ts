@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
+import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
@@ -120,6 +121,68 @@ test("a body over 512 KB gets 413 and does not run the source; 512 KB exactly is
 test("an unknown endpoint is a 404", async () => {
   assert.equal((await hit(`${server.url}/e/doesnotexist0000`, { method: "POST" })).status, 404);
   assert.equal((await hit(`${server.url}/e/doesnotexist0000/sub`)).status, 404);
+});
+
+test("endpoint answers carry CORS headers and an x-request-id; a preflight gets 204 without a run", async () => {
+  const s = await deploy(server, { component_code: fixture("http-echo.mjs") });
+  const endpoint: string = s.configured_props.http.endpoint_url;
+  const res = await hit(endpoint, { method: "POST", headers: { "x-request-id": "hook-7.a_B" }, body: "{}" });
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get("access-control-allow-origin"), "*");
+  assert.equal(res.headers.get("x-request-id"), "hook-7.a_B");
+  assert.match(res.headers.get("content-type") ?? "", /^application\/json/);
+  const generated = await hit(endpoint, { headers: { "x-request-id": "not valid!" } });
+  assert.match(generated.headers.get("x-request-id") ?? "", /^[0-9a-f-]{36}$/);
+
+  const preflight = await hit(`${endpoint}/sub`, {
+    method: "OPTIONS",
+    headers: { origin: "https://example.com", "access-control-request-method": "POST" },
+  });
+  assert.equal(preflight.status, 204);
+  assert.match(preflight.headers.get("access-control-allow-methods") ?? "", /POST/);
+  assert.equal((await events(server, s.id)).length, 2, "the preflight did not run the source");
+
+  const unknown = await hit(`${server.url}/e/doesnotexist0000`, { headers: { "x-request-id": "r404" } });
+  assert.equal(unknown.headers.get("x-request-id"), "r404");
+  assert.deepEqual(unknown.body, { error: "No active source has this endpoint", code: "not_found" });
+});
+
+test("a chunked body over 512 KB gets 413, and a client that hangs up mid-body runs nothing", async () => {
+  const s = await deploy(server, { component_code: fixture("http-echo.mjs") });
+  const endpoint = new URL(s.configured_props.http.endpoint_url);
+  const send = (write: (req: http.ClientRequest) => void) =>
+    new Promise<number>((resolve, reject) => {
+      const req = http.request(endpoint, { method: "POST", headers: { "content-type": "text/plain" } });
+      req.on("response", (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on("error", reject);
+      write(req);
+    });
+  // No content-length: the limit is counted as the chunks arrive.
+  const status = await send((req) => {
+    for (let i = 0; i < 9; i++) req.write("x".repeat(64 * 1024));
+    req.end();
+  });
+  assert.equal(status, 413);
+
+  const cut = new Promise<void>((resolve) => {
+    const req = http.request(endpoint, {
+      method: "POST",
+      headers: { "content-type": "text/plain", "content-length": "1000" },
+    });
+    req.on("error", () => resolve());
+    req.write("only part of it", () => setTimeout(() => req.destroy(), 50));
+  });
+  await cut;
+  // The endpoint still answers, and neither request ran the source.
+  assert.equal((await hit(endpoint.href, { method: "POST", body: "after" })).status, 200);
+  const stored = await events(server, s.id);
+  assert.deepEqual(
+    stored.map((e: { event: { event: { bodyRaw: string } } }) => e.event.event.bodyRaw),
+    ["after"],
+  );
 });
 
 test("customResponse: respond() sets status, headers and body; a numeric-string status works", async () => {

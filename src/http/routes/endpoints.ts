@@ -3,19 +3,34 @@
  * {method, path, query, headers, bodyRaw, body, url}. Without customResponse the answer is 200
  * {"success": true} once run finished and its emits are stored; with it, the first respond() wins and a
  * run that never responds gets 204.
+ *
+ * This is the hot path of ingestion, so it is served by Node's HTTP server directly (app.ts routes
+ * `/e/` here before Fastify): these requests need none of the API's routing, authentication, schema
+ * validation or serialization, and skipping them halves the main thread's HTTP cost per request
+ * (docs/architecture.md#performance). It keeps the API's conventions: `x-request-id`, catalogue error
+ * bodies, 503 and `connection: close` while shutting down, and one log line per request at `info`.
  */
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { AppError } from "../../errors.ts";
+import { randomUUID } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { AppError, type ErrorCode } from "../../errors.ts";
 import type { HttpResponse } from "../../runtime/types.ts";
-import { sendError } from "../plugins/errors.ts";
+import type { Services } from "../../services.ts";
 
 /** Bodies above this get 413, as on Pipedream. */
 export const endpointBodyLimit = 512 * 1024;
+
+/** The path prefix of source endpoints; requests under it never reach Fastify. */
+export const endpointPrefix = "/e/";
 
 const corsHeaders = {
   "access-control-allow-origin": "*",
   "access-control-allow-methods": "GET,HEAD,PUT,PATCH,POST,DELETE",
 };
+
+const jsonType = "application/json; charset=utf-8";
+
+/** Levels at which Fastify logs each request; endpoint requests are logged at the same ones. */
+const requestLogLevels = new Set(["trace", "debug", "info"]);
 
 function parseBody(raw: string, contentType: string): unknown {
   if (raw === "") return undefined;
@@ -37,89 +52,183 @@ function parseBody(raw: string, contentType: string): unknown {
   return raw;
 }
 
-function sendComponentResponse(reply: FastifyReply, r: HttpResponse): FastifyReply {
-  reply.code(r.status);
-  for (const [k, v] of Object.entries(r.headers)) {
-    // Framing headers are the server's to set.
-    if (!/^(content-length|transfer-encoding|connection)$/i.test(k)) reply.header(k, v);
-  }
-  if (r.body === null) return reply.send();
-  return reply.send(r.bodyBase64 ? Buffer.from(r.body, "base64") : r.body);
+/** Reads the whole body, or answers null once it exceeds the limit (declared or counted). */
+function readBody(req: IncomingMessage): Promise<Buffer | null> {
+  const declared = Number(req.headers["content-length"]);
+  if (declared > endpointBodyLimit) return Promise.resolve(null);
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > endpointBodyLimit) {
+        req.removeAllListeners("data");
+        req.resume();
+        resolve(null);
+      } else chunks.push(chunk);
+    });
+    req.once("end", () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
+    // A client that goes away mid-body has nobody to answer; the source does not run.
+    const cutOff = () => reject(new AppError("invalid_parameter", "The request body was cut off"));
+    req.once("error", cutOff);
+    req.once("close", () => {
+      if (!req.complete) cutOff();
+    });
+  });
 }
 
-export async function endpointRoutes(app: FastifyInstance): Promise<void> {
-  const { store, runner } = app.fount;
-  // Any content type is accepted here, kept as raw bytes (the app-wide query merge leaves Buffers alone).
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser("*", { parseAs: "buffer", bodyLimit: endpointBodyLimit }, (_req, body, done) => {
-    done(null, body);
-  });
+export interface EndpointServing {
+  /** True from the start of shutdown: requests get 503 and connections close after their answer. */
+  closing(): boolean;
+}
 
-  const handler = async (request: FastifyRequest, reply: FastifyReply) => {
-    reply.headers(corsHeaders);
-    const { endpoint_id } = request.params as { endpoint_id: string };
-    if (request.method === "OPTIONS" && request.headers["access-control-request-method"]) {
-      return reply.code(204).send();
+/** The request listener for `/e/…` paths. */
+export function endpointHandler(
+  services: Services,
+  serving: EndpointServing,
+): (req: IncomingMessage, res: ServerResponse) => void {
+  const { store, runner, catalog, config, logger } = services;
+
+  const finish = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    status: number,
+    headers: Record<string, string>,
+    body: string | Buffer | null,
+  ) => {
+    if (res.headersSent || res.destroyed) return;
+    if (serving.closing()) headers.connection = "close";
+    if (body !== null) headers["content-length"] = String(Buffer.byteLength(body));
+    res.writeHead(status, headers);
+    res.end(body ?? undefined);
+    if (requestLogLevels.has(logger.level)) {
+      logger.info(
+        {
+          reqId: headers["x-request-id"],
+          req: { method: req.method, url: req.url },
+          res: { statusCode: status },
+        },
+        "request completed",
+      );
     }
-    const source = /^[a-z0-9]{1,64}$/.test(endpoint_id)
-      ? await store.getSourceByEndpoint(endpoint_id)
-      : undefined;
-    if (!source?.active)
-      return sendError(reply, new AppError("not_found", "No active source has this endpoint"));
+  };
 
-    const url = new URL(request.url, app.fount.config.publicUrl);
-    const prefix = `/e/${endpoint_id}`;
-    const path = url.pathname.slice(url.pathname.indexOf(prefix) + prefix.length) || "/";
-    const raw = Buffer.isBuffer(request.body) ? request.body.toString("utf8") : "";
+  const fail = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    base: Record<string, string>,
+    err: AppError | { status: number; code: string; error: string },
+  ) => {
+    const headers = { ...base, "content-type": jsonType };
+    if (err instanceof AppError) {
+      Object.assign(headers, err.headers);
+      finish(req, res, err.status, headers, JSON.stringify(err.toJSON()));
+    } else {
+      finish(req, res, err.status, headers, JSON.stringify({ error: err.error, code: err.code }));
+    }
+  };
+
+  const sendComponentResponse = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    base: Record<string, string>,
+    r: HttpResponse,
+  ) => {
+    const headers = { ...base };
+    for (const [k, v] of Object.entries(r.headers)) {
+      // Framing headers are the server's to set.
+      if (!/^(content-length|transfer-encoding|connection)$/i.test(k)) headers[k.toLowerCase()] = v;
+    }
+    let body: string | Buffer | null = null;
+    if (r.body !== null) {
+      body = r.bodyBase64 ? Buffer.from(r.body, "base64") : r.body;
+      headers["content-type"] ??= r.bodyBase64 ? "application/octet-stream" : "text/plain; charset=utf-8";
+    }
+    finish(req, res, r.status, headers, body);
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse, base: Record<string, string>) => {
+    if (serving.closing()) return fail(req, res, base, new AppError("shutting_down"));
+    const method = req.method ?? "GET";
+    if (method === "OPTIONS" && req.headers["access-control-request-method"]) {
+      req.resume();
+      return finish(req, res, 204, base, null);
+    }
+    const url = new URL(req.url ?? "/", config.publicUrl);
+    const rest = url.pathname.slice(endpointPrefix.length);
+    const slash = rest.indexOf("/");
+    const endpointId = slash === -1 ? rest : rest.slice(0, slash);
+    const source = /^[a-z0-9]{1,64}$/.test(endpointId)
+      ? await store.getSourceByEndpoint(endpointId)
+      : undefined;
+    if (!source?.active) {
+      req.resume();
+      return fail(req, res, base, new AppError("not_found", "No active source has this endpoint"));
+    }
+    const bytes = await readBody(req);
+    if (bytes === null) {
+      base.connection = "close";
+      return fail(req, res, base, new AppError("payload_too_large"));
+    }
+    const path = slash === -1 || slash === rest.length - 1 ? "/" : rest.slice(slash);
+    const raw = bytes.toString("utf8");
     const headers: Record<string, string> = {};
-    for (const [k, v] of Object.entries(request.headers)) {
-      if (v !== undefined) headers[k.toLowerCase()] = Array.isArray(v) ? v.join(", ") : v;
+    for (const [k, v] of Object.entries(req.headers)) {
+      if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(", ") : v;
     }
     const query: Record<string, string> = {};
     for (const [k, v] of url.searchParams) query[k] = v;
     const event = {
-      method: request.method,
+      method,
       path,
       query,
       headers,
       bodyRaw: raw,
       body: parseBody(raw, headers["content-type"] ?? ""),
-      url: `${app.fount.config.publicUrl}${prefix}${path === "/" ? "" : path}${url.search}`,
+      url: `${config.publicUrl}${endpointPrefix}${endpointId}${path === "/" ? "" : path}${url.search}`,
     };
 
     let responded = false;
     const hold = await runner.checkQuota(source);
-    const outcome = runner.invoke(
+    const result = await runner.invoke(
       source,
       { kind: "run", event },
       {
         trigger: "http",
         hold,
         onRespond: (r) => {
-          if (responded || reply.sent) return;
+          if (responded) return;
           responded = true;
-          sendComponentResponse(reply, r);
+          sendComponentResponse(req, res, base, r);
         },
       },
     );
-    const result = await outcome;
-    if (responded || reply.sent) return reply;
-    if (result.response) return sendComponentResponse(reply, result.response);
+    if (responded) return;
+    if (result.response) return sendComponentResponse(req, res, base, result.response);
     if (!result.ok) {
-      return reply.code(500).send({
-        error: result.error?.message ?? "The source failed",
+      return fail(req, res, base, {
+        status: 500,
         code: result.error?.code ?? "component_error",
+        error: result.error?.message ?? "The source failed",
       });
     }
-    const http = (await app.fount.catalog.load(source.componentId)).record.meta.props.find(
+    const http = (await catalog.load(source.componentId)).record.meta.props.find(
       (p) => p.type === "$.interface.http",
     );
-    if (http?.customResponse) return reply.code(204).send();
-    return reply.code(200).send({ success: true });
+    if (http?.customResponse) return finish(req, res, 204, base, null);
+    finish(req, res, 200, { ...base, "content-type": jsonType }, '{"success":true}');
   };
 
-  const config = { public: true, rawBody: true };
-  const schema = { hide: true };
-  app.all("/e/:endpoint_id", { config, schema }, handler);
-  app.all("/e/:endpoint_id/*", { config, schema }, handler);
+  return (req, res) => {
+    const given = req.headers["x-request-id"];
+    const base: Record<string, string> = {
+      ...corsHeaders,
+      "x-request-id": typeof given === "string" && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID(),
+    };
+    handle(req, res, base).catch((err: unknown) => {
+      const known = err instanceof AppError;
+      if (!known) logger.error({ err, reqId: base["x-request-id"] }, "request failed");
+      fail(req, res, base, known ? err : new AppError("internal" satisfies ErrorCode));
+    });
+  };
 }
