@@ -10,12 +10,14 @@ import type { Config } from "../config.ts";
 import type { SecretBox } from "../crypto/secret-box.ts";
 import { AppError, type SerializedError } from "../errors.ts";
 import { randomString } from "../ids.ts";
+import { withParsedBody } from "../runtime/child/http-body.ts";
 import type {
   ComponentMeta,
   EmittedEvent,
   Executor,
   HttpResponse,
   InvocationKind,
+  InvokeRequest,
   InvokeResult,
   LogEntry,
 } from "../runtime/types.ts";
@@ -59,6 +61,17 @@ export interface RunnerDeps {
 const platformVersion = "fount-0.1";
 
 /** One invocation's place in its owner's daily quota, held from the check to the commit. */
+/** The event `run` sees (an endpoint event gets its parsed body). */
+function eventOf(invocation: Extract<InvocationKind, { kind: "run" }>): unknown {
+  return invocation.parseBody ? withParsedBody(invocation.event) : invocation.event;
+}
+
+/** The part of an executor request that depends only on the source row and its component. */
+interface InvokeConfig extends Pick<InvokeRequest, "props" | "dbProps" | "httpProps"> {
+  meta: ComponentMeta;
+  endpoint: string;
+}
+
 export interface QuotaHold {
   release(): void;
 }
@@ -76,6 +89,13 @@ export class SourceRunner {
   readonly #chains = new Map<string, Promise<unknown>>();
   /** Per free user: invocations that passed the quota check and are not committed yet. */
   readonly #quotaHeld = new Map<string, number>();
+  /**
+   * What the executor gets besides the invocation, per source row and component definition: rows read
+   * through the source cache are the same frozen object until the source changes, so hits of one source
+   * reuse one config (and the executor sends it once per batch). App props are never kept, because
+   * their credentials can change without the source changing.
+   */
+  readonly #configs = new WeakMap<SourceRecord, InvokeConfig>();
 
   constructor(deps: RunnerDeps) {
     this.#d = deps;
@@ -151,7 +171,7 @@ export class SourceRunner {
         if (invocation.kind === "run" && !record.meta.hasRun) {
           // A schedule source without run emits the event that triggered it.
           const result: InvokeResult = {
-            emits: [{ event: invocation.event, meta: {} }],
+            emits: [{ event: eventOf(invocation), meta: {} }],
             logs: [],
             dbWrites: {},
             warnings: [],
@@ -160,20 +180,15 @@ export class SourceRunner {
           return { record, result: Promise.resolve(result) };
         }
         const db = await this.#dbOf(source.id);
+        const config = await this.#invokeConfig(record.meta, source);
         const result = this.#d.executor.invoke(
           {
             ownerId: source.ownerId,
             sourceId: source.id,
             component: built,
-            props: await this.#propValues(record.meta, source),
-            dbProps: record.meta.props.filter((p) => p.type === "$.service.db").map((p) => p.name),
-            httpProps: record.meta.props
-              .filter((p) => p.type === "$.interface.http")
-              .map((p) => ({
-                name: p.name,
-                endpoint: this.endpointUrl(source) ?? "",
-                customResponse: !!p.customResponse,
-              })),
+            props: config.props,
+            dbProps: config.dbProps,
+            httpProps: config.httpProps,
             db: db.data,
             dbVersion: db.version,
             invocation,
@@ -237,6 +252,23 @@ export class SourceRunner {
     return next;
   }
 
+  async #invokeConfig(meta: ComponentMeta, source: SourceRecord): Promise<InvokeConfig> {
+    const endpoint = this.endpointUrl(source) ?? "";
+    const kept = this.#configs.get(source);
+    if (kept && kept.meta === meta && kept.endpoint === endpoint) return kept;
+    const config: InvokeConfig = {
+      meta,
+      endpoint,
+      props: await this.#propValues(meta, source),
+      dbProps: meta.props.filter((p) => p.type === "$.service.db").map((p) => p.name),
+      httpProps: meta.props
+        .filter((p) => p.type === "$.interface.http")
+        .map((p) => ({ name: p.name, endpoint, customResponse: !!p.customResponse })),
+    };
+    if (!meta.props.some((p) => p.type === "app")) this.#configs.set(source, config);
+    return config;
+  }
+
   async #propValues(meta: ComponentMeta, source: SourceRecord): Promise<Record<string, unknown>> {
     const values: Record<string, unknown> = {};
     for (const p of meta.props) {
@@ -282,7 +314,7 @@ export class SourceRunner {
       durationMs: result.durationMs,
     });
     if (invocation.kind === "options") return Promise.resolve(outcome());
-    const original = invocation.kind === "run" ? invocation.event : { hook: invocation.hook };
+    const original = invocation.kind === "run" ? eventOf(invocation) : { hook: invocation.hook };
     return this.#d.committer
       .submit(
         async (tx) => {

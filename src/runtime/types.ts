@@ -69,7 +69,11 @@ export interface AppPropValue {
 export type PropValues = Record<string, unknown>;
 
 export type InvocationKind =
-  | { kind: "run"; event: unknown }
+  /**
+   * `parseBody`: `event` is an endpoint event without `body`, which the executor parses from `bodyRaw`
+   * (child/http-body.ts) before `run` sees it.
+   */
+  | { kind: "run"; event: unknown; parseBody?: boolean }
   | { kind: "hook"; hook: "deploy" | "activate" | "deactivate" }
   /** Calls a prop's async `options({page, prevContext, query, ...configured})` and returns what it returns. */
   | { kind: "options"; prop: string; args: Record<string, unknown> };

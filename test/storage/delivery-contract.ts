@@ -147,6 +147,42 @@ export function deliveryContract(withStore: WithStore, unique: (prefix: string) 
     },
   );
 
+  withStore("a source's owner is known until the source is deleted", async (s) => {
+    const owner = unique("u");
+    const src = source(owner);
+    assert.equal(await s.resourceOwner(src.id), undefined);
+    await s.insertSource(src);
+    assert.equal(await s.resourceOwner(src.id), owner);
+    assert.equal(await s.resourceOwner(src.id), owner);
+    assert.equal(await s.deleteSource(src.id), true);
+    assert.equal(await s.resourceOwner(src.id), undefined);
+  });
+
+  withStore("matches follow every subscription change, also after a rollback", async (s) => {
+    const owner = unique("u");
+    const emitter = unique("dc");
+    const listener = unique("wh");
+    const match = async () => ids(await s.matchSubscriptions(emitter, owner, ""));
+    assert.deepEqual(await match(), []);
+    const base = { ownerId: owner, listenerId: listener, eventName: "", createdAt: 1 };
+    const exact = await s.upsertSubscription({ id: unique("sub"), emitterId: emitter, ...base });
+    assert.deepEqual(await match(), [exact.id]);
+    const glob = await s.upsertSubscription({ id: unique("sub"), emitterId: "dc_*", ...base });
+    assert.deepEqual((await match()).sort(), [exact.id, glob.id].sort());
+    await s.deleteSubscriptions([owner], { emitterId: "dc_*", listenerId: listener, eventName: "" });
+    assert.deepEqual(await match(), [exact.id]);
+    await assert.rejects(
+      s.transaction(async (tx) => {
+        await tx.upsertSubscription({ id: unique("sub"), emitterId: "dc_*", ...base });
+        assert.equal((await tx.matchSubscriptions(emitter, owner, "")).length, 2);
+        throw new Error("roll back");
+      }),
+    );
+    assert.deepEqual(await match(), [exact.id], "the rolled-back subscription is not matched");
+    assert.equal(await s.deleteSubscriptionsOf(listener), 1);
+    assert.deepEqual(await match(), []);
+  });
+
   withStore("deliveries keep their own copy of the event and are claimed once, when due", async (s) => {
     const hook = webhook(unique("u"));
     await s.insertWebhook(hook);

@@ -32,26 +32,6 @@ const jsonType = "application/json; charset=utf-8";
 /** Levels at which Fastify logs each request; endpoint requests are logged at the same ones. */
 const requestLogLevels = new Set(["trace", "debug", "info"]);
 
-function parseBody(raw: string, contentType: string): unknown {
-  if (raw === "") return undefined;
-  if (/\bjson\b/i.test(contentType)) {
-    try {
-      return JSON.parse(raw);
-    } catch {
-      return raw;
-    }
-  }
-  if (/application\/x-www-form-urlencoded/i.test(contentType)) {
-    const out: Record<string, string | string[]> = {};
-    for (const [k, v] of new URLSearchParams(raw)) {
-      const prev = out[k];
-      out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
-    }
-    return out;
-  }
-  return raw;
-}
-
 /** Reads the whole body, or answers null once it exceeds the limit (declared or counted). */
 function readBody(req: IncomingMessage): Promise<Buffer | null> {
   const declared = Number(req.headers["content-length"]);
@@ -183,8 +163,8 @@ export function endpointHandler(
       path,
       query,
       headers,
+      // `body` is parsed from this by the executor (runtime/child/http-body.ts).
       bodyRaw: raw,
-      body: parseBody(raw, headers["content-type"] ?? ""),
       url: `${config.publicUrl}${endpointPrefix}${endpointId}${path === "/" ? "" : path}${url.search}`,
     };
 
@@ -192,7 +172,7 @@ export function endpointHandler(
     const hold = await runner.checkQuota(source);
     const result = await runner.invoke(
       source,
-      { kind: "run", event },
+      { kind: "run", event, parseBody: true },
       {
         trigger: "http",
         hold,

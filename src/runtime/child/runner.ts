@@ -14,6 +14,7 @@ import util from "node:util";
 import type { SerializedError } from "../../errors.ts";
 import type { HttpResponse, LogEntry } from "../types.ts";
 import { InvalidComponent, loadComponent } from "./definition.ts";
+import { withParsedBody } from "./http-body.ts";
 import { componentInstance, Invocation, optionsCall } from "./instance.ts";
 import type {
   BatchConfig,
@@ -249,11 +250,13 @@ async function execute(
   const self = componentInstance(component, cfg, inv, db);
   const kind = item.inv;
   switch (kind.kind) {
-    case "run":
+    case "run": {
+      const event = kind.parseBody ? withParsedBody(kind.event) : kind.event;
       // A schedule source without run emits its timer event.
-      if (component.run) await component.run.call(self, kind.event);
-      else inv.emit(kind.event, {});
+      if (component.run) await component.run.call(self, event);
+      else inv.emit(event, {});
       return undefined;
+    }
     case "hook":
       await component.hooks[kind.hook]?.call(self);
       return undefined;
