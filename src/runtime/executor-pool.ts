@@ -131,6 +131,8 @@ interface Batch {
   started: number;
   /** The child confirmed it read the batch; before that none of its calls can have started. */
   received: boolean;
+  /** The child said the first call entered component code (its module loaded); before that it ran nothing. */
+  entered: boolean;
   timer: NodeJS.Timeout | undefined;
 }
 
@@ -217,6 +219,14 @@ function isInside(child: string, parent: string): boolean {
  * replaces the copy. After a restart the child gets the newest snapshot seen plus the writes we
  * returned since.
  */
+/**
+ * Whether the batch's running call is in component code: the child read the batch and either said its
+ * first call entered (module loaded) or already returned results for earlier calls.
+ */
+function inCode(batch: Batch): boolean {
+  return batch.received && (batch.entered || batch.next > 0);
+}
+
 export class ExecutorPool implements Executor {
   private readonly dataDir: string;
   private readonly memoryMb: number;
@@ -379,6 +389,7 @@ export class ExecutorPool implements Executor {
       next: 0,
       started: 0,
       received: false,
+      entered: false,
       timer: undefined,
     };
     source.batch = batch;
@@ -476,17 +487,19 @@ export class ExecutorPool implements Executor {
     const limit = call.req.timeoutMs > 0 ? call.req.timeoutMs : this.defaultTimeoutMs;
     const wait = Math.max(0, batch.started + limit - Date.now());
     batch.timer = setTimeout(() => {
-      // A child that never read this batch is stuck on another call: blame the longest-running one.
-      let blamed = batch.received ? call.q : undefined;
+      // A call that is not in component code yet (its batch unread, or its module still loading) waits
+      // for another one: blame the longest-running call that is. With none, the loading module is stuck.
+      let blamed = inCode(batch) ? call.q : undefined;
       if (blamed === undefined) {
         let oldest = Number.POSITIVE_INFINITY;
         for (const other of child.batches.values()) {
-          const running = other.received ? other.calls[other.next] : undefined;
+          const running = inCode(other) ? other.calls[other.next] : undefined;
           if (running && other.started < oldest) {
             oldest = other.started;
             blamed = running.q;
           }
         }
+        if (blamed === undefined && batch.received) blamed = call.q;
       }
       this.kill(child, {
         code: "timeout",
@@ -537,6 +550,11 @@ export class ExecutorPool implements Executor {
       case "got": {
         const batch = child.batches.get(String(msg.sid));
         if (batch) batch.received = true;
+        break;
+      }
+      case "started": {
+        const batch = child.batches.get(String(msg.sid));
+        if (batch) batch.entered = true;
         break;
       }
       case "results":
@@ -903,7 +921,11 @@ export class ExecutorPool implements Executor {
       // Calls behind the running one never started: they go to the replacement process, in order,
       // so a neighbour's crash costs them only a restart. The running call cannot be retried safely.
       if (others !== "executor_stopped" && !this.closed) {
-        const firstNotStarted = batch.received ? batch.next + 1 : batch.next;
+        // The running call has started once it entered component code; a first call still loading
+        // its module has run nothing (the replacement loads it anew), unless it is the culprit.
+        const first = batch.calls[batch.next];
+        const started = inCode(batch) || (batch.received && first !== undefined && first.q === culprit);
+        const firstNotStarted = started ? batch.next + 1 : batch.next;
         const notStarted = batch.calls.slice(firstNotStarted);
         batch.calls.length = Math.min(batch.calls.length, firstNotStarted);
         batch.source.queue.unshift(...notStarted);

@@ -92,6 +92,31 @@ test("a sibling invocation queued behind an infinite loop of the same owner is a
   assert.equal((await looping).status, 500);
 });
 
+test("a sibling still loading its module when a loop starts spinning runs after the restart", async () => {
+  const { id: loopId, endpoint: loop } = await hostile("infinite-loop.mjs");
+  const slow = await deploy(server, { component_code: fixture("slow-load.mjs"), name: "slow" }, attacker.key);
+  // The first loop replaces the executor, so the new process has loaded neither module.
+  assert.equal((await hit(loop, { method: "POST" })).status, 500);
+  const pool = server.built.services.executor as ExecutorPool;
+  const queued = hit(slow.configured_props.http.endpoint_url, { method: "POST", body: "after the loop" });
+  for (let i = 0; i < 400 && !pool.stats().some((o) => o.ownerId === attacker.id && o.running > 0); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  // Sent behind the slow source's batch: it loads quickly and spins while the slow module still waits.
+  const looping = hit(loop, { method: "POST" });
+  const res = await queued;
+  assert.equal(res.status, 200, res.text);
+  assert.equal((await looping).status, 500);
+  assert.deepEqual(
+    (await emitted(server, slow.id, attacker.key)).map((e: { body: string }) => e.body),
+    ["after the loop"],
+  );
+  assert.deepEqual(
+    (await errorsOf(loopId)).map((e) => e.event.error.code),
+    ["timeout", "timeout"],
+  );
+});
+
 test("a memory bomb is stopped at the executor's memory cap", async () => {
   const { id, endpoint } = await hostile("memory-bomb.mjs");
   const res = await hit(endpoint, { method: "POST" });

@@ -53,6 +53,11 @@ export type FromChild =
   | { t: "ready"; pid: number }
   /** A batch message arrived (sent before running it), so the parent knows which calls may have started. */
   | { t: "got"; sid: string }
+  /**
+   * The batch's first call is about to enter component code (its module is loaded). Before this, that
+   * call has run nothing of its own, so the parent may hand it to a replacement process.
+   */
+  | { t: "started"; sid: string }
   | { t: "inspected"; q: number; meta?: ComponentMeta; error?: SerializedError }
   /**
    * Results of a batch, in item order. `done` ends the batch. While a batch runs long the child also

@@ -245,8 +245,10 @@ async function execute(
   cfg: BatchConfig,
   inv: Invocation,
   db: Map<string, string>,
+  onStart: (() => void) | undefined,
 ): Promise<unknown> {
   const component = await loadComponent(cfg.entryFile);
+  onStart?.();
   const self = componentInstance(component, cfg, inv, db);
   const kind = item.inv;
   switch (kind.kind) {
@@ -281,6 +283,8 @@ async function runItem(
   item: BatchItem,
   cfg: BatchConfig,
   db: Map<string, string>,
+  /** For a batch's first call: tells the parent when component code is about to run. */
+  onStart?: () => void,
 ): Promise<{ result: ItemResult; chars: number }> {
   const started = performance.now();
   const inv = new Invocation(item.q, sid, init, onRespond);
@@ -288,7 +292,7 @@ async function runItem(
   let error: SerializedError | undefined;
   let value: unknown;
   try {
-    value = await als.run({ inv }, () => execute(item, cfg, inv, db));
+    value = await als.run({ inv }, () => execute(item, cfg, inv, db, onStart));
   } catch (err) {
     error = serialize(err, "component_error");
   }
@@ -333,6 +337,7 @@ async function runBatch(msg: BatchMessage): Promise<void> {
   let pendingChars = 0;
   let lastFlush = performance.now();
   let current: { q: number; started: number } | undefined;
+  const started = () => send({ t: "started", sid });
   const flush = () => {
     const now = performance.now();
     const progress = current ? { running: current.q, since: now - current.started } : {};
@@ -354,7 +359,7 @@ async function runBatch(msg: BatchMessage): Promise<void> {
       if (pending.length > 0 && current.started - lastFlush >= FLUSH_MS) flush();
       const cfg = msg.cfgs[item.c];
       const done = cfg
-        ? await runItem(sid, item, cfg, state.data)
+        ? await runItem(sid, item, cfg, state.data, item === msg.items[0] ? started : undefined)
         : { result: errorResult(item.q, { code: "executor_crash", message: "Malformed batch" }), chars: 0 };
       pending.push(done.result);
       pendingChars += done.chars;
