@@ -29,6 +29,10 @@ export class BoundedCache<K, V> {
     return value;
   }
 
+  delete(key: K): void {
+    this.#entries.delete(key);
+  }
+
   clear(): void {
     this.#entries.clear();
   }

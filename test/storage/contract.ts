@@ -153,6 +153,24 @@ export function storageContract(name: string, open: () => Promise<Storage>): voi
     assert.equal(await s.resourceOwner(w.id), undefined);
   });
 
+  withStore("a webhook read after a change, a rollback or a delete shows the stored row", async (s) => {
+    const w = webhook(unique("u"), { name: "first" });
+    await s.insertWebhook(w);
+    assert.equal((await s.getWebhook(w.id))?.name, "first");
+    await s.updateWebhook(w.id, { name: "second", updatedAt: 2 });
+    assert.equal((await s.getWebhook(w.id))?.name, "second");
+    await assert.rejects(
+      s.transaction(async (tx) => {
+        await tx.updateWebhook(w.id, { url: "https://example.com/rolled-back", updatedAt: 3 });
+        assert.equal((await tx.getWebhook(w.id))?.url, "https://example.com/rolled-back");
+        throw new Error("roll back");
+      }),
+    );
+    assert.equal((await s.getWebhook(w.id))?.url, w.url);
+    assert.equal(await s.deleteWebhook(w.id), true);
+    assert.equal(await s.getWebhook(w.id), undefined);
+  });
+
   withStore("the same subscription is stored once and deleted by its match", async (s) => {
     const owner = unique("u");
     const base = { ownerId: owner, emitterId: "dc_*", listenerId: "wh_x", eventName: "", createdAt: 1 };

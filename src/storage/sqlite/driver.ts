@@ -204,6 +204,8 @@ export class SqliteOps implements StorageOps {
    */
   readonly #sourcesByEndpoint = new BoundedCache<string, SourceRecord>(maxCachedRows);
   readonly #users = new BoundedCache<string, User>(maxCachedRows);
+  /** Webhooks, read for every delivery attempt; each write to one here forgets it. */
+  readonly #webhooks = new BoundedCache<string, Webhook>(maxCachedRows);
   /**
    * Events held per `emitter\0channel`, counted once and then kept up to date by this connection's
    * inserts and trims, so that trimming to the window is one delete of the oldest row instead of a
@@ -418,7 +420,11 @@ export class SqliteOps implements StorageOps {
   }
 
   async getWebhook(id: string): Promise<Webhook | undefined> {
-    return this.get("SELECT * FROM webhooks WHERE id = ?", [id], toWebhook);
+    const cached = this.#webhooks.get(id);
+    if (cached) return cached;
+    const webhook = this.get("SELECT * FROM webhooks WHERE id = ?", [id], toWebhook);
+    if (webhook) this.#webhooks.set(id, deepFreeze(webhook));
+    return webhook;
   }
 
   async listWebhooks(ownerIds: string[], q: PageQuery): Promise<Page<WithSeq<Webhook>>> {
@@ -432,12 +438,14 @@ export class SqliteOps implements StorageOps {
       url: patch.url,
       active: patch.active === undefined ? undefined : patch.active ? 1 : 0,
     };
+    this.#webhooks.delete(id);
     if (this.updateColumns("webhooks", id, patch.updatedAt, columns) === 0) return undefined;
     if (patch.active !== undefined) this.#delivery.parkDeliveries(id, patch.active, patch.updatedAt * 1000);
     return this.getWebhook(id);
   }
 
   async deleteWebhook(id: string): Promise<boolean> {
+    this.#webhooks.delete(id);
     return this.run("DELETE FROM webhooks WHERE id = ?", [id]) > 0;
   }
 
@@ -611,6 +619,7 @@ export class SqliteOps implements StorageOps {
 
   /** Forgets cached rows: after a rollback, since the transaction may have cached rows it wrote. */
   dropCaches(): void {
+    this.#webhooks.clear();
     this.#sourcesByEndpoint.clear();
     this.#eventCounts.clear();
   }
