@@ -96,15 +96,20 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   let closing = false;
   const app = Fastify({
     logger: options.logger ?? { level: config.logLevel },
-    serverFactory: (fastifyHandler) => {
+    serverFactory: (fastifyHandler, opts) => {
       const server = http.createServer((req, res) => {
         if (endpoints && req.url?.startsWith(endpointPrefix)) endpoints(req, res);
         else fastifyHandler(req, res);
       });
-      // Fastify's own defaults for the server it would have made.
-      server.keepAliveTimeout = 72_000;
-      server.requestTimeout = 0;
-      server.setTimeout(0);
+      // The timeouts Fastify gives the server it makes itself (it has filled in its defaults by now).
+      const timeouts = opts as {
+        keepAliveTimeout: number;
+        requestTimeout: number;
+        connectionTimeout: number;
+      };
+      server.keepAliveTimeout = timeouts.keepAliveTimeout;
+      server.requestTimeout = timeouts.requestTimeout;
+      server.setTimeout(timeouts.connectionTimeout);
       return server;
     },
     bodyLimit: config.bodyLimitBytes,

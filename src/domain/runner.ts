@@ -60,7 +60,6 @@ export interface RunnerDeps {
 
 const platformVersion = "fount-0.1";
 
-/** One invocation's place in its owner's daily quota, held from the check to the commit. */
 /** The event `run` sees (an endpoint event gets its parsed body). */
 function eventOf(invocation: Extract<InvocationKind, { kind: "run" }>): unknown {
   return invocation.parseBody ? withParsedBody(invocation.event) : invocation.event;
@@ -72,6 +71,7 @@ interface InvokeConfig extends Pick<InvokeRequest, "props" | "dbProps" | "httpPr
   endpoint: string;
 }
 
+/** One invocation's place in its owner's daily quota, held from the check to the commit. */
 export interface QuotaHold {
   release(): void;
 }

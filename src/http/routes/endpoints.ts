@@ -12,7 +12,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { AppError, type ErrorCode } from "../../errors.ts";
+import { AppError } from "../../errors.ts";
 import type { HttpResponse } from "../../runtime/types.ts";
 import type { Services } from "../../services.ts";
 
@@ -208,7 +208,7 @@ export function endpointHandler(
     handle(req, res, base).catch((err: unknown) => {
       const known = err instanceof AppError;
       if (!known) logger.error({ err, reqId: base["x-request-id"] }, "request failed");
-      fail(req, res, base, known ? err : new AppError("internal" satisfies ErrorCode));
+      fail(req, res, base, known ? err : new AppError("internal"));
     });
   };
 }
