@@ -314,7 +314,8 @@ export class SourceRunner {
       durationMs: result.durationMs,
     });
     if (invocation.kind === "options") return Promise.resolve(outcome());
-    const original = invocation.kind === "run" ? eventOf(invocation) : { hook: invocation.hook };
+    // Parsed only when an error is stored: most runs never need the original event again.
+    const original = () => (invocation.kind === "run" ? eventOf(invocation) : { hook: invocation.hook });
     return this.#d.committer
       .submit(
         async (tx) => {
@@ -332,7 +333,7 @@ export class SourceRunner {
             );
           };
           const error = (code: string, err: SerializedError) =>
-            put("$errors", this.#errorEvent(source, original, trigger, { ...err, code }, startedMs));
+            put("$errors", this.#errorEvent(source, original(), trigger, { ...err, code }, startedMs));
           for (const log of result.logs)
             await put("$logs", { level: log.level, message: log.message, ts: log.ts });
           for (const warning of result.warnings) await error(warning.code, warning);

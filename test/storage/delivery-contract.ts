@@ -147,10 +147,18 @@ export function deliveryContract(withStore: WithStore, unique: (prefix: string) 
     },
   );
 
-  withStore("a source's owner is known until the source is deleted", async (s) => {
+  withStore("a source's owner is known until the source is deleted or its insert rolled back", async (s) => {
     const owner = unique("u");
     const src = source(owner);
     assert.equal(await s.resourceOwner(src.id), undefined);
+    await assert.rejects(
+      s.transaction(async (tx) => {
+        await tx.insertSource(src);
+        assert.equal(await tx.resourceOwner(src.id), owner);
+        throw new Error("roll back");
+      }),
+    );
+    assert.equal(await s.resourceOwner(src.id), undefined, "the rolled-back source has no owner");
     await s.insertSource(src);
     assert.equal(await s.resourceOwner(src.id), owner);
     assert.equal(await s.resourceOwner(src.id), owner);

@@ -207,6 +207,13 @@ export class SqliteOps implements StorageOps {
   /** Webhooks, read for every delivery attempt; each write to one here forgets it. */
   readonly #webhooks = new BoundedCache<string, Webhook>(maxCachedRows);
   /**
+   * What routing reads for every stored event: the owner of each emitter (sources and workflows, whose
+   * owner never changes; deleting one forgets it) and the subscriptions matching an emitter, its owner
+   * and a channel (any write to `subscriptions` forgets them all).
+   */
+  readonly #emitterOwners = new BoundedCache<string, string>(maxCachedRows);
+  readonly #matches = new BoundedCache<string, Subscription[]>(maxCachedRows);
+  /**
    * Events held per `emitter\0channel`, counted once and then kept up to date by this connection's
    * inserts and trims, so that trimming to the window is one delete of the oldest row instead of a
    * walk over the whole window on every insert. Deletes of ranges, sources and rollbacks forget them.
@@ -450,6 +457,7 @@ export class SqliteOps implements StorageOps {
   }
 
   async upsertSubscription(s: Subscription): Promise<Subscription> {
+    this.#matches.clear();
     this.run(
       `INSERT INTO subscriptions (id, owner_id, emitter_id, listener_id, event_name, created_at) VALUES (?, ?, ?, ?, ?, ?)
        ON CONFLICT (owner_id, emitter_id, listener_id, event_name) DO NOTHING`,
@@ -477,11 +485,13 @@ export class SqliteOps implements StorageOps {
     const where = `owner_id IN (${placeholders(ownerIds)}) AND emitter_id = ? AND listener_id = ? AND event_name = ?`;
     const params = [...ownerIds, m.emitterId, m.listenerId, m.eventName];
     const found = this.all(`SELECT * FROM subscriptions WHERE ${where}`, params, toSubscription);
+    this.#matches.clear();
     this.run(`DELETE FROM subscriptions WHERE ${where}`, params);
     return found;
   }
 
   async deleteSubscriptionsOf(resourceId: string): Promise<number> {
+    this.#matches.clear();
     return (
       this.run("DELETE FROM subscriptions WHERE emitter_id = ? OR listener_id = ?", [
         resourceId,
@@ -512,9 +522,15 @@ export class SqliteOps implements StorageOps {
   }
 
   async resourceOwner(id: string): Promise<string | undefined> {
-    const table = ownedTables[id.slice(0, id.indexOf("_"))];
+    const prefix = id.slice(0, id.indexOf("_"));
+    const table = ownedTables[prefix];
     if (!table) return undefined;
-    return this.get(`SELECT owner_id FROM ${table} WHERE id = ?`, [id], (r) => r.owner_id as string);
+    const emitter = prefix === "dc" || prefix === "p";
+    const cached = emitter ? this.#emitterOwners.get(id) : undefined;
+    if (cached !== undefined) return cached;
+    const owner = this.get(`SELECT owner_id FROM ${table} WHERE id = ?`, [id], (r) => r.owner_id as string);
+    if (emitter && owner !== undefined) this.#emitterOwners.set(id, owner);
+    return owner;
   }
 
   async getUsage(userId: string, day: string): Promise<Usage> {
@@ -622,6 +638,8 @@ export class SqliteOps implements StorageOps {
     this.#webhooks.clear();
     this.#sourcesByEndpoint.clear();
     this.#eventCounts.clear();
+    this.#emitterOwners.clear();
+    this.#matches.clear();
   }
 
   /** Starts holding back clock, trim and usage writes until `endDeferral` (a transaction began). */
@@ -693,6 +711,7 @@ export class SqliteOps implements StorageOps {
   async deleteSource(id: string): Promise<boolean> {
     this.#settle();
     this.#sourcesByEndpoint.clear();
+    this.#emitterOwners.delete(id);
     const removed = this.run("DELETE FROM sources WHERE id = ?", [id]) > 0;
     for (const table of ["source_db", "dedupe_state", "timers"])
       this.run(`DELETE FROM ${table} WHERE source_id = ?`, [id]);
@@ -933,6 +952,7 @@ export class SqliteOps implements StorageOps {
     return this.#delivery.listWorkflows(ownerIds, q);
   }
   async deleteWorkflow(id: string): Promise<boolean> {
+    this.#emitterOwners.delete(id);
     return this.#delivery.deleteWorkflow(id);
   }
   async matchSubscriptions(
@@ -940,7 +960,9 @@ export class SqliteOps implements StorageOps {
     ownerId: string | undefined,
     channel: string,
   ): Promise<Subscription[]> {
-    return this.#delivery.matchSubscriptions(emitterId, ownerId, channel);
+    return this.#matches.getOrSet(`${emitterId}\0${ownerId ?? ""}\0${channel}`, () =>
+      deepFreeze(this.#delivery.matchSubscriptions(emitterId, ownerId, channel)),
+    );
   }
   async insertDeliveries(deliveries: Delivery[]): Promise<void> {
     this.#delivery.insertDeliveries(deliveries);
