@@ -14,6 +14,7 @@ import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { hashApiKey, SecretBox } from "./crypto/secret-box.ts";
 import { AddressPolicy } from "./delivery/address-guard.ts";
+import { deliveryContext } from "./delivery/routing.ts";
 import { setUpDelivery } from "./delivery/setup.ts";
 import { Accounts } from "./domain/accounts.ts";
 import { Bus } from "./domain/bus.ts";
@@ -126,7 +127,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   const bus = new Bus();
   bus.onError((err) => app.log.error({ err }, "internal event listener failed"));
-  const committer = new Committer(store);
+  const committer = new Committer(store, { carried: [deliveryContext] });
   const recorder = new EventRecorder();
   const builder = new ComponentBuilder({ dataDir: config.dataDir, npmCacheDir: config.npmCacheDir });
   const executor =

@@ -3,7 +3,7 @@
  * rows per second a single SQLite connection sustains (stack-measurements §2). A batch that fails is
  * retried job by job, so one bad job never fails the others.
  */
-import { AsyncLocalStorage } from "node:async_hooks";
+import type { AsyncLocalStorage } from "node:async_hooks";
 import type { Storage, StorageOps } from "../storage/port.ts";
 
 interface Job {
@@ -14,28 +14,40 @@ interface Job {
   after?: () => void;
 }
 
+export interface CommitterOptions {
+  /** Jobs per transaction. */
+  maxBatch?: number;
+  /**
+   * Async-local stores a job sees as its submitter set them, not as the first job of its batch did
+   * (event routing reads the delivery hop count this way).
+   */
+  carried?: AsyncLocalStorage<unknown>[];
+}
+
 export class Committer {
   readonly #store: Storage;
   readonly #maxBatch: number;
+  readonly #carried: AsyncLocalStorage<unknown>[];
   #queue: Job[] = [];
   #scheduled = false;
   #running: Promise<void> = Promise.resolve();
 
-  constructor(store: Storage, maxBatch = 256) {
+  constructor(store: Storage, options: CommitterOptions = {}) {
     this.#store = store;
-    this.#maxBatch = maxBatch;
+    this.#maxBatch = options.maxBatch ?? 256;
+    this.#carried = options.carried ?? [];
   }
 
   /** Runs `fn` in a shared transaction; resolves once committed. `after` runs post-commit. */
   submit<T>(fn: (tx: StorageOps) => Promise<T>, after?: (value: T) => void): Promise<T> {
-    // A job runs in its submitter's async context, not that of the batch it lands in, so that hooks
-    // inside it (event routing) see who asked for the write.
-    const inContext = AsyncLocalStorage.snapshot();
+    // Only the carried stores' values are kept, not a snapshot of the whole async context: a snapshot
+    // per job costs an AsyncResource, which under load outlives young-generation collections.
+    const values = this.#carried.map((s) => s.getStore());
     return new Promise<T>((resolve, reject) => {
       let result: T;
       this.#queue.push({
         run: async (tx) => {
-          result = await inContext(() => fn(tx));
+          result = await this.#inContext(values, () => fn(tx));
           return result;
         },
         resolve: resolve as (v: unknown) => void,
@@ -49,6 +61,18 @@ export class Committer {
         });
       }
     });
+  }
+
+  /** Runs `fn` with the carried stores set to `values`, entering only those that differ. */
+  #inContext<R>(values: unknown[], fn: () => R): R {
+    let run = fn;
+    this.#carried.forEach((s, i) => {
+      const value = values[i];
+      if (s.getStore() === value) return;
+      const inner = run;
+      run = () => (value === undefined ? s.exit(inner) : s.run(value, inner));
+    });
+    return run();
   }
 
   /** Resolves once everything submitted so far is committed or failed. */

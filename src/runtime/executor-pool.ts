@@ -227,6 +227,17 @@ function inCode(batch: Batch): boolean {
   return batch.received && (batch.entered || batch.next > 0);
 }
 
+/**
+ * The call numbered `q` that `child` was sent and has not answered yet. A child only ever reaches its
+ * own calls: the number alone would let one tenant's code answer another tenant's HTTP request.
+ */
+function unsettledCall(child: Child, q: unknown): Call | undefined {
+  for (const batch of child.batches.values()) {
+    for (let i = batch.next; i < batch.calls.length; i++) if (batch.calls[i]!.q === q) return batch.calls[i];
+  }
+  return undefined;
+}
+
 export class ExecutorPool implements Executor {
   private readonly dataDir: string;
   private readonly memoryMb: number;
@@ -239,8 +250,6 @@ export class ExecutorPool implements Executor {
   private readonly logger: ExecutorLogger | undefined;
   private readonly owners = new Map<string, Owner>();
   private readonly children = new Set<Child>();
-  /** Calls sent to a child, by invocation number, for `respond` messages. */
-  private readonly sent = new Map<number, Call>();
   private readonly readDirCache = new Map<string, Promise<string[]>>();
   private readonly readable = new Map<string, Promise<void>>();
   /** Real path of `<dataDir>/scratch`, emptied and created on first use. */
@@ -410,7 +419,6 @@ export class ExecutorPool implements Executor {
     batch.child = child;
     child.batches.set(source.sourceId, batch);
     const message = this.batchMessage(batch, child);
-    for (const call of batch.calls) this.sent.set(call.q, call);
     batch.started = Date.now();
     child.lastActive = batch.started;
     this.arm(batch);
@@ -510,7 +518,6 @@ export class ExecutorPool implements Executor {
   }
 
   private settle(source: SourceState, call: Call, result: InvokeResult, child?: Child): void {
-    this.sent.delete(call.q);
     const keys = result.error ? [] : Object.keys(result.dbWrites);
     if (keys.length > 0) {
       const v = ++source.version;
@@ -561,7 +568,7 @@ export class ExecutorPool implements Executor {
         this.onResults(child, msg);
         break;
       case "respond": {
-        const call = this.sent.get(msg.q);
+        const call = unsettledCall(child, msg.q);
         const response = httpResponse(msg.response);
         if (!call || call.responded || !response) return;
         call.responded = true;

@@ -13,6 +13,7 @@ import { startServer, type TestServer } from "../helpers.ts";
 
 let server: TestServer;
 let attacker: { id: string; key: string };
+let victim: { id: string; key: string };
 let sibling: string;
 let bystander: string;
 
@@ -22,7 +23,7 @@ const denied = /^(ERR_ACCESS_DENIED|EACCES)$/;
 before(async () => {
   server = await startServer({ invocationTimeoutMs: 2000, executorMemoryMb: 64 });
   attacker = await server.createUser("attacker");
-  const victim = await server.createUser("victim");
+  victim = await server.createUser("victim");
   sibling = (
     await deploy(server, { component_code: fixture("http-echo.mjs"), name: "sibling" }, attacker.key)
   ).configured_props.http.endpoint_url;
@@ -223,5 +224,22 @@ test("writing outside the scratch folder is denied; the scratch folder is writab
   assert.equal(existsSync("/tmp/fount-hostile-write"), false);
   assert.equal(existsSync("/etc/fount-hostile-write"), false);
   assert.equal(existsSync(path.join(server.dataDir, "pwned")), false);
+  await assertNeighboursAnswer();
+});
+
+test("a component cannot answer another tenant's HTTP request by writing executor messages", async () => {
+  const slow = await deploy(server, { component_code: fixture("slow-run.mjs"), name: "slow" }, victim.key);
+  const { endpoint } = await hostile("forge-respond.mjs");
+  const waiting = hit(`${slow.configured_props.http.endpoint_url}?ms=1500`, { method: "POST" });
+  // The victim's call is in its executor, awaiting, when the forger claims every invocation number.
+  await new Promise((r) => setTimeout(r, 400));
+  await hit(`${endpoint}?upTo=20000`, { method: "POST" });
+  const res = await waiting;
+  assert.equal(res.status, 200);
+  assert.equal(res.text, '{"success":true}', "the victim's own run answered its request");
+  assert.deepEqual(
+    (await events(server, slow.id, undefined, victim.key)).map((e) => e.event),
+    [{ waited: 1500 }],
+  );
   await assertNeighboursAnswer();
 });
