@@ -11,11 +11,9 @@
  * collections during the run (V8's sampling heap profiler, objects later freed by a full collection
  * included), by allocation site: what makes scavenges slow.
  */
-import { execFileSync } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { runLoad } from "./lib/load.ts";
-import { FountProcess } from "./lib/processes.ts";
+import { childPids, FountProcess, threadCpuSeconds } from "./lib/processes.ts";
 import { emitterCode, payloadText } from "./parts/context.ts";
 
 const { values } = parseArgs({
@@ -32,36 +30,14 @@ const inspectPort = 9339;
 const nodeArgs = values["node-args"].split(" ").filter(Boolean);
 if (values.promoted) nodeArgs.push(`--inspect=127.0.0.1:${inspectPort}`);
 
-/** CPU ms per thread name of a process (the main thread marked `*`), from /proc/<pid>/task/<tid>/stat. */
-function threadCpuMs(pid: number): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
-    const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")) + (tid === String(pid) ? "*" : "");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    // utime and stime, in clock ticks of 10 ms.
-    out.set(name, (out.get(name) ?? 0) + (Number(fields[11]) + Number(fields[12])) * 10);
-  }
-  return out;
-}
-
-/** The server's and each executor's thread CPU. */
+/** CPU ms of each server thread and of each executor process (all its threads). */
 function sample(serverPid: number): Map<string, number> {
   const all = new Map<string, number>();
-  let executors: number[] = [];
-  try {
-    executors = execFileSync("pgrep", ["-P", String(serverPid)], { encoding: "utf8" })
-      .split("\n")
-      .filter(Boolean)
-      .map(Number);
-  } catch {
-    // pgrep exits 1 when there is no child.
-  }
-  for (const [name, ms] of threadCpuMs(serverPid)) all.set(`server ${name}`, ms);
-  for (const pid of executors) {
+  for (const [name, seconds] of threadCpuSeconds(serverPid)) all.set(`server ${name}`, seconds * 1000);
+  for (const pid of childPids(serverPid)) {
     let total = 0;
-    for (const ms of threadCpuMs(pid).values()) total += ms;
-    all.set(`executor ${pid}`, total);
+    for (const seconds of threadCpuSeconds(pid).values()) total += seconds;
+    all.set(`executor ${pid}`, total * 1000);
   }
   return all;
 }
@@ -143,7 +119,7 @@ try {
     `${hits} hits acknowledged, ${Math.round(load.okPerS)}/s (${rate > 0 ? `offered ${rate}/s` : "as fast as answered"}), p50 ${load.latencyMs.p50} ms, p99 ${load.latencyMs.p99} ms`,
   );
   for (const [name, ms] of after) {
-    const used = ms - (before.get(name) ?? 0);
+    const used = Math.round(ms - (before.get(name) ?? 0));
     if (used < 20) continue;
     console.log(
       `${name.padEnd(24)} ${String(used).padStart(6)} ms CPU  ${((1000 * used) / hits).toFixed(1)} µs/hit`,

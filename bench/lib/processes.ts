@@ -245,6 +245,15 @@ interface ProcStat {
   ticks: number;
 }
 
+/**
+ * The fields of a `/proc/.../stat` line from field 3 on, numbered as in proc(5) by `n(i)`. The command
+ * name (field 2) may hold spaces and parentheses, so fields are counted after its last `)`.
+ */
+function statFields(text: string): { name: string; n: (i: number) => number } {
+  const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
+  return { name: text.slice(text.indexOf("(") + 1, text.lastIndexOf(")")), n: (i) => Number(fields[i - 3]) };
+}
+
 function readProcStats(): Map<number, ProcStat> {
   const stats = new Map<number, ProcStat>();
   let entries: string[];
@@ -256,10 +265,7 @@ function readProcStats(): Map<number, ProcStat> {
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      const text = readFileSync(`/proc/${entry}/stat`, "utf8");
-      // The command name (field 2) may hold spaces and parentheses: fields are counted after its `)`.
-      const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
-      const n = (i: number) => Number(fields[i - 3]);
+      const { n } = statFields(readFileSync(`/proc/${entry}/stat`, "utf8"));
       stats.set(Number(entry), { ppid: n(4), ticks: n(14) + n(15) + n(16) + n(17) });
     } catch {
       // The process ended while listing.
@@ -284,6 +290,22 @@ export function treeCpuSeconds(pid: number, stats = readProcStats()): number {
     todo.push(...(children.get(p) ?? []));
   }
   return ticks / ticksPerSecond;
+}
+
+/** Pids of the processes whose parent is `pid` (a server's executors). */
+export function childPids(pid: number): number[] {
+  return [...readProcStats()].filter(([, s]) => s.ppid === pid).map(([p]) => p);
+}
+
+/** CPU seconds (utime + stime) of each thread of `pid` by thread name, the main thread's marked `*`. */
+export function threadCpuSeconds(pid: number): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    const { name, n } = statFields(readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8"));
+    const key = name + (tid === String(pid) ? "*" : "");
+    out.set(key, (out.get(key) ?? 0) + (n(14) + n(15)) / ticksPerSecond);
+  }
+  return out;
 }
 
 /** Busy CPU seconds of the whole machine (all cores) since boot, from /proc/stat. */
