@@ -50,6 +50,11 @@ declare module "autocannon" {
 
   interface AutocannonInstance {
     stop(): void;
+    /** Each response as it arrives: its status, size in bytes and latency in ms. */
+    on(
+      event: "response",
+      listener: (client: unknown, statusCode: number, bytes: number, responseTimeMs: number) => void,
+    ): void;
   }
 
   function autocannon(

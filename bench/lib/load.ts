@@ -10,6 +10,8 @@ export interface LoadOptions {
   overallRate?: number;
   /** Builds each request's body when it goes out (timestamps); `body` is used otherwise. */
   bodyOf?: () => string;
+  /** Receives the latency (ms) of every 2xx response, so slices of several runs can be merged. */
+  latencies?: number[];
 }
 
 export interface LoadResult {
@@ -68,5 +70,11 @@ export function runLoad(o: LoadOptions): Promise<LoadResult> {
         });
       },
     );
+    const latencies = o.latencies;
+    if (latencies) {
+      instance.on("response", (_client, status, _bytes, ms) => {
+        if (status >= 200 && status < 300) latencies.push(ms);
+      });
+    }
   });
 }

@@ -129,6 +129,8 @@ export interface FountOptions {
   /** Extra arguments for node before the script (`--cpu-prof`, …). */
   nodeArgs?: string[];
   env?: Record<string, string>;
+  /** Checkout whose `src/main.ts` runs (another worktree, for `bench/compare.ts`); this one by default. */
+  root?: string;
 }
 
 /** A Fount server in its own process with a fresh SQLite store in a temp dir. */
@@ -153,8 +155,9 @@ export class FountProcess {
   static async start(options: FountOptions = {}): Promise<FountProcess> {
     const port = await freePort();
     const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-bench-"));
-    const child = spawn(nodeBin, [...(options.nodeArgs ?? []), path.join(repoRoot, "src/main.ts")], {
-      cwd: repoRoot,
+    const root = options.root ?? repoRoot;
+    const child = spawn(nodeBin, [...(options.nodeArgs ?? []), path.join(root, "src/main.ts")], {
+      cwd: root,
       stdio: ["ignore", "pipe", "pipe"],
       env: {
         ...process.env,

@@ -5,12 +5,14 @@
  * transaction as each run's events) and the stored window are checked against the 200s counted.
  */
 
-import { type LoadResult, runLoad } from "../lib/load.ts";
-import { cpuMeter } from "../lib/processes.ts";
+import { type InterleavedResult, interleavedLoad } from "../lib/interleave.ts";
+import { runLoad } from "../lib/load.ts";
 import { type Figure, figure } from "../lib/report.ts";
 import { emitterCode, type PartContext, payload, payloadText } from "./context.ts";
 
 const part = "HTTP source";
+/** Seconds of each alternating slice (bench/lib/interleave.ts): short enough to share the machine's drift. */
+const sliceS = 2;
 
 export async function httpIngest(
   ctx: PartContext,
@@ -19,41 +21,42 @@ export async function httpIngest(
   const { durationS, warmupS, connections } = ctx.settings;
   const details = out.details;
 
-  // Fount first.
   const fount = await ctx.fount();
   const source = await fount.deploy(emitterCode("bench-http", false), "bench-http");
-  ctx.log(`${part}: warm-up ${warmupS} s`);
+  const bare = await ctx.helper("bare-server.ts");
+  const { port } = await bare.call<{ port: number }>("ready");
+  const bareUrl = `http://127.0.0.1:${port}/events/src1`;
+  ctx.log(`${part}: warm-up ${warmupS} s each`);
   await runLoad({ url: source.endpointUrl, body: payloadText, connections, durationS: warmupS });
+  await runLoad({ url: bareUrl, body: payloadText, connections, durationS: warmupS });
+
   const before = await fount.invocationsCommitted();
-  ctx.log(`${part}: ${durationS} s at ${connections} connections`);
-  const meter = cpuMeter(fount.pid);
-  const load = await runLoad({ url: source.endpointUrl, body: payloadText, connections, durationS });
-  const cpu = meter();
-  // Requests cut off when the run stopped may still commit: let them land before counting.
+  const slices = Math.max(1, Math.round(durationS / sliceS));
+  ctx.log(
+    `${part}: Fount and bare node:http in alternating ${sliceS} s slices, ${slices} each, at ${connections} connections`,
+  );
+  const [load, bareLoad] = await interleavedLoad(
+    { url: source.endpointUrl, pid: fount.pid },
+    { url: bareUrl, pid: bare.pid },
+    { body: payloadText, connections, slices, sliceS },
+  );
+  const cpu = load.cpu;
+  const bareCpu = bareLoad.cpu;
+  // Requests cut off when a slice stopped may still commit: let them land before counting.
   await new Promise((r) => setTimeout(r, 500));
   const committed = (await fount.invocationsCommitted()) - before;
   const window = await fount.api("GET", `/v1/sources/${source.id}/event_summaries?limit=100&expand=event`);
   const sameBody = (window.data as Array<{ event: unknown }>).filter(
     (e) => JSON.stringify(e.event) === JSON.stringify(payload),
   ).length;
-  details.fount = { load, cpu, committedInvocations: committed, windowEvents: window.data.length, sameBody };
+  details.fount = { load, committedInvocations: committed, windowEvents: window.data.length, sameBody };
+  details.bare = { load: bareLoad };
 
-  // Then the bare server, on the same machine in the same conditions.
-  const bare = await ctx.helper("bare-server.ts");
-  const { port } = await bare.call<{ port: number }>("ready");
-  const bareUrl = `http://127.0.0.1:${port}/events/src1`;
-  ctx.log(`${part}: bare node:http, warm-up ${warmupS} s then ${durationS} s`);
-  await runLoad({ url: bareUrl, body: payloadText, connections, durationS: warmupS });
-  const bareMeter = cpuMeter(bare.pid);
-  const bareLoad = await runLoad({ url: bareUrl, body: payloadText, connections, durationS });
-  const bareCpu = bareMeter();
-  details.bare = { load: bareLoad, cpu: bareCpu };
-
-  // Every 200 is a stored emit; runs cut off at the end of the load may add up to one per connection.
-  const unacknowledgedBound = connections + load.non2xx + load.errors + load.timeouts;
+  // Every 200 is a stored emit; each slice cut off at its end may add up to one run per connection.
+  const unacknowledgedBound = connections * slices + load.non2xx + load.errors + load.timeouts;
   const lost = load.ok - committed;
-  const note = (l: LoadResult) =>
-    `${l.ok.toLocaleString("en-US")} ok, ${l.non2xx} non-2xx, ${l.errors} errors in ${l.durationS} s`;
+  const note = (l: InterleavedResult) =>
+    `${l.ok.toLocaleString("en-US")} ok, ${l.non2xx} non-2xx, ${l.errors} errors in ${l.durationS.toFixed(1)} s; slices ${l.sliceRates.join(" ")}`;
   out.figures.push(
     figure(part, "acknowledged emits/s", load.okPerS, "req/s", { op: ">=", value: 5_000 }, note(load)),
     figure(part, "latency p50", load.latencyMs.p50, "ms", undefined, `${connections} connections`),
@@ -63,7 +66,7 @@ export async function httpIngest(
       load.latencyMs.p99,
       "ms",
       { op: "<=", value: 25 },
-      `max ${load.latencyMs.max} ms`,
+      `max ${load.latencyMs.max.toFixed(1)} ms`,
     ),
     figure(part, "bare node:http rate", bareLoad.okPerS, "req/s", undefined, note(bareLoad)),
     figure(
@@ -72,7 +75,7 @@ export async function httpIngest(
       bareLoad.latencyMs.p50,
       "ms",
       undefined,
-      `p99 ${bareLoad.latencyMs.p99} ms`,
+      `p99 ${bareLoad.latencyMs.p99.toFixed(1)} ms`,
     ),
     figure(part, "share of bare rate", (100 * load.okPerS) / bareLoad.okPerS, "%", { op: ">=", value: 40 }),
     figure(

@@ -1,0 +1,66 @@
+/**
+ * Is this working tree faster than another commit at ingesting HTTP emits? Starts a Fount server from
+ * each (the other from a temporary git worktree sharing this node_modules), deploys the bench's emitter
+ * source on both, and loads them in alternating slices (bench/lib/interleave.ts), so the machine's drift
+ * falls on both alike. Prints each one's rate, latency and CPU per hit, and the ratio.
+ *
+ *   node bench/compare.ts [--base HEAD] [--slices 6] [--slice 2] [--connections 50]
+ */
+import { execFileSync } from "node:child_process";
+import { chmodSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { parseArgs } from "node:util";
+import { type InterleavedResult, interleavedLoad } from "./lib/interleave.ts";
+import { runLoad } from "./lib/load.ts";
+import { FountProcess, repoRoot } from "./lib/processes.ts";
+import { emitterCode, payloadText } from "./parts/context.ts";
+
+const { values } = parseArgs({
+  options: {
+    base: { type: "string", default: "HEAD" },
+    slices: { type: "string", default: "6" },
+    slice: { type: "string", default: "2" },
+    connections: { type: "string", default: "50" },
+  },
+});
+const connections = Number(values.connections);
+
+const git = (...args: string[]) => execFileSync("git", args, { cwd: repoRoot, encoding: "utf8" }).trim();
+const baseCommit = git("rev-parse", "--short", values.base);
+const worktree = mkdtempSync(path.join(os.tmpdir(), "fount-compare-"));
+// Executors run under uids of their own when the bench runs as root: they must reach the runner's folder.
+chmodSync(worktree, 0o755);
+git("worktree", "add", "--detach", worktree, baseCommit);
+symlinkSync(path.join(repoRoot, "node_modules"), path.join(worktree, "node_modules"));
+
+const servers: FountProcess[] = [];
+try {
+  const base = await FountProcess.start({ root: worktree });
+  servers.push(base);
+  const work = await FountProcess.start();
+  servers.push(work);
+  const urls: string[] = [];
+  for (const server of servers) {
+    const source = await server.deploy(emitterCode("compare", false), "compare");
+    await runLoad({ url: source.endpointUrl, body: payloadText, connections, durationS: 3 });
+    urls.push(source.endpointUrl);
+  }
+  const [b, w] = await interleavedLoad(
+    { url: urls[0]!, pid: base.pid },
+    { url: urls[1]!, pid: work.pid },
+    { body: payloadText, connections, slices: Number(values.slices), sliceS: Number(values.slice) },
+  );
+  const line = (name: string, r: InterleavedResult) =>
+    `${name.padEnd(14)} ${Math.round(r.okPerS).toString().padStart(7)}/s  p50 ${r.latencyMs.p50.toFixed(1)} ms  p99 ${r.latencyMs.p99.toFixed(1)} ms  ` +
+    `${((1e6 * r.cpu.serverS) / r.ok).toFixed(1)} µs server CPU/hit  slices ${r.sliceRates.join(" ")}`;
+  console.log(line(`base ${baseCommit}`, b));
+  console.log(line("working tree", w));
+  console.log(
+    `working tree / base: ${(w.okPerS / b.okPerS).toFixed(3)} (rate), ${(b.cpu.serverS / b.ok / (w.cpu.serverS / w.ok)).toFixed(3)} (CPU per hit, base / working tree)`,
+  );
+} finally {
+  for (const server of servers) await server.stop();
+  git("worktree", "remove", "--force", worktree);
+  rmSync(worktree, { recursive: true, force: true });
+}
