@@ -627,6 +627,26 @@ describe("invoke", () => {
     if (isRoot) assert.ok(uids[0] !== uids[1] && (uids[0] ?? 0) >= 200000);
   });
 
+  test("sends the calls that arrive in one event-loop turn to the child as one batch", async () => {
+    await assertHealthy();
+    const mine = (s: ReturnType<ExecutorPool["stats"]>) => s.find((o) => o.ownerId === "u_a")!;
+    const calls = [1, 2, 3, 4, 5].map((i) => run("ok.mjs", { i }, { sourceId: "dc_one_turn" }));
+    // Nothing is handed over before the turn ends, so the first call does not leave alone.
+    assert.deepEqual([mine(pool.stats()).running, mine(pool.stats()).queued], [0, 5]);
+    await waitFor(() => mine(pool.stats()).running > 0 || mine(pool.stats()).queued === 0);
+    const { running, queued } = mine(pool.stats());
+    assert.equal(queued, 0);
+    assert.ok(running === 5 || running === 0, `running ${running}`);
+    for (const result of await Promise.all(calls)) assert.equal(result.error, undefined);
+  });
+
+  test("runs executors at a lower CPU priority than the server", async () => {
+    await assertHealthy();
+    const pid = pool.pidOf("u_a");
+    assert.ok(pid);
+    assert.equal(os.getPriority(pid), Math.min(19, os.getPriority() + 10));
+  });
+
   test("restarts an owner's process with more readable folders when a component from a new folder arrives", async () => {
     const otherDir = path.join(tmp, "other-code");
     await fs.mkdir(otherDir);
