@@ -57,6 +57,24 @@ test("an endpoint hit runs the source with {method, path, query, headers, bodyRa
   assert.equal(entry.metadata.summary, "POST /orders/42");
 });
 
+test("a hit on the endpoint URL itself, with or without a trailing slash, has path / and no query", async () => {
+  const s = await deploy(server, { component_code: fixture("http-echo.mjs") });
+  const endpoint: string = s.configured_props.http.endpoint_url;
+  for (const url of [endpoint, `${endpoint}/`, `${endpoint}?`, `${endpoint}/?a=%20b+c`]) {
+    assert.equal((await hit(url, { method: "POST" })).status, 200);
+  }
+  const seen = (await events(server, s.id)).reverse().map((e) => e.event.event);
+  assert.deepEqual(
+    seen.map((e) => [e.path, e.query, e.url]),
+    [
+      ["/", {}, endpoint],
+      ["/", {}, endpoint],
+      ["/", {}, endpoint],
+      ["/", { a: " b c" }, `${endpoint}?a=%20b+c`],
+    ],
+  );
+});
+
 test("an endpoint takes any method and path; form bodies are parsed, other bodies stay text", async () => {
   const s = await deploy(server, { component_code: fixture("http-echo.mjs") });
   const endpoint: string = s.configured_props.http.endpoint_url;

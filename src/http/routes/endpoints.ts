@@ -22,10 +22,32 @@ export const endpointBodyLimit = 512 * 1024;
 /** The path prefix of source endpoints; requests under it never reach Fastify. */
 export const endpointPrefix = "/e/";
 
-const corsHeaders = {
-  "access-control-allow-origin": "*",
-  "access-control-allow-methods": "GET,HEAD,PUT,PATCH,POST,DELETE",
-};
+/** Every answer may be read cross-origin; the allowed methods matter to preflight answers only. */
+const allowOrigin = "*";
+const allowMethods = "GET,HEAD,PUT,PATCH,POST,DELETE";
+
+/** `/e/{id}` with no sub-path and no query: the usual request, split without a URL parser. */
+const plainEndpointPath = /^\/e\/([a-z0-9]{1,64})\/?$/;
+
+/** Endpoint ID, sub-path, query and search string of a request target. */
+function target(
+  rawUrl: string,
+  base: string,
+): { endpointId: string; path: string; query: Record<string, string>; search: string } {
+  const plain = plainEndpointPath.exec(rawUrl);
+  if (plain) return { endpointId: plain[1]!, path: "/", query: {}, search: "" };
+  const url = new URL(rawUrl, base);
+  const rest = url.pathname.slice(endpointPrefix.length);
+  const slash = rest.indexOf("/");
+  const query: Record<string, string> = {};
+  for (const [k, v] of url.searchParams) query[k] = v;
+  return {
+    endpointId: slash === -1 ? rest : rest.slice(0, slash),
+    path: slash === -1 || slash === rest.length - 1 ? "/" : rest.slice(slash),
+    query,
+    search: url.search,
+  };
+}
 
 const jsonType = "application/json; charset=utf-8";
 
@@ -132,12 +154,9 @@ export function endpointHandler(
     const method = req.method ?? "GET";
     if (method === "OPTIONS" && req.headers["access-control-request-method"]) {
       req.resume();
-      return finish(req, res, 204, base, null);
+      return finish(req, res, 204, { ...base, "access-control-allow-methods": allowMethods }, null);
     }
-    const url = new URL(req.url ?? "/", config.publicUrl);
-    const rest = url.pathname.slice(endpointPrefix.length);
-    const slash = rest.indexOf("/");
-    const endpointId = slash === -1 ? rest : rest.slice(0, slash);
+    const { endpointId, path, query, search } = target(req.url ?? "/", config.publicUrl);
     const source = /^[a-z0-9]{1,64}$/.test(endpointId)
       ? await store.getSourceByEndpoint(endpointId)
       : undefined;
@@ -150,14 +169,11 @@ export function endpointHandler(
       base.connection = "close";
       return fail(req, res, base, new AppError("payload_too_large"));
     }
-    const path = slash === -1 || slash === rest.length - 1 ? "/" : rest.slice(slash);
     const raw = bytes.toString("utf8");
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(req.headers)) {
       if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(", ") : v;
     }
-    const query: Record<string, string> = {};
-    for (const [k, v] of url.searchParams) query[k] = v;
     const event = {
       method,
       path,
@@ -165,7 +181,7 @@ export function endpointHandler(
       headers,
       // `body` is parsed from this by the executor (runtime/child/http-body.ts).
       bodyRaw: raw,
-      url: `${config.publicUrl}${endpointPrefix}${endpointId}${path === "/" ? "" : path}${url.search}`,
+      url: `${config.publicUrl}${endpointPrefix}${endpointId}${path === "/" ? "" : path}${search}`,
     };
 
     let responded = false;
@@ -202,7 +218,7 @@ export function endpointHandler(
   return (req, res) => {
     const given = req.headers["x-request-id"];
     const base: Record<string, string> = {
-      ...corsHeaders,
+      "access-control-allow-origin": allowOrigin,
       "x-request-id": typeof given === "string" && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID(),
     };
     handle(req, res, base).catch((err: unknown) => {
