@@ -571,7 +571,8 @@ export class ExecutorPool implements Executor {
       }
       case "started": {
         const batch = child.batches.get(String(msg.sid));
-        if (batch) batch.entered = true;
+        // A loaded module lets the child say both at once.
+        if (batch) batch.received = batch.entered = true;
         break;
       }
       case "results":

@@ -56,15 +56,26 @@ const knownTypes = new Set([
 const hookNames = ["deploy", "activate", "deactivate"] as const;
 
 const cache = new Map<string, Promise<LoadedComponent>>();
+/** Entry files whose component loaded and validated. */
+const ready = new Set<string>();
 
 /** Imports and validates a component once per process; a failure is remembered like Node's module cache does. */
 export function loadComponent(entryFile: string): Promise<LoadedComponent> {
   let loaded = cache.get(entryFile);
   if (!loaded) {
-    loaded = importDefinition(entryFile).then((def) => validateDefinition(def));
+    loaded = importDefinition(entryFile).then((def) => {
+      const component = validateDefinition(def);
+      ready.add(entryFile);
+      return component;
+    });
     cache.set(entryFile, loaded);
   }
   return loaded;
+}
+
+/** Whether `loadComponent(entryFile)` would hand back a loaded component without importing anything. */
+export function isLoaded(entryFile: string): boolean {
+  return ready.has(entryFile);
 }
 
 async function importDefinition(entryFile: string): Promise<unknown> {

@@ -55,7 +55,8 @@ export type FromChild =
   | { t: "got"; sid: string }
   /**
    * The batch's first call is about to enter component code (its module is loaded). Before this, that
-   * call has run nothing of its own, so the parent may hand it to a replacement process.
+   * call has run nothing of its own, so the parent may hand it to a replacement process. It implies
+   * `got`: a batch whose first module is already loaded gets this message alone.
    */
   | { t: "started"; sid: string }
   | { t: "inspected"; q: number; meta?: ComponentMeta; error?: SerializedError }

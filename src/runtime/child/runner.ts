@@ -13,7 +13,7 @@ import { fileURLToPath } from "node:url";
 import util from "node:util";
 import type { SerializedError } from "../../errors.ts";
 import type { HttpResponse, LogEntry } from "../types.ts";
-import { InvalidComponent, loadComponent } from "./definition.ts";
+import { InvalidComponent, isLoaded, loadComponent } from "./definition.ts";
 import { withParsedBody } from "./http-body.ts";
 import { componentInstance, Invocation, optionsCall } from "./instance.ts";
 import type {
@@ -318,7 +318,23 @@ async function runItem(
   return { result, chars: error ? 0 : inv.emittedChars };
 }
 
-async function runBatch(msg: BatchMessage): Promise<void> {
+/**
+ * Tells the parent the batch arrived. When the first item's module is already loaded nothing stands
+ * between here and its component code, so one `started` says both; otherwise `got` now and `started`
+ * (from runItem) once the module has loaded. Returns whether `started` is still owed.
+ */
+function acknowledge(msg: BatchMessage): boolean {
+  const first = msg.items[0];
+  const cfg = first ? msg.cfgs[first.c] : undefined;
+  if (cfg && isLoaded(cfg.entryFile)) {
+    send({ t: "started", sid: msg.sid });
+    return false;
+  }
+  send({ t: "got", sid: msg.sid });
+  return true;
+}
+
+async function runBatch(msg: BatchMessage, startOwed: boolean): Promise<void> {
   const { sid } = msg;
   if (msg.db) {
     const data = new Map<string, string>();
@@ -359,7 +375,7 @@ async function runBatch(msg: BatchMessage): Promise<void> {
       if (pending.length > 0 && current.started - lastFlush >= FLUSH_MS) flush();
       const cfg = msg.cfgs[item.c];
       const done = cfg
-        ? await runItem(sid, item, cfg, state.data, item === msg.items[0] ? started : undefined)
+        ? await runItem(sid, item, cfg, state.data, item === msg.items[0] && startOwed ? started : undefined)
         : { result: errorResult(item.q, { code: "executor_crash", message: "Malformed batch" }), chars: 0 };
       pending.push(done.result);
       pendingChars += done.chars;
@@ -388,10 +404,8 @@ function errorResult(q: number, error: SerializedError): ItemResult {
 process.on("message", (raw: unknown) => {
   const msg = raw as ToChild;
   if (typeof msg !== "object" || msg === null) return;
-  if (msg.t === "batch") {
-    send({ t: "got", sid: msg.sid });
-    void runBatch(msg);
-  } else if (msg.t === "inspect") void inspect(msg.q, msg.entryFile);
+  if (msg.t === "batch") void runBatch(msg, acknowledge(msg));
+  else if (msg.t === "inspect") void inspect(msg.q, msg.entryFile);
   else if (msg.t === "forget") dbs.delete(msg.sid);
 });
 
