@@ -4,7 +4,7 @@
  * back-to-back 10 s runs can compare a fast minute with a slow one; slices of a few seconds in ABBA order
  * put both servers through the same minutes, and their ratio stops moving with the drift.
  */
-import { runLoad } from "./load.ts";
+import { type LoadResult, runLoad } from "./load.ts";
 import { type CpuSplit, cpuMeter } from "./processes.ts";
 import { type Distribution, distribution } from "./stats.ts";
 
@@ -14,13 +14,8 @@ export interface LoadTarget {
   pid: number;
 }
 
-export interface InterleavedResult {
-  ok: number;
-  non2xx: number;
-  errors: number;
-  timeouts: number;
-  durationS: number;
-  okPerS: number;
+/** The counts of every slice added up (as `LoadResult` has them for one run), with merged latencies. */
+export interface InterleavedResult extends Omit<LoadResult, "latencyMs" | "statusCodes"> {
   /** Over every response of every slice. */
   latencyMs: Distribution;
   cpu: CpuSplit;
