@@ -43,6 +43,8 @@ export interface RunOutcome {
   response?: HttpResponse;
   returnValue?: unknown;
   durationMs: number;
+  /** The component's HTTP interface holds the response (`customResponse`): a run that never responded gets 204. */
+  customResponse: boolean;
 }
 
 export interface RunnerDeps {
@@ -312,6 +314,7 @@ export class SourceRunner {
       response: result.response,
       returnValue: result.returnValue,
       durationMs: result.durationMs,
+      customResponse: meta.props.some((p) => p.type === "$.interface.http" && !!p.customResponse),
     });
     if (invocation.kind === "options") return Promise.resolve(outcome());
     // Parsed only when an error is stored: most runs never need the original event again.

@@ -166,6 +166,29 @@ export function deliveryContract(withStore: WithStore, unique: (prefix: string) 
     assert.equal(await s.resourceOwner(src.id), undefined);
   });
 
+  withStore("an endpoint's source read during a transaction never sees its uncommitted change", async (s) => {
+    const owner = unique("u");
+    const src = { ...source(owner), endpointId: unique("e").replace(/[^a-z0-9]/g, "") };
+    await s.insertSource(src);
+    assert.equal((await s.getSourceByEndpoint(src.endpointId))?.active, true);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const tx = s.transaction(async (t) => {
+      await t.updateSource(src.id, { active: false, updatedAt: 2 });
+      // The transaction reads its own change (which a driver may cache), then rolls back.
+      assert.equal((await t.getSourceByEndpoint(src.endpointId!))?.active, false);
+      await held;
+      throw new Error("roll back");
+    });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const read = s.getSourceByEndpoint(src.endpointId);
+    release();
+    await assert.rejects(tx, /roll back/);
+    assert.equal((await read)?.active, true, "the rolled-back change was never visible");
+  });
+
   withStore("matches follow every subscription change, also after a rollback", async (s) => {
     const owner = unique("u");
     const emitter = unique("dc");

@@ -50,6 +50,8 @@ function target(
 }
 
 const jsonType = "application/json; charset=utf-8";
+/** The answer of a run that stored its emits, without customResponse. */
+const successBody = '{"success":true}';
 
 /** Levels at which Fastify logs each request; endpoint requests are logged at the same ones. */
 const requestLogLevels = new Set(["trace", "debug", "info"]);
@@ -89,7 +91,7 @@ export function endpointHandler(
   services: Services,
   serving: EndpointServing,
 ): (req: IncomingMessage, res: ServerResponse) => void {
-  const { store, runner, catalog, config, logger } = services;
+  const { store, runner, config, logger } = services;
 
   const finish = (
     req: IncomingMessage,
@@ -171,7 +173,9 @@ export function endpointHandler(
     }
     const raw = bytes.toString("utf8");
     const headers: Record<string, string> = {};
-    for (const [k, v] of Object.entries(req.headers)) {
+    const given = req.headers;
+    for (const k in given) {
+      const v = given[k];
       if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(", ") : v;
     }
     const event = {
@@ -208,11 +212,9 @@ export function endpointHandler(
         error: result.error?.message ?? "The source failed",
       });
     }
-    const http = (await catalog.load(source.componentId)).record.meta.props.find(
-      (p) => p.type === "$.interface.http",
-    );
-    if (http?.customResponse) return finish(req, res, 204, base, null);
-    finish(req, res, 200, { ...base, "content-type": jsonType }, '{"success":true}');
+    if (result.customResponse) return finish(req, res, 204, base, null);
+    base["content-type"] = jsonType;
+    finish(req, res, 200, base, successBody);
   };
 
   return (req, res) => {

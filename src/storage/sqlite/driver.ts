@@ -625,6 +625,16 @@ export class SqliteOps implements StorageOps {
     return this.get("SELECT * FROM sources WHERE id = ?", [id], toSource);
   }
 
+  /** The cached row of an endpoint's source, if any, read without SQL (see `openSqliteStorage`). */
+  cachedSourceByEndpoint(endpointId: string): SourceRecord | undefined {
+    return this.#sourcesByEndpoint.get(endpointId);
+  }
+
+  /** The cached row of a user, if any, read without SQL. */
+  cachedUser(id: string): User | undefined {
+    return this.#users.get(id);
+  }
+
   async getSourceByEndpoint(endpointId: string): Promise<SourceRecord | undefined> {
     const cached = this.#sourcesByEndpoint.get(endpointId);
     if (cached) return cached;
@@ -1032,14 +1042,28 @@ export function openSqliteStorage(options: { dataDir: string; file?: string }): 
   const ops = new SqliteOps(db);
   const lock = new AsyncLock();
   let closed = false;
+  /** True while a transaction, which may change cached rows before it commits or rolls back, is open. */
+  let inTransaction = false;
+  const locked = lockedOperations(ops, lock);
   return {
-    ...lockedOperations(ops, lock),
+    ...locked,
+    // Read on every endpoint hit: a cached row is answered without queuing for the lock (a few promise
+    // turns per hit), except while a transaction is open, whose writes are not committed yet.
+    getSourceByEndpoint: (endpointId) => {
+      const hit = inTransaction ? undefined : ops.cachedSourceByEndpoint(endpointId);
+      return hit ? Promise.resolve(hit) : locked.getSourceByEndpoint(endpointId);
+    },
+    getUser: (id) => {
+      const hit = inTransaction ? undefined : ops.cachedUser(id);
+      return hit ? Promise.resolve(hit) : locked.getUser(id);
+    },
     driver: "sqlite",
     capabilities: { listenNotify: false, skipLocked: false },
     transaction: <T>(fn: (tx: StorageOps) => Promise<T>): Promise<T> =>
       lock.run(async () => {
         db.exec("BEGIN IMMEDIATE");
         ops.deferWrites();
+        inTransaction = true;
         try {
           const result = await fn(ops);
           ops.endDeferral();
@@ -1050,6 +1074,8 @@ export function openSqliteStorage(options: { dataDir: string; file?: string }): 
           db.exec("ROLLBACK");
           ops.dropCaches();
           throw err;
+        } finally {
+          inTransaction = false;
         }
       }),
     ping: async () => {
