@@ -324,7 +324,7 @@ export class SqliteOps implements StorageOps {
   }
 
   async getUser(id: string): Promise<User | undefined> {
-    const cached = this.#users.get(id);
+    const cached = this.cachedUser(id);
     if (cached) return cached;
     const user = this.get("SELECT * FROM users WHERE id = ?", [id], toUser);
     if (user) this.#users.set(id, deepFreeze(user));
@@ -636,7 +636,7 @@ export class SqliteOps implements StorageOps {
   }
 
   async getSourceByEndpoint(endpointId: string): Promise<SourceRecord | undefined> {
-    const cached = this.#sourcesByEndpoint.get(endpointId);
+    const cached = this.cachedSourceByEndpoint(endpointId);
     if (cached) return cached;
     const source = this.get("SELECT * FROM sources WHERE endpoint_id = ?", [endpointId], toSource);
     if (source) this.#sourcesByEndpoint.set(endpointId, deepFreeze(source));
@@ -1045,18 +1045,18 @@ export function openSqliteStorage(options: { dataDir: string; file?: string }): 
   /** True while a transaction, which may change cached rows before it commits or rolls back, is open. */
   let inTransaction = false;
   const locked = lockedOperations(ops, lock);
+  const cacheFirst =
+    <R>(peek: (id: string) => R | undefined, read: (id: string) => Promise<R | undefined>) =>
+    (id: string): Promise<R | undefined> => {
+      const hit = inTransaction ? undefined : peek(id);
+      return hit ? Promise.resolve(hit) : read(id);
+    };
   return {
     ...locked,
     // Read on every endpoint hit: a cached row is answered without queuing for the lock (a few promise
     // turns per hit), except while a transaction is open, whose writes are not committed yet.
-    getSourceByEndpoint: (endpointId) => {
-      const hit = inTransaction ? undefined : ops.cachedSourceByEndpoint(endpointId);
-      return hit ? Promise.resolve(hit) : locked.getSourceByEndpoint(endpointId);
-    },
-    getUser: (id) => {
-      const hit = inTransaction ? undefined : ops.cachedUser(id);
-      return hit ? Promise.resolve(hit) : locked.getUser(id);
-    },
+    getSourceByEndpoint: cacheFirst((id) => ops.cachedSourceByEndpoint(id), locked.getSourceByEndpoint),
+    getUser: cacheFirst((id) => ops.cachedUser(id), locked.getUser),
     driver: "sqlite",
     capabilities: { listenNotify: false, skipLocked: false },
     transaction: <T>(fn: (tx: StorageOps) => Promise<T>): Promise<T> =>
@@ -1094,7 +1094,8 @@ function lockedOperations(ops: SqliteOps, lock: AsyncLock): StorageOps {
   const out: Record<string, unknown> = {};
   for (const name of Object.getOwnPropertyNames(SqliteOps.prototype)) {
     const op = (ops as unknown as Record<string, unknown>)[name];
-    if (name === "constructor" || typeof op !== "function") continue;
+    // `cached…` methods are synchronous peeks at the driver's caches, not operations of the port.
+    if (name === "constructor" || name.startsWith("cached") || typeof op !== "function") continue;
     out[name] = (...args: unknown[]) => lock.run(() => (op as (...a: unknown[]) => unknown).apply(ops, args));
   }
   return out as unknown as StorageOps;
