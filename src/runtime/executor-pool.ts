@@ -112,7 +112,14 @@ interface SourceState {
   owner: Owner;
   sourceId: string;
   queue: Call[];
+  /** The batch the child runs (or will run first): its messages concern this one. */
   batch: Batch | null;
+  /**
+   * A batch sent to the same child behind `batch`, before that one answered: the child starts it as
+   * soon as `batch` ends, without waiting for the server. It takes no db copy (the child's own copy is
+   * then authoritative), so one is sent only when the caller knows of no change the child lacks.
+   */
+  waiting: Batch | null;
   /**
    * The db version the caller reaches once it has applied every successful write we returned: the
    * newest dbVersion seen, plus one per successful invocation with writes since (see `dbVersion`
@@ -207,6 +214,23 @@ function failed(code: string, message: string, extra: Partial<SerializedError> =
     error: { code, message, ...extra },
     durationMs: 0,
   };
+}
+
+function newBatch(source: SourceState, calls: Call[]): Batch {
+  return {
+    source,
+    calls,
+    child: null,
+    next: 0,
+    started: 0,
+    received: false,
+    entered: false,
+    timer: undefined,
+  };
+}
+
+function dirsKey(component: BuiltComponent): string {
+  return component.readDirs.length === 1 ? component.readDirs[0]! : component.readDirs.join("\0");
 }
 
 function isInside(child: string, parent: string): boolean {
@@ -326,6 +350,7 @@ export class ExecutorPool implements Executor {
           sourceId: request.sourceId,
           queue: [],
           batch: null,
+          waiting: null,
           version: Number.NEGATIVE_INFINITY,
           snapshot: undefined,
           overlay: new Map(),
@@ -333,10 +358,10 @@ export class ExecutorPool implements Executor {
         owner.sources.set(request.sourceId, source);
       }
       source.queue.push({ q: ++this.seq, req: request, onRespond, resolve, responded: false });
-      // The first call of an idle source waits for the end of this event-loop turn, so the calls that
-      // arrive in the same turn (every request read in one poll) go to the child as one batch, instead
-      // of a batch of one followed by a batch of the rest.
-      if (source.queue.length === 1 && !source.batch) setImmediate(() => this.pump(source));
+      // The first queued call waits for the end of this event-loop turn, so the calls that arrive in the
+      // same turn (every request read in one poll) go to the child as one batch, instead of a batch of
+      // one followed by a batch of the rest.
+      if (source.queue.length === 1 && !source.waiting) setImmediate(() => this.pump(source));
     });
   }
 
@@ -365,6 +390,7 @@ export class ExecutorPool implements Executor {
       for (const source of owner.sources.values()) {
         queued += source.queue.length;
         if (source.batch) running += source.batch.calls.length - source.batch.next;
+        if (source.waiting) running += source.waiting.calls.length;
       }
       return {
         ownerId: owner.id,
@@ -398,19 +424,17 @@ export class ExecutorPool implements Executor {
     return owner;
   }
 
-  /** Sends the source's queued calls as one batch, unless a batch of it is already running. */
+  /**
+   * Sends the source's queued calls as one batch; with a batch already out, as the batch waiting
+   * behind it when `pipeline` allows, else they wait for it to end.
+   */
   private pump(source: SourceState): void {
-    if (source.batch || source.queue.length === 0 || this.closed) return;
-    const batch: Batch = {
-      source,
-      calls: source.queue.splice(0, MAX_BATCH),
-      child: null,
-      next: 0,
-      started: 0,
-      received: false,
-      entered: false,
-      timer: undefined,
-    };
+    if (source.queue.length === 0 || this.closed) return;
+    if (source.batch) {
+      this.pipeline(source, source.batch);
+      return;
+    }
+    const batch = newBatch(source, source.queue.splice(0, MAX_BATCH));
     source.batch = batch;
     this.startBatch(batch).catch((err: unknown) => {
       const code = this.closed ? "executor_stopped" : "executor_crash";
@@ -432,6 +456,33 @@ export class ExecutorPool implements Executor {
     batch.started = Date.now();
     child.lastActive = batch.started;
     this.arm(batch);
+    this.send(child, message);
+    // Calls that arrived while the process was being found can follow at once.
+    this.pump(source);
+  }
+
+  /**
+   * Sends queued calls to the child running `head`, to start when `head` ends. Only the calls that
+   * child may already read go, and only when it needs no db copy (the caller knows no change the
+   * child lacks); otherwise they wait for `head` to end and take the usual way.
+   */
+  private pipeline(source: SourceState, head: Batch): void {
+    const child = head.child;
+    if (source.waiting || !child || child.gone || child.killReason) return;
+    const known = child.dbVersions.get(source.sourceId);
+    if (known === undefined) return;
+    const readable = new Set(head.calls.map((c) => dirsKey(c.req.component)));
+    let n = 0;
+    while (n < source.queue.length && n < MAX_BATCH) {
+      const req = source.queue[n]!.req;
+      if (req.dbVersion > known || !readable.has(dirsKey(req.component))) break;
+      n++;
+    }
+    if (n === 0) return;
+    const batch = newBatch(source, source.queue.splice(0, n));
+    batch.child = child;
+    source.waiting = batch;
+    const message = this.batchMessage(batch, child);
     this.send(child, message);
   }
 
@@ -489,9 +540,13 @@ export class ExecutorPool implements Executor {
       child.dbVersions.set(sourceId, source.version);
     } else child.dbVersions.set(sourceId, known);
     if (child.dbVersions.size > MAX_CACHED_DBS) {
-      const oldest = child.dbVersions.keys().next().value as string;
-      child.dbVersions.delete(oldest);
-      this.send(child, { t: "forget", sid: oldest });
+      // The least recently used copy no batch on this child still needs (a waiting batch has no other).
+      for (const oldest of child.dbVersions.keys()) {
+        if (child.batches.has(oldest)) continue;
+        child.dbVersions.delete(oldest);
+        this.send(child, { t: "forget", sid: oldest });
+        break;
+      }
     }
     return message;
   }
@@ -545,6 +600,15 @@ export class ExecutorPool implements Executor {
     if (child && child.batches.get(source.sourceId) === batch) {
       child.batches.delete(source.sourceId);
       child.lastActive = Date.now();
+      const next = source.waiting;
+      if (next && next.child === child && !child.gone) {
+        // The child starts the waiting batch as it sends this one's last results.
+        source.waiting = null;
+        source.batch = next;
+        child.batches.set(source.sourceId, next);
+        next.started = child.lastActive;
+        this.arm(next);
+      }
       this.stopIfRetired(child);
     }
     this.pump(source);
@@ -943,6 +1007,12 @@ export class ExecutorPool implements Executor {
     child.batches.clear();
     for (const batch of batches) {
       clearTimeout(batch.timer);
+      // A batch waiting behind this one never started: its calls are handled as this one's last.
+      const waiting = batch.source.waiting;
+      if (waiting?.child === child) {
+        batch.source.waiting = null;
+        batch.calls.push(...waiting.calls);
+      }
       // Calls behind the running one never started: they go to the replacement process, in order,
       // so a neighbour's crash costs them only a restart. The running call cannot be retried safely.
       if (others !== "executor_stopped" && !this.closed) {

@@ -69,8 +69,10 @@ const sources: Record<string, string> = {
       methods: { next(n) { return n + this.step; } },
       async run(event) {
         if (event.yield) await new Promise((r) => setImmediate(r));
+        if (event.wait) await new Promise((r) => setTimeout(r, event.wait));
         const n = this.next(this.db.get("n") ?? 0);
         this.db.set("n", n);
+        if (event.exit) process.exit(3);
         if (event.other !== undefined) this.$emit({ other: this.db.get("other") });
         if (event.fail) throw new Error("failing on purpose");
         this.$emit({ n, i: event.i }, { id: "n" + n, name: "counts", summary: "n is " + n, ts: 1700000000000 + n });
@@ -638,6 +640,56 @@ describe("invoke", () => {
     assert.equal(queued, 0);
     assert.ok(running === 5 || running === 0, `running ${running}`);
     for (const result of await Promise.all(calls)) assert.equal(result.error, undefined);
+  });
+
+  test("sends calls that arrive while a batch runs behind it, where they see its db writes", async () => {
+    const mine = () => pool.stats().find((o) => o.ownerId === "u_a")!;
+    const base = { dbProps: ["db"], sourceId: "dc_pipelined" };
+    assert.deepEqual((await run("counter.mjs", { i: 0 }, base)).dbWrites, { n: 1 });
+    const calls = [run("counter.mjs", { i: 1, wait: 300 }, base)];
+    await waitFor(() => mine().running === 1);
+    for (const i of [2, 3, 4]) calls.push(run("counter.mjs", { i }, base));
+    // The three go to the process at once, to start when the running batch ends.
+    await waitFor(() => mine().queued === 0);
+    assert.equal(mine().running, 4);
+    for (const i of [5, 6]) calls.push(run("counter.mjs", { i }, base));
+    // Only one batch waits behind the running one: these wait in the pool for the next turn.
+    await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual([mine().running, mine().queued], [4, 2]);
+    const results = await Promise.all(calls);
+    results.forEach((r, k) => {
+      assert.equal(r.error, undefined);
+      assert.deepEqual(r.emits[0]?.event, { n: k + 2, i: k + 1 });
+    });
+  });
+
+  test("times a call sent behind a running batch from its own start", async () => {
+    const base = { dbProps: ["db"], sourceId: "dc_pipelined_timer" };
+    await run("counter.mjs", { i: 0 }, base);
+    const first = run("counter.mjs", { i: 1, wait: 500 }, { ...base, timeoutMs: 2000 });
+    await new Promise((r) => setTimeout(r, 100));
+    const second = run("counter.mjs", { i: 2, wait: 100 }, { ...base, timeoutMs: 300 });
+    assert.equal((await first).error, undefined);
+    const result = await second;
+    assert.equal(result.error, undefined, JSON.stringify(result.error));
+    assert.deepEqual(result.emits[0]?.event, { n: 3, i: 2 });
+  });
+
+  test("moves the calls waiting behind a crashed batch to the replacement process, without its writes", async () => {
+    const base = { dbProps: ["db"], sourceId: "dc_pipelined_crash" };
+    assert.equal((await run("counter.mjs", { i: 0 }, base)).error, undefined);
+    const before = pool.pidOf("u_a");
+    const crash = run("counter.mjs", { i: 1, wait: 300, exit: true }, base);
+    await new Promise((r) => setTimeout(r, 100));
+    const behind = [2, 3, 4].map((i) => run("counter.mjs", { i }, base));
+    assert.equal((await crash).error?.code, "process_exit");
+    const results = await Promise.all(behind);
+    results.forEach((r, k) => {
+      assert.equal(r.error, undefined, JSON.stringify(r.error));
+      // The crashed call's n = 2 died with its process.
+      assert.deepEqual(r.emits[0]?.event, { n: k + 2, i: k + 2 });
+    });
+    assert.notEqual(pool.pidOf("u_a"), before);
   });
 
   test("runs executors at a lower CPU priority than the server", async () => {

@@ -31,7 +31,10 @@ export interface BatchItem {
   inv: InvocationKind;
 }
 
-/** Queued invocations of one source, run one after another in this order. */
+/**
+ * Queued invocations of one source, run one after another in this order. A batch that arrives while
+ * another batch of its source runs waits behind it.
+ */
 export interface BatchMessage {
   t: "batch";
   sid: string;
@@ -51,7 +54,10 @@ export type ItemResult = InvokeResult & { q: number };
 
 export type FromChild =
   | { t: "ready"; pid: number }
-  /** A batch message arrived (sent before running it), so the parent knows which calls may have started. */
+  /**
+   * The source's oldest unanswered batch starts (sent before running it), so the parent knows which
+   * calls may have started. `got`, `started` and `results` always concern that batch.
+   */
   | { t: "got"; sid: string }
   /**
    * The batch's first call is about to enter component code (its module is loaded). Before this, that

@@ -401,10 +401,33 @@ function errorResult(q: number, error: SerializedError): ItemResult {
   return { q, emits: [], logs: [], dbWrites: {}, warnings: [], error, durationMs: 0 };
 }
 
+/**
+ * Batches of a source waiting behind its running one, in arrival order. The pool may send the next
+ * batch before the running one has answered, so the process goes on without waiting for the server
+ * between batches; each batch is acknowledged (`got`/`started`) only when it starts.
+ */
+const waiting = new Map<string, BatchMessage[]>();
+
+function onBatch(msg: BatchMessage): void {
+  const queue = waiting.get(msg.sid);
+  if (queue) queue.push(msg);
+  else {
+    waiting.set(msg.sid, []);
+    void runBatches(msg);
+  }
+}
+
+async function runBatches(first: BatchMessage): Promise<void> {
+  for (let msg: BatchMessage | undefined = first; msg; msg = waiting.get(first.sid)?.shift()) {
+    await runBatch(msg, acknowledge(msg));
+  }
+  waiting.delete(first.sid);
+}
+
 process.on("message", (raw: unknown) => {
   const msg = raw as ToChild;
   if (typeof msg !== "object" || msg === null) return;
-  if (msg.t === "batch") void runBatch(msg, acknowledge(msg));
+  if (msg.t === "batch") onBatch(msg);
   else if (msg.t === "inspect") void inspect(msg.q, msg.entryFile);
   else if (msg.t === "forget") dbs.delete(msg.sid);
 });
