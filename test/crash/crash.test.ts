@@ -12,7 +12,6 @@ import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { after, test } from "node:test";
-import { hookSourceCode } from "../delivery/receiver.ts";
 
 const root = path.resolve(import.meta.dirname, "../..");
 const node = path.join(root, "node_modules/.bin/node");
@@ -20,6 +19,20 @@ const apiKey = "fnt_crashtestkey00000000000000000000";
 const sources = 8;
 const hitsPerSource = 75; // 600 in all, each source within its 100-event window
 const killAfterAcks = 60;
+/**
+ * Emits the posted body after 3 ms, so a source's 75 hits take at least 225 ms one after another and the
+ * kill (after 60 acknowledgements in all) always lands mid-load: with an instant component, the server
+ * could answer all 600 before the kill arrived.
+ */
+const slowHookSourceCode = `export default {
+  name: "Slow hook source",
+  version: "0.0.1",
+  props: { http: "$.interface.http" },
+  async run(event) {
+    await new Promise((resolve) => setTimeout(resolve, 3));
+    this.$emit(event.body ?? null, { summary: "hit" });
+  },
+};`;
 
 const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-crash-"));
 const children = new Set<ChildProcess>();
@@ -123,7 +136,8 @@ test("every acknowledged emit survives a SIGKILL mid-load and is delivered at le
   log("started");
   const deployed: Array<{ id: string; endpoint: string }> = [];
   for (let i = 0; i < sources; i++) {
-    const s = (await api("POST", "/v1/sources", { component_code: hookSourceCode, name: `crash-${i}` })).data;
+    const s = (await api("POST", "/v1/sources", { component_code: slowHookSourceCode, name: `crash-${i}` }))
+      .data;
     deployed.push({ id: s.id, endpoint: s.endpoint_url });
   }
   const hook = (await api("POST", "/v1/webhooks", { url: receiverUrl })).data;
