@@ -4,7 +4,11 @@
  * source on both, and loads them in alternating slices (bench/lib/interleave.ts), so the machine's drift
  * falls on both alike. Prints each one's rate, latency and CPU per hit, and the ratio.
  *
- *   node bench/compare.ts [--base HEAD] [--slices 6] [--slice 2] [--connections 50]
+ *   node bench/compare.ts [--base HEAD] [--slices 6] [--slice 2] [--connections 50] [--node-args="…"]
+ *
+ * `--node-args` are given to the working tree's server only, so the same commit compared with itself
+ * measures a Node or V8 flag: `--base HEAD --node-args=--single-threaded-gc` (with `=`, as the value
+ * starts with a dash).
  */
 import { execFileSync } from "node:child_process";
 import { chmodSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
@@ -22,6 +26,7 @@ const { values } = parseArgs({
     slices: { type: "string", default: "6" },
     slice: { type: "string", default: "2" },
     connections: { type: "string", default: "50" },
+    "node-args": { type: "string", default: "" },
   },
 });
 const connections = Number(values.connections);
@@ -38,7 +43,7 @@ const servers: FountProcess[] = [];
 try {
   const base = await FountProcess.start({ root: worktree });
   servers.push(base);
-  const work = await FountProcess.start();
+  const work = await FountProcess.start({ nodeArgs: values["node-args"].split(" ").filter(Boolean) });
   servers.push(work);
   const urls: string[] = [];
   for (const server of servers) {

@@ -5,7 +5,7 @@
  * of `npm run bench`, this figure hardly moves when the machine's speed does, so it is the one to compare
  * two versions of the code with (run them one after the other, several times).
  *
- *   node bench/per-hit.ts [--rate 8000] [--duration 6] [--node-args "--trace-gc"] [--promoted]
+ *   node bench/per-hit.ts [--rate 8000] [--duration 6] [--node-args=--trace-gc] [--promoted]
  *
  * `--promoted` samples, through the inspector, the allocations that outlived young-generation
  * collections during the run (V8's sampling heap profiler, objects later freed by a full collection
