@@ -229,8 +229,9 @@ function newBatch(source: SourceState, calls: Call[]): Batch {
   };
 }
 
+/** Identifies the set of folders a component needs to read. */
 function dirsKey(component: BuiltComponent): string {
-  return component.readDirs.length === 1 ? component.readDirs[0]! : component.readDirs.join("\0");
+  return component.readDirs.join("\0");
 }
 
 function isInside(child: string, parent: string): boolean {
@@ -1195,7 +1196,7 @@ export class ExecutorPool implements Executor {
   private async readDirsOf(components: BuiltComponent[]): Promise<string[]> {
     const out = new Set<string>();
     for (const component of components) {
-      const key = component.readDirs.join("\0");
+      const key = dirsKey(component);
       let dirs = this.readDirCache.get(key);
       if (!dirs) {
         dirs = Promise.all(
