@@ -37,8 +37,7 @@ export class EventRecorder {
       event: e.event === undefined ? null : e.event,
       meta: { emit_id: randomString(27), name: e.channel, emitter_id: e.emitterId, ...(e.meta ?? {}) },
     };
-    await tx.insertEvent(record);
-    await tx.trimEvents(e.emitterId, e.channel, eventsKept);
+    await tx.insertEvent(record, eventsKept);
     for (const hook of this.#onStore) await hook(tx, record);
     return record;
   }

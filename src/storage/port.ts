@@ -173,11 +173,13 @@ export interface StorageOps {
   /** The last event ID handed out for an emitter. */
   getEmitterClock(emitterId: string): Promise<{ ms: number; seq: number } | undefined>;
   putEmitterClock(emitterId: string, ms: number, seq: number): Promise<void>;
-  insertEvent(event: EventRecord): Promise<void>;
+  /**
+   * Stores an event in its channel's window of the newest `keep`: once the window holds `keep`, the
+   * new event replaces the oldest.
+   */
+  insertEvent(event: EventRecord, keep: number): Promise<void>;
   /** The channels an emitter has stored events on. */
   listChannels(emitterId: string): Promise<string[]>;
-  /** Keeps the newest `keep` events of an emitter's channel. */
-  trimEvents(emitterId: string, channel: string, keep: number): Promise<void>;
   listEvents(emitterId: string, query: EventQuery): Promise<Page<EventRecord>>;
   /** Deletes an inclusive ID range (open ends when undefined) of every channel; returns how many. */
   deleteEvents(

@@ -1,9 +1,85 @@
-import { mkdtempSync } from "node:fs";
+import assert from "node:assert/strict";
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { DatabaseSync } from "node:sqlite";
+import { test } from "node:test";
+import type { EventRecord } from "../../src/domain/types.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
 import { storageContract } from "./contract.ts";
 
 storageContract("sqlite", async () =>
   openSqliteStorage({ dataDir: mkdtempSync(path.join(os.tmpdir(), "fount-store-")) }),
 );
+
+const migrationsDir = path.join(import.meta.dirname, "../../src/storage/sqlite/migrations");
+
+const event = (n: number): EventRecord => ({
+  emitterId: "dc_kept",
+  channel: "",
+  id: `9-${n}`,
+  idMs: 9,
+  idSeq: n,
+  indexedAtMs: 9,
+  event: { n },
+  meta: { emit_id: `e${n}`, name: "", emitter_id: "dc_kept" },
+});
+
+const seqs = async (store: ReturnType<typeof openSqliteStorage>) =>
+  (await store.listEvents("dc_kept", { channel: "", limit: 100 })).items.map((e) => e.idSeq).reverse();
+
+test("sqlite: a reopened store replaces the oldest event of a full window, as it would have", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  const first = openSqliteStorage({ dataDir });
+  for (let n = 0; n < 102; n++) await first.insertEvent(event(n), 100);
+  await first.close();
+  const second = openSqliteStorage({ dataDir });
+  try {
+    await second.insertEvent(event(102), 100);
+    assert.deepEqual(
+      await seqs(second),
+      Array.from({ length: 100 }, (_, i) => i + 3),
+    );
+  } finally {
+    await second.close();
+  }
+});
+
+test("sqlite: migration 004 keeps the events of a store made before event windows, in order", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  const db = new DatabaseSync(path.join(dataDir, "fount.db"));
+  db.exec(
+    "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)",
+  );
+  for (const file of readdirSync(migrationsDir).sort()) {
+    const version = Number.parseInt(file, 10);
+    if (version >= 4) continue;
+    db.exec(readFileSync(path.join(migrationsDir, file), "utf8"));
+    db.prepare("INSERT INTO schema_migrations VALUES (?, ?, 0)").run(version, file);
+  }
+  // Rows of the old table, inserted out of ID order, and a second channel.
+  const insert = db.prepare(
+    "INSERT INTO events (emitter_id, channel, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json) VALUES (?, ?, ?, 9, ?, 9, ?, ?)",
+  );
+  for (const n of [2, 0, 1, 4, 3]) {
+    const e = event(n);
+    insert.run(e.emitterId, "", e.id, n, JSON.stringify(e.event), JSON.stringify(e.meta));
+  }
+  insert.run("dc_kept", "other", "9-100", 100, "{}", "{}");
+  db.close();
+
+  const store = openSqliteStorage({ dataDir });
+  try {
+    assert.deepEqual(await seqs(store), [0, 1, 2, 3, 4]);
+    assert.deepEqual((await store.listEvents("dc_kept", { channel: "", limit: 1 })).items[0]?.event, {
+      n: 4,
+    });
+    // A window of 5 is full: the next event replaces the oldest, whatever order the rows came in.
+    await store.insertEvent(event(5), 5);
+    await store.insertEvent(event(6), 5);
+    assert.deepEqual(await seqs(store), [2, 3, 4, 5, 6]);
+    assert.deepEqual(await store.listChannels("dc_kept"), ["", "other"]);
+  } finally {
+    await store.close();
+  }
+});

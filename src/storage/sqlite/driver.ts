@@ -185,10 +185,19 @@ const toAppAccount = (r: Row): WithSeq<AppAccount> => ({
   updatedAt: r.updated_at as number,
 });
 
+/** An event window's slots (see `SqliteOps.#windows`). */
+interface EventWindow {
+  /** Occupied slots, oldest event first. */
+  order: number[];
+  /** Unoccupied slot numbers below `next`, the lowest last. */
+  free: number[];
+  /** The lowest slot number no row has used. */
+  next: number;
+}
+
 /** Writes held back to the end of a transaction (see `SqliteOps.#deferred`), one per row. */
 interface Deferred {
   clocks: Map<string, { ms: number; seq: number }>;
-  trims: Map<string, { emitterId: string; channel: string; keep: number }>;
   usage: Map<string, Usage & { userId: string; day: string }>;
 }
 
@@ -214,14 +223,14 @@ export class SqliteOps implements StorageOps {
   readonly #emitterOwners = new BoundedCache<string, string>(maxCachedRows);
   readonly #matches = new BoundedCache<string, Subscription[]>(maxCachedRows);
   /**
-   * Events held per `emitter\0channel`, counted once and then kept up to date by this connection's
-   * inserts and trims, so that trimming to the window is one delete of the oldest row instead of a
-   * walk over the whole window on every insert. Deletes of ranges, sources and rollbacks forget them.
+   * The slots of each `emitter\0channel` window (migration 004), read once and then kept up to date by
+   * this connection's inserts, so that storing an event never reads the window. Deletes of ranges and
+   * sources, and rollbacks, forget them.
    */
-  readonly #eventCounts = new BoundedCache<string, number>(maxCachedRows);
+  readonly #windows = new BoundedCache<string, EventWindow>(maxCachedRows);
   /**
    * Inside a transaction, the writes every stored event or invocation makes to the same few rows (the
-   * emitter's clock, the window trim, the owner's usage of the day) are held here and made once per row
+   * emitter's clock, the owner's usage of the day) are held here and made once per row
    * just before COMMIT, so a group commit of many emits writes each of those rows once. Any read or
    * delete of those tables makes them first, so nothing inside the transaction sees the difference.
    */
@@ -647,14 +656,14 @@ export class SqliteOps implements StorageOps {
   dropCaches(): void {
     this.#webhooks.clear();
     this.#sourcesByEndpoint.clear();
-    this.#eventCounts.clear();
+    this.#windows.clear();
     this.#emitterOwners.clear();
     this.#matches.clear();
   }
 
   /** Starts holding back clock, trim and usage writes until `endDeferral` (a transaction began). */
   deferWrites(): void {
-    this.#deferred = { clocks: new Map(), trims: new Map(), usage: new Map() };
+    this.#deferred = { clocks: new Map(), usage: new Map() };
   }
 
   /** Stops holding writes back: makes them (before COMMIT) or, with `discard`, drops them (ROLLBACK). */
@@ -675,7 +684,6 @@ export class SqliteOps implements StorageOps {
 
   #write(d: Deferred): void {
     for (const [emitterId, c] of d.clocks) this.#putClock(emitterId, c.ms, c.seq);
-    for (const t of d.trims.values()) this.#trim(t.emitterId, t.channel, t.keep);
     for (const u of d.usage.values()) this.#addUsage(u.userId, u.day, u);
   }
 
@@ -725,7 +733,7 @@ export class SqliteOps implements StorageOps {
     const removed = this.run("DELETE FROM sources WHERE id = ?", [id]) > 0;
     for (const table of ["source_db", "dedupe_state", "timers"])
       this.run(`DELETE FROM ${table} WHERE source_id = ?`, [id]);
-    this.#eventCounts.clear();
+    this.#windows.clear();
     this.run("DELETE FROM events WHERE emitter_id = ?", [id]);
     this.run("DELETE FROM emitter_clock WHERE emitter_id = ?", [id]);
     return removed;
@@ -825,24 +833,61 @@ export class SqliteOps implements StorageOps {
     );
   }
 
-  async insertEvent(e: EventRecord): Promise<void> {
-    const key = `${e.emitterId}\0${e.channel}`;
-    const count = this.#eventCounts.get(key);
-    if (count !== undefined) this.#eventCounts.set(key, count + 1);
-    this.run(
-      `INSERT INTO events (emitter_id, channel, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-      [
+  async insertEvent(e: EventRecord, keep: number): Promise<void> {
+    const w = this.#window(e.emitterId, e.channel);
+    // A window holding more than `keep` (a smaller `keep` than before) loses its oldest first.
+    while (w.order.length > keep) {
+      const slot = w.order.shift()!;
+      this.run("DELETE FROM events WHERE emitter_id = ? AND channel = ? AND slot = ?", [
         e.emitterId,
         e.channel,
-        e.id,
-        e.idMs,
-        e.idSeq,
-        e.indexedAtMs,
-        JSON.stringify(e.event ?? null),
-        JSON.stringify(e.meta),
-      ],
-    );
+        slot,
+      ]);
+      w.free.push(slot);
+    }
+    const values = [
+      e.id,
+      e.idMs,
+      e.idSeq,
+      e.indexedAtMs,
+      JSON.stringify(e.event ?? null),
+      JSON.stringify(e.meta),
+    ];
+    let slot: number;
+    if (w.order.length === keep) {
+      // Full: the new event takes the oldest one's row.
+      slot = w.order.shift()!;
+      this.run(
+        `UPDATE events SET id = ?, id_ms = ?, id_seq = ?, indexed_at_ms = ?, event_json = ?, meta_json = ?
+         WHERE emitter_id = ? AND channel = ? AND slot = ?`,
+        [...values, e.emitterId, e.channel, slot],
+      );
+    } else {
+      slot = w.free.pop() ?? w.next++;
+      this.run(
+        `INSERT INTO events (id, id_ms, id_seq, indexed_at_ms, event_json, meta_json, emitter_id, channel, slot)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        [...values, e.emitterId, e.channel, slot],
+      );
+    }
+    w.order.push(slot);
+  }
+
+  /** The slots of a window, oldest event first, and the numbers free for new rows. */
+  #window(emitterId: string, channel: string): EventWindow {
+    return this.#windows.getOrSet(`${emitterId}\0${channel}`, () => {
+      const order = (
+        this.sql("SELECT slot FROM events WHERE emitter_id = ? AND channel = ? ORDER BY id_ms, id_seq").all(
+          emitterId,
+          channel,
+        ) as Array<{ slot: number }>
+      ).map((r) => r.slot);
+      const next = order.length === 0 ? 0 : Math.max(...order) + 1;
+      const used = new Set(order);
+      const free: number[] = [];
+      for (let slot = next - 1; slot >= 0; slot--) if (!used.has(slot)) free.push(slot);
+      return { order, free, next };
+    });
   }
 
   async listChannels(emitterId: string): Promise<string[]> {
@@ -852,35 +897,6 @@ export class SqliteOps implements StorageOps {
       [emitterId],
       (r) => r.channel as string,
     );
-  }
-
-  async trimEvents(emitterId: string, channel: string, keep: number): Promise<void> {
-    const held = this.#deferred?.trims;
-    if (held) held.set(`${emitterId}\0${channel}`, { emitterId, channel, keep });
-    else this.#trim(emitterId, channel, keep);
-  }
-
-  #trim(emitterId: string, channel: string, keep: number): void {
-    const key = `${emitterId}\0${channel}`;
-    let count = this.#eventCounts.get(key);
-    if (count === undefined) {
-      count = (
-        this.sql("SELECT count(*) AS n FROM events WHERE emitter_id = ? AND channel = ?").get(
-          emitterId,
-          channel,
-        ) as {
-          n: number;
-        }
-      ).n;
-    }
-    if (count > keep) {
-      this.run(
-        `DELETE FROM events WHERE n IN (SELECT n FROM events WHERE emitter_id = ? AND channel = ? ORDER BY n ${limitParam})`,
-        [emitterId, channel, count - keep],
-      );
-      count = keep;
-    }
-    this.#eventCounts.set(key, count);
   }
 
   async listEvents(emitterId: string, q: EventQuery): Promise<Page<EventRecord>> {
@@ -928,7 +944,7 @@ export class SqliteOps implements StorageOps {
       where.push("(id_ms < ? OR (id_ms = ? AND id_seq <= ?))");
       params.push(to.ms, to.ms, to.seq);
     }
-    this.#eventCounts.clear();
+    this.#windows.clear();
     return this.run(`DELETE FROM events WHERE ${where.join(" AND ")}`, params);
   }
 
