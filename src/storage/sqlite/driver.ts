@@ -224,7 +224,8 @@ export class SqliteOps implements StorageOps {
   readonly #matches = new BoundedCache<string, Subscription[]>(maxCachedRows);
   /**
    * The slots of each `emitter\0channel` window (migration 004), read once and then kept up to date by
-   * this connection's inserts, so that storing an event never reads the window. Deletes of ranges and
+   * this connection's inserts, so that storing an event never reads the window. This connection is the
+   * only writer of `events` (`fount admin` on the same file writes accounts only). Deletes of ranges and
    * sources, and rollbacks, forget them.
    */
   readonly #windows = new BoundedCache<string, EventWindow>(maxCachedRows);
