@@ -7,7 +7,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { type EventRecorder, eventsKept } from "../domain/recorder.ts";
 import type { Delivery, EventRecord, ListenerKind, Subscription } from "../domain/types.ts";
-import { newId } from "../ids.ts";
+import { newSortableId } from "../ids.ts";
 import type { StorageOps } from "../storage/port.ts";
 
 /**
@@ -35,7 +35,7 @@ function newDelivery(
   const kind = listenerKindOf(sub.listenerId);
   if (!kind) return undefined;
   return {
-    id: newId("del", 20),
+    id: newSortableId("del", nowMs),
     ownerId: sub.ownerId,
     subscriptionId: sub.id,
     emitterId: event.emitterId,
