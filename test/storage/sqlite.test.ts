@@ -83,3 +83,21 @@ test("sqlite: migration 004 keeps the events of a store made before event window
     await store.close();
   }
 });
+
+test("sqlite: an event whose statement fails leaves its window as it was", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  const store = openSqliteStorage({ dataDir });
+  try {
+    for (let n = 0; n < 3; n++) await store.insertEvent(event(n), 3);
+    // Another connection makes the store refuse one event, as a full disk or a constraint would.
+    const other = new DatabaseSync(path.join(dataDir, "fount.db"));
+    other.exec(`CREATE TRIGGER refuse_update BEFORE UPDATE ON events WHEN NEW.id = '9-3'
+                BEGIN SELECT RAISE(ABORT, 'refused'); END`);
+    other.close();
+    await assert.rejects(store.insertEvent(event(3), 3), /refused/);
+    await store.insertEvent(event(4), 3);
+    assert.deepEqual(await seqs(store), [1, 2, 4]);
+  } finally {
+    await store.close();
+  }
+});

@@ -836,15 +836,17 @@ export class SqliteOps implements StorageOps {
 
   async insertEvent(e: EventRecord, keep: number): Promise<void> {
     const w = this.#window(e.emitterId, e.channel);
+    // The cached window changes only after each statement succeeded, so a failed one leaves it true.
     // A window holding more than `keep` (a smaller `keep` than before) loses its oldest first.
     while (w.order.length > keep) {
-      const slot = w.order.shift()!;
+      const oldest = w.order[0]!;
       this.run("DELETE FROM events WHERE emitter_id = ? AND channel = ? AND slot = ?", [
         e.emitterId,
         e.channel,
-        slot,
+        oldest,
       ]);
-      w.free.push(slot);
+      w.order.shift();
+      w.free.push(oldest);
     }
     const values = [
       e.id,
@@ -853,24 +855,29 @@ export class SqliteOps implements StorageOps {
       e.indexedAtMs,
       JSON.stringify(e.event ?? null),
       JSON.stringify(e.meta),
+      e.emitterId,
+      e.channel,
     ];
-    let slot: number;
     if (w.order.length === keep) {
       // Full: the new event takes the oldest one's row.
-      slot = w.order.shift()!;
+      const oldest = w.order[0]!;
       this.run(
         `UPDATE events SET id = ?, id_ms = ?, id_seq = ?, indexed_at_ms = ?, event_json = ?, meta_json = ?
          WHERE emitter_id = ? AND channel = ? AND slot = ?`,
-        [...values, e.emitterId, e.channel, slot],
+        [...values, oldest],
       );
-    } else {
-      slot = w.free.pop() ?? w.next++;
-      this.run(
-        `INSERT INTO events (id, id_ms, id_seq, indexed_at_ms, event_json, meta_json, emitter_id, channel, slot)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        [...values, e.emitterId, e.channel, slot],
-      );
+      w.order.shift();
+      w.order.push(oldest);
+      return;
     }
+    const slot = w.free.at(-1) ?? w.next;
+    this.run(
+      `INSERT INTO events (id, id_ms, id_seq, indexed_at_ms, event_json, meta_json, emitter_id, channel, slot)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      [...values, slot],
+    );
+    if (w.free.length > 0) w.free.pop();
+    else w.next++;
     w.order.push(slot);
   }
 
