@@ -383,14 +383,20 @@ export class ExecutorPool implements Executor {
     uid: number | undefined;
     sources: number;
     running: number;
+    /** Sources whose running call is in component code (its module loaded), as far as the pool knows. */
+    inCode: number;
     queued: number;
   }> {
     return [...this.owners.values()].map((owner) => {
       let running = 0;
+      let executing = 0;
       let queued = 0;
       for (const source of owner.sources.values()) {
         queued += source.queue.length;
-        if (source.batch) running += source.batch.calls.length - source.batch.next;
+        if (source.batch) {
+          running += source.batch.calls.length - source.batch.next;
+          if (inCode(source.batch)) executing++;
+        }
         if (source.waiting) running += source.waiting.calls.length;
       }
       return {
@@ -399,6 +405,7 @@ export class ExecutorPool implements Executor {
         uid: owner.uid,
         sources: owner.sources.size,
         running,
+        inCode: executing,
         queued,
       };
     });

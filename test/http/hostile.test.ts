@@ -83,9 +83,11 @@ test("an infinite loop is stopped at the timeout; another tenant answers meanwhi
 test("a sibling invocation queued behind an infinite loop of the same owner is answered after the restart", async () => {
   const { endpoint } = await hostile("infinite-loop.mjs");
   const looping = hit(endpoint, { method: "POST" });
-  // The loop is handed to the executor before the sibling's call is.
+  // The loop spins before the sibling's call reaches the executor. Were the sibling's call read in the
+  // same turn as the loop's, it could enter its run first and be caught mid-run by the loop: a victim,
+  // which gets executor_crash (docs/isolation.md, Blame and retries).
   const pool = server.built.services.executor as ExecutorPool;
-  for (let i = 0; i < 400 && !pool.stats().some((o) => o.ownerId === attacker.id && o.running > 0); i++) {
+  for (let i = 0; i < 400 && !pool.stats().some((o) => o.ownerId === attacker.id && o.inCode > 0); i++) {
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
   const queued = await hit(sibling, { method: "POST" });

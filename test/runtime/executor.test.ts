@@ -642,6 +642,16 @@ describe("invoke", () => {
     for (const result of await Promise.all(calls)) assert.equal(result.error, undefined);
   });
 
+  test("counts a source as in component code from its call's entry to its end", async () => {
+    const mine = () => pool.stats().find((o) => o.ownerId === "u_a")!;
+    const base = { dbProps: ["db"], sourceId: "dc_in_code" };
+    const call = run("counter.mjs", { i: 1, wait: 300 }, base);
+    await waitFor(() => mine().inCode === 1);
+    assert.equal(mine().running, 1);
+    assert.equal((await call).error, undefined);
+    assert.equal(mine().inCode, 0);
+  });
+
   test("sends calls that arrive while a batch runs behind it, where they see its db writes", async () => {
     const mine = () => pool.stats().find((o) => o.ownerId === "u_a")!;
     const base = { dbProps: ["db"], sourceId: "dc_pipelined" };
