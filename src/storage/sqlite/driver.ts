@@ -185,16 +185,6 @@ const toAppAccount = (r: Row): WithSeq<AppAccount> => ({
   updatedAt: r.updated_at as number,
 });
 
-/** An event window's slots (see `SqliteOps.#windows`). */
-interface EventWindow {
-  /** Occupied slots, oldest event first. */
-  order: number[];
-  /** Unoccupied slot numbers below `next`, the lowest last. */
-  free: number[];
-  /** The lowest slot number no row has used. */
-  next: number;
-}
-
 /** Writes held back to the end of a transaction (see `SqliteOps.#deferred`), one per row. */
 interface Deferred {
   clocks: Map<string, { ms: number; seq: number }>;
@@ -228,7 +218,7 @@ export class SqliteOps implements StorageOps {
    * only writer of `events` (`fount admin` on the same file writes accounts only). Deletes of ranges and
    * sources, and rollbacks, forget them.
    */
-  readonly #windows = new BoundedCache<string, EventWindow>(maxCachedRows);
+  readonly #windows = new BoundedCache<string, number[]>(maxCachedRows);
   /**
    * Inside a transaction, the writes every stored event or invocation makes to the same few rows (the
    * emitter's clock, the owner's usage of the day) are held here and made once per row
@@ -662,7 +652,7 @@ export class SqliteOps implements StorageOps {
     this.#matches.clear();
   }
 
-  /** Starts holding back clock, trim and usage writes until `endDeferral` (a transaction began). */
+  /** Starts holding back clock and usage writes until `endDeferral` (a transaction began). */
   deferWrites(): void {
     this.#deferred = { clocks: new Map(), usage: new Map() };
   }
@@ -835,18 +825,16 @@ export class SqliteOps implements StorageOps {
   }
 
   async insertEvent(e: EventRecord, keep: number): Promise<void> {
-    const w = this.#window(e.emitterId, e.channel);
+    const order = this.#window(e.emitterId, e.channel);
     // The cached window changes only after each statement succeeded, so a failed one leaves it true.
     // A window holding more than `keep` (a smaller `keep` than before) loses its oldest first.
-    while (w.order.length > keep) {
-      const oldest = w.order[0]!;
+    while (order.length > keep) {
       this.run("DELETE FROM events WHERE emitter_id = ? AND channel = ? AND slot = ?", [
         e.emitterId,
         e.channel,
-        oldest,
+        order[0]!,
       ]);
-      w.order.shift();
-      w.free.push(oldest);
+      order.shift();
     }
     const values = [
       e.id,
@@ -858,44 +846,39 @@ export class SqliteOps implements StorageOps {
       e.emitterId,
       e.channel,
     ];
-    if (w.order.length === keep) {
+    if (order.length === keep) {
       // Full: the new event takes the oldest one's row.
-      const oldest = w.order[0]!;
+      const oldest = order[0]!;
       this.run(
         `UPDATE events SET id = ?, id_ms = ?, id_seq = ?, indexed_at_ms = ?, event_json = ?, meta_json = ?
          WHERE emitter_id = ? AND channel = ? AND slot = ?`,
         [...values, oldest],
       );
-      w.order.shift();
-      w.order.push(oldest);
+      order.shift();
+      order.push(oldest);
       return;
     }
-    const slot = w.free.at(-1) ?? w.next;
+    // Filling: the lowest slot number no event holds (a deleted event's, or the next one up).
+    const used = new Set(order);
+    let slot = 0;
+    while (used.has(slot)) slot++;
     this.run(
       `INSERT INTO events (id, id_ms, id_seq, indexed_at_ms, event_json, meta_json, emitter_id, channel, slot)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       [...values, slot],
     );
-    if (w.free.length > 0) w.free.pop();
-    else w.next++;
-    w.order.push(slot);
+    order.push(slot);
   }
 
-  /** The slots of a window, oldest event first, and the numbers free for new rows. */
-  #window(emitterId: string, channel: string): EventWindow {
-    return this.#windows.getOrSet(`${emitterId}\0${channel}`, () => {
-      const order = (
-        this.sql("SELECT slot FROM events WHERE emitter_id = ? AND channel = ? ORDER BY id_ms, id_seq").all(
-          emitterId,
-          channel,
-        ) as Array<{ slot: number }>
-      ).map((r) => r.slot);
-      const next = order.length === 0 ? 0 : Math.max(...order) + 1;
-      const used = new Set(order);
-      const free: number[] = [];
-      for (let slot = next - 1; slot >= 0; slot--) if (!used.has(slot)) free.push(slot);
-      return { order, free, next };
-    });
+  /** The slots of a window's events, oldest first. */
+  #window(emitterId: string, channel: string): number[] {
+    return this.#windows.getOrSet(`${emitterId}\0${channel}`, () =>
+      this.all(
+        "SELECT slot FROM events WHERE emitter_id = ? AND channel = ? ORDER BY id_ms, id_seq",
+        [emitterId, channel],
+        (r) => r.slot as number,
+      ),
+    );
   }
 
   async listChannels(emitterId: string): Promise<string[]> {
