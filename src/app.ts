@@ -49,6 +49,7 @@ import { userRoutes } from "./http/routes/users.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
 import { workflowRoutes } from "./http/routes/workflows.ts";
 import { ComponentBuilder } from "./runtime/build.ts";
+import { jsonTextTooDeep, maxBodyDepth } from "./runtime/child/json-depth.ts";
 import { ExecutorPool } from "./runtime/executor-pool.ts";
 import type { Executor } from "./runtime/types.ts";
 import type { Services } from "./services.ts";
@@ -339,6 +340,8 @@ function registerJsonBodies(app: FastifyInstance): void {
   app.addContentTypeParser("application/json", { parseAs: "string" }, (_request, body, done) => {
     const text = (body as string).trim();
     if (text === "") return done(null, undefined);
+    // Parsing (with the reviver) and every later step recurse over the value; refuse depth first.
+    if (jsonTextTooDeep(text, maxBodyDepth)) return done(new AppError("json_too_deep"), undefined);
     try {
       done(
         null,

@@ -5,6 +5,7 @@
 export const errorCatalogue = {
   invalid_parameter: { status: 400, message: "A parameter is missing or invalid" },
   invalid_json: { status: 400, message: "The request body is not valid JSON" },
+  json_too_deep: { status: 400, message: "The JSON body nests deeper than 128 levels" },
   invalid_cursor: { status: 400, message: "The pagination cursor is not valid" },
   unauthorized: { status: 401, message: "Missing or unknown API key" },
   forbidden: { status: 403, message: "This API key lacks the role for this operation" },
@@ -23,6 +24,10 @@ export const errorCatalogue = {
   hook_failed: { status: 422, message: "A lifecycle hook of the component failed" },
   rate_limited: { status: 429, message: "Too many requests" },
   quota_exceeded: { status: 429, message: "The daily quota of this account is used up" },
+  auth_throttled: {
+    status: 429,
+    message: "Too many requests with a wrong API key from this address; wait before trying again",
+  },
   internal: { status: 500, message: "Internal server error" },
   component_error: { status: 500, message: "The component threw an error" },
   shutting_down: { status: 503, message: "The server is shutting down" },

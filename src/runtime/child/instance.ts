@@ -6,6 +6,7 @@
 import type { SerializedError } from "../../errors.ts";
 import type { EmitMeta, EmittedEvent, HttpResponse, LogEntry } from "../types.ts";
 import type { Fn, LoadedComponent } from "./definition.ts";
+import { jsonTextTooDeep, maxValueDepth } from "./json-depth.ts";
 import type { BatchConfig, ChildInit } from "./protocol.ts";
 
 type Obj = Record<string, unknown>;
@@ -74,6 +75,13 @@ export class Invocation {
       throw new TypeError(`$emit: the event is not JSON-serializable (${(err as Error).message})`);
     }
     json ??= "null";
+    if (jsonTextTooDeep(json, maxValueDepth)) {
+      this.countWarning(
+        "emit_too_deep",
+        `An event nested deeper than ${maxValueDepth} levels was not emitted: it could not be stored`,
+      );
+      return;
+    }
     // A UTF-16 code unit is at most 3 UTF-8 bytes, so short strings skip the byte count.
     const bytes = json.length * 3 <= maxBytes ? json.length : Buffer.byteLength(json);
     if (bytes > maxBytes) {
@@ -92,6 +100,11 @@ export class Invocation {
     if (this.response || this.closed) return;
     this.response = response;
     this.onRespond(this.q, response);
+  }
+
+  /** A warning for `$errors` from outside the component's calls (once per kind). */
+  warn(code: string, message: string): void {
+    this.countWarning(code, message);
   }
 
   /** One warning per kind, counting how often it happened. */
@@ -199,6 +212,11 @@ function dbService(db: Map<string, string>, inv: Invocation): Obj {
       if (json === undefined) {
         throw new TypeError(
           `db.set(${JSON.stringify(k)}): the value is not JSON-serializable (use null to clear a key)`,
+        );
+      }
+      if (jsonTextTooDeep(json, maxValueDepth)) {
+        throw new TypeError(
+          `db.set(${JSON.stringify(k)}): the value nests deeper than ${maxValueDepth} levels`,
         );
       }
       if (!inv.closed) inv.writes.set(k, json);

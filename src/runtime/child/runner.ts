@@ -16,6 +16,7 @@ import type { HttpResponse, LogEntry } from "../types.ts";
 import { InvalidComponent, isLoaded, loadComponent } from "./definition.ts";
 import { withParsedBody } from "./http-body.ts";
 import { componentInstance, Invocation, optionsCall } from "./instance.ts";
+import { jsonTextTooDeep, maxBodyDepth, maxValueDepth } from "./json-depth.ts";
 import type {
   BatchConfig,
   BatchItem,
@@ -253,7 +254,14 @@ async function execute(
   const kind = item.inv;
   switch (kind.kind) {
     case "run": {
-      const event = kind.parseBody ? withParsedBody(kind.event) : kind.event;
+      const event = kind.parseBody
+        ? withParsedBody(kind.event, () =>
+            inv.warn(
+              "body_too_deep",
+              `The request body is JSON nested deeper than ${maxBodyDepth} levels; run got it as text in body`,
+            ),
+          )
+        : kind.event;
       // A schedule source without run emits its timer event.
       if (component.run) await component.run.call(self, event);
       else inv.emit(event, {});
@@ -267,7 +275,10 @@ async function execute(
       const call = optionsCall(component, self, kind.prop, kind.args, { ...cfg.props, ...configured });
       const value = "list" in call ? call.list : await call.fn.call(call.thisArg, call.arg);
       try {
-        return JSON.parse(JSON.stringify(value ?? null));
+        const json = JSON.stringify(value ?? null);
+        if (jsonTextTooDeep(json, maxValueDepth))
+          throw new Error(`nested deeper than ${maxValueDepth} levels`);
+        return JSON.parse(json);
       } catch (err) {
         throw new TypeError(
           `options() returned a value that is not JSON-serializable (${(err as Error).message})`,
