@@ -112,6 +112,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       server.keepAliveTimeout = timeouts.keepAliveTimeout;
       server.requestTimeout = timeouts.requestTimeout;
       server.setTimeout(timeouts.connectionTimeout);
+      // A client may half-close (send FIN) once its request is written and still wait for the answer.
+      // By default Node ends the socket at that FIN, so a slow route's answer was never sent; with this,
+      // the socket ends after the last pending response instead.
+      (server as { httpAllowHalfOpen?: boolean }).httpAllowHalfOpen = true;
       return server;
     },
     bodyLimit: config.bodyLimitBytes,
