@@ -65,6 +65,9 @@ export class DeliveryLedger {
     if (!exists) return;
     bus.emit("delivery.settled", {
       deliveryId: delivery.id,
+      subscriptionId: delivery.subscriptionId,
+      emitterId: delivery.emitterId,
+      eventId: delivery.eventId,
       listenerId: delivery.listenerId,
       kind: delivery.listenerKind,
       status: s.patch.status,

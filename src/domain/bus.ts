@@ -17,6 +17,9 @@ export interface EventMap {
   "delivery.settled": [
     info: {
       deliveryId: string;
+      subscriptionId: string;
+      emitterId: string;
+      eventId: string;
       listenerId: string;
       kind: ListenerKind;
       status: DeliveryStatus;

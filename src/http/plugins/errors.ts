@@ -82,7 +82,13 @@ export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err, request: FastifyRequest, reply) => {
     const appError = toAppError(err);
     if (appError.status >= 500) request.log.error({ err }, "request failed");
-    else request.log.info({ code: appError.code, msg: appError.message }, "request refused");
+    // The message goes in `msg` itself: a `msg` key in the object would be a second one, and the
+    // reader of the JSON line would keep only the last ("request refused").
+    else
+      request.log.info(
+        { code: appError.code, statusCode: appError.status },
+        `request refused: ${appError.message}`,
+      );
     return sendError(reply, appError);
   });
 }
