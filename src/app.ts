@@ -20,12 +20,14 @@ import { Accounts } from "./domain/accounts.ts";
 import { Bus } from "./domain/bus.ts";
 import { Committer } from "./domain/committer.ts";
 import { ComponentCatalog } from "./domain/components.ts";
+import { logErrors } from "./domain/error-log.ts";
 import { EventRecorder } from "./domain/recorder.ts";
 import { publishRegistryFolder } from "./domain/registry.ts";
 import { SourceRunner } from "./domain/runner.ts";
 import { TimerScheduler } from "./domain/scheduler.ts";
 import { SourceService } from "./domain/sources.ts";
 import { AppError } from "./errors.ts";
+import { AuthThrottle } from "./http/auth-throttle.ts";
 import { bearerToken, filterFields } from "./http/conventions.ts";
 import {
   clientErrorHandler,
@@ -132,6 +134,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   const bus = new Bus();
   bus.onError((err) => app.log.error({ err }, "internal event listener failed"));
+  logErrors(bus, app.log);
   const committer = new Committer(store, { carried: [deliveryContext] });
   const recorder = new EventRecorder();
   const builder = new ComponentBuilder({ dataDir: config.dataDir, npmCacheDir: config.npmCacheDir });
@@ -218,6 +221,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     return sendError(reply, new AppError("not_found", `No route ${request.method} ${path}`));
   });
 
+  const authThrottle = new AuthThrottle({
+    maxFailures: config.authFailureLimit,
+    windowMs: config.authFailureWindowMs,
+    now: () => clock.now(),
+  });
   app.addHook("preClose", async () => {
     closing = true;
   });
@@ -231,8 +239,19 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     if (request.routeOptions.url === undefined || request.routeOptions.config.public) return;
     const key = bearerToken(request.headers.authorization);
     if (!key) throw new AppError("unauthorized", "Send the API key as Authorization: Bearer <key>");
+    const keyHash = authThrottle.enabled ? hashApiKey(key) : "";
+    const waitMs = authThrottle.waitMs(request.ip, keyHash);
+    if (waitMs > 0) {
+      throw new AppError("auth_throttled", undefined, {
+        headers: { "retry-after": String(Math.ceil(waitMs / 1000)) },
+      });
+    }
     const found = await accounts.authenticate(key);
-    if (!found) throw new AppError("unauthorized", "Unknown or revoked API key");
+    if (!found) {
+      authThrottle.failed(request.ip);
+      throw new AppError("unauthorized", "Unknown or revoked API key");
+    }
+    authThrottle.succeeded(request.ip, keyHash);
     request.principal = found;
   });
 

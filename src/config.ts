@@ -15,6 +15,9 @@ export interface Config {
   bootstrapApiKey: string | undefined;
   /** Requests per minute per API key; 0 turns the limit off. */
   rateLimit: number;
+  /** Wrong API keys one address may send per `authFailureWindowMs` before it is throttled; 0 turns it off. */
+  authFailureLimit: number;
+  authFailureWindowMs: number;
   webhookAllowPrivate: boolean;
   /** Hostnames (`*.corp.example` too), IP addresses and CIDR ranges deliveries may reach even when private. */
   webhookAllowHosts: string[];
@@ -94,6 +97,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     npmCacheDir: path.resolve(env.FOUNT_NPM_CACHE || path.join(env.FOUNT_DATA_DIR || ".fount", "npm-cache")),
     bootstrapApiKey: env.FOUNT_BOOTSTRAP_API_KEY || undefined,
     rateLimit: int(env, "FOUNT_RATE_LIMIT", 6000),
+    authFailureLimit: int(env, "FOUNT_AUTH_FAILURE_LIMIT", 20),
+    authFailureWindowMs: int(env, "FOUNT_AUTH_FAILURE_WINDOW_S", 300, 1) * 1000,
     webhookAllowPrivate: bool(env, "FOUNT_WEBHOOK_ALLOW_PRIVATE"),
     webhookAllowHosts: hostList(env, "FOUNT_WEBHOOK_ALLOW_HOSTS"),
     logLevel: env.LOG_LEVEL || "info",

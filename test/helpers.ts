@@ -5,7 +5,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { type BuiltApp, buildApp } from "../src/app.ts";
+import { type BuildOptions, type BuiltApp, buildApp } from "../src/app.ts";
 import { type Config, loadConfig } from "../src/config.ts";
 
 export const adminKey = "fnt_testadminkey0000000000000000000";
@@ -40,19 +40,23 @@ export interface ApiResponse {
 export async function startServer(
   overrides: Partial<Config> = {},
   env: NodeJS.ProcessEnv = {},
+  /** Options of `buildApp` (a logger writing to a stream, say); default: no logger. */
+  buildOptions: BuildOptions = {},
 ): Promise<TestServer> {
   const dataDir = overrides.dataDir ?? mkdtempSync(path.join(os.tmpdir(), "fount-test-"));
   const config = loadConfig(
     {
       FOUNT_BOOTSTRAP_API_KEY: adminKey,
       FOUNT_RATE_LIMIT: "0",
+      // Route-wide tests send many wrong keys from 127.0.0.1; the throttle's own test turns it on.
+      FOUNT_AUTH_FAILURE_LIMIT: "0",
       // One npm cache for every test server, so packages download once per machine.
       FOUNT_NPM_CACHE: path.join(os.tmpdir(), "fount-test-npm-cache"),
       ...env,
     },
     { dataDir, port: 0, ...overrides },
   );
-  const built = await buildApp(config, { logger: false });
+  const built = await buildApp(config, { logger: false, ...buildOptions });
   const address = await built.app.listen({ host: "127.0.0.1", port: 0 });
   const url = address.replace("localhost", "127.0.0.1");
   built.services.config.publicUrl = url;
