@@ -35,6 +35,7 @@ import {
   registerErrorHandling,
   sendError,
 } from "./http/plugins/errors.ts";
+import { relaxFilteredResponses } from "./http/plugins/filtered-responses.ts";
 import { applyRequestRules } from "./http/plugins/request-rules.ts";
 import { RouteIndex } from "./http/plugins/route-index.ts";
 import { accountRoutes } from "./http/routes/accounts.ts";
@@ -208,6 +209,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   const routeIndex = new RouteIndex();
   routeIndex.attach(app);
+  relaxFilteredResponses(app);
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split("?")[0] ?? "/";
     const allowed = routeIndex.allowed(path);

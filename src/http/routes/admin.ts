@@ -239,12 +239,15 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
           { additionalProperties: false },
         ),
         response: {
+          // Partial: `include`/`exclude` may drop any field (a required one made the serializer throw).
           200: Type.Object({
             data: Type.Array(
-              Type.Intersect([
-                keySchema,
-                Type.Object({ revoked_at: Type.Union([Type.Integer(), Type.Null()]) }),
-              ]),
+              Type.Partial(
+                Type.Object({
+                  ...keySchema.properties,
+                  revoked_at: Type.Union([Type.Integer(), Type.Null()]),
+                }),
+              ),
             ),
           }),
           ...errorResponses(403, 404),
