@@ -23,7 +23,13 @@ test("include and exclude never make a route fail, whatever fields they name", a
     if (!op.params.some((p) => p.name === "include")) continue;
     const values = await ownValues(owner, op);
     if (!values) continue;
-    for (const query of [{ include: "nothing" }, { include: "name" }, { exclude: "id" }, { include: "0" }]) {
+    const filters: Array<Record<string, string>> = [
+      { include: "nothing" },
+      { include: "name" },
+      { exclude: "id" },
+      { include: "0" },
+    ];
+    for (const query of filters) {
       const req = toRequest(op, values, op.hasBody ? { body: query } : { query });
       const res = await send(server, op, op.admin ? adminKey : owner.user.key, req);
       assert.ok(
