@@ -23,6 +23,15 @@ const maxSleepMs = 1000;
 /** Due timers read per query; a full page makes the loop read the next one at once. */
 const pageSize = 500;
 
+/**
+ * Shortest time between two passes of the loop. Timers deployed at different moments are due at
+ * different milliseconds; a pass per millisecond paid a write transaction and an executor message per
+ * tick (1,000 one-second timers spent a third of the main thread on claims). Gathering what came due in
+ * 10 ms into one pass claims them in one transaction and hands their runs to the executors together,
+ * for at most 10 ms of added lateness against a target of 100 ms at the 99th percentile.
+ */
+const minPassGapMs = 10;
+
 /** What the scheduler works with. */
 export interface SchedulerDeps {
   store: Storage;
@@ -79,10 +88,11 @@ export class TimerScheduler {
 
   /** One pass of the real-time loop: claims and starts what is due, then sleeps until the next tick. */
   async #loop(): Promise<void> {
+    const startedMs = this.#d.clock.now();
     let full = false;
     try {
       const runs = await this.#pass();
-      full = runs.claimedAll;
+      full = runs.full;
       // Nobody awaits these: a failure is logged here rather than left unhandled.
       for (const run of runs.started) {
         run.catch((err) => this.#d.logger.error({ err }, "timer run failed"));
@@ -92,9 +102,9 @@ export class TimerScheduler {
     }
     if (full) return this.#schedule(0);
     const next = await this.#d.store.nextTimerMs().catch(() => undefined);
-    this.#schedule(
-      next === undefined ? maxSleepMs : Math.min(maxSleepMs, Math.max(0, next - this.#d.clock.now())),
-    );
+    const now = this.#d.clock.now();
+    const gap = Math.max(0, startedMs + minPassGapMs - now);
+    this.#schedule(next === undefined ? maxSleepMs : Math.min(maxSleepMs, Math.max(gap, next - now)));
   }
 
   /** Fires every timer due now; resolves when their invocations have committed. */
@@ -105,15 +115,23 @@ export class TimerScheduler {
 
   /**
    * Claims the ticks due now and starts their runs; resolves once every claim is made, without waiting
-   * for a run. `claimedAll` is true when a full page was due (more may be waiting).
+   * for a run. `full` is true when a full page was due (more may be waiting).
    */
-  async #pass(): Promise<{ started: Array<Promise<RunOutcome | undefined>>; claimedAll: boolean }> {
+  async #pass(): Promise<{ started: Array<Promise<RunOutcome | undefined>>; full: boolean }> {
     const now = this.#d.clock.now();
     const due = await this.#d.store.dueTimers(now, pageSize);
     const started: Array<Promise<RunOutcome | undefined>> = [];
-    for (const timer of due) {
-      const next = nextRun(timer, timer.nextRunMs, now);
-      if (!(await this.#d.store.claimTimer(timer.sourceId, timer.propName, timer.nextRunMs, next))) continue;
+    if (due.length === 0) return { started, full: false };
+    // All claims of a pass in one transaction, shared with the runs' commits of the same moment.
+    const claimed = await this.#d.committer.submit(async (tx) => {
+      const won: TimerRecord[] = [];
+      for (const timer of due) {
+        const next = nextRun(timer, timer.nextRunMs, now);
+        if (await tx.claimTimer(timer.sourceId, timer.propName, timer.nextRunMs, next)) won.push(timer);
+      }
+      return won;
+    });
+    for (const timer of claimed) {
       const busy = this.#busy.get(timer.sourceId);
       if (busy) {
         this.#track(
@@ -134,7 +152,7 @@ export class TimerScheduler {
       this.#track(run);
       started.push(run);
     }
-    return { started, claimedAll: due.length === pageSize };
+    return { started, full: due.length === pageSize };
   }
 
   #track(work: Promise<unknown>): void {
