@@ -172,7 +172,7 @@ function report(part: string, label: string, l: Lateness, out: Out, note: string
   );
 }
 
-/** Waits until every source has run once, so executors are warm and the window sees steady state. */
+/** Lets every timer tick a few times before the window, so the executors are warm and the load steady. */
 async function warm(ctx: PartContext, seconds: number): Promise<void> {
   ctx.log(`Timers: ${seconds} s warm-up`);
   await sleep(seconds * 1000);
