@@ -274,3 +274,141 @@ test("the real scheduler fires an intervalSeconds: 1 source within seconds (real
   assert.ok(Math.abs(event.event.timestamp - Date.now() / 1000) < 10);
   assert.equal((await events(server, s.id, "$errors")).length, 0);
 });
+
+/** Counts the default-channel events a source stores from now on; `stop()` ends the count. */
+function countStored(server: TestServer, sourceId: string): { count: () => number; stop: () => void } {
+  let n = 0;
+  const stop = server.built.services.bus.on("event.stored", (e) => {
+    if (e.emitterId === sourceId && e.channel === "") n++;
+  });
+  return { count: () => n, stop };
+}
+
+/** Resolves when a run of `sourceId` started on a tick (not a skipped one). */
+function firstRunStarted(server: TestServer, sourceId: string, timeoutMs = 20_000): Promise<unknown> {
+  return nextBusEvent<{ sourceId: string; skipped?: string }>(
+    (listener) => server.built.services.bus.on("timer.fired", listener),
+    (f) => f.sourceId === sourceId && !f.skipped,
+    timeoutMs,
+  );
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// How long the slow run takes, and the window in which the other timer is counted while it runs: the
+// other 1 s timer gets about 6 ticks in it; 3 leaves room for a loaded machine, and a scheduler that
+// waits for the slow run gets at most 1.
+const slowRunMs = 10_000;
+const windowMs = 6_000;
+const minTicks = 3;
+
+test("another tenant's slow timer does not delay a timer (real time)", async () => {
+  const server = await startServer();
+  open.push(server);
+  const slowpoke = await server.createUser("slowpoke", "paid");
+  const slow = await deploy(
+    server,
+    { component_code: fixture("slow-timer.mjs"), configured_props: { ms: slowRunMs } },
+    slowpoke.key,
+  );
+  const ticker = await deploy(server, {
+    component_code: fixture("ticker.mjs"),
+    configured_props: { timer: { intervalSeconds: 1 } },
+  });
+  await firstRunStarted(server, slow.id);
+  const counter = countStored(server, ticker.id);
+  await sleep(windowMs);
+  counter.stop();
+  assert.ok(
+    counter.count() >= minTicks,
+    `${counter.count()} ticks in ${windowMs} ms while another tenant's run took ${slowRunMs} ms`,
+  );
+  assert.equal((await events(server, ticker.id, "$errors")).length, 0);
+});
+
+test("a tick that comes while its source's previous run still runs is skipped, with a $logs note (real time)", async () => {
+  const server = await startServer();
+  open.push(server);
+  const runMs = 2_500;
+  const s = await deploy(server, {
+    component_code: fixture("slow-timer.mjs"),
+    configured_props: { ms: runMs },
+  });
+  const fired: Array<{ scheduledMs: number; skipped?: string }> = [];
+  const off = server.built.services.bus.on("timer.fired", (f) => {
+    if (f.sourceId === s.id) fired.push(f);
+  });
+  await firstRunStarted(server, s.id);
+  await sleep(8_000);
+  // No more ticks, and the run in flight commits, so every started run is counted.
+  await server.built.services.scheduler.stop();
+  off();
+
+  const runs = fired.filter((f) => !f.skipped);
+  const skipped = fired.filter((f) => f.skipped);
+  assert.ok(runs.length >= 2, `${runs.length} runs`);
+  assert.ok(skipped.length >= 2, `${skipped.length} skipped ticks`);
+  assert.ok(
+    skipped.every((f) => f.skipped === "running"),
+    JSON.stringify(skipped),
+  );
+  // Never a run while the previous one runs: a run takes 2.5 s, so started runs are at least 3 ticks apart.
+  for (let i = 1; i < runs.length; i++) {
+    assert.ok(runs[i].scheduledMs - runs[i - 1].scheduledMs >= 3_000, JSON.stringify(runs));
+  }
+  // Every skipped tick is on $logs, naming the tick it skipped.
+  const notes = (await events(server, s.id, "$logs")).map((e) => e.event.message as string);
+  for (const f of skipped) {
+    const iso = new Date(f.scheduledMs).toISOString();
+    assert.ok(
+      notes.some((m) => m.startsWith(`Timer tick of ${iso} skipped`) && m.includes("is still running")),
+      `no $logs note for ${iso}: ${JSON.stringify(notes)}`,
+    );
+  }
+  // Each run saw its own tick: no tick's event is handed to a run late.
+  const emits = await emitted(server, s.id);
+  assert.deepEqual(
+    emits.map((e) => e.timestamp),
+    runs.map((f) => Math.floor(f.scheduledMs / 1000)),
+  );
+});
+
+test("after a restart, timers resume without waiting for a slow run (real time)", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-timers-resume-"));
+  try {
+    // Deployed on a server whose scheduler is off, so both ticks are due when the next server starts.
+    const first = await startClockServer(new FakeClock(new Date().toISOString()), { dataDir });
+    let slow: any;
+    let ticker: any;
+    try {
+      const slowpoke = await first.createUser("slowpoke", "paid");
+      slow = await deploy(
+        first,
+        { component_code: fixture("slow-timer.mjs"), configured_props: { ms: slowRunMs } },
+        slowpoke.key,
+      );
+      ticker = await deploy(first, {
+        component_code: fixture("ticker.mjs"),
+        configured_props: { timer: { intervalSeconds: 1 } },
+      });
+    } finally {
+      await first.close();
+    }
+    await sleep(1_500);
+    const second = await startServer({ dataDir });
+    try {
+      await firstRunStarted(second, slow.id);
+      const counter = countStored(second, ticker.id);
+      await sleep(windowMs);
+      counter.stop();
+      assert.ok(
+        counter.count() >= minTicks,
+        `${counter.count()} ticks in ${windowMs} ms after a restart while a slow run took ${slowRunMs} ms`,
+      );
+    } finally {
+      await second.close();
+    }
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});

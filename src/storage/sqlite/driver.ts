@@ -202,6 +202,8 @@ export class SqliteOps implements StorageOps {
    * transaction that may have read its own uncommitted rows, clears the source cache.
    */
   readonly #sourcesByEndpoint = new BoundedCache<string, SourceRecord>(maxCachedRows);
+  /** The same rows by ID, read for every timer tick and source-to-source delivery; cleared with the above. */
+  readonly #sourcesById = new BoundedCache<string, SourceRecord>(maxCachedRows);
   readonly #users = new BoundedCache<string, User>(maxCachedRows);
   /** Webhooks, read for every delivery attempt; each write to one here forgets it. */
   readonly #webhooks = new BoundedCache<string, Webhook>(maxCachedRows);
@@ -602,6 +604,7 @@ export class SqliteOps implements StorageOps {
 
   async insertSource(s: SourceRecord): Promise<void> {
     this.#sourcesByEndpoint.clear();
+    this.#sourcesById.clear();
     this.run(
       `INSERT INTO sources (id, owner_id, created_by, component_id, name, name_slug, active, props_json, endpoint_id, created_at, updated_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -622,7 +625,16 @@ export class SqliteOps implements StorageOps {
   }
 
   async getSource(id: string): Promise<SourceRecord | undefined> {
-    return this.get("SELECT * FROM sources WHERE id = ?", [id], toSource);
+    const cached = this.cachedSource(id);
+    if (cached) return cached;
+    const source = this.get("SELECT * FROM sources WHERE id = ?", [id], toSource);
+    if (source) this.#sourcesById.set(id, deepFreeze(source));
+    return source;
+  }
+
+  /** The cached row of a source, if any, read without SQL. */
+  cachedSource(id: string): SourceRecord | undefined {
+    return this.#sourcesById.get(id);
   }
 
   /** The cached row of an endpoint's source, if any, read without SQL (see `openSqliteStorage`). */
@@ -647,6 +659,7 @@ export class SqliteOps implements StorageOps {
   dropCaches(): void {
     this.#webhooks.clear();
     this.#sourcesByEndpoint.clear();
+    this.#sourcesById.clear();
     this.#windows.clear();
     this.#emitterOwners.clear();
     this.#matches.clear();
@@ -712,6 +725,7 @@ export class SqliteOps implements StorageOps {
       endpoint_id: patch.endpointId,
     };
     this.#sourcesByEndpoint.clear();
+    this.#sourcesById.clear();
     if (this.updateColumns("sources", id, patch.updatedAt, columns) === 0) return undefined;
     if (patch.active !== undefined) this.#delivery.parkDeliveries(id, patch.active, patch.updatedAt * 1000);
     return this.getSource(id);
@@ -720,6 +734,7 @@ export class SqliteOps implements StorageOps {
   async deleteSource(id: string): Promise<boolean> {
     this.#settle();
     this.#sourcesByEndpoint.clear();
+    this.#sourcesById.clear();
     this.#emitterOwners.delete(id);
     const removed = this.run("DELETE FROM sources WHERE id = ?", [id]) > 0;
     for (const table of ["source_db", "dedupe_state", "timers"])
@@ -1064,6 +1079,7 @@ export function openSqliteStorage(options: { dataDir: string; file?: string }): 
     // turns per hit), except while a transaction is open, whose writes are not committed yet.
     getSourceByEndpoint: cacheFirst((id) => ops.cachedSourceByEndpoint(id), locked.getSourceByEndpoint),
     getUser: cacheFirst((id) => ops.cachedUser(id), locked.getUser),
+    getSource: cacheFirst((id) => ops.cachedSource(id), locked.getSource),
     driver: "sqlite",
     capabilities: { listenNotify: false, skipLocked: false },
     transaction: <T>(fn: (tx: StorageOps) => Promise<T>): Promise<T> =>
