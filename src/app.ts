@@ -40,10 +40,12 @@ import { applyRequestRules } from "./http/plugins/request-rules.ts";
 import { RouteIndex } from "./http/plugins/route-index.ts";
 import { accountRoutes } from "./http/routes/accounts.ts";
 import { adminRoutes } from "./http/routes/admin.ts";
+import { catalogRoutes } from "./http/routes/catalog.ts";
 import { componentRoutes } from "./http/routes/components.ts";
 import { deliveryRoutes } from "./http/routes/deliveries.ts";
 import { endpointHandler, endpointPrefix } from "./http/routes/endpoints.ts";
 import { healthRoutes } from "./http/routes/health.ts";
+import { orgRoutes } from "./http/routes/orgs.ts";
 import { sourceEventRoutes } from "./http/routes/source-events.ts";
 import { sourceRoutes } from "./http/routes/sources.ts";
 import { streamRoutes } from "./http/routes/stream.ts";
@@ -129,6 +131,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     },
     frameworkErrors,
     clientErrorHandler,
+    // Newer Pipedream clients say workspace for organization: /v1/workspaces/o_…/sources is /v1/orgs/o_…/sources.
+    rewriteUrl: (req) =>
+      req.url?.replace(/^\/v1\/workspaces\/(o_[A-Za-z0-9]+)\/(?=[^?#])/, "/v1/orgs/$1/") ?? "/",
     return503OnClosing: false,
     forceCloseConnections: "idle",
   }).withTypeProvider<TypeBoxTypeProvider>();
@@ -323,6 +328,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       await v1.register(accountRoutes);
       await v1.register(deliveryRoutes);
       await v1.register(workflowRoutes);
+      await v1.register(catalogRoutes);
+      await v1.register(orgRoutes);
     },
     { prefix: "/v1" },
   );
@@ -396,8 +403,11 @@ function registerJsonBodies(app: FastifyInstance): void {
       | { properties?: Record<string, { type?: unknown }> }
       | undefined;
     const merged: Record<string, unknown> = {};
-    for (const [key, value] of Object.entries(query))
+    for (const [key, value] of Object.entries(query)) {
+      // Unknown query parameters are ignored, as on GET routes; unknown body fields are still a 400.
+      if (bodySchema?.properties && !Object.hasOwn(bodySchema.properties, key)) continue;
       merged[key] = coerceQueryValue(value, bodySchema?.properties?.[key]);
+    }
     request.body = { ...merged, ...((request.body as Record<string, unknown> | undefined) ?? {}) };
   });
 }

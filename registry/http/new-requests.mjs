@@ -1,18 +1,19 @@
 /**
- * Fount registry: HTTP requests. Every request to the source's endpoint becomes an event; the endpoint
- * answers with a status and body the user configures.
+ * Fount registry: HTTP requests. Every request to the source's endpoint becomes an event, and the
+ * endpoint answers with the status, content type and body the user configures. The props have the
+ * names, types and defaults of Pipedream's component with this key, so its docs and habits carry over.
  */
 export default {
   key: "http-new-requests",
   name: "New Requests",
   description:
-    "Get a URL and emit every HTTP request sent to it: method, path, query, headers and body. The response status and body can be configured.",
-  version: "0.1.0",
+    "Get a URL and emit the full HTTP event on every request (method, path, query, headers and body). The response status code, content type and body can be configured.",
+  version: "0.2.0",
   type: "source",
   props: {
-    http: {
+    httpInterface: {
       type: "$.interface.http",
-      // The component answers itself, so that the status and body can be configured.
+      // The component answers itself, so that the response can be configured.
       customResponse: true,
     },
     emitBodyOnly: {
@@ -22,53 +23,44 @@ export default {
       optional: true,
       default: false,
     },
-    responseStatus: {
-      type: "integer",
+    resStatusCode: {
+      type: "string",
       label: "Response Status Code",
-      description: "The HTTP status the endpoint answers with.",
+      description: "The HTTP status the endpoint answers with (a number from 100 to 599, as text).",
       optional: true,
-      default: 200,
-      min: 100,
-      max: 599,
+      default: "200",
     },
-    responseBody: {
+    resContentType: {
+      type: "string",
+      label: "Response Content-Type",
+      description: "The `Content-Type` of the answer.",
+      optional: true,
+      default: "application/json",
+    },
+    resBody: {
       type: "string",
       label: "Response Body",
-      description:
-        'The body the endpoint answers with. Text that parses as JSON is sent as `application/json`, other text as `text/plain`. Default: `{"success": true}`.',
+      description: "The body of the answer, sent as written.",
       optional: true,
+      default: '{ "success": true }',
     },
   },
   methods: {
-    response() {
-      const status = Number(this.responseStatus ?? 200);
-      if (this.responseBody === undefined || this.responseBody === null || this.responseBody === "") {
-        return { status, headers: { "content-type": "application/json" }, body: { success: true } };
-      }
-      const text = String(this.responseBody);
-      let json = false;
-      try {
-        JSON.parse(text);
-        json = true;
-      } catch {
-        // Plain text.
-      }
-      return {
-        status,
-        headers: { "content-type": json ? "application/json" : "text/plain; charset=utf-8" },
-        body: text,
-      };
+    statusCode() {
+      const status = Number(this.resStatusCode ?? "200");
+      // A status outside HTTP's range would make the server refuse the answer; fall back to 200.
+      return Number.isInteger(status) && status >= 100 && status <= 599 ? status : 200;
     },
   },
   async run(event) {
-    const { method, path, query, headers, body } = event;
-    const summary = `${method} ${path}`;
-    if (this.emitBodyOnly) {
-      // An empty request has no body; emit null rather than nothing.
-      this.$emit(body ?? null, { summary });
-    } else {
-      this.$emit({ method, path, query, headers, body }, { summary });
-    }
-    this.http.respond(this.response());
+    this.httpInterface.respond({
+      status: this.statusCode(),
+      headers: { "content-type": this.resContentType ?? "application/json" },
+      body: this.resBody ?? '{ "success": true }',
+    });
+    const summary = `${event.method} ${event.path}`;
+    // An empty request has no body; emit null rather than nothing.
+    if (this.emitBodyOnly) this.$emit(event.body ?? null, { summary });
+    else this.$emit(event, { summary });
   },
 };

@@ -73,18 +73,71 @@ function revealRequires(code: string, externals: Set<string>): string {
   );
 }
 
-/** Every import that is not a path (packages with or without `@version`, Node built-ins) stays as written. */
+/**
+ * Every import that is not a path (packages with or without `@version`, Node built-ins) stays external.
+ * A package imported without a version gets the range of the nearest `package.json` above the importing
+ * file (`uuid` → `uuid@^8.3.2`), so the server installs a version that satisfies it rather than the newest.
+ */
 function externalPackages(requiredExternals: Set<string>): esbuild.Plugin {
+  const manifests = new Map<string, Promise<Record<string, string>>>();
   return {
     name: "fount-external-packages",
     setup(build) {
-      build.onResolve({ filter: /^[^./\\]/ }, (args) => {
+      build.onResolve({ filter: /^[^./\\]/ }, async (args) => {
         if (/^[a-z]:[\\/]/i.test(args.path)) return undefined;
-        if (args.kind === "require-call") requiredExternals.add(args.path);
-        return { path: args.path, external: true };
+        const spec = args.importer ? await withManifestRange(args.path, args.importer, manifests) : args.path;
+        if (args.kind === "require-call") requiredExternals.add(spec);
+        return { path: spec, external: true };
       });
     },
   };
+}
+
+/** `name[/sub]` as `name@range[/sub]` when the nearest package.json lists the package; else unchanged. */
+async function withManifestRange(
+  spec: string,
+  importer: string,
+  manifests: Map<string, Promise<Record<string, string>>>,
+): Promise<string> {
+  if (spec.startsWith("node:")) return spec;
+  const match = /^((?:@[^/@\s]+\/)?[^/@\s]+)(\/.*)?$/.exec(spec);
+  if (!match) return spec; // Already versioned (`pkg@1.2.3`), or not a package name.
+  const [, name, subpath = ""] = match;
+  const range = (await nearestDependencies(path.dirname(importer), manifests))[name as string];
+  // Only plain semver ranges: `file:`, `git+…` and URLs mean nothing to the server.
+  if (range === undefined || !/^[\w.^~<>=|* +-]+$/.test(range)) return spec;
+  return `${name}@${range.trim()}${subpath}`;
+}
+
+/** The dependencies of the nearest package.json at or above `dir` (an empty set when there is none). */
+function nearestDependencies(
+  dir: string,
+  cache: Map<string, Promise<Record<string, string>>>,
+): Promise<Record<string, string>> {
+  let found = cache.get(dir);
+  if (!found) {
+    found = (async () => {
+      try {
+        const pkg = JSON.parse(await fs.readFile(path.join(dir, "package.json"), "utf8")) as Record<
+          string,
+          unknown
+        >;
+        const deps: Record<string, string> = {};
+        for (const field of ["peerDependencies", "optionalDependencies", "dependencies"]) {
+          const listed = pkg[field];
+          if (listed && typeof listed === "object")
+            for (const [k, v] of Object.entries(listed)) if (typeof v === "string") deps[k] = v;
+        }
+        return deps;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== "ENOENT") return {};
+        const parent = path.dirname(dir);
+        return parent === dir ? {} : nearestDependencies(parent, cache);
+      }
+    })();
+    cache.set(dir, found);
+  }
+  return found;
 }
 
 /**

@@ -50,7 +50,7 @@ function newDelivery(
     status: "pending",
     attempts: 0,
     roundAttempts: 0,
-    nextAttemptMs: nowMs,
+    nextAttemptMs: deliverAt(event, nowMs),
     lastStatusCode: null,
     lastError: null,
     lastDurationMs: null,
@@ -58,6 +58,16 @@ function newDelivery(
     createdMs: nowMs,
     updatedMs: nowMs,
   };
+}
+
+/**
+ * When an event is first due: its `delivery_ts` (Pipedream's scheduled emits) when that is later than
+ * now. Until then it waits as a pending delivery that is not yet due for its first attempt; such a
+ * delivery does not hold back later ones of its subscription (delivery-ops.ts `claimDeliveries`).
+ */
+function deliverAt(event: EventRecord, nowMs: number): number {
+  const at = event.meta.delivery_ts;
+  return typeof at === "number" && Number.isFinite(at) && at > nowMs ? Math.floor(at) : nowMs;
 }
 
 /** Writes the deliveries of a newly stored event; returns how many. */

@@ -4,6 +4,7 @@
  * after the one whose id matches the cached last id (all when none matches).
  */
 import type { EmittedEvent } from "../runtime/types.ts";
+import { normalizeChannelLoose } from "./channels.ts";
 
 export type DedupeStrategy = "unique" | "greatest" | "last";
 
@@ -69,6 +70,43 @@ export function applyDedupe(
       return { accepted, missingId, state: newest ? { last: newest.meta.id! } : state };
     }
   }
+}
+
+/**
+ * The state of every channel of a source: each channel dedupes on its own, so an id emitted on one
+ * channel does not hide the same id on another (Pipedream's task scheduler emits a task's id on its
+ * own channel first, then on the default channel). A state stored before channels had their own is the
+ * default channel's.
+ */
+export type ChannelDedupeState = { channels: Record<string, DedupeState> } | DedupeState;
+
+function channelStates(state: ChannelDedupeState): Record<string, DedupeState> {
+  if (state && "channels" in state) return { ...state.channels };
+  return state ? { "": state } : {};
+}
+
+/** `applyDedupe` on each channel's emits with that channel's state; emit order is kept. */
+export function applyDedupePerChannel(
+  strategy: DedupeStrategy | undefined,
+  state: ChannelDedupeState,
+  emits: EmittedEvent[],
+): { accepted: EmittedEvent[]; missingId: EmittedEvent[]; state: ChannelDedupeState } {
+  if (!strategy) return { accepted: emits, missingId: [], state };
+  const states = channelStates(state);
+  const byChannel = Map.groupBy(emits, (e) => normalizeChannelLoose(e.meta.name));
+  const accepted = new Set<EmittedEvent>();
+  const missingId = new Set<EmittedEvent>();
+  for (const [channel, list] of byChannel) {
+    const outcome = applyDedupe(strategy, states[channel] ?? null, list);
+    for (const e of outcome.accepted) accepted.add(e);
+    for (const e of outcome.missingId) missingId.add(e);
+    states[channel] = outcome.state;
+  }
+  return {
+    accepted: emits.filter((e) => accepted.has(e)),
+    missingId: emits.filter((e) => missingId.has(e)),
+    state: { channels: states },
+  };
 }
 
 /** Events with `ts` are emitted oldest first; a stable sort keeps call order among equal or missing ts. */

@@ -26,7 +26,7 @@ import type { Bus } from "./bus.ts";
 import { normalizeChannelLoose } from "./channels.ts";
 import type { Committer } from "./committer.ts";
 import type { ComponentCatalog } from "./components.ts";
-import { applyDedupe, type DedupeState, orderByTs } from "./dedupe.ts";
+import { applyDedupePerChannel, type ChannelDedupeState, orderByTs } from "./dedupe.ts";
 import { runtimeValue, type TimerConfig } from "./props.ts";
 import { planLimits, usageDay } from "./quotas.ts";
 import type { EventRecorder } from "./recorder.ts";
@@ -381,8 +381,10 @@ export class SourceRunner {
   ): Promise<void> {
     if (emits.length === 0) return;
     const ordered = await this.#withinChannelLimit(tx, source.id, orderByTs(emits), error);
-    const state = meta.dedupe ? ((await tx.getDedupeState(source.id)) as DedupeState | undefined) : undefined;
-    const outcome = applyDedupe(meta.dedupe, state ?? null, ordered);
+    const state = meta.dedupe
+      ? ((await tx.getDedupeState(source.id)) as ChannelDedupeState | undefined)
+      : undefined;
+    const outcome = applyDedupePerChannel(meta.dedupe, state ?? null, ordered);
     for (const refused of outcome.missingId) {
       await error("dedupe_missing_id", {
         code: "dedupe_missing_id",
@@ -395,6 +397,7 @@ export class SourceRunner {
       if (e.meta.id !== undefined) extra.id = e.meta.id;
       if (e.meta.summary !== undefined) extra.summary = e.meta.summary;
       if (e.meta.ts !== undefined) extra.ts = e.meta.ts;
+      if (e.meta.delivery_ts !== undefined) extra.delivery_ts = e.meta.delivery_ts;
       await put(normalizeChannelLoose(e.meta.name), e.event, extra);
     }
     if (meta.dedupe) await tx.putDedupeState(source.id, outcome.state);

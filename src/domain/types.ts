@@ -153,6 +153,8 @@ export interface EventMeta {
   id?: string | number;
   summary?: string;
   ts?: number;
+  /** Epoch ms: the event is delivered to its listeners from then on, not before. */
+  delivery_ts?: number;
 }
 
 /** A stored event (emit, log or error) of a source or workflow. */

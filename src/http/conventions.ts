@@ -138,7 +138,13 @@ export function decodeCursor(cursor: string, field: string): number {
   return Number(match[1]);
 }
 
-export function pageQuery(p: { limit?: number; after?: string; before?: string }): PageQuery {
+/** A store page query of a list route: `limit` is one past the page size when paging toward older items. */
+export interface ListPageQuery extends PageQuery {
+  /** The page size the client asked for. */
+  pageSize: number;
+}
+
+export function pageQuery(p: { limit?: number; after?: string; before?: string }): ListPageQuery {
   if (p.after !== undefined && p.before !== undefined) {
     throw new AppError("invalid_parameter", "Give either after or before, not both", {
       details: { field: "before" },
@@ -151,16 +157,35 @@ export function pageQuery(p: { limit?: number; after?: string; before?: string }
       details: { field: "limit" },
     });
   }
+  const beforeSeq = p.before !== undefined ? decodeCursor(p.before, "before") : undefined;
   return {
-    limit,
+    // One item past the page tells whether anything older follows, so the last page's end_cursor is null.
+    limit: beforeSeq === undefined ? limit + 1 : limit,
+    pageSize: limit,
     afterSeq: p.after !== undefined ? decodeCursor(p.after, "after") : undefined,
-    beforeSeq: p.before !== undefined ? decodeCursor(p.before, "before") : undefined,
+    beforeSeq,
   };
 }
 
-/** The paginated envelope of the spec: `page_info` and `data`. */
+/** A page cut to the size the client asked for, knowing whether older items follow it. */
+export interface ListPage<T> extends Page<T> {
+  more: boolean;
+}
+
+/** Cuts the store's page (one item longer when paging toward older items) to the page size. */
+export function trimPage<T>(page: Page<T>, q: ListPageQuery): ListPage<T> {
+  // Paging toward newer items, the cursor's own item is older than the page, so something follows.
+  if (q.beforeSeq !== undefined) return { ...page, more: page.items.length > 0 };
+  return {
+    items: page.items.slice(0, q.pageSize),
+    totalCount: page.totalCount,
+    more: page.items.length > q.pageSize,
+  };
+}
+
+/** The paginated envelope of the spec: `page_info` and `data`; `end_cursor` is null when nothing follows. */
 export function pageEnvelope<T, R>(
-  page: Page<WithSeq<T>>,
+  page: ListPage<WithSeq<T>>,
   render: (item: T) => R,
 ): {
   page_info: { total_count: number; count: number; start_cursor: string | null; end_cursor: string | null };
@@ -173,7 +198,7 @@ export function pageEnvelope<T, R>(
       total_count: page.totalCount,
       count: page.items.length,
       start_cursor: first ? encodeCursor(first.seq) : null,
-      end_cursor: last ? encodeCursor(last.seq) : null,
+      end_cursor: last && page.more ? encodeCursor(last.seq) : null,
     },
     data: page.items.map(render),
   };

@@ -103,6 +103,8 @@ export interface EmitMeta {
   name?: string;
   summary?: string;
   ts?: number;
+  /** Epoch ms before which the event is not delivered to its listeners (Pipedream's `delivery_ts`). */
+  delivery_ts?: number;
 }
 
 export interface EmittedEvent {

@@ -117,7 +117,7 @@ export interface StorageOps {
   // Subscriptions
   /** Inserts unless the same (owner, emitter, listener, event name) exists; returns the stored one. */
   upsertSubscription(sub: Subscription): Promise<Subscription>;
-  listSubscriptions(ownerIds: string[]): Promise<Subscription[]>;
+  listSubscriptions(ownerIds: string[], page: PageQuery): Promise<Page<WithSeq<Subscription>>>;
   deleteSubscriptions(
     ownerIds: string[],
     match: { emitterId: string; listenerId: string; eventName: string },
@@ -139,6 +139,8 @@ export interface StorageOps {
   getComponent(id: string): Promise<ComponentRecord | undefined>;
   /** The newest component with this key among these owners. */
   findComponentByKey(ownerIds: string[], key: string): Promise<ComponentRecord | undefined>;
+  /** The newest version of each key (each component without a key on its own) of these owners, newest first. */
+  listLatestComponents(ownerIds: string[], page: PageQuery): Promise<Page<WithSeq<ComponentRecord>>>;
 
   // Sources
   insertSource(source: SourceRecord): Promise<void>;
@@ -181,11 +183,12 @@ export interface StorageOps {
   /** The channels an emitter has stored events on. */
   listChannels(emitterId: string): Promise<string[]>;
   listEvents(emitterId: string, query: EventQuery): Promise<Page<EventRecord>>;
-  /** Deletes an inclusive ID range (open ends when undefined) of every channel; returns how many. */
+  /** Deletes an inclusive ID range (open ends when undefined) of one channel, or every channel; returns how many. */
   deleteEvents(
     emitterId: string,
     from: { ms: number; seq: number } | undefined,
     to: { ms: number; seq: number } | undefined,
+    channel?: string,
   ): Promise<number>;
 
   // App accounts
@@ -233,6 +236,8 @@ export interface StorageOps {
   ): Promise<Page<WithSeq<Delivery>>>;
   /** The attempts of these deliveries, oldest first. */
   listDeliveryAttempts(deliveryIds: string[]): Promise<DeliveryAttempt[]>;
+  /** Deletes these deliveries of a listener while pending and not claimed (a cancelled scheduled event); returns how many. */
+  cancelDeliveries(listenerId: string, ids: string[]): Promise<number>;
   /** Makes a delivery pending and due at `nowMs` with a fresh retry schedule; false when it is claimed or unknown. */
   requeueDelivery(id: string, nowMs: number): Promise<boolean>;
   /** Requeues a listener's failed deliveries created at or after `sinceMs`; returns how many. */

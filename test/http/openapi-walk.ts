@@ -115,6 +115,7 @@ const collectionPrefixes: Record<string, string> = {
   keys: "key",
   deliveries: "del",
   auto_subscriptions: "asub",
+  dc: "dc", // Pipedream's stream URLs: /sse/dc/{id}/emits
 };
 
 /** Parameter names whose schema has no pattern, and the prefixes their IDs have. */

@@ -81,10 +81,21 @@ describe("the shipped registry", () => {
     assert.deepEqual(
       props.map((p) => [p.name, p.type]),
       [
-        ["http", "$.interface.http"],
+        ["httpInterface", "$.interface.http"],
         ["emitBodyOnly", "boolean"],
-        ["responseStatus", "integer"],
-        ["responseBody", "string"],
+        ["resStatusCode", "string"],
+        ["resContentType", "string"],
+        ["resBody", "string"],
+      ],
+    );
+    // Pipedream's names, types and defaults, so its docs carry over.
+    assert.deepEqual(
+      props.slice(1).map((p) => [p.name, p.default]),
+      [
+        ["emitBodyOnly", false],
+        ["resStatusCode", "200"],
+        ["resContentType", "application/json"],
+        ["resBody", '{ "success": true }'],
       ],
     );
     const interval = await server.api("GET", "/v1/components/registry/schedule-interval");
@@ -158,14 +169,28 @@ describe("http-new-requests", () => {
     assert.deepEqual(entry.event.query, { ref: "42" });
     assert.equal(entry.event.headers["x-test"], "yes");
     assert.deepEqual(entry.event.body, { order: 7 });
-    assert.deepEqual(Object.keys(entry.event).sort(), ["body", "headers", "method", "path", "query"]);
+    // The whole HTTP event, as Pipedream's component emits it.
+    assert.deepEqual(Object.keys(entry.event).sort(), [
+      "body",
+      "bodyRaw",
+      "headers",
+      "method",
+      "path",
+      "query",
+      "url",
+    ]);
   });
 
   test("emitBodyOnly emits the body alone, and the response status and body are configurable", async () => {
     const created = await server.api("POST", "/v1/sources", {
       body: {
         key: "http-new-requests",
-        configured_props: { emitBodyOnly: true, responseStatus: 202, responseBody: "queued" },
+        configured_props: {
+          emitBodyOnly: true,
+          resStatusCode: "202",
+          resContentType: "text/plain; charset=utf-8",
+          resBody: "queued",
+        },
       },
     });
     assert.equal(created.status, 200, created.text);
@@ -182,6 +207,51 @@ describe("http-new-requests", () => {
     const event = await stored;
     assert.deepEqual(event.event, { hello: "world" });
     assert.equal(event.meta.summary, "PUT /");
+  });
+});
+
+describe("browsing and shadowing", () => {
+  test("a user's component with a registry key wins for that user only, never for others", async () => {
+    const registry = (await server.api("GET", "/v1/components/registry/http-new-requests")).body.data;
+    const alice = await server.createUser("shadow-alice");
+    const bob = await server.createUser("shadow-bob");
+    const own = await server.api("POST", "/v1/components", {
+      key: alice.key,
+      body: { component_code: echoComponent("9.9.9", "http-new-requests") },
+    });
+    assert.equal(own.status, 200, own.text);
+    const deployBy = async (key: string) => {
+      const res = await server.api("POST", "/v1/sources", { key, body: { key: "http-new-requests" } });
+      assert.equal(res.status, 200, res.text);
+      return res.body.data.component_id as string;
+    };
+    assert.equal(await deployBy(alice.key), own.body.data.id, "Alice's own version, as she asked");
+    assert.equal(await deployBy(bob.key), registry.id, "Bob still gets the registry's");
+    assert.equal(await deployBy(adminKey), registry.id);
+    const shown = await server.api("GET", "/v1/components/registry/http-new-requests", { key: bob.key });
+    assert.equal(shown.body.data.id, registry.id);
+    const browse = await server.api("GET", "/v1/components/registry?q=requests", { key: bob.key });
+    assert.deepEqual(
+      browse.body.data.map((c: { id: string }) => c.id),
+      [registry.id],
+    );
+    const search = await server.api("GET", "/v1/components/search?query=requests", { key: bob.key });
+    assert.deepEqual(
+      search.body.data.map((c: { id: string }) => c.id),
+      [registry.id],
+    );
+  });
+
+  test("fount list components browses the registry, with words to search", async () => {
+    const env = ["--url", server.url, "--api-key", adminKey];
+    const all = await fount(["list", "components", ...env, "--json"]);
+    assert.equal(all.code, 0, all.stderr);
+    const keys = (JSON.parse(all.stdout) as Array<{ key: string }>).map((c) => c.key);
+    for (const key of shippedKeys) assert.ok(keys.includes(key), `${key} in ${keys}`);
+    const cron = await fount(["list", "components", "cron", ...env]);
+    assert.equal(cron.code, 0, cron.stderr);
+    assert.match(cron.stdout, /schedule-cron/);
+    assert.doesNotMatch(cron.stdout, /http-new-requests/);
   });
 });
 

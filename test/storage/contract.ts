@@ -178,7 +178,18 @@ export function storageContract(name: string, open: () => Promise<Storage>): voi
     const b = await s.upsertSubscription({ id: unique("sub"), ...base });
     assert.equal(a.id, b.id);
     await s.upsertSubscription({ id: unique("sub"), ...base, eventName: "$errors" });
-    assert.equal((await s.listSubscriptions([owner])).length, 2);
+    const listed = await s.listSubscriptions([owner], { limit: 10 });
+    assert.equal(listed.totalCount, 2);
+    assert.deepEqual(
+      listed.items.map((x) => x.eventName),
+      ["$errors", ""],
+      "newest first",
+    );
+    const older = await s.listSubscriptions([owner], { limit: 10, afterSeq: listed.items[0]?.seq });
+    assert.deepEqual(
+      older.items.map((x) => x.id),
+      [a.id],
+    );
     const removed = await s.deleteSubscriptions([owner], {
       emitterId: "dc_*",
       listenerId: "wh_x",
@@ -189,7 +200,7 @@ export function storageContract(name: string, open: () => Promise<Storage>): voi
       [a.id],
     );
     assert.equal(await s.deleteSubscriptionsOf("wh_x"), 1);
-    assert.deepEqual(await s.listSubscriptions([owner]), []);
+    assert.deepEqual((await s.listSubscriptions([owner], { limit: 10 })).items, []);
   });
 
   withStore("auto-subscriptions are stored once per listener and channel", async (s) => {

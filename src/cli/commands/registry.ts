@@ -1,7 +1,7 @@
 /** `fount registry publish <file>`: publishes a local component to the server's registry (admin key). */
 import { access } from "node:fs/promises";
 import { CliError, type Command } from "../command.ts";
-import { fields } from "../output.ts";
+import { fields, table } from "../output.ts";
 
 /** The part of a registry publish answer the CLI reads. */
 interface Published {
@@ -56,4 +56,49 @@ const publishRegistry: Command = {
   },
 };
 
-export const registryCommands: Command[] = [publishRegistry];
+/** A registry component as `GET /v1/components/registry` lists it. */
+interface RegistryEntry {
+  id: string;
+  key: string | null;
+  name: string;
+  version: string;
+  description: string | null;
+  apps: string[];
+}
+
+const listComponents: Command = {
+  name: "list components",
+  summary: "Browse the registry's components, which `fount deploy <key>` deploys",
+  usage: "[<words>] [--app <slug>]",
+  args: { min: 0, max: 10 },
+  options: {
+    app: { type: "string", value: "slug", description: "Only components with this app's props" },
+  },
+  description: [
+    "Words, when given, must all appear in the key, name or description.",
+    "",
+    "Examples:",
+    "  fount list components",
+    "  fount list components cron",
+  ].join("\n"),
+  async run(ctx) {
+    const words = ctx.args.join(" ").trim();
+    const data = await ctx.client().listAll<RegistryEntry>("/v1/components/registry", {
+      q: words || undefined,
+      app: ctx.string("app"),
+    });
+    ctx.output(data, () => {
+      if (data.length === 0) return ctx.print("No components.");
+      ctx.print(
+        table(data, [
+          { header: "KEY", value: (c) => c.key ?? c.id },
+          { header: "NAME", value: (c) => c.name },
+          { header: "VERSION", value: (c) => c.version },
+          { header: "DESCRIPTION", value: (c) => (c.description ?? "").slice(0, 60) },
+        ]),
+      );
+    });
+  },
+};
+
+export const registryCommands: Command[] = [publishRegistry, listComponents];

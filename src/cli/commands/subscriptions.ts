@@ -25,11 +25,12 @@ const listSubscriptions: Command = {
   usage: "",
   description: "Example:\n  fount list subscriptions",
   async run(ctx) {
-    const res = await ctx.client().get<{ data: Subscription[] }>("/v1/users/me/subscriptions");
-    ctx.output(res.data, () => {
-      if (res.data.length === 0) return ctx.print("No subscriptions.");
+    // The list is paged like every other list, so the CLI follows the cursors to the end.
+    const data = await ctx.client().listAll<Subscription>("/v1/users/me/subscriptions");
+    ctx.output(data, () => {
+      if (data.length === 0) return ctx.print("No subscriptions.");
       ctx.print(
-        table(res.data, [
+        table(data, [
           { header: "ID", value: (s) => s.id },
           { header: "EMITTER", value: (s) => s.emitter_id },
           { header: "LISTENER", value: (s) => s.listener_id },

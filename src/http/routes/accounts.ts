@@ -14,6 +14,7 @@ import {
   pageQuery,
   pageResponse,
   params,
+  trimPage,
   visibleOr404,
   visibleOwners,
 } from "../conventions.ts";
@@ -109,7 +110,8 @@ export async function accountRoutes(app: FastifyInstance): Promise<void> {
     async (request) => {
       const q = request.query as ListQuery;
       const owners = q.org_id ? [actingOwner(request, q.org_id)] : visibleOwners(request);
-      return pageEnvelope(await store.listAppAccounts(owners, pageQuery(q)), (a) => render(a));
+      const pq = pageQuery(q);
+      return pageEnvelope(trimPage(await store.listAppAccounts(owners, pq), pq), (a) => render(a));
     },
   );
 

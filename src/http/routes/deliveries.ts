@@ -11,6 +11,7 @@ import {
   pageQuery,
   pageResponse,
   params,
+  trimPage,
 } from "../conventions.ts";
 import { visibleWebhook } from "./webhooks.ts";
 
@@ -118,7 +119,7 @@ export async function deliveryRoutes(app: FastifyInstance): Promise<void> {
       const q = request.query as { limit?: number; after?: string; before?: string; status?: DeliveryStatus };
       const cursor = pageQuery(q);
       const webhook = await visibleWebhook(app, request, id);
-      const page = await store.listDeliveries(webhook.id, cursor, q.status);
+      const page = trimPage(await store.listDeliveries(webhook.id, cursor, q.status), cursor);
       const attempts = await store.listDeliveryAttempts(page.items.map((d) => d.id));
       const byDelivery = Map.groupBy(attempts, (a) => a.deliveryId);
       return pageEnvelope(page, (d) => renderDelivery(d, byDelivery.get(d.id) ?? []));

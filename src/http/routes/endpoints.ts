@@ -117,6 +117,15 @@ export function endpointHandler(
     }
   };
 
+  /** Failures of Fount's own making (limits, crashes), named in the answer; a component's own codes are not. */
+  const platformFailures = new Set([
+    "timeout",
+    "out_of_memory",
+    "executor_crash",
+    "executor_stopped",
+    "process_exit",
+  ]);
+
   const fail = (
     req: IncomingMessage,
     res: ServerResponse,
@@ -206,11 +215,20 @@ export function endpointHandler(
     if (responded) return;
     if (result.response) return sendComponentResponse(req, res, base, result.response);
     if (!result.ok) {
-      return fail(req, res, base, {
-        status: 500,
-        code: result.error?.code ?? "component_error",
-        error: result.error?.message ?? "The source failed",
-      });
+      // The caller is anonymous: the thrown message may hold secrets or internal host names, so it goes to
+      // $errors only; the answer names the request, to find it there and in the server's log.
+      const code = result.error?.code;
+      return fail(
+        req,
+        res,
+        base,
+        new AppError("component_error", undefined, {
+          details: {
+            request_id: base["x-request-id"],
+            ...(code && platformFailures.has(code) ? { reason: code } : {}),
+          },
+        }),
+      );
     }
     if (result.customResponse) return finish(req, res, 204, base, null);
     base["content-type"] = jsonType;

@@ -17,6 +17,7 @@ import {
   pageResponse,
   params,
   principal,
+  trimPage,
   visibleOr404,
   visibleOwners,
 } from "../conventions.ts";
@@ -261,7 +262,8 @@ export async function sourceRoutes(app: FastifyInstance): Promise<void> {
     async (request) => {
       const q = request.query as ListQuery;
       const owner = q.org_id ? actingOwner(request, q.org_id) : principal(request).user.id;
-      const page = await store.listSources([owner], pageQuery(q));
+      const pq = pageQuery(q);
+      const page = trimPage(await store.listSources([owner], pq), pq);
       const data = [];
       for (const s of page.items) data.push(await render(s, false));
       return { ...pageEnvelope(page, (x) => x), data };
@@ -284,10 +286,8 @@ export async function sourceRoutes(app: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { org_id } = request.params as { org_id: string };
-      const page = await store.listSources(
-        [actingOwner(request, org_id)],
-        pageQuery(request.query as { limit?: number }),
-      );
+      const pq = pageQuery(request.query as ListQuery);
+      const page = trimPage(await store.listSources([actingOwner(request, org_id)], pq), pq);
       const data = [];
       for (const s of page.items) data.push(await render(s, false));
       return { ...pageEnvelope(page, (x) => x), data };

@@ -4,7 +4,7 @@
  * (header, or `last_event_id` in the query) first replays the stored events after it.
  */
 import type { OutgoingHttpHeaders } from "node:http";
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { channelPattern, normalizeChannel } from "../../domain/channels.ts";
 import { type EventIdParts, parseEventId } from "../../domain/event-ids.ts";
@@ -94,33 +94,97 @@ export async function streamRoutes(
     async (request, reply) => {
       const { id } = request.params as { id: string };
       const q = request.query as { event_name?: string; last_event_id?: string };
-      const channel = normalizeChannel(q.event_name);
-      const after = lastEventId(request.headers["last-event-id"], q.last_event_id);
-      const source = await visibleSource(app, request, id);
-
-      // Subscribed before reading the store: an event committed meanwhile is either read or held (or
-      // both, and then sent once), so the seam between replay and live has no gap.
-      const client = hub.open(source.id, channel, reply.raw, after);
-      let stored: EventRecord[] = [];
-      try {
-        if (after) {
-          const page = await store.listEvents(source.id, { channel, limit: eventsKept, before: after });
-          stored = page.items.reverse();
-        }
-      } catch (err) {
-        client.abandon();
-        throw err;
-      }
-      reply.hijack();
-      if (reply.raw.destroyed) {
-        // The client left while the store was read.
-        client.abandon();
-        return;
-      }
-      // Headers set by hooks (x-request-id) go out too: a hijacked reply does not send them itself.
-      reply.raw.writeHead(200, { ...(reply.getHeaders() as OutgoingHttpHeaders), ...sseHeaders });
-      request.log.debug({ sourceId: source.id, channel, replay: stored.length }, "stream opened");
-      await client.start(stored);
+      await stream(request, reply, id, [normalizeChannel(q.event_name)]);
     },
   );
+
+  // Pipedream's stream URLs: a source's emits, and its observations (its logs and errors in one stream).
+  const pipedreamShapes = [
+    ["emits", "Live stream of a source's emits (Pipedream's URL shape)", [""]],
+    [
+      "observations",
+      "Live stream of a source's logs and errors together (Pipedream's URL shape)",
+      ["$logs", "$errors"],
+    ],
+  ] as const;
+  for (const [kind, summary, channels] of pipedreamShapes) {
+    app.get(
+      `/sse/dc/:id/${kind}`,
+      {
+        schema: {
+          tags: ["events"],
+          summary,
+          description:
+            "The same frames as /sources/{id}/sse. emits is the default channel (event_name picks another); observations carries $logs and $errors. Last-Event-ID replays stored events after it.",
+          params: sourceIdParams,
+          querystring: Type.Object(
+            {
+              ...(kind === "emits"
+                ? {
+                    event_name: Type.Optional(
+                      Type.String({ maxLength: 64, pattern: channelPattern.replace("(|", "(|default|") }),
+                    ),
+                  }
+                : {}),
+              last_event_id: Type.Optional(Type.String({ maxLength: 40 })),
+              org_id: Type.Optional(Type.String({ pattern: "^o_[A-Za-z0-9]+$", maxLength: 64 })),
+            },
+            { additionalProperties: false },
+          ),
+          response: {
+            200: {
+              description: "The event stream",
+              content: { "text/event-stream": { schema: { type: "string" } } },
+            },
+            ...errorResponses(404),
+          },
+        },
+      },
+      async (request, reply) => {
+        const { id } = request.params as { id: string };
+        const q = request.query as { event_name?: string };
+        const chosen = kind === "emits" ? [normalizeChannel(q.event_name)] : [...channels];
+        await stream(request, reply, id, chosen);
+      },
+    );
+  }
+
+  /** Streams `channels` of a source onto the reply; several channels share one socket (IDs are per source). */
+  async function stream(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    id: string,
+    channels: string[],
+  ): Promise<void> {
+    const q = request.query as { last_event_id?: string };
+    const after = lastEventId(request.headers["last-event-id"], q.last_event_id);
+    const source = await visibleSource(app, request, id);
+
+    // Subscribed before reading the store: an event committed meanwhile is either read or held (or
+    // both, and then sent once), so the seam between replay and live has no gap.
+    const clients = channels.map((channel) => hub.open(source.id, channel, reply.raw, after));
+    const stored: EventRecord[][] = [];
+    try {
+      for (const channel of channels) {
+        if (!after) stored.push([]);
+        else {
+          const page = await store.listEvents(source.id, { channel, limit: eventsKept, before: after });
+          stored.push(page.items.reverse());
+        }
+      }
+    } catch (err) {
+      for (const client of clients) client.abandon();
+      throw err;
+    }
+    reply.hijack();
+    if (reply.raw.destroyed) {
+      // The client left while the store was read.
+      for (const client of clients) client.abandon();
+      return;
+    }
+    // Headers set by hooks (x-request-id) go out too: a hijacked reply does not send them itself.
+    reply.raw.writeHead(200, { ...(reply.getHeaders() as OutgoingHttpHeaders), ...sseHeaders });
+    request.log.debug({ sourceId: source.id, channels, replay: stored.flat().length }, "stream opened");
+    for (const [i, client] of clients.entries()) await client.start(stored[i] ?? []);
+  }
 }

@@ -11,8 +11,15 @@ import {
   canSee,
   commonParams,
   errorResponses,
+  type ListQuery,
+  listQuerystring,
+  pageEnvelope,
+  pageParams,
+  pageQuery,
+  pageResponse,
   params,
   principal,
+  trimPage,
   visibleOwners,
 } from "../conventions.ts";
 
@@ -187,24 +194,22 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
     },
   );
 
-  const listResponse = {
-    200: Type.Object({ data: Type.Array(Type.Partial(subscriptionSchema)) }),
-    ...errorResponses(404),
-  };
+  const listResponse = { 200: pageResponse(subscriptionSchema), ...errorResponses(404) };
   app.get(
     "/users/me/subscriptions",
     {
       schema: {
         tags,
-        summary: "List the user's subscriptions",
-        querystring: Type.Object(commonParams, { additionalProperties: false }),
+        summary: "List the user's subscriptions (newest first)",
+        querystring: listQuerystring(),
         response: listResponse,
       },
     },
     async (request) => {
-      const { org_id } = request.query as { org_id?: string };
-      const owner = org_id ? actingOwner(request, org_id) : principal(request).user.id;
-      return { data: (await store.listSubscriptions([owner])).map(renderSubscription) };
+      const q = request.query as ListQuery;
+      const owner = q.org_id ? actingOwner(request, q.org_id) : principal(request).user.id;
+      const pq = pageQuery(q);
+      return pageEnvelope(trimPage(await store.listSubscriptions([owner], pq), pq), renderSubscription);
     },
   );
   app.get(
@@ -212,10 +217,10 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
     {
       schema: {
         tags,
-        summary: "List an organization's subscriptions",
+        summary: "List an organization's subscriptions (newest first)",
         params: Type.Object({ org_id: Type.String({ pattern: "^o_[A-Za-z0-9]+$", maxLength: 64 }) }),
         querystring: Type.Object(
-          { include: commonParams.include, exclude: commonParams.exclude },
+          { include: commonParams.include, exclude: commonParams.exclude, ...pageParams },
           { additionalProperties: false },
         ),
         response: listResponse,
@@ -223,9 +228,9 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { org_id } = request.params as { org_id: string };
-      return {
-        data: (await store.listSubscriptions([actingOwner(request, org_id)])).map(renderSubscription),
-      };
+      const pq = pageQuery(request.query as ListQuery);
+      const page = trimPage(await store.listSubscriptions([actingOwner(request, org_id)], pq), pq);
+      return pageEnvelope(page, renderSubscription);
     },
   );
 }

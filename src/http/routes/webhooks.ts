@@ -17,6 +17,7 @@ import {
   pageResponse,
   params,
   principal,
+  trimPage,
   visibleOr404,
 } from "../conventions.ts";
 
@@ -147,7 +148,8 @@ export async function webhookRoutes(app: FastifyInstance): Promise<void> {
     async (request) => {
       const q = request.query as ListQuery;
       const owner = q.org_id ? [actingOwner(request, q.org_id)] : [principal(request).user.id];
-      const page = await store.listWebhooks(owner, pageQuery(q));
+      const pq = pageQuery(q);
+      const page = trimPage(await store.listWebhooks(owner, pq), pq);
       return pageEnvelope(page, (w) => renderWebhook(w, false));
     },
   );
@@ -249,7 +251,8 @@ export async function webhookRoutes(app: FastifyInstance): Promise<void> {
     async (request) => {
       const { org_id } = request.params as { org_id: string };
       const owner = actingOwner(request, org_id);
-      const page = await store.listWebhooks([owner], pageQuery(request.query as { limit?: number }));
+      const pq = pageQuery(request.query as ListQuery);
+      const page = trimPage(await store.listWebhooks([owner], pq), pq);
       return pageEnvelope(page, (w) => renderWebhook(w, false));
     },
   );

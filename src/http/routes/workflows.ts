@@ -21,6 +21,7 @@ import {
   pageResponse,
   params,
   principal,
+  trimPage,
   visibleOr404,
 } from "../conventions.ts";
 import { eventEntrySchema, renderEvent } from "../event-entries.ts";
@@ -177,7 +178,8 @@ export async function workflowRoutes(app: FastifyInstance): Promise<void> {
     async (request) => {
       const q = request.query as ListQuery;
       const owner = q.org_id ? actingOwner(request, q.org_id) : principal(request).user.id;
-      const page = await store.listWorkflows([owner], pageQuery(q));
+      const pq = pageQuery(q);
+      const page = trimPage(await store.listWorkflows([owner], pq), pq);
       return pageEnvelope(page, (w) => renderWorkflow(w, false));
     },
   );

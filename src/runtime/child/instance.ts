@@ -119,7 +119,7 @@ function emitMeta(meta: unknown): EmitMeta {
   if (meta === undefined || meta === null) return {};
   if (!isObject(meta)) throw new TypeError("$emit: meta must be an object {id, name, summary, ts}");
   const out: EmitMeta = {};
-  const { id, name, summary, ts } = meta;
+  const { id, name, summary, ts, delivery_ts } = meta;
   if (id !== undefined && id !== null) {
     if (typeof id !== "string" && !(typeof id === "number" && Number.isFinite(id))) {
       throw new TypeError("$emit: meta.id must be a string or a number");
@@ -148,6 +148,13 @@ function emitMeta(meta: unknown): EmitMeta {
       throw new TypeError("$emit: meta.ts must be epoch ms, a Date or a date string");
     }
     out.ts = ms;
+  }
+  if (delivery_ts !== undefined && delivery_ts !== null) {
+    const ms = delivery_ts instanceof Date ? delivery_ts.getTime() : delivery_ts;
+    if (typeof ms !== "number" || !Number.isFinite(ms)) {
+      throw new TypeError("$emit: meta.delivery_ts must be epoch ms or a Date");
+    }
+    out.delivery_ts = ms;
   }
   return out;
 }

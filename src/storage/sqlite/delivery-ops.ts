@@ -199,10 +199,13 @@ export class SqliteDeliveryOps {
       `SELECT d.id, d.listener_id FROM deliveries d
        WHERE d.status = 'pending' AND d.claimed_by IS NULL AND d.next_attempt_ms <= ? ${notIn}
          AND (d.listener_kind <> 'source' OR NOT EXISTS (
-           SELECT 1 FROM deliveries e WHERE e.subscription_id = d.subscription_id AND e.status = 'pending' AND e.seq < d.seq))
+           SELECT 1 FROM deliveries e WHERE e.subscription_id = d.subscription_id AND e.status = 'pending' AND e.seq < d.seq
+             AND (e.attempts > 0 OR e.next_attempt_ms IS NULL OR e.next_attempt_ms <= ?)))
        ORDER BY d.next_attempt_ms, d.seq
        ${limitParam}`,
-      [c.nowMs, ...(notIn ? c.exceptListeners : []), scan],
+      // An older delivery not yet due for its first attempt (a `delivery_ts` in the future) is scheduled,
+      // not queued: later events of the subscription go ahead of it.
+      [c.nowMs, ...(notIn ? c.exceptListeners : []), c.nowMs, scan],
       (r) => ({ id: r.id as string, listenerId: r.listener_id as string }),
     );
     const taken = new Map<string, number>();
@@ -274,6 +277,14 @@ export class SqliteDeliveryOps {
       `SELECT * FROM delivery_attempts WHERE delivery_id IN (${list(deliveryIds)}) ORDER BY delivery_id, n`,
       deliveryIds,
       toAttempt,
+    );
+  }
+
+  cancelDeliveries(listenerId: string, ids: string[]): number {
+    if (ids.length === 0) return 0;
+    return this.#q.run(
+      `DELETE FROM deliveries WHERE listener_id = ? AND status = 'pending' AND claimed_by IS NULL AND id IN (${list(ids)})`,
+      [listenerId, ...ids],
     );
   }
 

@@ -472,12 +472,11 @@ export class SqliteOps implements StorageOps {
     )!;
   }
 
-  async listSubscriptions(ownerIds: string[]): Promise<Subscription[]> {
-    return this.all(
-      `SELECT * FROM subscriptions WHERE owner_id IN (${placeholders(ownerIds)}) ORDER BY seq DESC`,
-      ownerIds,
-      toSubscription,
-    );
+  async listSubscriptions(ownerIds: string[], q: PageQuery): Promise<Page<WithSeq<Subscription>>> {
+    return this.page("subscriptions", `owner_id IN (${placeholders(ownerIds)})`, ownerIds, q, (r) => ({
+      ...toSubscription(r),
+      seq: r.seq as number,
+    }));
   }
 
   async deleteSubscriptions(
@@ -599,6 +598,17 @@ export class SqliteOps implements StorageOps {
       `SELECT * FROM components WHERE owner_id IN (${placeholders(ownerIds)}) AND key = ? ORDER BY seq DESC LIMIT 1`,
       [...ownerIds, key],
       toComponent,
+    );
+  }
+
+  async listLatestComponents(ownerIds: string[], q: PageQuery): Promise<Page<WithSeq<ComponentRecord>>> {
+    const owners = placeholders(ownerIds);
+    return this.page(
+      "components",
+      `owner_id IN (${owners}) AND seq IN (SELECT max(seq) FROM components WHERE owner_id IN (${owners}) GROUP BY owner_id, coalesce(key, id))`,
+      [...ownerIds, ...ownerIds],
+      q,
+      (r) => ({ ...toComponent(r), seq: r.seq as number }),
     );
   }
 
@@ -938,10 +948,15 @@ export class SqliteOps implements StorageOps {
     emitterId: string,
     from: { ms: number; seq: number } | undefined,
     to: { ms: number; seq: number } | undefined,
+    channel?: string,
   ): Promise<number> {
     this.#settle();
     const where = ["emitter_id = ?"];
     const params: SQLInputValue[] = [emitterId];
+    if (channel !== undefined) {
+      where.push("channel = ?");
+      params.push(channel);
+    }
     if (from) {
       where.push("(id_ms > ? OR (id_ms = ? AND id_seq >= ?))");
       params.push(from.ms, from.ms, from.seq);
@@ -1027,6 +1042,10 @@ export class SqliteOps implements StorageOps {
   async listDeliveryAttempts(deliveryIds: string[]): Promise<DeliveryAttempt[]> {
     return this.#delivery.listDeliveryAttempts(deliveryIds);
   }
+  async cancelDeliveries(listenerId: string, ids: string[]): Promise<number> {
+    return this.#delivery.cancelDeliveries(listenerId, ids);
+  }
+
   async requeueDelivery(id: string, nowMs: number): Promise<boolean> {
     return this.#delivery.requeueDelivery(id, nowMs);
   }
