@@ -146,7 +146,8 @@ export interface InvokeResult {
 
 /**
  * Runs component code in sandboxed executor processes. `invoke` calls of one source run one at a time,
- * in the order they were made; `onRespond` fires as soon as the component calls `http.respond()`.
+ * in the order they were made; `onRespond` fires as soon as the component calls
+ * `http.respond({ immediate: true, … })` (any other response comes with the result).
  */
 export interface Executor {
   inspect(ownerId: string, component: BuiltComponent, timeoutMs?: number): Promise<ComponentMeta>;

@@ -3,6 +3,10 @@
  * hits, is killed with SIGKILL in the middle of them, and is started again on the same data directory.
  * Every emit that was acknowledged (200) must then be in its source's event_summaries, and must reach the
  * webhook receiver at least once; duplicates are allowed (at-least-once) and counted.
+ *
+ * The sources answer in every way a source can: with the default answer, through `http.respond()`
+ * (`customResponse`, including the registry's own `http-new-requests`), and half of them cold, so that
+ * their first hits load the component into a fresh executor.
  */
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
@@ -16,9 +20,11 @@ import { after, test } from "node:test";
 const root = path.resolve(import.meta.dirname, "../..");
 const node = path.join(root, "node_modules/.bin/node");
 const apiKey = "fnt_crashtestkey00000000000000000000";
-const sources = 8;
 const hitsPerSource = 75; // 600 in all, each source within its 100-event window
 const killAfterAcks = 60;
+/** Waits that only bound a hang: the machine may be loaded by other work. */
+const startWaitMs = 60_000;
+const deliveryWaitMs = 120_000;
 /**
  * Emits the posted body after 3 ms, so a source's 75 hits take at least 225 ms one after another and the
  * kill (after 60 acknowledgements in all) always lands mid-load: with an instant component, the server
@@ -33,6 +39,38 @@ const slowHookSourceCode = `export default {
     this.$emit(event.body ?? null, { summary: "hit" });
   },
 };`;
+
+/**
+ * Answers through `http.respond()` and then goes on working for a moment, as a component that replies
+ * first and then calls an API does: an answer that left before the run's commit would be lost to the kill.
+ */
+const respondFirstSourceCode = `export default {
+  name: "Respond-first source",
+  version: "0.0.1",
+  props: { http: { type: "$.interface.http", customResponse: true } },
+  async run(event) {
+    await new Promise((resolve) => setTimeout(resolve, 3));
+    this.$emit(event.body ?? null, { summary: "hit" });
+    this.http.respond({ status: 200, body: { received: true } });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  },
+};`;
+
+/** How each source is deployed; `cold` ones are deployed before a restart, so their first hit loads them. */
+const kinds: Array<{ kind: string; cold: boolean; deploy: Record<string, unknown> }> = [];
+for (const cold of [true, false]) {
+  kinds.push(
+    { kind: "default answer", cold, deploy: { component_code: slowHookSourceCode } },
+    { kind: "default answer", cold, deploy: { component_code: slowHookSourceCode } },
+    { kind: "respond() then work", cold, deploy: { component_code: respondFirstSourceCode } },
+    {
+      kind: "registry http-new-requests",
+      cold,
+      deploy: { key: "http-new-requests", configured_props: { emitBodyOnly: true } },
+    },
+  );
+}
+const sources = kinds.length;
 
 const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-crash-"));
 const children = new Set<ChildProcess>();
@@ -85,7 +123,7 @@ async function startFount(
   child.stderr!.on("data", (d) => {
     out += d;
   });
-  const deadline = Date.now() + 20_000;
+  const deadline = Date.now() + startWaitMs;
   for (;;) {
     if (gone) throw new Error(`fount exited (${child.exitCode ?? child.signalCode}): ${out}`);
     const ok = await fetch(`http://127.0.0.1:${port}/healthz`).then(
@@ -99,7 +137,7 @@ async function startFount(
 }
 
 test("every acknowledged emit survives a SIGKILL mid-load and is delivered at least once", {
-  timeout: 90_000,
+  timeout: 420_000,
 }, async (t) => {
   const received = new Map<string, number>();
   const receiver = http.createServer((req, res) => {
@@ -135,13 +173,22 @@ test("every acknowledged emit survives a SIGKILL mid-load and is delivered at le
   let fount = await startFount(port);
   log("started");
   const deployed: Array<{ id: string; endpoint: string }> = [];
-  for (let i = 0; i < sources; i++) {
-    const s = (await api("POST", "/v1/sources", { component_code: slowHookSourceCode, name: `crash-${i}` }))
-      .data;
-    deployed.push({ id: s.id, endpoint: s.endpoint_url });
-  }
+  const deployAll = async (cold: boolean) => {
+    for (const [i, k] of kinds.entries()) {
+      if (k.cold !== cold) continue;
+      const s = (await api("POST", "/v1/sources", { ...k.deploy, name: `crash-${i}` })).data;
+      deployed[i] = { id: s.id, endpoint: s.endpoint_url };
+    }
+  };
+  await deployAll(true);
   const hook = (await api("POST", "/v1/webhooks", { url: receiverUrl })).data;
   await api("POST", "/v1/subscriptions", { emitter_id: "dc_*", listener_id: hook.id });
+  // A restart leaves the sources deployed so far unloaded: their first hits start and load them.
+  fount.child.kill("SIGTERM");
+  await fount.exited;
+  fount = await startFount(port);
+  await deployAll(false);
+  log("deployed");
 
   // Fire every hit at once; kill the server once some of them have been acknowledged.
   const acknowledged = new Set<string>();
@@ -180,7 +227,26 @@ test("every acknowledged emit survives a SIGKILL mid-load and is delivered at le
 
   fount = await startFount(port);
   log("restarted");
-  const deadline = Date.now() + 40_000;
+  // Which acknowledged events were not stored, by kind of source: the clearest account of a failure.
+  const lost = new Map<string, { acked: number; lost: number }>();
+  for (const [i, s] of deployed.entries()) {
+    const page = await api("GET", `/v1/sources/${s.id}/event_summaries?limit=100&expand=event`);
+    const stored = new Set(page.data.map((e: any) => e.event.key));
+    const mine = acked.filter((k) => k.startsWith(`s${i}-`));
+    const label = `${kinds[i]!.kind}${kinds[i]!.cold ? " (cold)" : ""}`;
+    const tally = lost.get(label) ?? { acked: 0, lost: 0 };
+    tally.acked += mine.length;
+    tally.lost += mine.filter((key) => !stored.has(key)).length;
+    lost.set(label, tally);
+  }
+  const summary = [...lost].map(([label, n]) => `${label}: ${n.lost} of ${n.acked} lost`).join("; ");
+  t.diagnostic(summary);
+  assert.ok(
+    [...lost.values()].every((n) => n.lost === 0),
+    `acknowledged events are stored events: ${summary}`,
+  );
+
+  const deadline = Date.now() + deliveryWaitMs;
   while (acked.some((k) => !received.has(k))) {
     if (Date.now() > deadline) {
       const missing = acked.filter((k) => !received.has(k));
@@ -189,13 +255,6 @@ test("every acknowledged emit survives a SIGKILL mid-load and is delivered at le
       );
     }
     await new Promise((r) => setTimeout(r, 100));
-  }
-
-  for (const [i, s] of deployed.entries()) {
-    const page = await api("GET", `/v1/sources/${s.id}/event_summaries?limit=100&expand=event`);
-    const stored = new Set(page.data.map((e: any) => e.event.key));
-    const mine = acked.filter((k) => k.startsWith(`s${i}-`));
-    for (const key of mine) assert.ok(stored.has(key), `${key} was acknowledged, so it is stored`);
   }
   const duplicates = [...received.values()].filter((c) => c > 1).length;
   t.diagnostic(

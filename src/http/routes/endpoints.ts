@@ -2,7 +2,8 @@
  * Source HTTP endpoints, `PUBLIC_URL/e/{endpoint_id}[/any/path]`: any method, any query. run(event) gets
  * {method, path, query, headers, bodyRaw, body, url}. Without customResponse the answer is 200
  * {"success": true} once run finished and its emits are stored; with it, the first respond() wins and a
- * run that never responds gets 204.
+ * run that never responds gets 204. Either way the answer leaves once the run's commit is durable, so an
+ * acknowledged event is a stored one; only `respond({ immediate: true, … })` answers at once.
  *
  * This is the hot path of ingestion, so it is served by Node's HTTP server directly (app.ts routes
  * `/e/` here before Fastify): these requests need none of the API's routing, authentication, schema
@@ -197,6 +198,8 @@ export function endpointHandler(
       url: `${config.publicUrl}${endpointPrefix}${endpointId}${path === "/" ? "" : path}${search}`,
     };
 
+    // Only a response the component marked `immediate` arrives here before the run's result (the
+    // executor sends no other); every other one is held until the run's commit is durable, below.
     let responded = false;
     const hold = await runner.checkQuota(source);
     const result = await runner.invoke(
@@ -213,7 +216,8 @@ export function endpointHandler(
       },
     );
     if (responded) return;
-    if (result.response) return sendComponentResponse(req, res, base, result.response);
+    // A run that failed after respond() committed none of its emits: the caller gets the error, never
+    // an answer that would acknowledge events that were not stored.
     if (!result.ok) {
       // The caller is anonymous: the thrown message may hold secrets or internal host names, so it goes to
       // $errors only; the answer names the request, to find it there and in the server's log.
@@ -230,6 +234,7 @@ export function endpointHandler(
         }),
       );
     }
+    if (result.response) return sendComponentResponse(req, res, base, result.response);
     if (result.customResponse) return finish(req, res, 204, base, null);
     base["content-type"] = jsonType;
     finish(req, res, 200, base, successBody);

@@ -95,11 +95,21 @@ export class Invocation {
     this.emittedChars += json.length;
   }
 
+  /**
+   * Keeps the first response for the result: the server sends it once the invocation's commit is
+   * durable. Only `immediate: true` (the component's explicit opt-out) sends it to the server at once.
+   */
   respond(res: unknown): void {
     const response = httpResponse(res);
+    const immediate = isObject(res) ? res.immediate : undefined;
+    if (immediate !== undefined && immediate !== null && typeof immediate !== "boolean") {
+      throw new TypeError(
+        `http.respond: immediate must be true or false, not a value of type ${typeof immediate}`,
+      );
+    }
     if (this.response || this.closed) return;
     this.response = response;
-    this.onRespond(this.q, response);
+    if (immediate === true) this.onRespond(this.q, response);
   }
 
   /** A warning for `$errors` from outside the component's calls (once per kind). */

@@ -1,0 +1,147 @@
+/**
+ * When a customResponse source's answer leaves: once the run's emits are committed (so an answered
+ * request is a stored event), at once with `respond({ immediate: true })`, and never when the run
+ * fails after responding. The run is held after respond() by a gate: a local HTTP server the test
+ * answers when it chooses.
+ */
+import assert from "node:assert/strict";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { after, before, test } from "node:test";
+import { deploy, emitted, events, fixture, type Hit, hit } from "../fixtures/components/fixtures.ts";
+import { startServer, type TestServer } from "../helpers.ts";
+
+/** Generous: the machine may be loaded. */
+const waitMs = 30_000;
+
+let server: TestServer;
+let endpoint: string;
+let sourceId: string;
+const gateServer = http.createServer((req, res) => {
+  const waiter = gates.get(req.url ?? "");
+  if (!waiter) return res.writeHead(404).end();
+  waiter.enter(() => res.writeHead(200).end("go"));
+});
+let gateBase: string;
+const gates = new Map<string, { enter: (release: () => void) => void }>();
+const releases: Array<() => void> = [];
+
+/** A URL the run fetches; `entered` resolves when the run reached it, `release()` lets it go on. */
+function gate(name: string): { url: string; entered: Promise<void>; release: () => void } {
+  let release: () => void = () => undefined;
+  let released = false;
+  const entered = new Promise<void>((resolve) => {
+    gates.set(`/${name}`, {
+      enter: (go) => {
+        release = go;
+        if (released) go();
+        resolve();
+      },
+    });
+  });
+  const out = {
+    url: `${gateBase}/${name}`,
+    entered: within(entered, "the run to reach its gate"),
+    release: () => {
+      if (released) return;
+      released = true;
+      release();
+    },
+  };
+  releases.push(out.release);
+  return out;
+}
+
+function within<T>(promise: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`waited ${waitMs} ms for ${what}`)), waitMs);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+before(async () => {
+  await new Promise<void>((resolve) => gateServer.listen(0, "127.0.0.1", resolve));
+  gateBase = `http://127.0.0.1:${(gateServer.address() as AddressInfo).port}`;
+  // The run calls the test's gate on loopback.
+  server = await startServer({}, { FOUNT_EXECUTOR_ALLOW_PRIVATE: "true" });
+  const s = await deploy(server, { component_code: fixture("held-responder.mjs") });
+  endpoint = s.configured_props.http.endpoint_url;
+  sourceId = s.id;
+});
+after(async () => {
+  for (const release of releases) release();
+  await server.close();
+  gateServer.closeAllConnections();
+  await new Promise((resolve) => gateServer.close(resolve));
+});
+
+async function emittedNs(): Promise<string[]> {
+  return (await emitted(server, sourceId)).map((e: { n: string }) => e.n);
+}
+
+test("a customResponse answer is held until the run's emits are committed, and they are stored when it arrives", async (t) => {
+  const before = await emittedNs();
+  const g = gate("held");
+  t.after(g.release);
+  let answered: Hit | undefined;
+  const answer = hit(`${endpoint}?n=held&gate=${encodeURIComponent(g.url)}`).then((res) => {
+    answered = res;
+    return res;
+  });
+  // The run has responded and now waits at the gate: nothing of it is committed, so nothing is answered.
+  await g.entered;
+  await Promise.race([answer, new Promise((r) => setTimeout(r, 1500))]);
+  assert.equal(answered, undefined, "the answer left while the run that gave it was still running");
+  assert.deepEqual(await emittedNs(), before, "nothing is stored before the run ends");
+
+  g.release();
+  const res = await within(answer, "the held answer");
+  assert.equal(res.status, 202);
+  assert.equal(res.headers.get("x-n"), "held");
+  assert.deepEqual(res.body, { n: "held" });
+  // Read right after the answer: an acknowledged event is a stored event.
+  assert.deepEqual(await emittedNs(), [...before, "held"]);
+});
+
+test("respond({ immediate: true }) answers at once, before the run is committed", async (t) => {
+  const before = await emittedNs();
+  const g = gate("immediate");
+  t.after(g.release);
+  const answer = hit(`${endpoint}?n=immediate&immediate=true&gate=${encodeURIComponent(g.url)}`);
+  await g.entered;
+  // The gate stays shut until the answer is here, so it can only come from the running run.
+  const res = await within(answer, "the immediate answer");
+  assert.equal(res.status, 202);
+  assert.deepEqual(res.body, { n: "immediate" });
+  assert.deepEqual(await emittedNs(), before, "the run is still running, so its emit is not stored yet");
+
+  g.release();
+  const deadline = Date.now() + waitMs;
+  while ((await emittedNs()).length === before.length) {
+    assert.ok(Date.now() < deadline, "the run's emit was stored once it ended");
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.deepEqual(await emittedNs(), [...before, "immediate"]);
+});
+
+test("a run that throws after respond() answers with the error, not the held answer, and stores no emit", async () => {
+  const before = await emittedNs();
+  const res = await hit(`${endpoint}?n=thrown&after=throw`);
+  assert.equal(res.status, 500);
+  assert.equal(res.body.code, "component_error");
+  assert.notDeepEqual(res.body, { n: "thrown" });
+  assert.deepEqual(await emittedNs(), before, "the failed run's emit was discarded");
+  const [error] = await events(server, sourceId, "$errors");
+  assert.match(error.event.error.message, /failed after responding/);
+  assert.equal(error.event.original_event.query.n, "thrown");
+});
+
+test("respond() refuses an immediate that is not true or false, and the run fails", async () => {
+  const before = await emittedNs();
+  const res = await hit(`${endpoint}?n=odd&immediate=yes`);
+  assert.equal(res.status, 500);
+  assert.deepEqual(await emittedNs(), before);
+  const [error] = await events(server, sourceId, "$errors");
+  assert.match(error.event.error.message, /immediate must be true or false/);
+});
