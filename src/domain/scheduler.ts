@@ -53,6 +53,8 @@ export class TimerScheduler {
   readonly #d: SchedulerDeps;
   #timer: NodeJS.Timeout | undefined;
   #running = false;
+  /** The real-time loop's pass under way, if any (it never rejects). */
+  #looping: Promise<void> = Promise.resolve();
   /** Every run and note started and not settled yet, so `stop()` can let them land. */
   readonly #inflight = new Set<Promise<unknown>>();
   /**
@@ -77,12 +79,16 @@ export class TimerScheduler {
     this.#running = false;
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
+    // A pass under way may still start runs: they are in `#inflight` once it ends.
+    await this.#looping;
     await Promise.allSettled([...this.#inflight]);
   }
 
   #schedule(delayMs: number): void {
     if (!this.#running) return;
-    this.#timer = setTimeout(() => void this.#loop(), delayMs);
+    this.#timer = setTimeout(() => {
+      this.#looping = this.#loop();
+    }, delayMs);
     this.#timer.unref();
   }
 
@@ -100,6 +106,7 @@ export class TimerScheduler {
     } catch (err) {
       this.#d.logger.error({ err }, "timer tick failed");
     }
+    if (!this.#running) return;
     if (full) return this.#schedule(0);
     const next = await this.#d.store.nextTimerMs().catch(() => undefined);
     const now = this.#d.clock.now();
