@@ -3,7 +3,7 @@
  * so each tick fires once even with several nodes on one store; a tick missed while down fires once.
  *
  * A pass of the loop claims the due ticks and starts their runs, and never waits for a run: a slow or
- * hung run delays only its own source. A tick that comes while its source's previous timer run still
+ * hung run delays only its own source. A tick that comes while the previous run of the same timer still
  * runs is skipped, with a `$logs` note (the overlap policy, see docs/architecture.md#timers).
  * Tests drive it with a fake clock through `tick()`, which also waits for the runs it started.
  */
@@ -43,6 +43,11 @@ export interface SchedulerDeps {
   logger: FastifyBaseLogger;
 }
 
+/** One timer of one source (a source may have several timer props). */
+function timerKey(timer: TimerRecord): string {
+  return `${timer.sourceId}\0${timer.propName}`;
+}
+
 /** A timer run in flight: the tick it serves and when it started. */
 interface Running {
   scheduledMs: number;
@@ -53,11 +58,13 @@ export class TimerScheduler {
   readonly #d: SchedulerDeps;
   #timer: NodeJS.Timeout | undefined;
   #running = false;
+  /** The real-time loop's pass under way, if any (it never rejects). */
+  #looping: Promise<void> = Promise.resolve();
   /** Every run and note started and not settled yet, so `stop()` can let them land. */
   readonly #inflight = new Set<Promise<unknown>>();
   /**
-   * Sources whose timer run has not committed yet. Kept on this node only: with several nodes the mark
-   * belongs in the timer's row, claimed with the tick (docs/architecture.md#timers).
+   * Timers (by `timerKey`) whose run has not committed yet. Kept on this node only: with several nodes
+   * the mark belongs in the timer's row, claimed with the tick (docs/architecture.md#timers).
    */
   readonly #busy = new Map<string, Running>();
 
@@ -77,12 +84,16 @@ export class TimerScheduler {
     this.#running = false;
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
+    // A pass under way may still start runs: they are in `#inflight` once it ends.
+    await this.#looping;
     await Promise.allSettled([...this.#inflight]);
   }
 
   #schedule(delayMs: number): void {
     if (!this.#running) return;
-    this.#timer = setTimeout(() => void this.#loop(), delayMs);
+    this.#timer = setTimeout(() => {
+      this.#looping = this.#loop();
+    }, delayMs);
     this.#timer.unref();
   }
 
@@ -100,6 +111,7 @@ export class TimerScheduler {
     } catch (err) {
       this.#d.logger.error({ err }, "timer tick failed");
     }
+    if (!this.#running) return;
     if (full) return this.#schedule(0);
     const next = await this.#d.store.nextTimerMs().catch(() => undefined);
     const now = this.#d.clock.now();
@@ -132,7 +144,8 @@ export class TimerScheduler {
       return won;
     });
     for (const timer of claimed) {
-      const busy = this.#busy.get(timer.sourceId);
+      const key = timerKey(timer);
+      const busy = this.#busy.get(key);
       if (busy) {
         this.#track(
           this.#skip(timer, busy, now).catch((err) =>
@@ -142,12 +155,12 @@ export class TimerScheduler {
         continue;
       }
       const mark: Running = { scheduledMs: timer.nextRunMs, startedMs: now };
-      this.#busy.set(timer.sourceId, mark);
+      this.#busy.set(key, mark);
       const run = this.#fire(timer);
       void run
         .catch(() => undefined)
         .then(() => {
-          if (this.#busy.get(timer.sourceId) === mark) this.#busy.delete(timer.sourceId);
+          if (this.#busy.get(key) === mark) this.#busy.delete(key);
         });
       this.#track(run);
       started.push(run);
@@ -163,9 +176,11 @@ export class TimerScheduler {
     );
   }
 
-  /** The overlap policy: a tick whose source is still running its previous tick is skipped, on `$logs`. */
+  /** The overlap policy: a tick whose timer's previous run has not committed is skipped, on `$logs`. */
   async #skip(timer: TimerRecord, busy: Running, nowMs: number): Promise<void> {
-    const { bus, committer, recorder } = this.#d;
+    const { bus, committer, recorder, store } = this.#d;
+    // A source deleted or deactivated while its run was in flight gets no note.
+    if (!(await store.getSource(timer.sourceId))?.active) return;
     bus.emit("timer.fired", {
       sourceId: timer.sourceId,
       propName: timer.propName,

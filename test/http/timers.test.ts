@@ -1,7 +1,9 @@
 /**
  * Timer sources: intervals and 5- or 6-field cron (with a timezone) fire at the right times, each tick
  * once, a tick missed while down once; the schedule and the db survive a restart. Driven by a fake
- * clock and `scheduler.tick()`, except one real-time test of the running scheduler.
+ * clock and `scheduler.tick()`, except the real-time tests of the running scheduler: a slow run of one
+ * source (another tenant's too) delays no other timer, also after a restart, and a tick that comes while
+ * its source's run still runs is skipped with a `$logs` note.
  */
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -411,4 +413,40 @@ test("after a restart, timers resume without waiting for a slow run (real time)"
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
   }
+});
+
+test("on a fake clock: a tick during its source's run is skipped with a $logs note, and the next tick runs", async () => {
+  const clock = new FakeClock("2026-03-01T10:00:00Z");
+  const server = await clockServer(clock);
+  // Longer than the two passes the test makes while it runs, on any machine.
+  const s = await deploy(server, {
+    component_code: fixture("slow-timer.mjs"),
+    configured_props: { ms: 4_000 },
+  });
+  clock.set("2026-03-01T10:00:01Z");
+  const started = firstRunStarted(server, s.id);
+  const first = tick(server);
+  await started;
+  clock.set("2026-03-01T10:00:02Z");
+  assert.equal((await tick(server)).length, 0, "the tick of 10:00:02 comes while the run of 10:00:01 runs");
+  assert.equal((await first).length, 1);
+  clock.set("2026-03-01T10:00:03Z");
+  assert.equal((await tick(server)).length, 1, "the run ended: the next tick runs");
+  assert.deepEqual(
+    (await emitted(server, s.id)).map((e) => e.timestamp),
+    [seconds("2026-03-01T10:00:01Z"), seconds("2026-03-01T10:00:03Z")],
+  );
+  const logs = await events(server, s.id, "$logs");
+  assert.deepEqual(
+    logs.map((e) => e.event),
+    [
+      {
+        level: "warn",
+        message:
+          "Timer tick of 2026-03-01T10:00:02.000Z skipped: the run of the tick of 2026-03-01T10:00:01.000Z " +
+          "(started 2026-03-01T10:00:01.000Z) is still running",
+        ts: Date.parse("2026-03-01T10:00:02Z"),
+      },
+    ],
+  );
 });
