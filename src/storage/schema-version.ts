@@ -2,7 +2,7 @@
 
 /** Thrown when a store cannot be opened; `code` says why, the message is one line for the operator. */
 export class StoreOpenError extends Error {
-  readonly code: "STORE_UNREACHABLE" | "STORE_TOO_NEW";
+  readonly code: "store_unreachable" | "store_too_new";
 
   constructor(code: StoreOpenError["code"], message: string, options?: { cause?: unknown }) {
     super(message, options);
@@ -25,7 +25,7 @@ export function refuseNewerSchema(
   if (unknown.length === 0) return;
   const newest = Math.max(0, ...knownSet);
   throw new StoreOpenError(
-    "STORE_TOO_NEW",
+    "store_too_new",
     `the ${driver} store was written by a newer Fount (schema version ${unknown.at(-1)}; this build knows up to ${newest}): upgrade Fount, or point it at another store`,
   );
 }

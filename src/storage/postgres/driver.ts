@@ -91,7 +91,7 @@ export async function openPostgresStorage(options: PostgresOptions): Promise<Sto
   } catch (err) {
     await pool.end().catch(() => undefined);
     throw new StoreOpenError(
-      "STORE_UNREACHABLE",
+      "store_unreachable",
       `cannot reach PostgreSQL at ${describe(options.url)}: ${(err as Error).message || (err as Error).name}`,
       { cause: err },
     );
