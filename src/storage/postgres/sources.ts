@@ -121,12 +121,18 @@ export function sourceOps(q: Sql): SourceOps {
         toSource,
       ),
 
-    listSlugs: (ownerId, base) =>
-      q.all(
+    // The slugs are read to pick a free one, which the caller stores in the same transaction. On SQLite
+    // transactions never overlap; here two deploys of one name could both pick `name-1`, so the owner's
+    // slugs are locked until the transaction ends. The lock is its own statement: a statement's snapshot
+    // is taken when it starts, so a SELECT that waited for the lock would not see the winner's row.
+    listSlugs: async (ownerId, base) => {
+      await q.run("SELECT pg_advisory_xact_lock(hashtextextended('fount.slugs.' || $1, 0))", [ownerId]);
+      return q.all(
         "SELECT name_slug FROM sources WHERE owner_id = $1 AND (name_slug = $2 OR left(name_slug, $3) = $4)",
         [ownerId, base, base.length + 1, `${base}-`],
         (r) => r.name_slug as string,
-      ),
+      );
+    },
 
     listSources: (ownerIds, page) =>
       q.page("sources", "owner_id = ANY($1::text[])", [ownerIds], page, toSource),
