@@ -16,12 +16,13 @@ const migrationsDir = path.join(import.meta.dirname, "migrations");
 export async function migrate(client: PoolClient, schema?: string): Promise<number[]> {
   // The advisory lock's key: one per schema, so that stores in different schemas of one database
   // (tests, or two installations) do not wait for each other.
-  const { rows } = await client.query(
-    "SELECT hashtextextended('fount.migrate.' || coalesce($1, current_schema()), 0) AS key",
-    [schema ?? null],
-  );
-  const key = rows[0].key as string | number;
-  await client.query("SELECT pg_advisory_lock($1)", [key]);
+  const { rows } = await client.query("SELECT 'fount.migrate.' || coalesce($1, current_schema()) AS key", [
+    schema ?? null,
+  ]);
+  // Hashed in SQL: the BIGINT hash would lose digits as a JS number.
+  const key = rows[0].key as string | null;
+  if (key === null) throw new Error("PostgreSQL: the connection's search_path names no existing schema");
+  await client.query("SELECT pg_advisory_lock(hashtextextended($1, 0))", [key]);
   try {
     if (schema !== undefined) await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`);
     await client.query(
@@ -57,7 +58,7 @@ export async function migrate(client: PoolClient, schema?: string): Promise<numb
     }
     return done;
   } finally {
-    await client.query("SELECT pg_advisory_unlock($1)", [key]);
+    await client.query("SELECT pg_advisory_unlock(hashtextextended($1, 0))", [key]);
   }
 }
 
