@@ -139,7 +139,7 @@ export function accountOps(q: Sql): AccountOps {
 
     // Additive in SQL, so that counts from several writers add up.
     addUsage: async (userId, day, d) => {
-      await q.run(
+      await q.defer(
         `INSERT INTO usage_daily (user_id, day, invocations, compute_ms) VALUES ($1, $2, $3, $4)
          ON CONFLICT (user_id, day) DO UPDATE SET invocations = usage_daily.invocations + excluded.invocations,
          compute_ms = usage_daily.compute_ms + excluded.compute_ms`,

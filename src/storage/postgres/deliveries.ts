@@ -191,7 +191,7 @@ export function deliveryOps(q: Sql): DeliveryOps {
           refs[15] = dueUnlessParked(listener, refs[15]!);
           tuples.push(`(${refs.join(", ")})`);
         }
-        await q.run(
+        await q.defer(
           `INSERT INTO deliveries (${insertColumns.join(", ")}) VALUES ${tuples.join(", ")}`,
           params,
         );

@@ -54,7 +54,7 @@ export function eventOps(q: Sql): EventOps {
       })),
 
     putEmitterClock: async (emitterId, ms, seq) => {
-      await q.run(
+      await q.defer(
         `INSERT INTO emitter_clock (emitter_id, last_ms, last_seq) VALUES ($1, $2, $3)
          ON CONFLICT (emitter_id) DO UPDATE SET last_ms = excluded.last_ms, last_seq = excluded.last_seq`,
         [emitterId, ms, seq],
@@ -62,7 +62,7 @@ export function eventOps(q: Sql): EventOps {
     },
 
     insertEvent: async (e, keep) => {
-      await q.run(insertAndTrim, [
+      await q.defer(insertAndTrim, [
         e.emitterId,
         e.channel,
         e.id,

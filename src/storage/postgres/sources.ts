@@ -176,7 +176,7 @@ export function sourceOps(q: Sql): SourceOps {
       }))) ?? { data: {}, version: 0 },
 
     putSourceDb: async (sourceId, data, version) => {
-      await q.run(
+      await q.defer(
         `INSERT INTO source_db (source_id, data_json, version) VALUES ($1, $2, $3)
          ON CONFLICT (source_id) DO UPDATE SET data_json = excluded.data_json, version = excluded.version`,
         [sourceId, JSON.stringify(data), version],
@@ -189,7 +189,7 @@ export function sourceOps(q: Sql): SourceOps {
       ),
 
     putDedupeState: async (sourceId, state) => {
-      await q.run(
+      await q.defer(
         `INSERT INTO dedupe_state (source_id, state_json) VALUES ($1, $2)
          ON CONFLICT (source_id) DO UPDATE SET state_json = excluded.state_json`,
         [sourceId, JSON.stringify(state)],

@@ -7,6 +7,8 @@ export type Row = Record<string, unknown>;
 /** What the operations run on: the pool outside a transaction, the transaction's client inside one. */
 export interface Queryable {
   query(text: string, params?: unknown[]): Promise<{ rows: Row[]; rowCount: number | null }>;
+  /** Holds a write back to be sent with later ones (a transaction's connection, deferred.ts). */
+  defer?(text: string, params: unknown[]): void;
 }
 
 /** The statement helpers, bound to one Queryable. */
@@ -25,6 +27,15 @@ export class Sql {
   async all<T>(text: string, params: unknown[], map: (r: Row) => T): Promise<T[]> {
     const { rows } = await this.db.query(text, params);
     return rows.map(map);
+  }
+
+  /**
+   * A write whose result nobody reads: inside a transaction it is held back and sent with the next
+   * query or the commit (deferred.ts), so that its errors surface there; outside one it runs now.
+   */
+  async defer(text: string, params: unknown[]): Promise<void> {
+    if (this.db.defer) this.db.defer(text, params);
+    else await this.db.query(text, params);
   }
 
   /** Runs a statement; returns the rows it changed. */

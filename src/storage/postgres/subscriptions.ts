@@ -43,10 +43,31 @@ const ownedTables: Record<string, string> = {
   del: "deliveries",
 };
 
-export function subscriptionOps(q: Sql): SubscriptionOps {
+/**
+ * `remember`: inside one transaction (a group commit of many events of one emitter), the owner of an
+ * emitter and the subscriptions matching it are read once and remembered until the transaction ends;
+ * a write to subscriptions in the transaction forgets them. Nothing is kept beyond the transaction, so
+ * another process's changes are seen by the next one.
+ */
+export function subscriptionOps(q: Sql, remember = false): SubscriptionOps {
+  const owners = new Map<string, Promise<string | undefined>>();
+  const matches = new Map<string, Promise<Subscription[]>>();
+  const memo = <T>(cache: Map<string, Promise<T>>, key: string, read: () => Promise<T>): Promise<T> => {
+    if (!remember) return read();
+    let found = cache.get(key);
+    if (!found) {
+      found = read();
+      cache.set(key, found);
+      // A failed read is not remembered.
+      found.catch(() => cache.delete(key));
+    }
+    return found;
+  };
+  const changed = () => matches.clear();
   return {
     // One statement: the insert, or the row that was there (a concurrent twin's included once committed).
     upsertSubscription: async (s) => {
+      changed();
       await q.run(
         `INSERT INTO subscriptions (id, owner_id, emitter_id, listener_id, event_name, created_at)
          VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (owner_id, emitter_id, listener_id, event_name) DO NOTHING`,
@@ -66,18 +87,24 @@ export function subscriptionOps(q: Sql): SubscriptionOps {
         toSubscription,
       ),
 
-    deleteSubscriptions: (ownerIds, m) =>
-      q.all(
+    deleteSubscriptions: (ownerIds, m) => {
+      changed();
+      return q.all(
         `DELETE FROM subscriptions
          WHERE owner_id = ANY($1::text[]) AND emitter_id = $2 AND listener_id = $3 AND event_name = $4
          RETURNING *`,
         [ownerIds, m.emitterId, m.listenerId, m.eventName],
         toSubscription,
-      ),
+      );
+    },
 
-    deleteSubscriptionsOf: async (resourceId) =>
-      (await q.run("DELETE FROM subscriptions WHERE emitter_id = $1 OR listener_id = $1", [resourceId])) +
-      (await q.run("DELETE FROM auto_subscriptions WHERE listener_id = $1", [resourceId])),
+    deleteSubscriptionsOf: async (resourceId) => {
+      changed();
+      return (
+        (await q.run("DELETE FROM subscriptions WHERE emitter_id = $1 OR listener_id = $1", [resourceId])) +
+        (await q.run("DELETE FROM auto_subscriptions WHERE listener_id = $1", [resourceId]))
+      );
+    },
 
     upsertAutoSubscription: async (a) => {
       await q.run(
@@ -102,24 +129,38 @@ export function subscriptionOps(q: Sql): SubscriptionOps {
     resourceOwner: (id) => {
       const table = ownedTables[id.slice(0, id.indexOf("_"))];
       if (!table) return Promise.resolve(undefined);
-      return q.get(`SELECT owner_id FROM ${table} WHERE id = $1`, [id], (r) => r.owner_id as string);
+      // Only emitters' owners are remembered: they never change, and deleting one is not done in a
+      // transaction that routes its events.
+      const read = () =>
+        q.get(`SELECT owner_id FROM ${table} WHERE id = $1`, [id], (r) => r.owner_id as string);
+      return table === "sources" || table === "workflows" ? memo(owners, id, read) : read();
     },
 
-    matchSubscriptions: (emitterId, emitterOwnerId, channel) => {
-      const prefix = emitterId.slice(0, emitterId.indexOf("_") + 1);
-      if (emitterOwnerId === undefined || (prefix !== "dc_" && prefix !== "p_")) {
-        return q.all(
-          "SELECT * FROM subscriptions WHERE emitter_id = $1 AND event_name = $2 ORDER BY seq",
-          [emitterId, channel],
-          toSubscription,
-        );
-      }
-      return q.all(
-        `SELECT * FROM subscriptions
-         WHERE event_name = $1 AND (emitter_id = $2 OR (emitter_id = $3 AND owner_id = $4)) ORDER BY seq`,
-        [channel, emitterId, `${prefix}*`, emitterOwnerId],
-        toSubscription,
-      );
-    },
+    matchSubscriptions: (emitterId, emitterOwnerId, channel) =>
+      memo(matches, `${emitterId}\0${emitterOwnerId ?? ""}\0${channel}`, () =>
+        matching(q, emitterId, emitterOwnerId, channel),
+      ),
   };
+}
+
+function matching(
+  q: Sql,
+  emitterId: string,
+  emitterOwnerId: string | undefined,
+  channel: string,
+): Promise<Subscription[]> {
+  const prefix = emitterId.slice(0, emitterId.indexOf("_") + 1);
+  if (emitterOwnerId === undefined || (prefix !== "dc_" && prefix !== "p_")) {
+    return q.all(
+      "SELECT * FROM subscriptions WHERE emitter_id = $1 AND event_name = $2 ORDER BY seq",
+      [emitterId, channel],
+      toSubscription,
+    );
+  }
+  return q.all(
+    `SELECT * FROM subscriptions
+     WHERE event_name = $1 AND (emitter_id = $2 OR (emitter_id = $3 AND owner_id = $4)) ORDER BY seq`,
+    [channel, emitterId, `${prefix}*`, emitterOwnerId],
+    toSubscription,
+  );
 }
