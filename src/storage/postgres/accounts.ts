@@ -137,14 +137,19 @@ export function accountOps(q: Sql): AccountOps {
         (r) => ({ invocations: r.invocations as number, computeMs: r.compute_ms as number }),
       )) ?? { invocations: 0, computeMs: 0 },
 
-    // Additive in SQL, so that counts from several writers add up.
-    addUsage: async (userId, day, d) => {
-      await q.defer(
-        `INSERT INTO usage_daily (user_id, day, invocations, compute_ms) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (user_id, day) DO UPDATE SET invocations = usage_daily.invocations + excluded.invocations,
-         compute_ms = usage_daily.compute_ms + excluded.compute_ms`,
-        [userId, day, d.invocations, d.computeMs],
-      );
-    },
+    // Additive in SQL, so that counts from several writers add up; inside a transaction one statement
+    // per user and day carries the sum of its additions.
+    addUsage: (userId, day, d) =>
+      q.deferMerged(`usage\0${userId}\0${day}`, d, (deltas) => ({
+        text: `INSERT INTO usage_daily (user_id, day, invocations, compute_ms) VALUES ($1, $2, $3, $4)
+               ON CONFLICT (user_id, day) DO UPDATE SET invocations = usage_daily.invocations + excluded.invocations,
+               compute_ms = usage_daily.compute_ms + excluded.compute_ms`,
+        params: [
+          userId,
+          day,
+          deltas.reduce((n, x) => n + x.invocations, 0),
+          deltas.reduce((n, x) => n + x.computeMs, 0),
+        ],
+      })),
   };
 }

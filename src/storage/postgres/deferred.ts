@@ -27,10 +27,25 @@ function literal(client: PoolClient, value: unknown): string {
   throw new TypeError(`cannot write a ${typeof value} into SQL as a literal`);
 }
 
+/** A statement and its parameters. */
+export interface Statement {
+  text: string;
+  params: unknown[];
+}
+
+/** Held-back writes that become one statement when sent (see `deferMerged`). */
+interface Merged {
+  key: string;
+  items: unknown[];
+  build: (items: unknown[]) => Statement;
+}
+
 /** A transaction's connection that can hold writes back (see `Sql.defer`). */
 export class DeferringClient implements Queryable {
   readonly #client: PoolClient;
-  #pending: string[] = [];
+  #pending: Array<string | Merged> = [];
+  /** The merged entries of `#pending` by key. */
+  #merged = new Map<string, Merged>();
 
   constructor(client: PoolClient) {
     this.#client = client;
@@ -38,9 +53,33 @@ export class DeferringClient implements Queryable {
 
   /** Holds a write back until the next query or the commit. */
   defer(text: string, params: unknown[]): void {
-    this.#pending.push(
-      text.replace(/\$(\d+)/g, (_, n: string) => literal(this.#client, params[Number(n) - 1])),
-    );
+    this.#pending.push(this.#inline(text, params));
+  }
+
+  /**
+   * Holds back a write that is merged with the other held-back writes of the same `key` into one
+   * statement, built by `build` when they are sent (the events of one window, the clock of one emitter).
+   */
+  deferMerged<T>(key: string, item: T, build: (items: T[]) => Statement): void {
+    let entry = this.#merged.get(key);
+    if (!entry) {
+      entry = { key, items: [], build: build as (items: unknown[]) => Statement };
+      this.#merged.set(key, entry);
+      this.#pending.push(entry);
+    }
+    entry.items.push(item);
+  }
+
+  /** The held-back writes as SQL, and forgets them. */
+  #take(): string[] {
+    const pending = this.#pending;
+    this.#pending = [];
+    this.#merged.clear();
+    return pending.map((p) => {
+      if (typeof p === "string") return p;
+      const { text, params } = p.build(p.items);
+      return this.#inline(text, params);
+    });
   }
 
   /**
@@ -56,8 +95,7 @@ export class DeferringClient implements Queryable {
       await this.flush();
       return this.#client.query(text, params);
     }
-    const statements = this.#pending;
-    this.#pending = [];
+    const statements = this.#take();
     statements.push(inlined);
     const results = (await this.#client.query(statements.join(";\n"))) as unknown as
       | Array<{ rows: Row[]; rowCount: number | null }>
@@ -71,8 +109,7 @@ export class DeferringClient implements Queryable {
 
   /** Sends the held-back writes, followed by `then` (COMMIT) in the same round trip when given. */
   async flush(then?: string): Promise<void> {
-    const statements = this.#pending;
-    this.#pending = [];
+    const statements = this.#take();
     if (then !== undefined) statements.push(then);
     if (statements.length === 0) return;
     await this.#client.query(statements.join(";\n"));
@@ -81,5 +118,6 @@ export class DeferringClient implements Queryable {
   /** Forgets the held-back writes (the transaction rolls back). */
   discard(): void {
     this.#pending = [];
+    this.#merged.clear();
   }
 }

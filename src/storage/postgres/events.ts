@@ -27,23 +27,54 @@ const toEvent = (r: Row): EventRecord => ({
 });
 
 /**
- * One round trip: the insert, and the delete of the window's rows from the `keep`-th newest down. A
- * data-modifying CTE's rows are invisible to the rest of its statement, so the cut is taken over the
- * rows there were plus the new one.
+ * Stores events of one window and deletes the window's rows from the `keep`-th newest down, in one
+ * statement. A data-modifying CTE's rows are invisible to the rest of its statement, so the cut is
+ * taken over the rows there were plus the new ones, and only the newest `keep` of the new ones are
+ * inserted (older ones would be cut at once, and the DELETE could not see them).
  */
-const insertAndTrim = `
+function insertAndTrim(events: EventRecord[], keep: number): { text: string; params: unknown[] } {
+  const first = events[0]!;
+  const newest = [...events]
+    .sort((a, b) => b.idMs - a.idMs || b.idSeq - a.idSeq)
+    .slice(0, keep)
+    .reverse();
+  const params: unknown[] = [first.emitterId, first.channel, keep];
+  const rows = newest.map((e) => {
+    params.push(
+      e.id,
+      e.idMs,
+      e.idSeq,
+      e.indexedAtMs,
+      JSON.stringify(e.event ?? null),
+      JSON.stringify(e.meta),
+    );
+    const n = params.length;
+    return `($1, $2, $${n - 5}, $${n - 4}, $${n - 3}, $${n - 2}, $${n - 1}, $${n})`;
+  });
+  if (rows.length === 0) {
+    // A window of 0: nothing is stored, and every row goes.
+    return {
+      text: "DELETE FROM events WHERE emitter_id = $1 AND channel = $2 AND $3::int IS NOT NULL",
+      params,
+    };
+  }
+  return {
+    text: `
 WITH added AS (
   INSERT INTO events (emitter_id, channel, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+  VALUES ${rows.join(", ")}
   RETURNING id_ms, id_seq
 ), window_ids AS (
   SELECT id_ms, id_seq FROM events WHERE emitter_id = $1 AND channel = $2
   UNION ALL SELECT id_ms, id_seq FROM added
 ), cut AS (
-  SELECT id_ms, id_seq FROM window_ids ORDER BY id_ms DESC, id_seq DESC OFFSET $9 LIMIT 1
+  SELECT id_ms, id_seq FROM window_ids ORDER BY id_ms DESC, id_seq DESC OFFSET $3 LIMIT 1
 )
 DELETE FROM events e USING cut
-WHERE e.emitter_id = $1 AND e.channel = $2 AND (e.id_ms, e.id_seq) <= (cut.id_ms, cut.id_seq)`;
+WHERE e.emitter_id = $1 AND e.channel = $2 AND (e.id_ms, e.id_seq) <= (cut.id_ms, cut.id_seq)`,
+    params,
+  };
+}
 
 export function eventOps(q: Sql): EventOps {
   return {
@@ -53,27 +84,25 @@ export function eventOps(q: Sql): EventOps {
         seq: r.last_seq as number,
       })),
 
-    putEmitterClock: async (emitterId, ms, seq) => {
-      await q.defer(
-        `INSERT INTO emitter_clock (emitter_id, last_ms, last_seq) VALUES ($1, $2, $3)
-         ON CONFLICT (emitter_id) DO UPDATE SET last_ms = excluded.last_ms, last_seq = excluded.last_seq`,
-        [emitterId, ms, seq],
-      );
-    },
+    // Inside a transaction, the clock of one emitter is written once, with its last value.
+    putEmitterClock: (emitterId, ms, seq) =>
+      q.deferMerged(`clock\0${emitterId}`, { ms, seq }, (clocks) => {
+        const last = clocks[clocks.length - 1]!;
+        return {
+          text: `INSERT INTO emitter_clock (emitter_id, last_ms, last_seq) VALUES ($1, $2, $3)
+                 ON CONFLICT (emitter_id) DO UPDATE SET last_ms = excluded.last_ms, last_seq = excluded.last_seq`,
+          params: [emitterId, last.ms, last.seq],
+        };
+      }),
 
-    insertEvent: async (e, keep) => {
-      await q.defer(insertAndTrim, [
-        e.emitterId,
-        e.channel,
-        e.id,
-        e.idMs,
-        e.idSeq,
-        e.indexedAtMs,
-        JSON.stringify(e.event ?? null),
-        JSON.stringify(e.meta),
-        keep,
-      ]);
-    },
+    // Inside a transaction, the events of one window are stored by one statement.
+    insertEvent: (e, keep) =>
+      q.deferMerged(`events\0${e.emitterId}\0${e.channel}`, { e, keep }, (items) =>
+        insertAndTrim(
+          items.map((i) => i.e),
+          items[items.length - 1]!.keep,
+        ),
+      ),
 
     listChannels: (emitterId) =>
       q.all(

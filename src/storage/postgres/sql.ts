@@ -9,6 +9,8 @@ export interface Queryable {
   query(text: string, params?: unknown[]): Promise<{ rows: Row[]; rowCount: number | null }>;
   /** Holds a write back to be sent with later ones (a transaction's connection, deferred.ts). */
   defer?(text: string, params: unknown[]): void;
+  /** Holds a write back, merged with the others of its key into one statement (deferred.ts). */
+  deferMerged?<T>(key: string, item: T, build: (items: T[]) => { text: string; params: unknown[] }): void;
 }
 
 /** The statement helpers, bound to one Queryable. */
@@ -36,6 +38,20 @@ export class Sql {
   async defer(text: string, params: unknown[]): Promise<void> {
     if (this.db.defer) this.db.defer(text, params);
     else await this.db.query(text, params);
+  }
+
+  /**
+   * A write merged with the other held-back writes of `key` into one statement built by `build`;
+   * outside a transaction it runs now, alone.
+   */
+  async deferMerged<T>(
+    key: string,
+    item: T,
+    build: (items: T[]) => { text: string; params: unknown[] },
+  ): Promise<void> {
+    if (this.db.deferMerged) return this.db.deferMerged(key, item, build);
+    const { text, params } = build([item]);
+    await this.db.query(text, params);
   }
 
   /** Runs a statement; returns the rows it changed. */
