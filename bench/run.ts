@@ -8,6 +8,7 @@
  *   npm run bench -- --json out.json      also write every figure and raw detail
  *   npm run bench -- --cpu-prof dir       write the Fount servers' CPU profiles to dir
  *   npm run bench -- --strict             exit 1 when a figure misses its target
+ *   npm run bench -- --store postgres     servers on PostgreSQL (--pg-url, default the local `test` database)
  */
 import { writeFileSync } from "node:fs";
 import os from "node:os";
@@ -44,6 +45,11 @@ const { values } = parseArgs({
     json: { type: "string" },
     "cpu-prof": { type: "string" },
     strict: { type: "boolean", default: false },
+    store: { type: "string", default: "sqlite" },
+    "pg-url": {
+      type: "string",
+      default: process.env.FOUNT_BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test",
+    },
   },
 });
 
@@ -64,7 +70,12 @@ const settings: BenchSettings = {
   sseClients: positive("sse-clients", values["sse-clients"]),
   sseRate: positive("sse-rate", values["sse-rate"]),
   cpuProfDir: values["cpu-prof"],
+  store: values.store === "postgres" ? { driver: "postgres", url: values["pg-url"] } : { driver: "sqlite" },
 };
+if (values.store !== "sqlite" && values.store !== "postgres") {
+  console.error(`--store must be sqlite or postgres, got ${values.store}`);
+  process.exit(2);
+}
 
 const selected = values.only ? values.only.split(",").map((s) => s.trim()) : Object.keys(parts);
 for (const name of selected) {
@@ -77,7 +88,7 @@ for (const name of selected) {
 const log = (message: string) => process.stderr.write(`[bench] ${message}\n`);
 log(
   `${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? "?"}), ${Math.round(os.totalmem() / 2 ** 30)} GiB, ` +
-    `Node ${process.version}; parts: ${selected.join(", ")}`,
+    `Node ${process.version}; store: ${settings.store.driver}; parts: ${selected.join(", ")}`,
 );
 
 const results: PartResult[] = [];

@@ -59,6 +59,7 @@ import { ExecutorPool } from "./runtime/executor-pool.ts";
 import type { Executor } from "./runtime/types.ts";
 import type { Services } from "./services.ts";
 import type { Storage } from "./storage/port.ts";
+import { openPostgresStorage } from "./storage/postgres/driver.ts";
 import { openSqliteStorage } from "./storage/sqlite/driver.ts";
 
 export interface BuildOptions {
@@ -83,9 +84,7 @@ export interface BuiltApp {
 }
 
 export async function openStorage(config: Config): Promise<Storage> {
-  if (config.databaseUrl) {
-    throw new Error("DATABASE_URL (PostgreSQL) is not supported by this build yet; unset it to use SQLite");
-  }
+  if (config.databaseUrl) return openPostgresStorage({ url: config.databaseUrl });
   return openSqliteStorage({ dataDir: config.dataDir });
 }
 

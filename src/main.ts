@@ -49,6 +49,13 @@ async function main(): Promise<void> {
 }
 
 main().catch((err) => {
+  // A store that cannot be opened (unreachable, or written by a newer Fount) is the operator's to fix:
+  // one line, no stack.
+  const code = (err as { code?: unknown }).code;
+  if (code === "store_unreachable" || code === "store_too_new") {
+    console.error(`fount: ${(err as Error).message}`);
+    process.exit(1);
+  }
   console.error("fount: failed to start:", err);
   process.exit(1);
 });

@@ -7,6 +7,7 @@ import os from "node:os";
 import path from "node:path";
 import { type BuildOptions, type BuiltApp, buildApp } from "../src/app.ts";
 import { type Config, loadConfig } from "../src/config.ts";
+import { openTestPostgres } from "./pg-schemas.ts";
 
 export const adminKey = "fnt_testadminkey0000000000000000000";
 
@@ -56,7 +57,10 @@ export async function startServer(
     },
     { dataDir, port: 0, ...overrides },
   );
-  const built = await buildApp(config, { logger: false, ...buildOptions });
+  // FOUNT_TEST_STORE=postgres runs the server on a fresh schema of the local PostgreSQL (dropped when
+  // the server closes) instead of a SQLite file.
+  const store = process.env.FOUNT_TEST_STORE === "postgres" ? await openTestPostgres() : undefined;
+  const built = await buildApp(config, { logger: false, ...(store ? { store } : {}), ...buildOptions });
   const address = await built.app.listen({ host: "127.0.0.1", port: 0 });
   const url = address.replace("localhost", "127.0.0.1");
   built.services.config.publicUrl = url;

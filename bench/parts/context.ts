@@ -1,5 +1,29 @@
 /** What every bench part is given: the run's settings, a logger, and cleanups that always run. */
+import pg from "pg";
 import { FountProcess, HelperChild } from "../lib/processes.ts";
+
+/** A new, empty schema for one bench server on PostgreSQL. */
+async function createSchema(url: string): Promise<string> {
+  const schema = `fount_bench_${process.pid}_${Date.now().toString(36)}`;
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(`CREATE SCHEMA "${schema}"`);
+  } finally {
+    await client.end();
+  }
+  return schema;
+}
+
+async function dropSchema(url: string, schema: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(`DROP SCHEMA "${schema}" CASCADE`);
+  } finally {
+    await client.end();
+  }
+}
 
 export interface BenchSettings {
   /** Seconds of each measured load run. */
@@ -15,6 +39,8 @@ export interface BenchSettings {
   sseRate: number;
   /** Where the Fount servers write `--cpu-prof` profiles; unset means no profiling. */
   cpuProfDir?: string;
+  /** The servers' store: a fresh SQLite file, or a fresh schema of this PostgreSQL URL. */
+  store: { driver: "sqlite" } | { driver: "postgres"; url: string };
 }
 
 /** The component every part deploys: an HTTP source that emits the request body, stamped. */
@@ -61,8 +87,18 @@ export class PartContext {
   /** A Fount server that is stopped when the part ends, whatever happens. */
   async fount(): Promise<FountProcess> {
     const dir = this.settings.cpuProfDir;
+    const env: Record<string, string> = {};
+    const { store } = this.settings;
+    if (store.driver === "postgres") {
+      const schema = await createSchema(store.url);
+      this.#cleanups.push(() => dropSchema(store.url, schema));
+      const url = new URL(store.url);
+      url.searchParams.set("options", `-c search_path=${schema}`);
+      env.DATABASE_URL = url.toString();
+    }
     const server = await FountProcess.start({
       nodeArgs: dir ? ["--cpu-prof", `--cpu-prof-dir=${dir}`] : [],
+      env,
     });
     this.#cleanups.push(() => server.stop());
     return server;

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import type { DatabaseSync } from "node:sqlite";
+import { migrationFiles, refuseNewerSchema } from "../schema-version.ts";
 
 const migrationsDir = path.join(import.meta.dirname, "migrations");
 
@@ -14,11 +15,14 @@ export function migrate(db: DatabaseSync): number[] {
       (r) => r.version,
     ),
   );
+  const files = migrationFiles(readdirSync(migrationsDir));
+  refuseNewerSchema(
+    "SQLite",
+    applied,
+    files.map((f) => f.version),
+  );
   const done: number[] = [];
-  for (const file of readdirSync(migrationsDir)
-    .filter((f) => /^\d+-.*\.sql$/.test(f))
-    .sort()) {
-    const version = Number.parseInt(file, 10);
+  for (const { version, file } of files) {
     if (applied.has(version)) continue;
     const sql = readFileSync(path.join(migrationsDir, file), "utf8");
     db.exec("BEGIN IMMEDIATE");

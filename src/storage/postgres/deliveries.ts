@@ -1,0 +1,300 @@
+/**
+ * The deliveries outbox and its attempts. Claims are one statement that locks the rows it takes with
+ * `FOR UPDATE SKIP LOCKED`, so dispatchers of several processes never take the same delivery.
+ */
+import type { Delivery, DeliveryAttempt, DeliveryStatus, WithSeq } from "../../domain/types.ts";
+import type { StorageOps } from "../port.ts";
+import type { Row, Sql } from "./sql.ts";
+
+export type DeliveryOps = Pick<
+  StorageOps,
+  | "insertDeliveries"
+  | "getDelivery"
+  | "claimDeliveries"
+  | "releaseDeliveries"
+  | "resetDeliveryClaims"
+  | "updateDelivery"
+  | "insertDeliveryAttempt"
+  | "listDeliveries"
+  | "listDeliveryAttempts"
+  | "requeueDelivery"
+  | "requeueFailedDeliveries"
+  | "nextDeliveryMs"
+  | "pruneDeliveries"
+>;
+
+/** True when the listener `listener` (a column or parameter) is a webhook or source made inactive. */
+const listenerInactive = (listener: string) =>
+  `(EXISTS (SELECT 1 FROM webhooks w WHERE w.id = ${listener} AND NOT w.active)
+    OR EXISTS (SELECT 1 FROM sources s WHERE s.id = ${listener} AND NOT s.active))`;
+
+/**
+ * Pending deliveries of an inactive listener are parked: no due time, so they stay out of the due index
+ * that claims walk. This expression gives the due time `due` unless the row's listener is inactive.
+ */
+const dueUnlessParked = (listener: string, due: string) =>
+  `CASE WHEN ${listenerInactive(listener)} THEN NULL ELSE ${due}::bigint END`;
+
+const toDelivery = (r: Row): WithSeq<Delivery> => ({
+  seq: r.seq as number,
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  subscriptionId: r.subscription_id as string,
+  emitterId: r.emitter_id as string,
+  eventId: r.event_id as string,
+  channel: r.channel as string,
+  listenerId: r.listener_id as string,
+  listenerKind: r.listener_kind as Delivery["listenerKind"],
+  event: JSON.parse(r.event_json as string),
+  meta: JSON.parse(r.meta_json as string),
+  indexedAtMs: r.indexed_at_ms as number,
+  hops: r.hops as number,
+  status: r.status as DeliveryStatus,
+  attempts: r.attempts as number,
+  roundAttempts: r.round_attempts as number,
+  nextAttemptMs: (r.next_attempt_ms as number | null) ?? null,
+  lastStatusCode: (r.last_status_code as number | null) ?? null,
+  lastError: (r.last_error as string | null) ?? null,
+  lastDurationMs: (r.last_duration_ms as number | null) ?? null,
+  claimedBy: (r.claimed_by as string | null) ?? null,
+  createdMs: r.created_ms as number,
+  updatedMs: r.updated_ms as number,
+});
+
+const plainDelivery = (r: Row): Delivery => {
+  const { seq: _seq, ...rest } = toDelivery(r);
+  return rest;
+};
+
+const toAttempt = (r: Row): DeliveryAttempt => ({
+  deliveryId: r.delivery_id as string,
+  n: r.n as number,
+  startedMs: r.started_ms as number,
+  durationMs: r.duration_ms as number,
+  statusCode: (r.status_code as number | null) ?? null,
+  error: (r.error as string | null) ?? null,
+  response: (r.response as string | null) ?? null,
+  outcome: r.outcome as DeliveryAttempt["outcome"],
+});
+
+/** Columns of an inserted delivery, in the order `insertDeliveries` binds them. */
+const insertColumns = [
+  "id",
+  "owner_id",
+  "subscription_id",
+  "emitter_id",
+  "event_id",
+  "channel",
+  "listener_id",
+  "listener_kind",
+  "event_json",
+  "meta_json",
+  "indexed_at_ms",
+  "hops",
+  "status",
+  "attempts",
+  "round_attempts",
+  "next_attempt_ms",
+  "last_status_code",
+  "last_error",
+  "last_duration_ms",
+  "claimed_by",
+  "created_ms",
+  "updated_ms",
+];
+
+/** Rows per INSERT: 22 parameters each stays far below PostgreSQL's 65,535 per statement. */
+const insertChunk = 500;
+
+/**
+ * The claim in one statement: due candidates in due order, locked and skipped when another claim holds
+ * them; then at most `cap` per listener (the per-destination limit, or the room a busy one has left)
+ * and `limit` in all; those are marked with the claim token and returned.
+ */
+const claimSql = (skipBusyInScan: boolean) => `
+WITH candidates AS (
+  SELECT d.id, d.listener_id, d.next_attempt_ms, d.seq FROM deliveries d
+  WHERE d.status = 'pending' AND d.claimed_by IS NULL AND d.next_attempt_ms <= $1
+    ${skipBusyInScan ? "AND NOT (d.listener_id = ANY($2::text[]))" : ""}
+    AND (d.listener_kind <> 'source' OR NOT EXISTS (
+      SELECT 1 FROM deliveries e
+      WHERE e.subscription_id = d.subscription_id AND e.status = 'pending' AND e.seq < d.seq))
+  ORDER BY d.next_attempt_ms, d.seq
+  LIMIT $3
+  FOR UPDATE OF d SKIP LOCKED
+), ranked AS (
+  SELECT id, next_attempt_ms, seq,
+    row_number() OVER (PARTITION BY listener_id ORDER BY next_attempt_ms, seq) AS k,
+    LEAST($4::int, COALESCE(($5::jsonb ->> listener_id)::int, $4::int)) AS cap
+  FROM candidates WHERE NOT (listener_id = ANY($2::text[]))
+), chosen AS (
+  SELECT id FROM ranked WHERE k <= cap ORDER BY next_attempt_ms, seq LIMIT $6
+)
+UPDATE deliveries d SET claimed_by = $7 FROM chosen WHERE d.id = chosen.id
+RETURNING d.*`;
+
+/** Parks the pending deliveries of a listener made inactive; makes parked ones due at `nowMs` when active. */
+export async function parkDeliveries(
+  q: Sql,
+  listenerId: string,
+  active: boolean,
+  nowMs: number,
+): Promise<void> {
+  if (active) {
+    await q.run(
+      "UPDATE deliveries SET next_attempt_ms = $1 WHERE listener_id = $2 AND status = 'pending' AND next_attempt_ms IS NULL",
+      [nowMs, listenerId],
+    );
+  } else {
+    await q.run(
+      "UPDATE deliveries SET next_attempt_ms = NULL WHERE listener_id = $1 AND status = 'pending'",
+      [listenerId],
+    );
+  }
+}
+
+export function deliveryOps(q: Sql): DeliveryOps {
+  return {
+    insertDeliveries: async (deliveries) => {
+      for (let start = 0; start < deliveries.length; start += insertChunk) {
+        const params: unknown[] = [];
+        const tuples: string[] = [];
+        for (const d of deliveries.slice(start, start + insertChunk)) {
+          const values = [
+            d.id,
+            d.ownerId,
+            d.subscriptionId,
+            d.emitterId,
+            d.eventId,
+            d.channel,
+            d.listenerId,
+            d.listenerKind,
+            JSON.stringify(d.event ?? null),
+            JSON.stringify(d.meta),
+            d.indexedAtMs,
+            d.hops,
+            d.status,
+            d.attempts,
+            d.roundAttempts,
+            d.nextAttemptMs,
+            d.lastStatusCode,
+            d.lastError,
+            d.lastDurationMs,
+            d.claimedBy,
+            d.createdMs,
+            d.updatedMs,
+          ];
+          const first = params.length + 1;
+          params.push(...values);
+          const refs = values.map((_, i) => `$${first + i}`);
+          const listener = `${refs[6]}::text`;
+          refs[15] = dueUnlessParked(listener, refs[15]!);
+          tuples.push(`(${refs.join(", ")})`);
+        }
+        await q.defer(
+          `INSERT INTO deliveries (${insertColumns.join(", ")}) VALUES ${tuples.join(", ")}`,
+          params,
+        );
+      }
+    },
+
+    getDelivery: (id) => q.get("SELECT * FROM deliveries WHERE id = $1", [id], plainDelivery),
+
+    claimDeliveries: async (c) => {
+      if (c.limit <= 0) return [];
+      // With `scanLimit`, busy listeners' rows count toward the scan and are skipped after it, so that a
+      // claim costs the same whatever their backlog (see the SQLite driver); without it they are
+      // skipped in the scan itself.
+      const bounded = c.scanLimit !== undefined;
+      const scan = c.scanLimit ?? c.limit + c.perListener * 8;
+      const rows = await q.all(
+        claimSql(!bounded && c.exceptListeners.length > 0),
+        [
+          c.nowMs,
+          c.exceptListeners,
+          scan,
+          c.perListener,
+          JSON.stringify(c.room ?? {}),
+          c.limit,
+          c.claimToken,
+        ],
+        toDelivery,
+      );
+      rows.sort((a, b) => (a.nextAttemptMs ?? 0) - (b.nextAttemptMs ?? 0) || a.seq - b.seq);
+      return rows.map(({ seq: _seq, ...rest }) => rest);
+    },
+
+    releaseDeliveries: async (ids) => {
+      if (ids.length === 0) return;
+      await q.run("UPDATE deliveries SET claimed_by = NULL WHERE id = ANY($1::text[])", [ids]);
+    },
+
+    resetDeliveryClaims: () =>
+      q.run("UPDATE deliveries SET claimed_by = NULL WHERE claimed_by IS NOT NULL", []),
+
+    updateDelivery: async (id, p) =>
+      (await q.run(
+        `UPDATE deliveries SET status = $1, attempts = $2, round_attempts = $3,
+           next_attempt_ms = ${dueUnlessParked("listener_id", "$4")}, last_status_code = $5, last_error = $6,
+           last_duration_ms = $7, updated_ms = $8, claimed_by = NULL
+         WHERE id = $9`,
+        [
+          p.status,
+          p.attempts,
+          p.roundAttempts,
+          p.nextAttemptMs,
+          p.lastStatusCode,
+          p.lastError,
+          p.lastDurationMs,
+          p.updatedMs,
+          id,
+        ],
+      )) > 0,
+
+    insertDeliveryAttempt: async (a) => {
+      await q.run(
+        `INSERT INTO delivery_attempts (delivery_id, n, started_ms, duration_ms, status_code, error, response, outcome)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+        [a.deliveryId, a.n, a.startedMs, a.durationMs, a.statusCode, a.error, a.response, a.outcome],
+      );
+    },
+
+    listDeliveries: (listenerId, page, status) =>
+      status === undefined
+        ? q.page("deliveries", "listener_id = $1", [listenerId], page, toDelivery)
+        : q.page("deliveries", "listener_id = $1 AND status = $2", [listenerId, status], page, toDelivery),
+
+    listDeliveryAttempts: (deliveryIds) =>
+      q.all(
+        "SELECT * FROM delivery_attempts WHERE delivery_id = ANY($1::text[]) ORDER BY delivery_id, n",
+        [deliveryIds],
+        toAttempt,
+      ),
+
+    requeueDelivery: async (id, nowMs) =>
+      (await q.run(
+        `UPDATE deliveries SET status = 'pending', round_attempts = 0,
+           next_attempt_ms = ${dueUnlessParked("listener_id", "$1")}, updated_ms = $1
+         WHERE id = $2 AND claimed_by IS NULL`,
+        [nowMs, id],
+      )) > 0,
+
+    requeueFailedDeliveries: (listenerId, sinceMs, nowMs) =>
+      q.run(
+        `UPDATE deliveries SET status = 'pending', round_attempts = 0,
+           next_attempt_ms = ${dueUnlessParked("listener_id", "$1")}, updated_ms = $1
+         WHERE listener_id = $2 AND status = 'failed' AND created_ms >= $3`,
+        [nowMs, listenerId, sinceMs],
+      ),
+
+    nextDeliveryMs: async () =>
+      (await q.get(
+        "SELECT min(next_attempt_ms) AS m FROM deliveries WHERE status = 'pending' AND claimed_by IS NULL",
+        [],
+        (r) => r.m as number | null,
+      )) ?? undefined,
+
+    pruneDeliveries: (beforeMs) =>
+      q.run("DELETE FROM deliveries WHERE status <> 'pending' AND updated_ms < $1", [beforeMs]),
+  };
+}

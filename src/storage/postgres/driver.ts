@@ -1,0 +1,182 @@
+/**
+ * The networked store: PostgreSQL through a `pg` pool. Operations outside a transaction each take a
+ * pooled connection; a transaction holds one connection from BEGIN to COMMIT.
+ *
+ * Unlike the SQLite driver, nothing here is an authority kept in process memory (no row caches, no
+ * window slots): several processes may write the same database, so every answer comes from it.
+ */
+import pg from "pg";
+import type { Storage, StorageOps } from "../port.ts";
+import { StoreOpenError } from "../schema-version.ts";
+import { accountOps } from "./accounts.ts";
+import { appAccountOps } from "./app-accounts.ts";
+import { DeferringClient } from "./deferred.ts";
+import { deliveryOps } from "./deliveries.ts";
+import { eventOps } from "./events.ts";
+import { migrate, quoteIdent } from "./migrate.ts";
+import { sourceOps } from "./sources.ts";
+import { type Queryable, Sql } from "./sql.ts";
+import { subscriptionOps } from "./subscriptions.ts";
+import { timerOps } from "./timers.ts";
+import { webhookOps } from "./webhooks.ts";
+import { workflowOps } from "./workflows.ts";
+
+export interface PostgresOptions {
+  /** `postgres://user:password@host:port/database` (libpq-style parameters too). */
+  url: string;
+  /** A schema to keep the tables in (created if missing); default: the connection's search path. */
+  schema?: string;
+  /** Connections in the pool. */
+  poolSize?: number;
+}
+
+/**
+ * Connections per process: a group commit holds one, and the rest serve reads and the dispatcher;
+ * PostgreSQL's default of 100 connections then admits several nodes.
+ */
+const defaultPoolSize = 10;
+
+/** How long a start waits for PostgreSQL to answer before it gives up with a one-line error. */
+const connectTimeoutMs = 10_000;
+
+/** BIGINT (OID 20) as a JS number: IDs, counts and epoch milliseconds all stay below 2^53. */
+const types = {
+  getTypeParser: ((oid: number, format?: string) =>
+    oid === 20
+      ? (value: string) => Number(value)
+      : pg.types.getTypeParser(oid, format as "text")) as typeof pg.types.getTypeParser,
+};
+
+/**
+ * Every operation of the port on one Queryable (the pool, or a transaction's client). `inTransaction`:
+ * routing reads of the transaction are remembered until it ends (subscriptions.ts).
+ */
+function opsOn(db: Queryable, inTransaction = false): StorageOps {
+  const q = new Sql(db);
+  return {
+    ...accountOps(q),
+    ...webhookOps(q),
+    ...subscriptionOps(q, inTransaction),
+    ...sourceOps(q),
+    ...timerOps(q),
+    ...eventOps(q),
+    ...appAccountOps(q),
+    ...workflowOps(q),
+    ...deliveryOps(q),
+  };
+}
+
+/**
+ * The settings every connection starts with, as server `options`: asynchronous commit, the schema, then
+ * whatever the URL's own `options` say (later ones win, so the URL can turn synchronous commit back on).
+ * `pg` lets a URL's `options` replace the pool's, so they are taken out of the URL and joined here.
+ *
+ * Asynchronous commit (`synchronous_commit=off`): a COMMIT returns once its WAL is written to PostgreSQL's
+ * buffers, not flushed to disk. On this machine a flushed commit costs 14 ms, and a source's invocations
+ * commit one after another, so one source could store about 70 commits a second. What is committed
+ * survives any crash of Fount (what the at-least-once delivery promise is about) and cannot be
+ * corrupted; a crash of PostgreSQL or of the machine may lose the last moment of commits (at most three
+ * `wal_writer_delay`s, 0.6 s by default) — like the SQLite store's `synchronous=NORMAL` on a power loss.
+ */
+function sessionSettings(options: PostgresOptions): { connectionString: string; serverOptions: string } {
+  const settings = ["-c synchronous_commit=off"];
+  if (options.schema !== undefined) settings.push(`-c search_path=${quoteIdent(options.schema)}`);
+  let connectionString = options.url;
+  try {
+    const url = new URL(options.url);
+    const own = url.searchParams.get("options");
+    if (own !== null) {
+      settings.push(own);
+      url.searchParams.delete("options");
+      connectionString = url.toString();
+    }
+  } catch {
+    // Not a URL (a libpq keyword string): passed on as it is.
+  }
+  return { connectionString, serverOptions: settings.join(" ") };
+}
+
+/** Where the store is, without credentials: for error messages. */
+function describe(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.hostname || "localhost"}:${u.port || 5432}${u.pathname}`;
+  } catch {
+    return "DATABASE_URL";
+  }
+}
+
+/** Connects, applies migrations and returns the store; a database that cannot be reached throws StoreOpenError. */
+export async function openPostgresStorage(options: PostgresOptions): Promise<Storage> {
+  const { connectionString, serverOptions } = sessionSettings(options);
+  const pool = new pg.Pool({
+    connectionString,
+    options: serverOptions,
+    max: options.poolSize ?? defaultPoolSize,
+    connectionTimeoutMillis: connectTimeoutMs,
+    types,
+  });
+  // An idle connection that breaks (a restart of PostgreSQL) is dropped by the pool; without a listener
+  // its error would end the process. The next query opens a fresh connection or fails on its own.
+  pool.on("error", () => undefined);
+
+  let client: pg.PoolClient;
+  try {
+    client = await pool.connect();
+  } catch (err) {
+    await pool.end().catch(() => undefined);
+    throw new StoreOpenError(
+      "store_unreachable",
+      `cannot reach PostgreSQL at ${describe(options.url)}: ${(err as Error).message || (err as Error).name}`,
+      { cause: err },
+    );
+  }
+  try {
+    await migrate(client, options.schema);
+  } catch (err) {
+    client.release();
+    await pool.end().catch(() => undefined);
+    throw err;
+  }
+  client.release();
+
+  const ops = opsOn(pool as unknown as Queryable);
+  let closed = false;
+  return {
+    ...ops,
+    driver: "postgres",
+    capabilities: { listenNotify: true, skipLocked: true },
+    transaction: async <T>(fn: (tx: StorageOps) => Promise<T>): Promise<T> => {
+      const tx = await pool.connect();
+      const deferring = new DeferringClient(tx);
+      let broken = false;
+      try {
+        // BEGIN is sent with the transaction's first statement.
+        deferring.defer("BEGIN", []);
+        try {
+          const result = await fn(opsOn(deferring, true));
+          // The held-back writes and the COMMIT in one round trip.
+          await deferring.flush("COMMIT");
+          return result;
+        } catch (err) {
+          deferring.discard();
+          await tx.query("ROLLBACK").catch(() => {
+            broken = true;
+          });
+          throw err;
+        }
+      } finally {
+        // A connection whose ROLLBACK failed is in an unknown state: the pool closes it.
+        tx.release(broken);
+      }
+    },
+    ping: async () => {
+      await pool.query("SELECT 1");
+    },
+    close: async () => {
+      if (closed) return;
+      closed = true;
+      await pool.end();
+    },
+  };
+}

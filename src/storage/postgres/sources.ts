@@ -1,0 +1,199 @@
+/** Components, sources, and the state a source keeps between runs (its db and dedupe state). */
+import type { ComponentRecord, SourceRecord, WithSeq } from "../../domain/types.ts";
+import type { StorageOps } from "../port.ts";
+import { parkDeliveries } from "./deliveries.ts";
+import type { Row, Sql } from "./sql.ts";
+
+export type SourceOps = Pick<
+  StorageOps,
+  | "insertComponent"
+  | "getComponent"
+  | "findComponentByKey"
+  | "insertSource"
+  | "getSource"
+  | "getSourceByEndpoint"
+  | "getSourceBySlug"
+  | "listSlugs"
+  | "listSources"
+  | "listActiveSourceIds"
+  | "updateSource"
+  | "deleteSource"
+  | "getSourceDb"
+  | "putSourceDb"
+  | "getDedupeState"
+  | "putDedupeState"
+>;
+
+const toComponent = (r: Row): ComponentRecord => ({
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  key: (r.key as string | null) ?? null,
+  name: r.name as string,
+  version: r.version as string,
+  code: r.code as string,
+  codeHash: r.code_hash as string,
+  componentUrl: (r.component_url as string | null) ?? null,
+  meta: JSON.parse(r.meta_json as string),
+  dependencies: JSON.parse(r.dependencies_json as string),
+  createdAt: r.created_at as number,
+  updatedAt: r.updated_at as number,
+});
+
+const toSource = (r: Row): WithSeq<SourceRecord> => ({
+  seq: r.seq as number,
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  createdBy: r.created_by as string,
+  componentId: r.component_id as string,
+  name: r.name as string,
+  nameSlug: r.name_slug as string,
+  active: r.active as boolean,
+  props: JSON.parse(r.props_json as string),
+  endpointId: (r.endpoint_id as string | null) ?? null,
+  createdAt: r.created_at as number,
+  updatedAt: r.updated_at as number,
+});
+
+export function sourceOps(q: Sql): SourceOps {
+  return {
+    insertComponent: async (c) => {
+      await q.run(
+        `INSERT INTO components (id, owner_id, key, name, version, code, code_hash, component_url, meta_json,
+           dependencies_json, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+        [
+          c.id,
+          c.ownerId,
+          c.key,
+          c.name,
+          c.version,
+          c.code,
+          c.codeHash,
+          c.componentUrl,
+          JSON.stringify(c.meta),
+          JSON.stringify(c.dependencies),
+          c.createdAt,
+          c.updatedAt,
+        ],
+      );
+    },
+
+    getComponent: (id) => q.get("SELECT * FROM components WHERE id = $1", [id], toComponent),
+
+    findComponentByKey: (ownerIds, key) =>
+      q.get(
+        "SELECT * FROM components WHERE owner_id = ANY($1::text[]) AND key = $2 ORDER BY seq DESC LIMIT 1",
+        [ownerIds, key],
+        toComponent,
+      ),
+
+    insertSource: async (s) => {
+      await q.run(
+        `INSERT INTO sources (id, owner_id, created_by, component_id, name, name_slug, active, props_json,
+           endpoint_id, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+        [
+          s.id,
+          s.ownerId,
+          s.createdBy,
+          s.componentId,
+          s.name,
+          s.nameSlug,
+          s.active,
+          JSON.stringify(s.props),
+          s.endpointId,
+          s.createdAt,
+          s.updatedAt,
+        ],
+      );
+    },
+
+    getSource: (id) => q.get("SELECT * FROM sources WHERE id = $1", [id], toSource),
+
+    // No row cache here (the SQLite driver keeps one): another node may change the row at any time.
+    getSourceByEndpoint: (endpointId) =>
+      q.get("SELECT * FROM sources WHERE endpoint_id = $1", [endpointId], toSource),
+
+    getSourceBySlug: (ownerIds, slug) =>
+      q.get(
+        "SELECT * FROM sources WHERE owner_id = ANY($1::text[]) AND name_slug = $2 ORDER BY seq DESC LIMIT 1",
+        [ownerIds, slug],
+        toSource,
+      ),
+
+    // The slugs are read to pick a free one, which the caller stores in the same transaction. On SQLite
+    // transactions never overlap; here two deploys of one name could both pick `name-1`, so the owner's
+    // slugs are locked until the transaction ends. The lock is its own statement: a statement's snapshot
+    // is taken when it starts, so a SELECT that waited for the lock would not see the winner's row.
+    listSlugs: async (ownerId, base) => {
+      await q.run("SELECT pg_advisory_xact_lock(hashtextextended('fount.slugs.' || $1, 0))", [ownerId]);
+      return q.all(
+        "SELECT name_slug FROM sources WHERE owner_id = $1 AND (name_slug = $2 OR left(name_slug, $3) = $4)",
+        [ownerId, base, base.length + 1, `${base}-`],
+        (r) => r.name_slug as string,
+      );
+    },
+
+    listSources: (ownerIds, page) =>
+      q.page("sources", "owner_id = ANY($1::text[])", [ownerIds], page, toSource),
+
+    listActiveSourceIds: () =>
+      q.all("SELECT id FROM sources WHERE active ORDER BY seq", [], (r) => r.id as string),
+
+    updateSource: async (id, patch) => {
+      const updated = await q.updateColumns(
+        "sources",
+        id,
+        patch.updatedAt,
+        {
+          component_id: patch.componentId,
+          name: patch.name,
+          name_slug: patch.nameSlug,
+          active: patch.active,
+          props_json: patch.props === undefined ? undefined : JSON.stringify(patch.props),
+          endpoint_id: patch.endpointId,
+        },
+        toSource,
+      );
+      if (updated && patch.active !== undefined)
+        await parkDeliveries(q, id, patch.active, patch.updatedAt * 1000);
+      return updated;
+    },
+
+    deleteSource: async (id) => {
+      const removed = (await q.run("DELETE FROM sources WHERE id = $1", [id])) > 0;
+      for (const table of ["source_db", "dedupe_state", "timers"])
+        await q.run(`DELETE FROM ${table} WHERE source_id = $1`, [id]);
+      await q.run("DELETE FROM events WHERE emitter_id = $1", [id]);
+      await q.run("DELETE FROM emitter_clock WHERE emitter_id = $1", [id]);
+      return removed;
+    },
+
+    getSourceDb: async (sourceId) =>
+      (await q.get("SELECT data_json, version FROM source_db WHERE source_id = $1", [sourceId], (r) => ({
+        data: JSON.parse(r.data_json as string) as Record<string, unknown>,
+        version: r.version as number,
+      }))) ?? { data: {}, version: 0 },
+
+    putSourceDb: async (sourceId, data, version) => {
+      await q.defer(
+        `INSERT INTO source_db (source_id, data_json, version) VALUES ($1, $2, $3)
+         ON CONFLICT (source_id) DO UPDATE SET data_json = excluded.data_json, version = excluded.version`,
+        [sourceId, JSON.stringify(data), version],
+      );
+    },
+
+    getDedupeState: (sourceId) =>
+      q.get("SELECT state_json FROM dedupe_state WHERE source_id = $1", [sourceId], (r) =>
+        JSON.parse(r.state_json as string),
+      ),
+
+    putDedupeState: async (sourceId, state) => {
+      await q.defer(
+        `INSERT INTO dedupe_state (source_id, state_json) VALUES ($1, $2)
+         ON CONFLICT (source_id) DO UPDATE SET state_json = excluded.state_json`,
+        [sourceId, JSON.stringify(state)],
+      );
+    },
+  };
+}

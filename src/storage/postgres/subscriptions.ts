@@ -1,0 +1,166 @@
+/** Subscriptions (emitter → listener routes), auto-subscriptions, and owners of resources by ID. */
+import type { AutoSubscription, Subscription } from "../../domain/types.ts";
+import type { StorageOps } from "../port.ts";
+import type { Row, Sql } from "./sql.ts";
+
+export type SubscriptionOps = Pick<
+  StorageOps,
+  | "upsertSubscription"
+  | "listSubscriptions"
+  | "deleteSubscriptions"
+  | "deleteSubscriptionsOf"
+  | "upsertAutoSubscription"
+  | "listAutoSubscriptions"
+  | "resourceOwner"
+  | "matchSubscriptions"
+>;
+
+export const toSubscription = (r: Row): Subscription => ({
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  emitterId: r.emitter_id as string,
+  listenerId: r.listener_id as string,
+  eventName: r.event_name as string,
+  createdAt: r.created_at as number,
+});
+
+const toAutoSubscription = (r: Row): AutoSubscription => ({
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  listenerId: r.listener_id as string,
+  eventName: r.event_name as string,
+  createdAt: r.created_at as number,
+});
+
+/** Tables that hold ID-addressed resources with an owner, by ID prefix. Later migrations add kinds here. */
+const ownedTables: Record<string, string> = {
+  wh: "webhooks",
+  sub: "subscriptions",
+  sc: "components",
+  dc: "sources",
+  apn: "app_accounts",
+  p: "workflows",
+  del: "deliveries",
+};
+
+/**
+ * `remember`: inside one transaction (a group commit of many events of one emitter), the owner of an
+ * emitter and the subscriptions matching it are read once and remembered until the transaction ends;
+ * a write to subscriptions in the transaction forgets them. Nothing is kept beyond the transaction, so
+ * another process's changes are seen by the next one.
+ */
+export function subscriptionOps(q: Sql, remember = false): SubscriptionOps {
+  const owners = new Map<string, Promise<string | undefined>>();
+  const matches = new Map<string, Promise<Subscription[]>>();
+  const memo = <T>(cache: Map<string, Promise<T>>, key: string, read: () => Promise<T>): Promise<T> => {
+    if (!remember) return read();
+    let found = cache.get(key);
+    if (!found) {
+      found = read();
+      cache.set(key, found);
+      // A failed read is not remembered.
+      found.catch(() => cache.delete(key));
+    }
+    return found;
+  };
+  const changed = () => matches.clear();
+  return {
+    // One statement: the insert, or the row that was there (a concurrent twin's included once committed).
+    upsertSubscription: async (s) => {
+      changed();
+      await q.run(
+        `INSERT INTO subscriptions (id, owner_id, emitter_id, listener_id, event_name, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (owner_id, emitter_id, listener_id, event_name) DO NOTHING`,
+        [s.id, s.ownerId, s.emitterId, s.listenerId, s.eventName, s.createdAt],
+      );
+      return (await q.get(
+        "SELECT * FROM subscriptions WHERE owner_id = $1 AND emitter_id = $2 AND listener_id = $3 AND event_name = $4",
+        [s.ownerId, s.emitterId, s.listenerId, s.eventName],
+        toSubscription,
+      ))!;
+    },
+
+    listSubscriptions: (ownerIds) =>
+      q.all(
+        "SELECT * FROM subscriptions WHERE owner_id = ANY($1::text[]) ORDER BY seq DESC",
+        [ownerIds],
+        toSubscription,
+      ),
+
+    deleteSubscriptions: (ownerIds, m) => {
+      changed();
+      return q.all(
+        `DELETE FROM subscriptions
+         WHERE owner_id = ANY($1::text[]) AND emitter_id = $2 AND listener_id = $3 AND event_name = $4
+         RETURNING *`,
+        [ownerIds, m.emitterId, m.listenerId, m.eventName],
+        toSubscription,
+      );
+    },
+
+    deleteSubscriptionsOf: async (resourceId) => {
+      changed();
+      return (
+        (await q.run("DELETE FROM subscriptions WHERE emitter_id = $1 OR listener_id = $1", [resourceId])) +
+        (await q.run("DELETE FROM auto_subscriptions WHERE listener_id = $1", [resourceId]))
+      );
+    },
+
+    upsertAutoSubscription: async (a) => {
+      await q.run(
+        `INSERT INTO auto_subscriptions (id, owner_id, listener_id, event_name, created_at) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (owner_id, listener_id, event_name) DO NOTHING`,
+        [a.id, a.ownerId, a.listenerId, a.eventName, a.createdAt],
+      );
+      return (await q.get(
+        "SELECT * FROM auto_subscriptions WHERE owner_id = $1 AND listener_id = $2 AND event_name = $3",
+        [a.ownerId, a.listenerId, a.eventName],
+        toAutoSubscription,
+      ))!;
+    },
+
+    listAutoSubscriptions: (ownerIds) =>
+      q.all(
+        "SELECT * FROM auto_subscriptions WHERE owner_id = ANY($1::text[]) ORDER BY seq DESC",
+        [ownerIds],
+        toAutoSubscription,
+      ),
+
+    resourceOwner: (id) => {
+      const table = ownedTables[id.slice(0, id.indexOf("_"))];
+      if (!table) return Promise.resolve(undefined);
+      // Only emitters' owners are remembered: they never change, and deleting one is not done in a
+      // transaction that routes its events.
+      const read = () =>
+        q.get(`SELECT owner_id FROM ${table} WHERE id = $1`, [id], (r) => r.owner_id as string);
+      return table === "sources" || table === "workflows" ? memo(owners, id, read) : read();
+    },
+
+    matchSubscriptions: (emitterId, emitterOwnerId, channel) =>
+      memo(matches, `${emitterId}\0${emitterOwnerId ?? ""}\0${channel}`, () =>
+        matching(q, emitterId, emitterOwnerId, channel),
+      ),
+  };
+}
+
+function matching(
+  q: Sql,
+  emitterId: string,
+  emitterOwnerId: string | undefined,
+  channel: string,
+): Promise<Subscription[]> {
+  const prefix = emitterId.slice(0, emitterId.indexOf("_") + 1);
+  if (emitterOwnerId === undefined || (prefix !== "dc_" && prefix !== "p_")) {
+    return q.all(
+      "SELECT * FROM subscriptions WHERE emitter_id = $1 AND event_name = $2 ORDER BY seq",
+      [emitterId, channel],
+      toSubscription,
+    );
+  }
+  return q.all(
+    `SELECT * FROM subscriptions
+     WHERE event_name = $1 AND (emitter_id = $2 OR (emitter_id = $3 AND owner_id = $4)) ORDER BY seq`,
+    [channel, emitterId, `${prefix}*`, emitterOwnerId],
+    toSubscription,
+  );
+}

@@ -1,0 +1,115 @@
+/**
+ * Migrations of both drivers: several PostgreSQL nodes starting at once on an empty database all come
+ * up, and a store written by a newer Fount (a migration this build does not know) is refused.
+ */
+import assert from "node:assert/strict";
+import { mkdtempSync, readdirSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { DatabaseSync } from "node:sqlite";
+import { test } from "node:test";
+import pg from "pg";
+import { openPostgresStorage } from "../../src/storage/postgres/driver.ts";
+import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
+import { dropSchema, freshSchema, testPgUrl } from "../pg-schemas.ts";
+
+const pgVersions = readdirSync(path.join(import.meta.dirname, "../../src/storage/postgres/migrations"))
+  .filter((f) => f.endsWith(".sql"))
+  .map((f) => Number.parseInt(f, 10));
+
+test("postgres: eight nodes migrating one empty schema at once all come up, and each migration ran once", async () => {
+  const schema = freshSchema();
+  try {
+    const stores = await Promise.all(
+      Array.from({ length: 8 }, () => openPostgresStorage({ url: testPgUrl, schema, poolSize: 2 })),
+    );
+    try {
+      // Every node works on the same tables.
+      await stores[0]!.insertUser({
+        id: "u_one",
+        username: "one",
+        email: "a@example.com",
+        plan: "free",
+        isAdmin: false,
+        createdAt: 1,
+        updatedAt: 1,
+      });
+      for (const store of stores) assert.equal(await store.countUsers(), 1);
+    } finally {
+      await Promise.all(stores.map((s) => s.close()));
+    }
+    const client = new pg.Client({ connectionString: testPgUrl });
+    await client.connect();
+    try {
+      const { rows } = await client.query(
+        `SELECT version FROM "${schema}".schema_migrations ORDER BY version`,
+      );
+      assert.deepEqual(
+        rows.map((r) => r.version),
+        pgVersions.sort((a, b) => a - b),
+      );
+    } finally {
+      await client.end();
+    }
+  } finally {
+    await dropSchema(schema);
+  }
+});
+
+test("postgres: a database written by a newer Fount is refused with a clear message, and left as it was", async () => {
+  const schema = freshSchema();
+  try {
+    const store = await openPostgresStorage({ url: testPgUrl, schema, poolSize: 1 });
+    await store.close();
+    const client = new pg.Client({ connectionString: testPgUrl });
+    await client.connect();
+    try {
+      await client.query(`INSERT INTO "${schema}".schema_migrations VALUES (999, '999-future.sql', 0)`);
+      await assert.rejects(openPostgresStorage({ url: testPgUrl, schema, poolSize: 1 }), (err: Error) => {
+        assert.equal((err as Error & { code: string }).code, "store_too_new");
+        assert.match(
+          err.message,
+          /written by a newer Fount \(schema version 999; this build knows up to \d+\)/,
+        );
+        return true;
+      });
+      const { rows } = await client.query(`SELECT max(version) AS v FROM "${schema}".schema_migrations`);
+      assert.equal(rows[0].v, 999);
+    } finally {
+      await client.end();
+    }
+  } finally {
+    await dropSchema(schema);
+  }
+});
+
+test("postgres: an unreachable server is one clear error, without the password", async () => {
+  await assert.rejects(
+    openPostgresStorage({ url: "postgres://postgres:hunter2@127.0.0.1:1/test" }),
+    (err: Error) => {
+      assert.equal((err as Error & { code: string }).code, "store_unreachable");
+      assert.match(err.message, /^cannot reach PostgreSQL at 127\.0\.0\.1:1\/test: /);
+      assert.doesNotMatch(err.message, /hunter2|\n/);
+      return true;
+    },
+  );
+});
+
+test("sqlite: a store written by a newer Fount is refused with a clear message", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  openSqliteStorage({ dataDir }).close();
+  const db = new DatabaseSync(path.join(dataDir, "fount.db"));
+  db.exec("INSERT INTO schema_migrations VALUES (999, '999-future.sql', 0)");
+  db.close();
+  assert.throws(
+    () => openSqliteStorage({ dataDir }),
+    (err: Error) => {
+      assert.equal((err as Error & { code: string }).code, "store_too_new");
+      assert.match(
+        err.message,
+        /SQLite store was written by a newer Fount \(schema version 999; this build knows up to \d+\)/,
+      );
+      return true;
+    },
+  );
+});
