@@ -35,12 +35,15 @@ import {
 } from "./http/plugins/errors.ts";
 import { applyRequestRules } from "./http/plugins/request-rules.ts";
 import { RouteIndex } from "./http/plugins/route-index.ts";
+import { sessionKey } from "./http/plugins/session.ts";
 import { accountRoutes } from "./http/routes/accounts.ts";
 import { adminRoutes } from "./http/routes/admin.ts";
 import { componentRoutes } from "./http/routes/components.ts";
+import { consoleRoutes } from "./http/routes/console.ts";
 import { deliveryRoutes } from "./http/routes/deliveries.ts";
 import { endpointHandler, endpointPrefix } from "./http/routes/endpoints.ts";
 import { healthRoutes } from "./http/routes/health.ts";
+import { registryListRoutes } from "./http/routes/registry-list.ts";
 import { sourceEventRoutes } from "./http/routes/source-events.ts";
 import { sourceRoutes } from "./http/routes/sources.ts";
 import { streamRoutes } from "./http/routes/stream.ts";
@@ -224,7 +227,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     if (closing) throw new AppError("shutting_down");
     // Unmatched requests go to the 404/405 handler without asking for a key.
     if (request.routeOptions.url === undefined || request.routeOptions.config.public) return;
-    const key = bearerToken(request.headers.authorization);
+    // The console's session cookie stands in for the header (http/plugins/session.ts).
+    const key = bearerToken(request.headers.authorization) ?? sessionKey(request, secrets, clock.now());
     if (!key) throw new AppError("unauthorized", "Send the API key as Authorization: Bearer <key>");
     const found = await accounts.authenticate(key);
     if (!found) throw new AppError("unauthorized", "Unknown or revoked API key");
@@ -291,6 +295,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       await v1.register(adminRoutes);
       await v1.register(webhookRoutes);
       await v1.register(subscriptionRoutes);
+      await v1.register(registryListRoutes);
       await v1.register(componentRoutes);
       await v1.register(sourceRoutes);
       await v1.register(sourceEventRoutes);
@@ -302,6 +307,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   );
   endpoints = endpointHandler(services, { closing: () => closing });
   await app.register(streamRoutes);
+  await app.register(consoleRoutes);
 
   // Fount's own components (the `registry/` folder) are published before the server answers.
   app.addHook("onReady", async () => {

@@ -139,6 +139,8 @@ export interface StorageOps {
   getComponent(id: string): Promise<ComponentRecord | undefined>;
   /** The newest component with this key among these owners. */
   findComponentByKey(ownerIds: string[], key: string): Promise<ComponentRecord | undefined>;
+  /** The newest component of each key an owner has, by key (the console's registry list). */
+  listNewestComponents(ownerId: string): Promise<ComponentRecord[]>;
 
   // Sources
   insertSource(source: SourceRecord): Promise<void>;

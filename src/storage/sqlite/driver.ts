@@ -600,6 +600,16 @@ export class SqliteOps implements StorageOps {
     );
   }
 
+  async listNewestComponents(ownerId: string): Promise<ComponentRecord[]> {
+    return this.all(
+      `SELECT * FROM components WHERE seq IN
+         (SELECT MAX(seq) FROM components WHERE owner_id = ? AND key IS NOT NULL GROUP BY key)
+       ORDER BY key`,
+      [ownerId],
+      toComponent,
+    );
+  }
+
   async insertSource(s: SourceRecord): Promise<void> {
     this.#sourcesByEndpoint.clear();
     this.run(
