@@ -115,8 +115,11 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
     {
       config: { public: true },
       schema: {
+        // The console's own door, not the API: documented in docs/console.md.
+        hide: true,
         tags,
         summary: "The console session of the request's cookie (data is null when signed out)",
+        querystring: Type.Object({}, { additionalProperties: false }),
         response: { 200: Type.Object({ data: sessionSchema }) },
       },
     },
@@ -132,6 +135,8 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
     {
       config: { public: true },
       schema: {
+        // The console's own door, not the API: documented in docs/console.md.
+        hide: true,
         tags,
         summary: "Sign in to the console: exchange an API key for a session cookie",
         description:
@@ -160,6 +165,8 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
     {
       config: { public: true },
       schema: {
+        // The console's own door, not the API: documented in docs/console.md.
+        hide: true,
         tags,
         summary: "Sign out of the console: revoke the session's key and clear the cookie",
         response: {
