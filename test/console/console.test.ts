@@ -108,6 +108,7 @@ const thrower = `export default {
   type: "source",
   props: { http: { type: "$.interface.http" } },
   async run(event) {
+    console.log("about to throw");
     throw new Error("boom from the console test");
   },
 };
@@ -117,6 +118,14 @@ test("a user signs in, deploys from the registry, watches events, errors and del
   skip,
 }, async () => {
   const alice = await server.createUser("alice");
+  // An organization of alice's with a source of its own, for the switcher.
+  const org = await server.api("POST", "/v1/admin/orgs", { body: { orgname: "acme", owner_id: alice.id } });
+  assert.equal(org.status, 200, org.text);
+  const orgSource = await server.api("POST", "/v1/sources", {
+    key: alice.key,
+    body: { key: "http-new-requests", name: "acme-feed", org_id: org.body.data.id },
+  });
+  assert.equal(orgSource.status, 200, orgSource.text);
   const context = await browser.newContext({ viewport: { width: 1000, height: 700 } });
   const { page, problems } = await openPage(context);
 
@@ -128,6 +137,12 @@ test("a user signs in, deploys from the registry, watches events, errors and del
   await page.getByLabel("API key").fill(alice.key);
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.getByRole("heading", { name: "Sources", level: 1 }).waitFor({ timeout: wait });
+  await page.getByText("No sources yet.").waitFor({ timeout: wait });
+  // Acting for the organization lists its sources; back to personal, none.
+  await page.getByLabel("Acting as").selectOption({ label: "acme (organization)" });
+  await page.getByRole("link", { name: "acme-feed" }).waitFor({ timeout: wait });
+  await axe(page, "source list of an organization");
+  await page.getByLabel("Acting as").selectOption({ label: "alice (personal)" });
   await page.getByText("No sources yet.").waitFor({ timeout: wait });
 
   // The key is nowhere page scripts can read it.
@@ -207,6 +222,11 @@ test("a user signs in, deploys from the registry, watches events, errors and del
   assert.match(await page.locator("pre.stack").innerText(), /boom from the console test/);
   await axe(page, "source page, errors");
   await shot(page, "source-errors");
+  await page.getByRole("tab", { name: "Logs" }).click();
+  await page
+    .getByRole("list", { name: "Logs" })
+    .getByRole("button", { name: /about to throw/ })
+    .waitFor({ timeout: wait });
 
   // A webhook whose first delivery fails (400, failed at once), then is redelivered and succeeds.
   receiver.answer = (_request, n) => (n === 0 ? 400 : 200);
