@@ -3,9 +3,8 @@
  * interval or cron with a preview of the next ticks, app props choosing an account, remote options
  * fetched from the options endpoint. Values are kept as the API takes them (`configured_props`).
  */
-import { Cron } from "croner";
 import type { JSX } from "preact";
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { api, withOrg } from "./api.ts";
 
 /** One entry of `configurable_props`. */
@@ -216,11 +215,20 @@ function Help({ p, id, error }: { p: PropSpec; id: string; error: string | undef
 
 type Timer = { intervalSeconds?: number; cron?: string; timezone?: string };
 
+type CronModule = typeof import("croner");
+let croner: Promise<CronModule> | undefined;
+
 /** The next `n` ticks of a timer, as ISO times, or an error message for a bad cron. */
-export function nextTicks(timer: Timer, n: number, from = new Date()): string[] | string {
+export function nextTicks(
+  timer: Timer,
+  n: number,
+  cron: CronModule | undefined,
+  from = new Date(),
+): string[] | string {
   if (timer.cron) {
+    if (!cron) return "…";
     try {
-      const job = new Cron(timer.cron, { timezone: timer.timezone || undefined, paused: true });
+      const job = new cron.Cron(timer.cron, { timezone: timer.timezone || undefined, paused: true });
       return job.nextRuns(n, from).map((d) => d.toISOString());
     } catch (err) {
       return (err as Error).message;
@@ -232,6 +240,17 @@ export function nextTicks(timer: Timer, n: number, from = new Date()): string[] 
     );
   }
   return "Give an interval or a cron expression.";
+}
+
+/** The cron parser, loaded the first time a cron timer is shown (a third of the bundle, and only timer forms need it). */
+function useCron(needed: boolean): CronModule | undefined {
+  const [module, setModule] = useState<CronModule>();
+  useEffect(() => {
+    if (!needed || module) return;
+    croner ??= import("croner");
+    croner.then(setModule);
+  }, [needed, module]);
+  return module;
 }
 
 function TimerField({
@@ -246,7 +265,8 @@ function TimerField({
 }) {
   const timer = (value && typeof value === "object" ? value : {}) as Timer;
   const mode = timer.cron !== undefined ? "cron" : "interval";
-  const ticks = nextTicks(timer, 3);
+  const cron = useCron(mode === "cron");
+  const ticks = nextTicks(timer, 3, cron);
   return (
     <>
       <div class="radios" role="radiogroup" aria-label="Timer kind">

@@ -4,7 +4,7 @@
  * builds it once on first use, so a checkout works without the extra step.
  */
 import { createHash } from "node:crypto";
-import { readFile } from "node:fs/promises";
+import { readdir, readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import * as esbuild from "esbuild";
 
@@ -13,10 +13,9 @@ export const consoleSourceDir = fileURLToPath(new URL("../../console/", import.m
 /** Where the built files go (git-ignored). */
 export const consoleOutDir = fileURLToPath(new URL("../../dist/console/", import.meta.url));
 
-/** The built console: script and stylesheet, and a version that changes with them (for cache busting). */
+/** The built console: its files by name (`app.js`, `app.css`, lazily loaded `chunk-<hash>.js`), and a version that changes with them (for cache busting). */
 export interface ConsoleAssets {
-  js: Buffer;
-  css: Buffer;
+  files: Map<string, Buffer>;
   version: string;
 }
 
@@ -30,6 +29,9 @@ export async function buildConsole(outDir: string = consoleOutDir): Promise<void
     target: "es2022",
     jsx: "automatic",
     jsxImportSource: "preact",
+    // What only some pages need (the cron preview's parser) loads when first used, not on the first page.
+    splitting: true,
+    chunkNames: "chunk-[hash]",
     outdir: outDir,
     logLevel: "silent",
     legalComments: "none",
@@ -39,9 +41,17 @@ export async function buildConsole(outDir: string = consoleOutDir): Promise<void
 let loading: Promise<ConsoleAssets> | undefined;
 
 async function read(outDir: string): Promise<ConsoleAssets> {
-  const [js, css] = await Promise.all([readFile(`${outDir}app.js`), readFile(`${outDir}app.css`)]);
-  const version = createHash("sha256").update(js).update(css).digest("hex").slice(0, 12);
-  return { js, css, version };
+  const names = (await readdir(outDir)).filter((n) => /^[\w-]+\.(js|css)$/.test(n)).sort();
+  if (!names.includes("app.js") || !names.includes("app.css"))
+    throw Object.assign(new Error(`${outDir} holds no built console`), { code: "ENOENT" });
+  const files = new Map<string, Buffer>();
+  const hash = createHash("sha256");
+  for (const name of names) {
+    const data = await readFile(`${outDir}${name}`);
+    files.set(name, data);
+    hash.update(name).update(data);
+  }
+  return { files, version: hash.digest("hex").slice(0, 12) };
 }
 
 /** The built console, read once per process (and built first when the output is missing). */

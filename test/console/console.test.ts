@@ -157,9 +157,15 @@ test("a user signs in, deploys from the registry, watches events, errors and del
   const session = cookies.find((c) => c.name === "fount_session");
   assert.ok(session?.httpOnly && session.sameSite === "Strict");
 
-  // New source from the registry, through the generated form.
+  // New source from the registry, through the generated form. A cron timer previews its next ticks.
   await page.getByRole("link", { name: "New source" }).click();
   await page.getByRole("heading", { name: "New source", level: 1 }).waitFor({ timeout: wait });
+  await page.getByRole("button", { name: "Use Cron Schedule" }).click();
+  await page.getByText(/Next ticks: .*:00:00/).waitFor({ timeout: wait });
+  await page.getByLabel("Cron expression").fill("*/5 * * * *");
+  await page.getByText(/Next ticks: \S+ \d\d:\d[05]:00, /).waitFor({ timeout: wait });
+  await axe(page, "new source form with a timer");
+  await page.getByRole("button", { name: "Choose another component" }).click();
   await page.getByLabel("Search components").fill("requests");
   await page.getByRole("button", { name: "Use New Requests" }).click();
   await page.getByRole("heading", { name: "New source: New Requests" }).waitFor({ timeout: wait });

@@ -36,6 +36,14 @@ test("GET / serves the console page, its script and stylesheet, under a strict c
   assert.match(js.headers.get("content-type") ?? "", /javascript/);
   assert.ok((await js.text()).length > 1000);
   assert.equal((await fetch(server.url + style)).status, 200);
+  // Lazily loaded parts are chunks next to app.js; other names are not served.
+  const chunk = /chunk-\w+\.js/.exec(await (await fetch(server.url + script)).text())?.[0];
+  assert.ok(chunk);
+  assert.equal((await fetch(`${server.url}/console/${chunk}`)).status, 200);
+  const missing = await server.api("GET", "/console/nothing.js", { key: null });
+  assert.equal(missing.status, 404);
+  assert.equal(missing.body.code, "not_found");
+  assert.equal((await server.api("GET", "/console/..%2Fpackage.json", { key: null })).status, 400);
   // The API and its documents are where they were.
   assert.equal((await fetch(`${server.url}/openapi.json`)).status, 200);
   assert.equal((await server.api("GET", "/v1/users/me", { key: null })).status, 401);

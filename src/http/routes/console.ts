@@ -95,20 +95,25 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
       .header("cache-control", "no-cache")
       .send(page(assets.version));
   });
-  for (const [file, type] of [
-    ["app.js", "text/javascript; charset=utf-8"],
-    ["app.css", "text/css; charset=utf-8"],
-  ] as const) {
-    app.get(`/console/${file}`, { schema: hidden, config: { public: true } }, async (_request, reply) => {
-      const assets = await consoleAssets();
-      // The page asks for `?v=<hash of the files>`, so a cached copy is never stale.
+  app.get(
+    "/console/:file",
+    {
+      schema: { ...hidden, params: Type.Object({ file: Type.String({ pattern: "^[\\w-]+\\.(js|css)$" }) }) },
+      config: { public: true },
+    },
+    async (request, reply) => {
+      const { file } = request.params as { file: string };
+      const data = (await consoleAssets()).files.get(file);
+      if (!data) throw new AppError("not_found", `No console file ${file}`);
+      // The page asks for `?v=<hash of the files>` and chunks carry their hash in their names, so a
+      // cached copy is never stale.
       return reply
-        .type(type)
+        .type(file.endsWith(".js") ? "text/javascript; charset=utf-8" : "text/css; charset=utf-8")
         .header("cache-control", "public, max-age=31536000, immutable")
         .header("x-content-type-options", "nosniff")
-        .send(file === "app.js" ? assets.js : assets.css);
-    });
-  }
+        .send(data);
+    },
+  );
 
   app.get(
     "/console/session",
