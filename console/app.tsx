@@ -10,10 +10,22 @@ import { SubscriptionsPage } from "./pages/subscriptions.tsx";
 import { WebhookPage, WebhooksPage } from "./pages/webhooks.tsx";
 import { useRoute } from "./router.ts";
 
+function pageSession(): Session | null | undefined {
+  const given = document.body.dataset.session;
+  if (given === undefined) return undefined;
+  try {
+    return JSON.parse(given) as Session | null;
+  } catch {
+    return undefined;
+  }
+}
+
 export function App() {
-  const [session, setSession] = useState<Session | null | undefined>(undefined);
+  // The server puts the session into the page (data-session); asking for it is the fallback.
+  const [session, setSession] = useState<Session | null | undefined>(pageSession);
   useEffect(() => {
     whenSignedOut(() => setSession(null));
+    if (session !== undefined) return;
     api<{ data: Session | null }>("GET", "/console/session")
       .then((r) => setSession(r.data))
       .catch(() => setSession(null));

@@ -4,7 +4,7 @@
  * builds it once on first use, so a checkout works without the extra step.
  */
 import { createHash } from "node:crypto";
-import { readdir, readFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, rename, writeFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import * as esbuild from "esbuild";
 
@@ -21,7 +21,8 @@ export interface ConsoleAssets {
 
 /** Bundles and minifies the console into `outDir` (`app.js`, `app.css`). */
 export async function buildConsole(outDir: string = consoleOutDir): Promise<void> {
-  await esbuild.build({
+  const result = await esbuild.build({
+    write: false,
     entryPoints: { app: `${consoleSourceDir}main.tsx` },
     bundle: true,
     minify: true,
@@ -36,6 +37,14 @@ export async function buildConsole(outDir: string = consoleOutDir): Promise<void
     logLevel: "silent",
     legalComments: "none",
   });
+  // Each file is written beside its place and renamed into it, so a server reading the folder meanwhile
+  // (another test process) sees the old file or the new one, never half of one.
+  await mkdir(outDir, { recursive: true });
+  for (const file of result.outputFiles) {
+    const temporary = `${file.path}.${process.pid}.tmp`;
+    await writeFile(temporary, file.contents);
+    await rename(temporary, file.path);
+  }
 }
 
 let loading: Promise<ConsoleAssets> | undefined;

@@ -84,6 +84,12 @@ test("a session cookie is HttpOnly and SameSite=Strict, does not carry the key i
   assert.equal(me.body.data.username, "alice-console");
   const session = await server.api("GET", "/console/session", { key: null, headers: { cookie: res.cookie } });
   assert.equal(session.body.data.user.id, alice.id);
+  // The page carries the session as data (no key in it), and is never cached.
+  const page = await server.api("GET", "/", { key: null, headers: { cookie: res.cookie } });
+  assert.match(page.text, /data-session="\{&quot;user&quot;:\{&quot;id&quot;:&quot;u_/);
+  assert.ok(!page.text.includes("fnt_"));
+  assert.equal(page.headers.get("cache-control"), "no-store");
+  assert.match((await server.api("GET", "/", { key: null })).text, /data-session="null"/);
 
   // State-changing calls with the cookie need the console header.
   const forged = await server.api("POST", "/v1/webhooks", {

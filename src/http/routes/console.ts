@@ -24,7 +24,16 @@ const contentSecurityPolicy =
   "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
   "frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
-function page(version: string): string {
+/** Text safe inside a double-quoted HTML attribute. */
+function attribute(text: string): string {
+  return text.replace(/&/g, "&amp;").replace(/"/g, "&quot;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+}
+
+/**
+ * The page. The session (or null) rides in a data attribute, so the first view needs no round trip to
+ * learn who is signed in; it is data, not script, so the content policy stays strict.
+ */
+function page(version: string, session: unknown): string {
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -35,7 +44,7 @@ function page(version: string): string {
 <link rel="stylesheet" href="/console/app.css?v=${version}">
 <script type="module" src="/console/app.js?v=${version}"></script>
 </head>
-<body><div id="app"></div></body>
+<body data-session="${attribute(JSON.stringify(session))}"><div id="app"></div></body>
 </html>
 `;
 }
@@ -85,15 +94,19 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
 
   const noStore = (reply: FastifyReply) => reply.header("cache-control", "no-store");
 
-  app.get("/", { schema: hidden, config: { public: true } }, async (_request, reply) => {
+  app.get("/", { schema: hidden, config: { public: true } }, async (request, reply) => {
     const assets = await consoleAssets();
-    return reply
-      .type("text/html; charset=utf-8")
-      .header("content-security-policy", contentSecurityPolicy)
-      .header("x-content-type-options", "nosniff")
-      .header("referrer-policy", "no-referrer")
-      .header("cache-control", "no-cache")
-      .send(page(assets.version));
+    const found = await current(request);
+    return (
+      reply
+        .type("text/html; charset=utf-8")
+        .header("content-security-policy", contentSecurityPolicy)
+        .header("x-content-type-options", "nosniff")
+        .header("referrer-policy", "no-referrer")
+        // The page holds the user's name: never kept by a cache.
+        .header("cache-control", "no-store")
+        .send(page(assets.version, found ? await render(found) : null))
+    );
   });
   app.get(
     "/console/:file",
