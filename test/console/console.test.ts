@@ -279,6 +279,9 @@ test("a user signs in, deploys from the registry, watches events, errors and del
     "the redelivery",
   );
   assert.equal(receiver.requests.length, 2);
+  // Nothing failed is left since yesterday, so "Redeliver all failed" queues none.
+  await page.getByRole("button", { name: "Redeliver all failed" }).click();
+  await page.getByText("0 failed deliveries queued again.").waitFor({ timeout: wait });
   assert.deepEqual(receiver.requests[1]?.json?.event?.body ?? receiver.requests[1]?.json?.body, { n: 2 });
 
   // Sign out ends the session on the server: the old cookie, replayed, is refused.
@@ -294,7 +297,8 @@ test("a user signs in, deploys from the registry, watches events, errors and del
 
   // A second user sees none of the first one's sources, even by ID.
   await server.createUser("bob").then(async (bob) => {
-    const other = await browser.newContext();
+    // At phone width.
+    const other = await browser.newContext({ viewport: { width: 390, height: 800 } });
     const { page: bobPage, problems: bobProblems } = await openPage(other, [
       /404 GET .*\/v1\/sources\/dc_/,
       /status of 404/,
@@ -302,6 +306,11 @@ test("a user signs in, deploys from the registry, watches events, errors and del
     await signIn(bobPage, bob.key);
     await bobPage.getByText("No sources yet.").waitFor({ timeout: wait });
     assert.equal(await bobPage.getByRole("link", { name: "orders" }).count(), 0);
+    assert.ok(
+      await bobPage.evaluate("document.documentElement.scrollWidth <= window.innerWidth"),
+      "the page fits the phone's width",
+    );
+    await axe(bobPage, "source list at phone width");
     await bobPage.goto(`${server.url}/#/sources/${sourceId}`);
     await bobPage
       .getByRole("alert")
