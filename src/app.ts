@@ -35,7 +35,7 @@ import {
 } from "./http/plugins/errors.ts";
 import { applyRequestRules } from "./http/plugins/request-rules.ts";
 import { RouteIndex } from "./http/plugins/route-index.ts";
-import { sessionKey } from "./http/plugins/session.ts";
+import { openSession, readCookie, sessionCookie, sessionKey } from "./http/plugins/session.ts";
 import { accountRoutes } from "./http/routes/accounts.ts";
 import { adminRoutes } from "./http/routes/admin.ts";
 import { componentRoutes } from "./http/routes/components.ts";
@@ -276,7 +276,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
           timeWindow: 60_000,
           // Per API key (hashed, so the limiter's memory never holds secrets); per address without one.
           keyGenerator: (request) => {
-            const key = bearerToken(request.headers.authorization);
+            const key =
+              bearerToken(request.headers.authorization) ??
+              openSession(secrets, readCookie(request.headers.cookie, sessionCookie), clock.now());
             return key ? `k:${hashApiKey(key)}` : `ip:${request.ip}`;
           },
           errorResponseBuilder: (_request, context) => {

@@ -160,3 +160,33 @@ test("GET /v1/components/registry lists the registry's components and filters by
     ["http-new-requests"],
   );
 });
+
+test("console sessions are rate-limited per session, not per address", async () => {
+  const limited = await startServer({}, { FOUNT_RATE_LIMIT: "3" });
+  try {
+    const a = await limited.createUser("rate-a");
+    const b = await limited.createUser("rate-b");
+    const cookieOf = async (key: string) => {
+      const res = await limited.api("POST", "/console/session", {
+        key: null,
+        body: { api_key: key },
+        headers: consoleHeaders,
+      });
+      return (res.headers.get("set-cookie") ?? "").split(";")[0]!;
+    };
+    const [ca, cb] = [await cookieOf(a.key), await cookieOf(b.key)];
+    const statuses = [];
+    for (let i = 0; i < 4; i++)
+      statuses.push(
+        (await limited.api("GET", "/v1/users/me", { key: null, headers: { cookie: ca } })).status,
+      );
+    assert.deepEqual(statuses, [200, 200, 200, 429]);
+    // Another session from the same address has its own budget.
+    assert.equal(
+      (await limited.api("GET", "/v1/users/me", { key: null, headers: { cookie: cb } })).status,
+      200,
+    );
+  } finally {
+    await limited.close();
+  }
+});
