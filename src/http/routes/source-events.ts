@@ -30,7 +30,8 @@ export const eventListResponse = {
       start_cursor: Type.Union([Type.String(), Type.Null()]),
       end_cursor: Type.Union([Type.String(), Type.Null()]),
     }),
-    data: Type.Array(eventEntrySchema),
+    // Partial: include/exclude may drop any field of an entry.
+    data: Type.Array(Type.Partial(eventEntrySchema)),
   }),
   ...errorResponses(404),
 };
