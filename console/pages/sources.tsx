@@ -52,7 +52,8 @@ export function SourcesPage({ orgId }: { orgId: string | undefined }) {
                 <th scope="col">Component</th>
                 <th scope="col">State</th>
                 <th scope="col">Last event</th>
-                <th scope="col">Last error</th>
+                <th scope="col">Events, last hour</th>
+                <th scope="col">Errors, last hour</th>
               </tr>
             </thead>
             <tbody>
@@ -79,18 +80,31 @@ export function SourcesPage({ orgId }: { orgId: string | undefined }) {
   );
 }
 
+/** Bins of the last hour's chart: 12 of 5 minutes. */
+const bins = 12;
+const binMs = 5 * 60_000;
+/** Events a channel keeps (the API's limit too), so a count at this number means "at least". */
+const kept = 100;
+
 function Row({ source }: { source: SourceRow }) {
-  // Each row asks for its newest event and error; only the rows of the page shown are asked for.
+  // Each row asks for the times of its kept events and errors (times only: `include`); only the rows of
+  // the page shown are asked for.
   const { value } = useLoad(async () => {
+    const times = `limit=${kept}&include=indexed_at_ms`;
     const [events, errors] = await Promise.all([
-      api<Page<{ indexed_at_ms: number }>>("GET", `/v1/sources/${source.id}/event_summaries?limit=1`),
+      api<Page<{ indexed_at_ms: number }>>("GET", `/v1/sources/${source.id}/event_summaries?${times}`),
       api<Page<{ indexed_at_ms: number }>>(
         "GET",
-        `/v1/sources/${source.id}/event_summaries?limit=1&event_name=%24errors`,
+        `/v1/sources/${source.id}/event_summaries?${times}&event_name=%24errors`,
       ),
     ]);
-    return { event: events.data[0]?.indexed_at_ms, error: errors.data[0]?.indexed_at_ms };
+    return {
+      events: events.data.map((e) => e.indexed_at_ms),
+      errors: errors.data.map((e) => e.indexed_at_ms),
+    };
   }, [source.id]);
+  const hourAgo = Date.now() - bins * binMs;
+  const errorsInHour = value?.errors.filter((t) => t >= hourAgo).length ?? 0;
   return (
     <tr>
       <th scope="row">
@@ -98,8 +112,42 @@ function Row({ source }: { source: SourceRow }) {
       </th>
       <td>{source.component_key ?? source.component_id}</td>
       <td>{source.active ? "Active" : "Paused"}</td>
-      <td>{value ? formatTime(value.event, "ms") : "…"}</td>
-      <td>{value ? formatTime(value.error, "ms") : "…"}</td>
+      <td>{value ? formatTime(value.events[0], "ms") : "…"}</td>
+      <td>{value ? <HourChart times={value.events} /> : "…"}</td>
+      <td>{value ? (errorsInHour === kept ? `${kept}+` : String(errorsInHour)) : "…"}</td>
     </tr>
+  );
+}
+
+/** Events per 5 minutes over the last hour, as bars; the label says the total for screen readers. */
+function HourChart({ times }: { times: number[] }) {
+  const now = Date.now();
+  const counts = new Array<number>(bins).fill(0);
+  for (const t of times) {
+    const bin = Math.floor((now - t) / binMs);
+    if (bin >= 0 && bin < bins) counts[bins - 1 - bin]! += 1;
+  }
+  const total = counts.reduce((a, b) => a + b, 0);
+  const label = `${total === kept ? `${kept}+` : total} in the last hour`;
+  const max = Math.max(1, ...counts);
+  return (
+    <span class="chart">
+      <svg width={bins * 6} height={20} viewBox={`0 0 ${bins * 6} 20`} role="img" aria-label={label}>
+        {counts.map((c, i) => {
+          const h = c === 0 ? 1 : Math.max(2, Math.round((c / max) * 20));
+          return (
+            <rect
+              key={String(i)}
+              x={i * 6}
+              y={20 - h}
+              width={5}
+              height={h}
+              fill={c ? "#0b5cad" : "#d0d7de"}
+            />
+          );
+        })}
+      </svg>{" "}
+      <span class="muted">{label}</span>
+    </span>
   );
 }

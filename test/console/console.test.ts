@@ -203,6 +203,12 @@ test("a user signs in, deploys from the registry, watches events, errors and del
   const row = page.getByRole("row", { name: /orders/ });
   await row.waitFor({ timeout: wait });
   assert.match(await row.innerText(), /http-new-requests[\s\S]*Active/);
+  await row.getByRole("img", { name: "1 in the last hour" }).waitFor({ timeout: wait });
+  assert.equal(
+    await row.getByRole("cell", { name: "0", exact: true }).count(),
+    1,
+    "no errors in the last hour",
+  );
   await axe(page, "source list");
   await shot(page, "sources");
 
