@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { EventRecord, User, Webhook } from "../../src/domain/types.ts";
 import type { Storage } from "../../src/storage/port.ts";
+import { componentContract } from "./component-contract.ts";
 import { deliveryContract } from "./delivery-contract.ts";
 
 let counter = 0;
@@ -365,4 +366,5 @@ export function storageContract(name: string, open: () => Promise<Storage>): voi
   });
 
   deliveryContract(withStore, unique);
+  componentContract(withStore, unique);
 }
