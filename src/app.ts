@@ -38,10 +38,12 @@ import {
 import { relaxFilteredResponses } from "./http/plugins/filtered-responses.ts";
 import { applyRequestRules } from "./http/plugins/request-rules.ts";
 import { RouteIndex } from "./http/plugins/route-index.ts";
+import { openSession, readCookie, sessionCookie, sessionKey } from "./http/plugins/session.ts";
 import { accountRoutes } from "./http/routes/accounts.ts";
 import { adminRoutes } from "./http/routes/admin.ts";
 import { catalogRoutes } from "./http/routes/catalog.ts";
 import { componentRoutes } from "./http/routes/components.ts";
+import { consoleRoutes } from "./http/routes/console.ts";
 import { deliveryRoutes } from "./http/routes/deliveries.ts";
 import { endpointHandler, endpointPrefix } from "./http/routes/endpoints.ts";
 import { healthRoutes } from "./http/routes/health.ts";
@@ -243,7 +245,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     if (closing) throw new AppError("shutting_down");
     // Unmatched requests go to the 404/405 handler without asking for a key.
     if (request.routeOptions.url === undefined || request.routeOptions.config.public) return;
-    const key = bearerToken(request.headers.authorization);
+    // The console's session cookie stands in for the header (http/plugins/session.ts).
+    const key = bearerToken(request.headers.authorization) ?? sessionKey(request, secrets, clock.now());
     if (!key) throw new AppError("unauthorized", "Send the API key as Authorization: Bearer <key>");
     const keyHash = authThrottle.enabled ? hashApiKey(key) : "";
     const waitMs = authThrottle.waitMs(request.ip, keyHash);
@@ -302,7 +305,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
           timeWindow: 60_000,
           // Per API key (hashed, so the limiter's memory never holds secrets); per address without one.
           keyGenerator: (request) => {
-            const key = bearerToken(request.headers.authorization);
+            const key =
+              bearerToken(request.headers.authorization) ??
+              openSession(secrets, readCookie(request.headers.cookie, sessionCookie), clock.now());
             return key ? `k:${hashApiKey(key)}` : `ip:${request.ip}`;
           },
           errorResponseBuilder: (_request, context) => {
@@ -334,6 +339,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   );
   endpoints = endpointHandler(services, { closing: () => closing });
   await app.register(streamRoutes);
+  await app.register(consoleRoutes);
 
   // Fount's own components (the `registry/` folder) are published before the server answers.
   app.addHook("onReady", async () => {

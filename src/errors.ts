@@ -9,6 +9,7 @@ export const errorCatalogue = {
   invalid_cursor: { status: 400, message: "The pagination cursor is not valid" },
   unauthorized: { status: 401, message: "Missing or unknown API key" },
   forbidden: { status: 403, message: "This API key lacks the role for this operation" },
+  csrf_rejected: { status: 403, message: "A cookie-signed request lacks the console's header" },
   not_found: { status: 404, message: "No such resource" },
   method_not_allowed: { status: 405, message: "Method not allowed on this path" },
   conflict: { status: 409, message: "The resource conflicts with an existing one" },

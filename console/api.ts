@@ -1,0 +1,67 @@
+/**
+ * The console's API client: same-origin fetch with the session cookie (never a key in page scripts),
+ * the console header that state-changing cookie requests need, and errors with the field they concern.
+ */
+
+/** An error answer of the API: its message, stable code and the field or prop it concerns, if any. */
+export class ApiError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly field: string | undefined;
+
+  constructor(status: number, code: string, message: string, field: string | undefined) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.field = field;
+  }
+}
+
+/** Called when an API call finds the session gone (expired or signed out elsewhere). */
+let onSignedOut: () => void = () => undefined;
+export function whenSignedOut(handler: () => void): void {
+  onSignedOut = handler;
+}
+
+export async function api<T = any>(method: string, path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = { "x-fount-console": "1", accept: "application/json" };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const res = await fetch(path, {
+    method,
+    headers,
+    credentials: "same-origin",
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let parsed: any;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  if (!res.ok) {
+    const details = parsed?.details ?? {};
+    const field = typeof details.field === "string" ? details.field : details.prop;
+    if (res.status === 401 && !path.startsWith("/console/session")) onSignedOut();
+    throw new ApiError(res.status, parsed?.code ?? "error", parsed?.error ?? res.statusText, field);
+  }
+  return parsed as T;
+}
+
+/** Adds `org_id` to a path when acting for an organization. */
+export function withOrg(path: string, orgId: string | undefined): string {
+  if (!orgId) return path;
+  return `${path}${path.includes("?") ? "&" : "?"}org_id=${encodeURIComponent(orgId)}`;
+}
+
+/** The signed-in user as the session endpoint gives it. */
+export interface Session {
+  user: { id: string; username: string; email: string; is_admin: boolean };
+  orgs: Array<{ id: string; orgname: string; name: string }>;
+}
+
+export function formatTime(value: number | null | undefined, unit: "s" | "ms" = "s"): string {
+  if (value === null || value === undefined) return "—";
+  const d = new Date(unit === "s" ? value * 1000 : value);
+  return d.toISOString().replace("T", " ").slice(0, 19);
+}

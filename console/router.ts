@@ -1,0 +1,20 @@
+/** A hash router: `#/sources/dc_…` and so on, so that the server serves one page for every view. */
+import { useEffect, useState } from "preact/hooks";
+
+export function currentRoute(): string {
+  return location.hash.replace(/^#/, "") || "/";
+}
+
+export function useRoute(): string {
+  const [route, setRoute] = useState(currentRoute());
+  useEffect(() => {
+    const update = () => setRoute(currentRoute());
+    addEventListener("hashchange", update);
+    return () => removeEventListener("hashchange", update);
+  }, []);
+  return route;
+}
+
+export function navigate(route: string): void {
+  location.hash = route;
+}
