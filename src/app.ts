@@ -49,7 +49,7 @@ import { userRoutes } from "./http/routes/users.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
 import { workflowRoutes } from "./http/routes/workflows.ts";
 import { ComponentBuilder } from "./runtime/build.ts";
-import { installEgressRules } from "./runtime/egress.ts";
+import { executorEgressRules, installEgressRules } from "./runtime/egress.ts";
 import { assertExecutorAccess } from "./runtime/executor-access.ts";
 import { ExecutorPool } from "./runtime/executor-pool.ts";
 import type { Executor } from "./runtime/types.ts";
@@ -152,6 +152,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       extraCaCertsFile: config.executorCaCerts,
       isolateUsers,
       uidBase: uids?.base,
+      egress: executorEgressRules({
+        allowPrivate: config.executorAllowPrivate,
+        allowHosts: config.executorAllowHosts,
+      }),
       logger: app.log,
     });
   const egress = options.executor
@@ -162,8 +166,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         uids,
         logger: app.log,
       });
-  if (egress)
-    app.log[egress.mode === "unenforced" ? "warn" : "info"]({ egress: egress.mode }, egress.summary);
+  if (egress) app.log[egress.mode === "firewall" ? "info" : "warn"]({ egress: egress.mode }, egress.summary);
   // component_url downloads follow the same outbound address rules as webhook deliveries.
   const addressPolicy = new AddressPolicy({
     allowPrivate: config.webhookAllowPrivate,

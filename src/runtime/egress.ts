@@ -5,27 +5,29 @@
  * on loopback or the cloud metadata address. `FOUNT_EXECUTOR_ALLOW_PRIVATE` opens everything;
  * `FOUNT_EXECUTOR_ALLOW_HOSTS` opens some addresses.
  *
- * The rule is enforced where component code cannot undo it: an nftables table of this server's own
- * (`inet fount_<uid base>`) whose output chain matches the socket owner's uid against the server's
- * executor uid range (uid-range.ts), so it touches no other process on the host. It is replaced
- * when the server starts and deleted when it stops; a table left by a crashed server matches only
- * uids nobody else holds, and the next server claiming that range replaces it.
+ * Two layers enforce it. Each executor checks its own connects (child/egress-guard.ts), which also
+ * refuses Unix sockets and explains a refusal. As root, where component code cannot undo it, an
+ * nftables table of this server's own (`inet fount_<uid base>_<pid>`) matches the socket owner's uid
+ * against the server's executor uid range (uid-range.ts), so it touches no other process on the
+ * host. It is made when the server starts and deleted when it stops; a table left by a crashed
+ * server matches only uids nobody else holds, and the next server claiming that range removes it.
  */
 import { spawn } from "node:child_process";
 import dns from "node:dns/promises";
 import fs from "node:fs";
 import { isIP } from "node:net";
 import { v4Ranges, v6Ranges } from "../delivery/address-guard.ts";
+import type { EgressRules } from "./child/egress-guard.ts";
 import type { UidRange } from "./uid-range.ts";
 
-/** How executors' egress is governed, as the start log and /readyz say it. */
+/** How executors' egress is governed, as the start log says it. */
 export type EgressMode =
-  /** nftables rules on the executor uid range: enforced by the kernel. */
+  /** nftables rules on the executor uid range (the kernel), and each executor's own check. */
   | "firewall"
+  /** Each executor's own check only (child/egress-guard.ts): not root, isolation off, or no netfilter. */
+  | "executor-check"
   /** FOUNT_EXECUTOR_ALLOW_PRIVATE=true: nothing refused. */
-  | "open"
-  /** No per-uid rule possible (not root, isolation off, or no netfilter): nothing below JavaScript refuses. */
-  | "unenforced";
+  | "open";
 
 export interface EgressOptions {
   allowPrivate: boolean;
@@ -44,41 +46,62 @@ export interface EgressGuard {
   close(): Promise<void>;
 }
 
+const checkOnly =
+  "component code is refused loopback, private and link-local addresses and Unix sockets by a check inside each executor (JavaScript level: UDP is not covered, and a hole in Node's sandbox would get past it)";
+
 /** Installs the rules for `options`, or says why none could be. */
 export async function installEgressRules(options: EgressOptions): Promise<EgressGuard> {
+  const uids = options.uids;
+  let stale: string[] = [];
+  let nftError: Error | undefined;
+  if (uids) {
+    try {
+      // Tables of this range left by a server that died: the range is ours now, so they are stale.
+      stale = (await nft(["list", "tables"]))
+        .split("\n")
+        .map((line) => /^table inet (fount_(\d+)(?:_\d+)?)$/.exec(line.trim()))
+        .filter((m) => m !== null && Number(m[2]) === uids.base)
+        .map((m) => m![1]!);
+    } catch (err) {
+      nftError = err as Error;
+    }
+  }
   if (options.allowPrivate) {
+    if (stale.length) await nft(["-f", "-"], stale.map((t) => `delete table inet ${t}\n`).join(""));
     return noRules(
       "open",
       "executor egress: open (FOUNT_EXECUTOR_ALLOW_PRIVATE=true): component code may connect anywhere",
     );
   }
-  const uids = options.uids;
   if (!uids) {
     return noRules(
-      "unenforced",
-      "executor egress: NOT enforced: executors run under the server's own uid (not root, or FOUNT_EXECUTOR_ISOLATE_USERS=false), so no per-uid firewall rule can tell them apart; component code can reach loopback and private addresses",
+      "executor-check",
+      `executor egress: executor check only: executors run under the server's own uid (not root, or FOUNT_EXECUTOR_ISOLATE_USERS=false), so no per-uid firewall rule can tell them apart; ${checkOnly}`,
     );
   }
-  const table = `fount_${uids.base}`;
+  const table = `fount_${uids.base}_${process.pid}`;
   const allow = await allowedAddresses(options.allowHosts, options.logger);
-  const script = rulesScript(table, uids, allow, nameservers());
   try {
-    await nft(["-f", "-"], script);
+    if (nftError) throw nftError;
+    await nft(["-f", "-"], rulesScript(table, uids, allow, nameservers(), stale));
   } catch (err) {
     options.logger?.warn({ err }, "nftables rules for executor egress could not be installed");
     return noRules(
-      "unenforced",
-      `executor egress: NOT enforced: nftables is unavailable (${(err as Error).message.split("\n")[0]}); install nftables or run where netfilter is allowed; component code can reach loopback and private addresses`,
+      "executor-check",
+      `executor egress: executor check only: nftables is unavailable (${(err as Error).message.split("\n")[0]}); install nftables or run where netfilter is allowed; ${checkOnly}`,
     );
   }
   let closed: Promise<void> | undefined;
   return {
     mode: "firewall",
-    summary: `executor egress: firewall (nftables table inet ${table}, uids ${uids.base}–${uids.base + uids.size - 1}): loopback, private, link-local and unique-local addresses refused${options.allowHosts.length ? `, except ${options.allowHosts.join(", ")}` : ""}`,
+    summary: `executor egress: firewall (nftables table inet ${table}, uids ${uids.base}–${uids.base + uids.size - 1}) and executor check: loopback, private, link-local and unique-local addresses refused${options.allowHosts.length ? `, except ${options.allowHosts.join(", ")}` : ""}; Unix sockets refused by the executor check`,
     close() {
-      closed ??= nft(["delete", "table", "inet", table]).catch((err) => {
-        options.logger?.warn({ err, table }, "nftables table for executor egress could not be removed");
-      });
+      closed ??= nft(["delete", "table", "inet", table]).then(
+        () => {},
+        (err) => {
+          options.logger?.warn({ err, table }, "nftables table for executor egress could not be removed");
+        },
+      );
       return closed;
     },
   };
@@ -140,6 +163,19 @@ function nameservers(): Addresses {
   return out;
 }
 
+/** The rules each executor checks itself (child/egress-guard.ts); undefined when everything is allowed. */
+export function executorEgressRules(
+  options: Pick<EgressOptions, "allowPrivate" | "allowHosts">,
+): EgressRules | undefined {
+  if (options.allowPrivate) return undefined;
+  const dnsServers = nameservers();
+  return {
+    refused: refusedRanges(),
+    allowed: options.allowHosts.map((h) => h.replace(/^\[|\]$/g, "").replace(/\.$/, "")),
+    nameservers: [...dnsServers.v4, ...dnsServers.v6],
+  };
+}
+
 /** The non-public ranges, IPv6 forms of the IPv4 ones included (mapped, NAT64, 6to4). */
 export function refusedRanges(): Addresses {
   const v4 = v4Ranges.map(([net, bits]) => `${net}/${bits}`);
@@ -157,15 +193,19 @@ export function refusedRanges(): Addresses {
   return { v4, v6 };
 }
 
-function rulesScript(table: string, uids: UidRange, allow: Addresses, dnsServers: Addresses): string {
+function rulesScript(
+  table: string,
+  uids: UidRange,
+  allow: Addresses,
+  dnsServers: Addresses,
+  stale: string[],
+): string {
   const refused = refusedRanges();
   const set = (name: string, type: string, elements: string[]) =>
     `  set ${name} { type ${type}; flags interval; auto-merge;${elements.length ? ` elements = { ${elements.join(", ")} };` : ""} }`;
   const last = uids.base + uids.size - 1;
   return [
-    // Declaring then deleting makes the delete succeed whether or not a previous run left the table.
-    `table inet ${table}`,
-    `delete table inet ${table}`,
+    ...stale.map((t) => `delete table inet ${t}`),
     `table inet ${table} {`,
     set("refused4", "ipv4_addr", refused.v4),
     set("refused6", "ipv6_addr", refused.v6),
@@ -195,19 +235,30 @@ function rulesScript(table: string, uids: UidRange, allow: Addresses, dnsServers
   ].join("\n");
 }
 
-/** Runs `nft`, without a shell, feeding it `input`. */
-function nft(args: string[], input?: string): Promise<void> {
+/** Runs `nft`, without a shell, feeding it `input`; resolves with its output. */
+function nft(args: string[], input?: string): Promise<string> {
   return new Promise((resolve, reject) => {
-    const proc = spawn("nft", args, { stdio: ["pipe", "ignore", "pipe"], timeout: 10_000 });
+    const proc = spawn("nft", args, {
+      stdio: [input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
+      timeout: 10_000,
+    });
     let err = "";
-    proc.stderr.on("data", (chunk: Buffer) => {
+    let out = "";
+    proc.stdout?.on("data", (chunk: Buffer) => {
+      out += chunk.toString("utf8");
+    });
+    proc.stderr?.on("data", (chunk: Buffer) => {
       if (err.length < 8192) err += chunk.toString("utf8");
     });
     proc.on("error", reject);
     proc.on("close", (code, signal) => {
-      if (code === 0) resolve();
+      if (code === 0) resolve(out);
       else reject(new Error(err.trim() || `nft exited with ${signal ?? code}`));
     });
-    proc.stdin.end(input ?? "");
+    if (proc.stdin) {
+      // nft may exit (an error) before it read everything; its exit code tells, not EPIPE.
+      proc.stdin.on("error", () => {});
+      proc.stdin.end(input);
+    }
   });
 }
