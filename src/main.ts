@@ -41,6 +41,12 @@ async function main(): Promise<void> {
     dataDirLock.release();
     process.exit(1);
   }
+  const address = app.server.address();
+  if (config.port === 0 && !process.env.PUBLIC_URL && typeof address === "object" && address) {
+    // PORT=0 asks for any free port: generated URLs (source endpoints) name the one given.
+    const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
+    config.publicUrl = `http://${host}:${address.port}`;
+  }
   const bootstrap = await built.services.accounts.bootstrap(config.bootstrapApiKey);
 
   const lines = [

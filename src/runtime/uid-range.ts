@@ -7,6 +7,7 @@
  */
 import fs from "node:fs";
 import path from "node:path";
+import { ConfigError } from "../config.ts";
 import { type FileLock, lockHolder, tryLock } from "../file-lock.ts";
 
 /** Uids per server: one per owner with a live executor, so far more than one server ever starts. */
@@ -29,7 +30,8 @@ export interface UidRange {
   release(): void;
 }
 
-export class UidRangeError extends Error {}
+/** No range could be claimed; the server stops at start with its message. */
+export class UidRangeError extends ConfigError {}
 
 export interface ClaimOptions {
   /** FOUNT_EXECUTOR_UID_BASE: this range exactly, or an error when another server holds part of it. */

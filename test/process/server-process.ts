@@ -76,7 +76,8 @@ export function startProcess(env: NodeJS.ProcessEnv, how: "node" | "npm" = "node
       if (m && alive(Number(m[1]))) process.kill(Number(m[1]), "SIGKILL");
       if (!ended) {
         proc.kill("SIGKILL");
-        await exited;
+        // A grandchild that inherited a pipe could hold "close" back; the exit is what matters here.
+        await Promise.race([exited, new Promise((r) => setTimeout(r, 5000).unref())]);
       }
     },
   };

@@ -115,35 +115,44 @@ test("SIGTERM to `npm start` stops the server itself", async () => {
 });
 
 test("a second SIGINT ends the server at once, while the first waits for an in-flight run", async () => {
-  const server = start({
-    FOUNT_DATA_DIR: tempDir(),
-    FOUNT_BOOTSTRAP_API_KEY: adminKey,
-    FOUNT_INVOCATION_TIMEOUT_MS: "600000",
+  // The run tells the test it has started by connecting to it.
+  let started!: () => void;
+  const runStarted = new Promise<void>((resolve) => {
+    started = resolve;
   });
-  const url = await server.url();
-  const code = `export default { name: "slow", version: "1", props: { http: "$.interface.http" },
-    async run() { console.log("run started"); await new Promise((r) => setTimeout(r, 600000)); } };`;
-  const source = (await api(url, "POST", "/v1/sources", { component_code: code })).data;
-  const slow = fetch(source.configured_props.http.endpoint_url, { method: "POST" }).catch(() => undefined);
-  // The run has started once its log line is stored.
-  for (;;) {
-    const logs = await api(
-      url,
-      "GET",
-      `/v1/sources/${source.id}/event_summaries?event_name=$logs&expand=event`,
-    );
-    if (JSON.stringify(logs).includes("run started")) break;
-    await new Promise((r) => setTimeout(r, 200));
+  const signal = net.createServer((socket) => {
+    socket.destroy();
+    started();
+  });
+  await new Promise<void>((resolve) => signal.listen(0, "127.0.0.1", resolve));
+  const signalPort = (signal.address() as net.AddressInfo).port;
+  try {
+    const server = start({
+      FOUNT_DATA_DIR: tempDir(),
+      FOUNT_BOOTSTRAP_API_KEY: adminKey,
+      FOUNT_INVOCATION_TIMEOUT_MS: "600000",
+      FOUNT_EXECUTOR_ALLOW_HOSTS: "127.0.0.1",
+    });
+    const url = await server.url();
+    const code = `import net from "node:net";
+      export default { name: "slow", version: "1", props: { http: "$.interface.http" },
+      async run() { net.connect(${signalPort}, "127.0.0.1").on("error", () => {});
+        await new Promise((r) => setTimeout(r, 600000)); } };`;
+    const source = (await api(url, "POST", "/v1/sources", { component_code: code })).data;
+    const slow = fetch(source.configured_props.http.endpoint_url, { method: "POST" }).catch(() => undefined);
+    await runStarted;
+    server.proc.kill("SIGINT");
+    await server.waitFor(/shutting down/);
+    // Past the echo of one Ctrl-C that npm forwards.
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal(alive(server.proc.pid!), true, "the first SIGINT waits for the in-flight run");
+    server.proc.kill("SIGINT");
+    const { code: exit } = await server.exited;
+    assert.equal(exit, 130, server.output());
+    await slow;
+  } finally {
+    await new Promise<void>((resolve) => signal.close(() => resolve()));
   }
-  server.proc.kill("SIGINT");
-  await server.waitFor(/shutting down/);
-  // Past the echo of one Ctrl-C that npm forwards.
-  await new Promise((r) => setTimeout(r, 1000));
-  assert.equal(alive(server.proc.pid!), true, "the first SIGINT waits for the in-flight run");
-  server.proc.kill("SIGINT");
-  const { code: exit } = await server.exited;
-  assert.equal(exit, 130, server.output());
-  await slow;
 });
 
 test("two servers on one host run executors under distinct uid ranges", {
