@@ -57,8 +57,12 @@ import { webhookRoutes } from "./http/routes/webhooks.ts";
 import { workflowRoutes } from "./http/routes/workflows.ts";
 import { ComponentBuilder } from "./runtime/build.ts";
 import { jsonTextTooDeep, maxBodyDepth } from "./runtime/child/json-depth.ts";
+
+import { executorEgressRules, installEgressRules } from "./runtime/egress.ts";
+import { assertExecutorAccess } from "./runtime/executor-access.ts";
 import { ExecutorPool } from "./runtime/executor-pool.ts";
 import type { Executor } from "./runtime/types.ts";
+import { claimUidRange } from "./runtime/uid-range.ts";
 import type { Services } from "./services.ts";
 import type { Storage } from "./storage/port.ts";
 import { openPostgresStorage } from "./storage/postgres/driver.ts";
@@ -76,6 +80,8 @@ export interface BuildOptions {
   startDispatcher?: boolean;
   /** Executor to use instead of the sandboxed process pool (never in production). */
   executor?: Executor;
+  /** Leave creating the first admin to the caller (main.ts does it once the server listens). */
+  deferBootstrap?: boolean;
 }
 
 export interface BuiltApp {
@@ -95,7 +101,14 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const store = options.store ?? (await openStorage(config));
   const secrets = SecretBox.fromEnvOrFile(process.env.FOUNT_ENCRYPTION_KEY, config.dataDir);
   const accounts = new Accounts(store, clock);
-  const created = await accounts.bootstrap(config.bootstrapApiKey);
+  const created = options.deferBootstrap ? undefined : await accounts.bootstrap(config.bootstrapApiKey);
+  // Executors under uids of their own (as root, unless turned off) need a uid range no other Fount
+  // server on this host uses, and the egress rules for it (docs/isolation.md).
+  const isolateUsers = options.executor ? false : (config.executorIsolateUsers ?? process.getuid?.() === 0);
+  if (isolateUsers) assertExecutorAccess(config.dataDir);
+  const uids = isolateUsers
+    ? claimUidRange({ base: config.executorUidBase, dataDir: config.dataDir })
+    : undefined;
 
   // Source endpoints are answered by Node's server directly, before Fastify (routes/endpoints.ts).
   let endpoints: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
@@ -153,8 +166,23 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       defaultTimeoutMs: config.invocationTimeoutMs,
       maxEmitBytes: config.maxEventBytes,
       extraCaCertsFile: config.executorCaCerts,
+      isolateUsers,
+      uidBase: uids?.base,
+      egress: executorEgressRules({
+        allowPrivate: config.executorAllowPrivate,
+        allowHosts: config.executorAllowHosts,
+      }),
       logger: app.log,
     });
+  const egress = options.executor
+    ? undefined
+    : await installEgressRules({
+        allowPrivate: config.executorAllowPrivate,
+        allowHosts: config.executorAllowHosts,
+        uids,
+        logger: app.log,
+      });
+  if (egress) app.log[egress.mode === "firewall" ? "info" : "warn"]({ egress: egress.mode }, egress.summary);
   // component_url downloads follow the same outbound address rules as webhook deliveries.
   const addressPolicy = new AddressPolicy({
     allowPrivate: config.webhookAllowPrivate,
@@ -356,6 +384,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     await dispatcher.stop();
     await committer.drain();
     await executor.close();
+    await egress?.close();
+    uids?.release();
     await fetchGuard.dispatcher.close();
     await store.close();
   });

@@ -37,6 +37,14 @@ export interface Config {
   /** Daily quotas of free accounts. */
   freeDailyInvocations: number;
   freeDailyComputeMs: number;
+  /** Run each owner's executor under a uid of its own (FOUNT_EXECUTOR_ISOLATE_USERS); undefined: when root. */
+  executorIsolateUsers: boolean | undefined;
+  /** First uid of this server's executor range (FOUNT_EXECUTOR_UID_BASE); undefined: claim a free range. */
+  executorUidBase: number | undefined;
+  /** Let component code connect to loopback, private and link-local addresses (FOUNT_EXECUTOR_ALLOW_PRIVATE). */
+  executorAllowPrivate: boolean;
+  /** Addresses component code may reach even when private (FOUNT_EXECUTOR_ALLOW_HOSTS), webhook syntax. */
+  executorAllowHosts: string[];
 }
 
 export class ConfigError extends Error {}
@@ -53,6 +61,15 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): n
 function bool(env: NodeJS.ProcessEnv, name: string): boolean {
   const raw = (env[name] ?? "").toLowerCase();
   return raw === "1" || raw === "true" || raw === "yes";
+}
+
+/** true, false, or undefined when unset (the caller picks the default). */
+function optionalBool(env: NodeJS.ProcessEnv, name: string): boolean | undefined {
+  const raw = (env[name] ?? "").toLowerCase();
+  if (raw === "") return undefined;
+  if (raw === "1" || raw === "true" || raw === "yes") return true;
+  if (raw === "0" || raw === "false" || raw === "no") return false;
+  throw new ConfigError(`${name} must be true or false, got "${env[name]}"`);
 }
 
 /** A comma-separated list of hostnames, IP addresses and CIDR ranges (`10.0.0.0/8`, `fd00::/8`). */
@@ -88,6 +105,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
       "DATABASE_URL must start with postgres:// (leave it unset for the embedded SQLite store)",
     );
   }
+  const executorIsolateUsers = optionalBool(env, "FOUNT_EXECUTOR_ISOLATE_USERS");
+  if (executorIsolateUsers && process.getuid?.() !== 0) {
+    throw new ConfigError(
+      "FOUNT_EXECUTOR_ISOLATE_USERS=true needs the server to run as root (it gives executors uids of their own)",
+    );
+  }
   return {
     host,
     port,
@@ -110,6 +133,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     bodyLimitBytes: 1024 * 1024,
     freeDailyInvocations: int(env, "FOUNT_FREE_DAILY_INVOCATIONS", 10_000),
     freeDailyComputeMs: int(env, "FOUNT_FREE_DAILY_COMPUTE_MS", 30 * 60 * 1000),
+    executorIsolateUsers,
+    executorUidBase: env.FOUNT_EXECUTOR_UID_BASE ? int(env, "FOUNT_EXECUTOR_UID_BASE", 0, 1000) : undefined,
+    executorAllowPrivate: bool(env, "FOUNT_EXECUTOR_ALLOW_PRIVATE"),
+    executorAllowHosts: hostList(env, "FOUNT_EXECUTOR_ALLOW_HOSTS"),
     ...overrides,
   };
 }

@@ -1,11 +1,25 @@
 /** Starts the server: reads config, listens, prints the URL (and the first API key once), stops on signals. */
 import { buildApp } from "./app.ts";
 import { ConfigError, loadConfig } from "./config.ts";
+import type { FileLock } from "./file-lock.ts";
+import { lockDataDir } from "./storage/data-dir-lock.ts";
+
+/**
+ * Under `npm start`, one Ctrl-C reaches the server twice: from the terminal (the whole foreground
+ * process group gets it) and forwarded by npm. A repeat this soon after the first is that echo.
+ */
+const SIGNAL_ECHO_MS = 500;
 
 async function main(): Promise<void> {
   let config: ReturnType<typeof loadConfig>;
+  let dataDirLock: FileLock;
+  let built: Awaited<ReturnType<typeof buildApp>>;
   try {
     config = loadConfig();
+    dataDirLock = lockDataDir(config.dataDir);
+    // The admin is made only once the server listens: a start that fails before (the port is taken)
+    // must not create a key nobody saw.
+    built = await buildApp(config, { deferBootstrap: true });
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(`fount: ${err.message}`);
@@ -13,31 +27,58 @@ async function main(): Promise<void> {
     }
     throw err;
   }
-  const { app, bootstrap } = await buildApp(config);
-  await app.listen({ host: config.host, port: config.port });
+  const { app } = built;
+  try {
+    await app.listen({ host: config.host, port: config.port });
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    console.error(
+      e.code === "EADDRINUSE"
+        ? `fount: ${config.host}:${config.port} is already in use; stop what listens there or set PORT to another port`
+        : `fount: cannot listen on ${config.host}:${config.port}: ${e.message}`,
+    );
+    await app.close().catch(() => {});
+    dataDirLock.release();
+    process.exit(1);
+  }
+  const address = app.server.address();
+  if (config.port === 0 && !process.env.PUBLIC_URL && typeof address === "object" && address) {
+    // PORT=0 asks for any free port: generated URLs (source endpoints) name the one given.
+    const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
+    config.publicUrl = `http://${host}:${address.port}`;
+  }
+  const bootstrap = await built.services.accounts.bootstrap(config.bootstrapApiKey);
 
   const lines = [
     `Fount is listening on ${config.publicUrl}  (API: ${config.publicUrl}/v1, docs: ${config.publicUrl}/docs)`,
   ];
   if (bootstrap) {
     lines.push(
-      `Created the admin user "${bootstrap.username}". Its API key, shown only this once:`,
-      `  ${bootstrap.apiKey}`,
-      `Try: curl -H "Authorization: Bearer ${bootstrap.apiKey}" ${config.publicUrl}/v1/users/me`,
+      `Created the admin user "${bootstrap.user.username}". Its API key, shown only this once:`,
+      `  ${bootstrap.secret}`,
+      `Try: curl -H "Authorization: Bearer ${bootstrap.secret}" ${config.publicUrl}/v1/users/me`,
     );
   }
   process.stdout.write(`${lines.join("\n")}\n`);
 
-  let stopping = false;
+  let stoppedAt: number | undefined;
   const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    app.log.info({ signal }, "shutting down: finishing in-flight requests");
-    // A second signal, or a stuck shutdown after 30 s, ends the process at once.
+    if (stoppedAt !== undefined) {
+      if (Date.now() - stoppedAt < SIGNAL_ECHO_MS) return;
+      // A second signal ends the process at once.
+      app.log.warn({ signal }, "second signal: exiting without finishing in-flight work");
+      process.exit(130);
+    }
+    stoppedAt = Date.now();
+    app.log.info({ signal }, "shutting down: finishing in-flight requests (a second signal exits at once)");
+    // A stuck shutdown ends after 30 s.
     const force = setTimeout(() => process.exit(1), 30_000);
     force.unref();
     app.close().then(
-      () => process.exit(0),
+      () => {
+        dataDirLock.release();
+        process.exit(0);
+      },
       (err) => {
         app.log.error({ err }, "shutdown failed");
         process.exit(1);

@@ -16,7 +16,8 @@ export class DestinationRefusedError extends Error {
   readonly code = destinationRefusedCode;
 }
 
-const v4Ranges: Array<[string, number]> = [
+/** IPv4 ranges that are not public, as [network, prefix length]; executors' egress rules use them too. */
+export const v4Ranges: Array<[string, number]> = [
   ["0.0.0.0", 8], // "this" network
   ["10.0.0.0", 8], // private
   ["100.64.0.0", 10], // carrier-grade NAT
@@ -32,7 +33,8 @@ const v4Ranges: Array<[string, number]> = [
   ["224.0.0.0", 4], // multicast
   ["240.0.0.0", 4], // reserved, broadcast
 ];
-const v6Ranges: Array<[string, number]> = [
+/** IPv6 ranges that are not public (IPv6 forms of IPv4 addresses are judged by their IPv4 part). */
+export const v6Ranges: Array<[string, number]> = [
   ["::", 96], // unspecified, loopback, IPv4-compatible
   ["100::", 64], // discard
   ["2001:db8::", 32], // documentation

@@ -58,6 +58,8 @@ export interface ExecutorPoolOptions {
    * CA); handed to Node as NODE_EXTRA_CA_CERTS, which components never see in their env.
    */
   extraCaCertsFile?: string;
+  /** Where component code may connect, checked inside each executor (runtime/egress.ts); absent: anywhere. */
+  egress?: ChildInit["egress"];
   logger?: ExecutorLogger;
 }
 
@@ -303,6 +305,7 @@ export class ExecutorPool implements Executor {
       maxEmitsPerInvocation: options.maxEmitsPerInvocation ?? 1000,
       maxLogsPerInvocation: options.maxLogsPerInvocation ?? 1000,
       maxLogEntryChars: LOG_ENTRY_CHARS,
+      ...(options.egress ? { egress: options.egress } : {}),
     };
     const root = process.getuid?.() === 0;
     this.isolateUsers = options.isolateUsers ?? root;

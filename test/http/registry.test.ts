@@ -396,6 +396,8 @@ describe("timer and feed sources on a fake clock", () => {
         FOUNT_BOOTSTRAP_API_KEY: adminKey,
         FOUNT_RATE_LIMIT: "0",
         FOUNT_NPM_CACHE: path.join(os.tmpdir(), "fount-test-npm-cache"),
+        // The feeds are served on loopback, which component code may not reach unless allowed.
+        FOUNT_EXECUTOR_ALLOW_HOSTS: "127.0.0.1",
       },
       { dataDir, port: 0 },
     );

@@ -149,7 +149,8 @@ before(async () => {
   const trust = trustInExecutors(certs.certFile);
   gitlab = new GitLabMock(certs);
   const baseApiUrl = await gitlab.listen();
-  server = await startServer({}, trust);
+  // The mock listens on loopback, which component code may not reach unless allowed.
+  server = await startServer({}, { ...trust, FOUNT_EXECUTOR_ALLOW_HOSTS: "127.0.0.1,::1,localhost" });
   userKey = (await server.createUser("gitlab-user")).key;
   env = { FOUNT_URL: server.url, FOUNT_API_KEY: userKey };
   // The $auth of an OAuth app, plus the app's custom field for self-managed GitLab.

@@ -5,6 +5,7 @@
  */
 import type { SerializedError } from "../../errors.ts";
 import type { ComponentMeta, HttpResponse, InvocationKind, InvokeResult, PropValues } from "../types.ts";
+import type { EgressRules } from "./egress-guard.ts";
 
 /** Limits and paths the parent hands a child as its only argv entry (its environment is empty). */
 export interface ChildInit {
@@ -13,6 +14,8 @@ export interface ChildInit {
   maxEmitsPerInvocation: number;
   maxLogsPerInvocation: number;
   maxLogEntryChars: number;
+  /** Where component code may connect (egress-guard.ts); absent: anywhere. */
+  egress?: EgressRules;
 }
 
 /** What the invocations of one batch share; deduplicated per batch so props cross the pipe once. */

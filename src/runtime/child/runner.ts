@@ -14,6 +14,7 @@ import util from "node:util";
 import type { SerializedError } from "../../errors.ts";
 import type { HttpResponse, LogEntry } from "../types.ts";
 import { InvalidComponent, isLoaded, loadComponent } from "./definition.ts";
+import { installEgressGuard } from "./egress-guard.ts";
 import { withParsedBody } from "./http-body.ts";
 import { componentInstance, Invocation, optionsCall } from "./instance.ts";
 import { jsonTextTooDeep, maxBodyDepth, maxValueDepth } from "./json-depth.ts";
@@ -44,6 +45,7 @@ if (!process.send) {
 const ipcSend = process.send.bind(process);
 const realExit = process.exit.bind(process);
 const init = JSON.parse(process.argv[2] ?? "{}") as ChildInit;
+if (init.egress) installEgressGuard(init.egress);
 
 type Context = { inv: Invocation } | { inspect: number };
 const als = new AsyncLocalStorage<Context>();
