@@ -17,6 +17,7 @@ export type DeliveryOps = Pick<
   | "insertDeliveryAttempt"
   | "listDeliveries"
   | "listDeliveryAttempts"
+  | "cancelDeliveries"
   | "requeueDelivery"
   | "requeueFailedDeliveries"
   | "nextDeliveryMs"
@@ -118,7 +119,10 @@ WITH candidates AS (
     ${skipBusyInScan ? "AND NOT (d.listener_id = ANY($2::text[]))" : ""}
     AND (d.listener_kind <> 'source' OR NOT EXISTS (
       SELECT 1 FROM deliveries e
-      WHERE e.subscription_id = d.subscription_id AND e.status = 'pending' AND e.seq < d.seq))
+      WHERE e.subscription_id = d.subscription_id AND e.status = 'pending' AND e.seq < d.seq
+        -- An older delivery not yet due for its first attempt (a \`delivery_ts\` in the future) is
+        -- scheduled, not queued: later events of the subscription go ahead of it.
+        AND (e.attempts > 0 OR e.next_attempt_ms IS NULL OR e.next_attempt_ms <= $1)))
   ORDER BY d.next_attempt_ms, d.seq
   LIMIT $3
   FOR UPDATE OF d SKIP LOCKED
@@ -270,6 +274,15 @@ export function deliveryOps(q: Sql): DeliveryOps {
         [deliveryIds],
         toAttempt,
       ),
+
+    cancelDeliveries: (listenerId, ids) =>
+      ids.length === 0
+        ? Promise.resolve(0)
+        : q.run(
+            `DELETE FROM deliveries
+             WHERE listener_id = $1 AND status = 'pending' AND claimed_by IS NULL AND id = ANY($2::text[])`,
+            [listenerId, ids],
+          ),
 
     requeueDelivery: async (id, nowMs) =>
       (await q.run(

@@ -144,9 +144,13 @@ export function eventOps(q: Sql): EventOps {
       return { items, totalCount };
     },
 
-    deleteEvents: (emitterId, from, to) => {
+    deleteEvents: (emitterId, from, to, channel) => {
       const where = ["emitter_id = $1"];
       const params: unknown[] = [emitterId];
+      if (channel !== undefined) {
+        params.push(channel);
+        where.push(`channel = $${params.length}`);
+      }
       if (from) {
         params.push(from.ms, from.seq);
         where.push(`(id_ms, id_seq) >= ($${params.length - 1}, $${params.length})`);

@@ -9,6 +9,7 @@ export type SourceOps = Pick<
   | "insertComponent"
   | "getComponent"
   | "findComponentByKey"
+  | "listLatestComponents"
   | "insertSource"
   | "getSource"
   | "getSourceByEndpoint"
@@ -79,6 +80,16 @@ export function sourceOps(q: Sql): SourceOps {
     },
 
     getComponent: (id) => q.get("SELECT * FROM components WHERE id = $1", [id], toComponent),
+
+    listLatestComponents: (ownerIds, page) =>
+      q.page(
+        "components",
+        `owner_id = ANY($1::text[]) AND seq IN (SELECT max(seq) FROM components WHERE owner_id = ANY($1::text[])
+           GROUP BY owner_id, coalesce(key, id))`,
+        [ownerIds],
+        page,
+        (r) => ({ ...toComponent(r), seq: Number(r.seq) }),
+      ),
 
     findComponentByKey: (ownerIds, key) =>
       q.get(

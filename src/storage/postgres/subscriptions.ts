@@ -80,12 +80,11 @@ export function subscriptionOps(q: Sql, remember = false): SubscriptionOps {
       ))!;
     },
 
-    listSubscriptions: (ownerIds) =>
-      q.all(
-        "SELECT * FROM subscriptions WHERE owner_id = ANY($1::text[]) ORDER BY seq DESC",
-        [ownerIds],
-        toSubscription,
-      ),
+    listSubscriptions: (ownerIds, page) =>
+      q.page("subscriptions", "owner_id = ANY($1::text[])", [ownerIds], page, (r) => ({
+        ...toSubscription(r),
+        seq: Number(r.seq),
+      })),
 
     deleteSubscriptions: (ownerIds, m) => {
       changed();
