@@ -85,7 +85,11 @@ export class ComponentInvalidError extends AppError {
 const runnerPath = fileURLToPath(new URL("./child/runner.ts", import.meta.url));
 /** Invocations per batch message: bounds message size and how much one crash can take down. */
 const MAX_BATCH = 256;
-const STARTUP_TIMEOUT_MS = 10_000;
+/**
+ * An executor runs at EXECUTOR_NICE, so on a busy host it gets a small share of the CPU while node
+ * starts: beside three CPU burners on 2 cores a start took close to 10 s, and deploys failed.
+ */
+const STARTUP_TIMEOUT_MS = 30_000;
 /**
  * Executors run this much nicer than the server: tenant code gets the CPU the server's HTTP, IPC and
  * commit work leaves, so a busy component cannot starve the API or other tenants' endpoints, and a
