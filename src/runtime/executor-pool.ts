@@ -87,7 +87,7 @@ const runnerPath = fileURLToPath(new URL("./child/runner.ts", import.meta.url));
 const MAX_BATCH = 256;
 /**
  * An executor runs at EXECUTOR_NICE, so on a busy host it gets a small share of the CPU while node
- * starts: beside three CPU burners on 2 cores a start took close to 10 s, and deploys failed.
+ * starts: on 2 cores with three CPU burners beside other work, starts took over 10 s and deploys failed.
  */
 const STARTUP_TIMEOUT_MS = 30_000;
 /**
