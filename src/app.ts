@@ -150,6 +150,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       req.url?.replace(/^\/v1\/workspaces\/(o_[A-Za-z0-9]+)\/(?=[^?#])/, "/v1/orgs/$1/") ?? "/",
     return503OnClosing: false,
     forceCloseConnections: "idle",
+    // Start-up publishes the registry (`onReady`): each component is built and loaded in an executor, one
+    // after another. That took over 10 s (Fastify's default bound) on a 2-core machine under load, which
+    // failed the start; every step has its own timeout, so this only bounds a hang.
+    pluginTimeout: 300_000,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const bus = new Bus();

@@ -87,7 +87,11 @@ export class ComponentInvalidError extends AppError {
 const runnerPath = fileURLToPath(new URL("./child/runner.ts", import.meta.url));
 /** Invocations per batch message: bounds message size and how much one crash can take down. */
 const MAX_BATCH = 256;
-const STARTUP_TIMEOUT_MS = 10_000;
+/**
+ * On 2 cores with three CPU burners beside other work, starts took over 10 s and deploys failed; with
+ * the process still niced while node started, even 30 s were not always enough (it is niced at `ready`).
+ */
+const STARTUP_TIMEOUT_MS = 30_000;
 /**
  * Executors run this much nicer than the server: tenant code gets the CPU the server's HTTP, IPC and
  * commit work leaves, so a busy component cannot starve the API or other tenants' endpoints, and a
@@ -636,6 +640,15 @@ export class ExecutorPool implements Executor {
     const msg = raw as FromChild;
     switch (msg.t) {
       case "ready":
+        // Niced only now: no component code runs before `ready`, and node's own start at full priority
+        // is what keeps a start on a busy host within STARTUP_TIMEOUT_MS.
+        if (!child.started && child.pid !== undefined) {
+          try {
+            os.setPriority(child.pid, Math.min(19, os.getPriority() + EXECUTOR_NICE));
+          } catch {
+            // The process may already be gone; its close event reports that.
+          }
+        }
         child.started = true;
         child.startWaiters?.resolve();
         break;
@@ -913,13 +926,6 @@ export class ExecutorPool implements Executor {
     }
     child.proc = proc;
     child.pid = proc.pid;
-    if (proc.pid !== undefined) {
-      try {
-        os.setPriority(proc.pid, Math.min(19, os.getPriority() + EXECUTOR_NICE));
-      } catch {
-        // The process may already be gone; its close event reports that.
-      }
-    }
     proc.on("message", (m: unknown) => this.onMessage(child, m));
     proc.on("error", (err) => {
       this.logger?.warn({ ownerId: owner.id, err }, "executor process error");

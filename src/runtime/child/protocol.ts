@@ -74,7 +74,7 @@ export type FromChild =
    * flushes what it has, naming the item it is running in `running` and for how many ms in `since`.
    */
   | { t: "results"; sid: string; results: ItemResult[]; running?: number; since?: number; done: boolean }
-  /** The first `http.respond()` of an invocation when it says `immediate: true`, sent at once. */
+  /** The first `http.respond()` of an invocation, sent at once. */
   | { t: "respond"; q: number; response: HttpResponse }
   /** The child is about to die: `process.exit()`, an uncaught exception or an unhandled rejection. */
   | { t: "fatal"; code: string; message: string; stack?: string; q?: number };
