@@ -31,7 +31,11 @@ export function NewSourcePage({ orgId }: { orgId: string | undefined }) {
   const [busy, setBusy] = useState(false);
   const [fromRegistry, setFromRegistry] = useState(false);
   const registry = useLoad(
-    () => api<{ data: RegistryEntry[] }>("GET", `/v1/components/registry?limit=100&q=${encodeURIComponent(query)}`),
+    () =>
+      api<{ data: RegistryEntry[] }>(
+        "GET",
+        `/v1/components/registry?limit=100&q=${encodeURIComponent(query)}`,
+      ),
     [query],
   );
 
