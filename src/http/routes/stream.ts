@@ -176,6 +176,15 @@ export async function streamRoutes(
       for (const client of clients) client.abandon();
       throw err;
     }
+    // A stream's client never half-closes, so its FIN means it is gone: end the stream (the server keeps
+    // half-closed sockets open for the other routes' answers, app.ts `httpAllowHalfOpen`).
+    const socket = request.raw.socket;
+    const gone = () => reply.raw.destroy();
+    if (socket.readableEnded) gone();
+    else {
+      socket.once("end", gone);
+      reply.raw.once("close", () => socket.off("end", gone));
+    }
     reply.hijack();
     if (reply.raw.destroyed) {
       // The client left while the store was read.
