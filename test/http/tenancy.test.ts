@@ -32,6 +32,7 @@ after(() => server.close());
 const excluded: Record<string, string> = {
   "GET /healthz": "public liveness probe, no tenant data",
   "GET /readyz": "public readiness probe, no tenant data",
+  "GET /v1/components/registry": "lists the registry, which every user shares; no tenant data",
 };
 
 /** Routes whose control request (the caller's own IDs) cannot succeed yet, and why. */
