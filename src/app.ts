@@ -20,6 +20,7 @@ import { Accounts } from "./domain/accounts.ts";
 import { Bus } from "./domain/bus.ts";
 import { Committer } from "./domain/committer.ts";
 import { ComponentCatalog } from "./domain/components.ts";
+import { LateWorkRecorder } from "./domain/late-work.ts";
 import { EventRecorder } from "./domain/recorder.ts";
 import { publishRegistryFolder } from "./domain/registry.ts";
 import { SourceRunner } from "./domain/runner.ts";
@@ -130,6 +131,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const committer = new Committer(store, { carried: [deliveryContext] });
   const recorder = new EventRecorder();
   const builder = new ComponentBuilder({ dataDir: config.dataDir, npmCacheDir: config.npmCacheDir });
+  const lateWork = new LateWorkRecorder({ store, committer, recorder, bus, clock, logger: app.log });
   const executor =
     options.executor ??
     new ExecutorPool({
@@ -139,6 +141,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       maxEmitBytes: config.maxEventBytes,
       extraCaCertsFile: config.executorCaCerts,
       logger: app.log,
+      onLateWork: (work) => lateWork.report(work),
     });
   // component_url downloads follow the same outbound address rules as webhook deliveries.
   const addressPolicy = new AddressPolicy({
@@ -316,6 +319,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     await scheduler.stop();
     // Before the commits drain: its last results and released claims go through the committer and store.
     await dispatcher.stop();
+    await lateWork.close();
     await committer.drain();
     await executor.close();
     await fetchGuard.dispatcher.close();

@@ -9,3 +9,4 @@ export {
   type ExecutorPoolOptions,
 } from "./executors/model.ts";
 export { ExecutorPool } from "./executors/pool.ts";
+export type { LateWork } from "./types.ts";

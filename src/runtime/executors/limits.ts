@@ -8,7 +8,6 @@ import {
   type Call,
   type Child,
   type ExecutorLogger,
-  inCode,
   OOM_PATTERN,
   OUTPUT_LINES_PER_WINDOW,
   OUTPUT_WINDOW_MS,
@@ -16,24 +15,12 @@ import {
 } from "./model.ts";
 
 /**
- * The call a timeout of `batch`'s running `call` is blamed on. A call that is not in component code
- * yet (its batch unread, or its module still loading) waits for another one: blame the longest-running
- * call that is. With none, the loading module is stuck.
+ * The call a timeout of `batch`'s running `call` is blamed on: each source runs in its own realm, so
+ * it is that call once the realm read the batch. Before that nothing of the batch ran, and its calls
+ * go to the source's next realm.
  */
-export function timeoutCulprit(batch: Batch, call: Call, child: Child): number | undefined {
-  let blamed = inCode(batch) ? call.q : undefined;
-  if (blamed === undefined) {
-    let oldest = Number.POSITIVE_INFINITY;
-    for (const other of child.batches.values()) {
-      const running = inCode(other) ? other.calls[other.next] : undefined;
-      if (running && other.started < oldest) {
-        oldest = other.started;
-        blamed = running.q;
-      }
-    }
-    if (blamed === undefined && batch.received) blamed = call.q;
-  }
-  return blamed;
+export function timeoutCulprit(batch: Batch, call: Call): number | undefined {
+  return batch.received ? call.q : undefined;
 }
 
 /** Why a process died, when nobody killed it on purpose: an OOM on stderr, else its exit. */
@@ -88,9 +75,15 @@ export function logOutput(
   } else out.dropped++;
 }
 
-/** The RSS cap of an executor process: the heap cap misses Buffers, hence twice the heap plus 128 MiB. */
-export function rssLimitBytes(memoryMb: number): number {
-  return (memoryMb * 2 + 128) * 1024 * 1024;
+/** What a realm (a worker thread with the realm code loaded) adds to its process's RSS, with room. */
+const REALM_RSS_MB = 8;
+
+/**
+ * The RSS cap of an executor process: the heap cap misses Buffers, hence twice the heap plus 128 MiB,
+ * plus the base cost of each live realm.
+ */
+export function rssLimitBytes(memoryMb: number, realms: number): number {
+  return (memoryMb * 2 + 128 + REALM_RSS_MB * realms) * 1024 * 1024;
 }
 
 /** Resident set size of a process in bytes, or undefined when it cannot be read (it is gone). */

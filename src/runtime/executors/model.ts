@@ -5,7 +5,14 @@
 
 import type { ChildProcess } from "node:child_process";
 import { AppError, type SerializedError } from "../../errors.ts";
-import type { BuiltComponent, ComponentMeta, HttpResponse, InvokeRequest, InvokeResult } from "../types.ts";
+import type {
+  BuiltComponent,
+  ComponentMeta,
+  HttpResponse,
+  InvokeRequest,
+  InvokeResult,
+  LateWork,
+} from "../types.ts";
 
 export interface ExecutorLogger {
   warn(obj: object, msg?: string): void;
@@ -34,6 +41,12 @@ export interface ExecutorPoolOptions {
    */
   extraCaCertsFile?: string;
   logger?: ExecutorLogger;
+  /**
+   * Told about work a source did after its invocation returned: CPU its left-behind timers and
+   * promises used (to charge the owner), and what went wrong (a late `$emit`, a crash, a realm
+   * stopped for spinning), for the source's `$errors`.
+   */
+  onLateWork?: (report: LateWork) => void;
 }
 
 /** A failure of the executor itself (`executor_stopped`, `executor_crash`) rather than of the component. */
@@ -67,8 +80,17 @@ export const STARTUP_TIMEOUT_MS = 10_000;
  */
 export const EXECUTOR_NICE = 10;
 export const WATCH_INTERVAL_MS = 500;
-/** Sources whose db a child keeps; older ones are dropped and re-sent when used again. */
-export const MAX_CACHED_DBS = 1000;
+/** After asking a process over its RSS cap to stop its biggest realm, this long before it is killed. */
+export const SHED_GRACE_MS = 1500;
+/**
+ * Sources whose db and realm a child keeps; the least recently used realm is stopped past this, and
+ * its db re-sent when the source runs again. A realm costs a few MB (docs/architecture.md).
+ */
+export const MAX_CACHED_DBS = 100;
+/** A realm with nothing to do for this long is stopped (and started again on demand). */
+export const REALM_IDLE_MS = 5 * 60_000;
+/** Realms that die in a row before running anything, after which the source's first call fails. */
+export const MAX_REALM_RESTARTS = 3;
 export const LOG_ENTRY_CHARS = 8 * 1024;
 export const OUTPUT_LINES_PER_WINDOW = 20;
 export const OUTPUT_WINDOW_MS = 10_000;
@@ -86,6 +108,8 @@ export interface SourceState {
   owner: Owner;
   sourceId: string;
   queue: Call[];
+  /** Realms that died in a row before any call of theirs started; past a few, the first call fails. */
+  restarts: number;
   /** The batch the child runs (or will run first): its messages concern this one. */
   batch: Batch | null;
   /**
@@ -130,6 +154,9 @@ export interface Inspection {
   resolve: (meta: ComponentMeta) => void;
   reject: (err: Error) => void;
   timer: NodeJS.Timeout;
+  /** Fails the inspection at its time limit, which runs from when its realm began loading. */
+  expire: () => void;
+  limit: number;
 }
 
 export interface Owner {
@@ -170,6 +197,10 @@ export interface Child {
   inspections: Map<number, Inspection>;
   /** Version of the db copy the child holds per source, least recently used first. */
   dbVersions: Map<string, number>;
+  /** When each source's last batch on this child ended: idle realms are stopped after REALM_IDLE_MS. */
+  realmIdleSince: Map<string, number>;
+  /** When the pool asked the process to stop its biggest realm for being over the RSS cap. */
+  shedAt: number | undefined;
   stderrTail: string;
   lastActive: number;
   output: { windowStart: number; count: number; dropped: number };
@@ -220,10 +251,11 @@ export function inCode(batch: Batch): boolean {
  * The call numbered `q` that `child` was sent and has not answered yet. A child only ever reaches its
  * own calls: the number alone would let one tenant's code answer another tenant's HTTP request.
  */
-export function unsettledCall(child: Child, q: unknown): Call | undefined {
-  for (const batch of child.batches.values()) {
-    for (let i = batch.next; i < batch.calls.length; i++) if (batch.calls[i]!.q === q) return batch.calls[i];
-  }
+export function unsettledCall(child: Child, q: unknown, sid: unknown): Call | undefined {
+  // The runner names the source whose realm sent the message, so one source cannot answer another's.
+  const batch = typeof sid === "string" ? child.batches.get(sid) : undefined;
+  if (!batch) return undefined;
+  for (let i = batch.next; i < batch.calls.length; i++) if (batch.calls[i]!.q === q) return batch.calls[i];
   return undefined;
 }
 

@@ -8,9 +8,7 @@
  */
 import type { ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
-import fsp from "node:fs/promises";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import type { ChildInit, FromChild, ItemResult, ToChild } from "../child/protocol.ts";
 import type {
   BuiltComponent,
@@ -19,10 +17,11 @@ import type {
   HttpResponse,
   InvokeRequest,
   InvokeResult,
+  LateWork,
 } from "../types.ts";
 import { batchMessage } from "./dispatch.ts";
 import { Grants } from "./grants.ts";
-import { forkExecutor, syntaxLocation } from "./lifecycle.ts";
+import { bundleExecutorCode, forkExecutor, syntaxLocation } from "./lifecycle.ts";
 import { deathReason, logOutput, rssBytes, rssLimitBytes, timeoutCulprit } from "./limits.ts";
 import {
   type Batch,
@@ -38,9 +37,12 @@ import {
   isObject,
   LOG_ENTRY_CHARS,
   MAX_BATCH,
+  MAX_REALM_RESTARTS,
   newBatch,
   type Owner,
+  REALM_IDLE_MS,
   type Reason,
+  SHED_GRACE_MS,
   type SourceState,
   STARTUP_TIMEOUT_MS,
   stoppedError,
@@ -48,8 +50,6 @@ import {
   WATCH_INTERVAL_MS,
 } from "./model.ts";
 import { copyResult, httpResponse, serialized } from "./results.ts";
-
-const runnerPath = fileURLToPath(new URL("../child/runner.ts", import.meta.url));
 
 /**
  * Runs component code in per-owner executor processes (see docs/isolation.md).
@@ -71,6 +71,7 @@ export class ExecutorPool implements Executor {
   private readonly idleMs: number;
   private readonly extraCaCertsFile: string | undefined;
   private readonly logger: ExecutorLogger | undefined;
+  private readonly onLateWork: ((report: LateWork) => void) | undefined;
   private readonly owners = new Map<string, Owner>();
   private readonly children = new Set<Child>();
   private readonly grants: Grants;
@@ -78,6 +79,8 @@ export class ExecutorPool implements Executor {
   private watch: NodeJS.Timeout | undefined;
   private closed = false;
   private closing: Promise<void> | undefined;
+  /** The executor's code bundled into `<dataDir>/executor`, once per pool. */
+  private runner: Promise<string> | undefined;
 
   constructor(options: ExecutorPoolOptions) {
     this.dataDir = path.resolve(options.dataDir);
@@ -89,6 +92,8 @@ export class ExecutorPool implements Executor {
       maxEmitsPerInvocation: options.maxEmitsPerInvocation ?? 1000,
       maxLogsPerInvocation: options.maxLogsPerInvocation ?? 1000,
       maxLogEntryChars: LOG_ENTRY_CHARS,
+      memoryMb: this.memoryMb,
+      lateWorkLimitMs: this.defaultTimeoutMs,
     };
     const root = process.getuid?.() === 0;
     const isolateUsers = options.isolateUsers ?? root;
@@ -97,6 +102,7 @@ export class ExecutorPool implements Executor {
     this.idleMs = options.idleMs ?? 10 * 60_000;
     this.extraCaCertsFile = options.extraCaCertsFile;
     this.logger = options.logger;
+    this.onLateWork = options.onLateWork;
   }
 
   // ---- public API ------------------------------------------------------------------------------
@@ -110,14 +116,16 @@ export class ExecutorPool implements Executor {
     if (child.gone) throw new ExecutorError("executor_crash", "The executor process stopped");
     const q = ++this.seq;
     return new Promise<ComponentMeta>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.kill(child, {
-          code: "timeout",
-          message: `Loading the component did not finish within ${limit} ms`,
-          q,
-        });
-      }, limit);
-      child.inspections.set(q, { q, component, resolve, reject, timer });
+      const expire = () => {
+        // Only the inspection's realm stops; the owner's sources go on.
+        child.inspections.delete(q);
+        this.send(child, { t: "stop", q });
+        reject(new ComponentInvalidError(`Loading the component did not finish within ${limit} ms`));
+        this.stopIfRetired(child);
+      };
+      // Until its realm says it began loading, the realm's startup gets an allowance on top.
+      const timer = setTimeout(expire, limit + STARTUP_TIMEOUT_MS);
+      child.inspections.set(q, { q, component, resolve, reject, timer, expire, limit });
       child.lastActive = Date.now();
       this.send(child, { t: "inspect", q, entryFile: component.entryFile });
     });
@@ -138,6 +146,7 @@ export class ExecutorPool implements Executor {
           queue: [],
           batch: null,
           waiting: null,
+          restarts: 0,
           version: Number.NEGATIVE_INFINITY,
           snapshot: undefined,
           overlay: new Map(),
@@ -287,12 +296,18 @@ export class ExecutorPool implements Executor {
     const child = batch.child;
     if (!call || !child) return;
     const limit = call.req.timeoutMs > 0 ? call.req.timeoutMs : this.defaultTimeoutMs;
-    const wait = Math.max(0, batch.started + limit - Date.now());
+    // A call is timed from when its realm began the batch; until then (a new realm starting up on a
+    // busy machine) it gets the startup allowance on top.
+    const allowance = batch.received ? 0 : STARTUP_TIMEOUT_MS;
+    const wait = Math.max(0, batch.started + limit + allowance - Date.now());
     batch.timer = setTimeout(() => {
-      this.kill(child, {
+      // Only the source's realm stops: the owner's other sources keep running.
+      const sid = batch.source.sourceId;
+      this.send(child, { t: "stop", sid });
+      this.realmGone(child, sid, {
         code: "timeout",
         message: `The invocation did not finish within ${limit} ms`,
-        q: timeoutCulprit(batch, call, child),
+        q: timeoutCulprit(batch, call),
       });
     }, wait);
   }
@@ -315,6 +330,7 @@ export class ExecutorPool implements Executor {
     if (child && child.batches.get(source.sourceId) === batch) {
       child.batches.delete(source.sourceId);
       child.lastActive = Date.now();
+      child.realmIdleSince.set(source.sourceId, child.lastActive);
       const next = source.waiting;
       if (next && next.child === child && !child.gone) {
         // The child starts the waiting batch as it sends this one's last results.
@@ -343,22 +359,24 @@ export class ExecutorPool implements Executor {
         child.started = true;
         child.startWaiters?.resolve();
         break;
-      case "got": {
-        const batch = child.batches.get(String(msg.sid));
-        if (batch) batch.received = true;
-        break;
-      }
+      case "got":
       case "started": {
         const batch = child.batches.get(String(msg.sid));
+        if (!batch) break;
+        if (!batch.received) {
+          batch.received = true;
+          batch.started = Date.now();
+          this.arm(batch);
+        }
         // A loaded module lets the child say both at once.
-        if (batch) batch.received = batch.entered = true;
+        if (msg.t === "started") batch.entered = true;
         break;
       }
       case "results":
         this.onResults(child, msg);
         break;
       case "respond": {
-        const call = unsettledCall(child, msg.q);
+        const call = unsettledCall(child, msg.q, msg.sid);
         const response = httpResponse(msg.response);
         if (!call || call.responded || !response) return;
         call.responded = true;
@@ -372,13 +390,41 @@ export class ExecutorPool implements Executor {
       case "inspected":
         void this.onInspected(child, msg);
         break;
+      case "inspecting": {
+        const inspection = child.inspections.get(msg.q);
+        if (!inspection) break;
+        clearTimeout(inspection.timer);
+        inspection.timer = setTimeout(inspection.expire, inspection.limit);
+        break;
+      }
       case "fatal": {
-        const code =
-          msg.code === "process_exit" || msg.code === "unhandled_rejection" ? msg.code : "executor_crash";
+        const known = ["process_exit", "unhandled_rejection", "out_of_memory"];
+        const code = known.includes(msg.code) ? msg.code : "executor_crash";
         const reason: Reason = { code, message: String(msg.message).slice(0, 2000) };
         if (typeof msg.q === "number") reason.q = msg.q;
         if (typeof msg.stack === "string") reason.stack = msg.stack.slice(0, 16 * 1024);
-        this.kill(child, reason);
+        if (typeof msg.sid === "string") this.realmGone(child, msg.sid, reason);
+        else if (typeof msg.inspect === "number") this.inspectionGone(child, msg.inspect, reason);
+        else this.kill(child, reason);
+        break;
+      }
+      case "late": {
+        if (typeof msg.sid !== "string") return;
+        this.reportLate(child, msg.sid, 0, {
+          code: "late_emit",
+          message:
+            "$emit was called after the invocation had returned (by a timer or promise it left running); the event was not stored. Await such work inside run.",
+        });
+        break;
+      }
+      case "usage": {
+        if (typeof msg.sid !== "string") return;
+        const ms = typeof msg.ms === "number" && msg.ms > 0 ? Math.min(msg.ms, 3_600_000) : 0;
+        if (msg.stopped === true) {
+          const message = `Work left running after the invocation returned kept the CPU busy for over ${this.defaultTimeoutMs} ms and was stopped`;
+          this.realmGone(child, msg.sid, { code: "late_work_stopped", message });
+          this.reportLate(child, msg.sid, ms, { code: "late_work_stopped", message });
+        } else if (ms > 0) this.reportLate(child, msg.sid, ms);
         break;
       }
     }
@@ -387,6 +433,7 @@ export class ExecutorPool implements Executor {
   private onResults(child: Child, msg: Extract<FromChild, { t: "results" }>): void {
     const batch = typeof msg.sid === "string" ? child.batches.get(msg.sid) : undefined;
     if (!batch || !Array.isArray(msg.results)) return;
+    batch.source.restarts = 0;
     const now = Date.now();
     for (const raw of msg.results) {
       const call = batch.calls[batch.next];
@@ -472,6 +519,8 @@ export class ExecutorPool implements Executor {
       batches: new Map(),
       inspections: new Map(),
       dbVersions: new Map(),
+      realmIdleSince: new Map(),
+      shedAt: undefined,
       stderrTail: "",
       lastActive: Date.now(),
       output: { windowStart: Date.now(), count: 0, dropped: 0 },
@@ -489,7 +538,11 @@ export class ExecutorPool implements Executor {
     let runner: string;
     try {
       scratch = await this.grants.prepareScratch(owner);
-      runner = await fsp.realpath(runnerPath);
+      this.runner ??= bundleExecutorCode(path.join(this.dataDir, "executor"));
+      this.runner.catch(() => {
+        this.runner = undefined;
+      });
+      runner = await this.runner;
       await this.grants.grantToExecutors(path.dirname(runner));
     } catch (err) {
       this.gone(child, null, null);
@@ -595,6 +648,79 @@ export class ExecutorPool implements Executor {
     }
   }
 
+  /**
+   * A source's realm is gone (stopped at a timeout, or dead): the child's db copy went with it. The
+   * call it was running fails; calls behind it never started and go to the next realm, with the db.
+   */
+  private realmGone(child: Child, sid: string, reason: Reason): void {
+    child.dbVersions.delete(sid);
+    const batch = child.batches.get(sid);
+    if (!batch) {
+      // Nothing of the source was running: what killed the realm is work left behind after `run`.
+      if (reason.code !== "late_work_stopped" && reason.code !== "timeout") {
+        const error = { code: reason.code, message: `After the invocation returned: ${reason.message}` };
+        this.reportLate(child, sid, 0, reason.stack ? { ...error, stack: reason.stack } : error);
+      }
+      return;
+    }
+    child.batches.delete(sid);
+    clearTimeout(batch.timer);
+    const { source } = batch;
+    const waiting = source.waiting;
+    if (waiting?.child === child) {
+      source.waiting = null;
+      batch.calls.push(...waiting.calls);
+    }
+    const first = batch.calls[batch.next];
+    let culprit = reason.q ?? (batch.received ? first?.q : undefined);
+    let started = inCode(batch) || (batch.received && first !== undefined && first.q === culprit);
+    if (!started && first && ++source.restarts >= MAX_REALM_RESTARTS) {
+      // Realms that die before running anything, again and again: fail rather than loop.
+      culprit = first.q;
+      started = true;
+    }
+    if (!this.closed) {
+      const firstNotStarted = started ? batch.next + 1 : batch.next;
+      source.queue.unshift(...batch.calls.slice(firstNotStarted));
+      batch.calls.length = Math.min(batch.calls.length, firstNotStarted);
+    }
+    const othersMessage = `The source's realm stopped before this invocation finished: ${reason.message}`;
+    for (const call of batch.calls.slice(batch.next)) {
+      const mine = call.q === culprit;
+      const extra = mine && reason.stack ? { stack: reason.stack } : {};
+      this.settle(
+        source,
+        call,
+        mine ? failed(reason.code, reason.message, extra) : failed("executor_crash", othersMessage),
+      );
+    }
+    batch.next = batch.calls.length;
+    child.lastActive = Date.now();
+    this.endBatch(batch);
+    this.stopIfRetired(child);
+  }
+
+  /** An inspection's realm died while loading the component. */
+  private inspectionGone(child: Child, q: number, reason: Reason): void {
+    const inspection = child.inspections.get(q);
+    if (!inspection) return;
+    child.inspections.delete(q);
+    clearTimeout(inspection.timer);
+    inspection.reject(new ComponentInvalidError(`The component failed while loading: ${reason.message}`));
+    this.stopIfRetired(child);
+  }
+
+  /** Passes work a source did after its invocation returned to `onLateWork`. */
+  private reportLate(child: Child, sourceId: string, cpuMs: number, error?: LateWork["error"]): void {
+    const report: LateWork = { ownerId: child.owner.id, sourceId, cpuMs };
+    if (error) report.error = error;
+    try {
+      this.onLateWork?.(report);
+    } catch (err) {
+      this.logger?.warn({ err, sourceId }, "onLateWork callback threw");
+    }
+  }
+
   /** The process is gone: fail what it was running, blame the culprit, let queued calls go to a new one. */
   private gone(child: Child, code: number | null, signal: NodeJS.Signals | null): void {
     if (child.gone) return;
@@ -684,7 +810,6 @@ export class ExecutorPool implements Executor {
       this.watch = undefined;
       return;
     }
-    const rssLimit = rssLimitBytes(this.memoryMb);
     const now = Date.now();
     for (const child of this.children) {
       if (!child.pid || child.gone || child.killReason) continue;
@@ -696,13 +821,26 @@ export class ExecutorPool implements Executor {
         }
         continue;
       }
+      for (const [sid, since] of child.realmIdleSince) {
+        if (child.batches.has(sid)) continue;
+        if (now - since > REALM_IDLE_MS || !child.dbVersions.has(sid)) child.realmIdleSince.delete(sid);
+        if (now - since > REALM_IDLE_MS && child.dbVersions.delete(sid))
+          this.send(child, { t: "forget", sid });
+      }
+      // Live realms: one per source with a db copy, one per inspection, and the spare.
+      const rssLimit = rssLimitBytes(this.memoryMb, child.dbVersions.size + child.inspections.size + 1);
       const rss = rssBytes(child.pid);
-      if (rss !== undefined && rss > rssLimit) {
-        this.kill(child, {
-          code: "out_of_memory",
-          message: `The executor used ${Math.round(rss / 1048576)} MB of memory (limit ${Math.round(rssLimit / 1048576)} MB)`,
-          blameSole: true,
-        });
+      if (rss === undefined || rss <= rssLimit) {
+        child.shedAt = undefined;
+        continue;
+      }
+      const message = `The executor used ${Math.round(rss / 1048576)} MB of memory (limit ${Math.round(rssLimit / 1048576)} MB)`;
+      if (child.shedAt === undefined) {
+        // First the source realm holding the most goes; only if that does not help, the process.
+        child.shedAt = now;
+        this.send(child, { t: "shed", message });
+      } else if (now - child.shedAt >= SHED_GRACE_MS) {
+        this.kill(child, { code: "out_of_memory", message, blameSole: true });
       }
     }
   }
