@@ -38,6 +38,8 @@ interface Realm {
   idleMark: EventLoopUtilization | undefined;
   /** ms the realm's thread was busy during idle ticks in a row. */
   spinMs: number;
+  /** Inspections this realm has served. */
+  inspected: number;
   /** Stopped on purpose: its messages and its exit are no longer reported. */
   stopped: boolean;
   fatal: Extract<FromChild, { t: "fatal" }> | undefined;
@@ -51,6 +53,14 @@ const inspections = new Map<number, Realm>();
  * 50-300 ms (more on a loaded machine), which a source's first call would otherwise wait for.
  */
 let spare: Realm | undefined;
+/**
+ * The idle inspection realm: inspections (loading a component to read its definition) reuse one realm
+ * one after another, as starting a realm per inspection made publishing several components slow. A
+ * realm whose inspection timed out or failed fatally is not reused.
+ */
+let inspector: Realm | undefined;
+/** Inspections one realm serves before it is replaced (each loads a module it then keeps). */
+const INSPECTIONS_PER_REALM = 50;
 
 function send(message: FromChild): void {
   try {
@@ -90,6 +100,7 @@ function newRealm(): Realm {
     sid: undefined,
     inspect: undefined,
     busy: 0,
+    inspected: 0,
     idleMark: undefined,
     spinMs: 0,
     stopped: false,
@@ -145,7 +156,10 @@ function onRealmMessage(realm: Realm, raw: unknown): void {
     case "inspected":
       if (realm.inspect === undefined || msg.q !== realm.inspect) return;
       send(msg);
-      stopRealm(realm);
+      inspections.delete(realm.inspect);
+      realm.inspect = undefined;
+      if (!inspector && ++realm.inspected < INSPECTIONS_PER_REALM) inspector = realm;
+      else stopRealm(realm);
       break;
     case "fatal":
       // The realm ends itself right after; its exit reports this.
@@ -156,6 +170,7 @@ function onRealmMessage(realm: Realm, raw: unknown): void {
 
 function onRealmExit(realm: Realm, exitCode: number): void {
   if (realm === spare) spare = undefined;
+  if (realm === inspector) inspector = undefined;
   if (realm.stopped) return;
   realm.stopped = true;
   chargeIdle(realm);
@@ -211,9 +226,14 @@ process.on("message", (raw: unknown) => {
       realm.worker.postMessage(msg);
       break;
     }
-    case "inspect":
-      startRealm(undefined, msg.q).worker.postMessage(msg);
+    case "inspect": {
+      const realm = inspector ?? startRealm(undefined, msg.q);
+      inspector = undefined;
+      realm.inspect = msg.q;
+      inspections.set(msg.q, realm);
+      realm.worker.postMessage(msg);
       break;
+    }
     case "forget": {
       const realm = realms.get(msg.sid);
       if (realm) stopRealm(realm);

@@ -21,20 +21,35 @@ const childDir = fileURLToPath(new URL("../child/", import.meta.url));
  * per worker than loading JavaScript (docs/architecture.md). Returns the real path of runner.mjs.
  */
 export async function bundleExecutorCode(outDir: string): Promise<string> {
+  const files = await (bundled ??= buildExecutorCode());
   await fsp.mkdir(outDir, { recursive: true, mode: 0o755 });
-  await esbuild.build({
-    entryPoints: { runner: path.join(childDir, "runner.ts"), realm: path.join(childDir, "realm.ts") },
-    outdir: outDir,
-    outExtension: { ".js": ".mjs" },
-    bundle: true,
-    format: "esm",
-    platform: "node",
-    target: "node24",
-    charset: "utf8",
-    tsconfigRaw: {},
-    logLevel: "silent",
-  });
+  for (const file of files) await fsp.writeFile(path.join(outDir, file.name), file.text, { mode: 0o644 });
   return fsp.realpath(path.join(outDir, "runner.mjs"));
+}
+
+/** The bundle, built once per server process and written into each pool's folder. */
+let bundled: Promise<Array<{ name: string; text: string }>> | undefined;
+
+async function buildExecutorCode(): Promise<Array<{ name: string; text: string }>> {
+  try {
+    const result = await esbuild.build({
+      entryPoints: { runner: path.join(childDir, "runner.ts"), realm: path.join(childDir, "realm.ts") },
+      outdir: "/",
+      outExtension: { ".js": ".mjs" },
+      bundle: true,
+      format: "esm",
+      platform: "node",
+      target: "node24",
+      charset: "utf8",
+      tsconfigRaw: {},
+      write: false,
+      logLevel: "silent",
+    });
+    return result.outputFiles.map((f) => ({ name: path.basename(f.path), text: f.text }));
+  } catch (err) {
+    bundled = undefined;
+    throw err;
+  }
 }
 
 /** What one executor process is started with. */
