@@ -34,7 +34,8 @@ function executorMemory(serverPid: number): { rssMb: number; pssMb: number; proc
     } catch {
       continue;
     }
-    if (!cmdline.includes("runner.mjs")) continue;
+    // The registry's own executor (it inspects Fount's built-in components) is not the owner's.
+    if (!/runner\.(mjs|ts)/.test(cmdline) || cmdline.includes("/scratch/registry")) continue;
     const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
     rss += Number(/^Rss:\s+(\d+) kB/m.exec(rollup)?.[1] ?? 0);
     pss += Number(/^Pss:\s+(\d+) kB/m.exec(rollup)?.[1] ?? 0);

@@ -59,6 +59,9 @@ let spare: Realm | undefined;
  * realm whose inspection timed out or failed fatally is not reused.
  */
 let inspector: Realm | undefined;
+let inspectorSince = 0;
+/** An idle inspection realm is stopped after this long: most owners deploy rarely. */
+const INSPECTOR_IDLE_MS = 60_000;
 /** Inspections one realm serves before it is replaced (each loads a module it then keeps). */
 const INSPECTIONS_PER_REALM = 50;
 
@@ -158,8 +161,10 @@ function onRealmMessage(realm: Realm, raw: unknown): void {
       send(msg);
       inspections.delete(realm.inspect);
       realm.inspect = undefined;
-      if (!inspector && ++realm.inspected < INSPECTIONS_PER_REALM) inspector = realm;
-      else stopRealm(realm);
+      if (!inspector && ++realm.inspected < INSPECTIONS_PER_REALM) {
+        inspector = realm;
+        inspectorSince = Date.now();
+      } else stopRealm(realm);
       break;
     case "fatal":
       // The realm ends itself right after; its exit reports this.
@@ -294,6 +299,10 @@ function chargeIdle(realm: Realm): number {
 }
 
 setInterval(() => {
+  if (inspector && Date.now() - inspectorSince > INSPECTOR_IDLE_MS) {
+    stopRealm(inspector);
+    inspector = undefined;
+  }
   for (const realm of [...realms.values()]) {
     if (realm.busy > 0 || realm.stopped) continue;
     chargeIdle(realm);

@@ -84,11 +84,11 @@ export const WATCH_INTERVAL_MS = 500;
 export const SHED_GRACE_MS = 1500;
 /**
  * Sources whose db and realm a child keeps; the least recently used realm is stopped past this, and
- * its db re-sent when the source runs again. A realm costs a few MB (docs/architecture.md).
+ * its db re-sent when the source runs again. A live realm costs about 10 MB (docs/architecture.md).
  */
-export const MAX_CACHED_DBS = 100;
+export const MAX_CACHED_DBS = 16;
 /** A realm with nothing to do for this long is stopped (and started again on demand). */
-export const REALM_IDLE_MS = 5 * 60_000;
+export const REALM_IDLE_MS = 60_000;
 /** Realms that die in a row before running anything, after which the source's first call fails. */
 export const MAX_REALM_RESTARTS = 3;
 export const LOG_ENTRY_CHARS = 8 * 1024;
