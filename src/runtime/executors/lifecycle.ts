@@ -21,7 +21,8 @@ const childDir = fileURLToPath(new URL("../child/", import.meta.url));
  * per worker than loading JavaScript (docs/architecture.md). Returns the real path of runner.mjs.
  */
 export async function bundleExecutorCode(outDir: string): Promise<string> {
-  const files = await (bundled ??= buildExecutorCode());
+  bundled ??= buildExecutorCode();
+  const files = await bundled;
   await fsp.mkdir(outDir, { recursive: true, mode: 0o755 });
   for (const file of files) await fsp.writeFile(path.join(outDir, file.name), file.text, { mode: 0o644 });
   return fsp.realpath(path.join(outDir, "runner.mjs"));
