@@ -21,6 +21,8 @@ import { Bus } from "./domain/bus.ts";
 import { Committer } from "./domain/committer.ts";
 import { ComponentCatalog } from "./domain/components.ts";
 import { logErrors } from "./domain/error-log.ts";
+
+import { LateWorkRecorder } from "./domain/late-work.ts";
 import { EventRecorder } from "./domain/recorder.ts";
 import { publishRegistryFolder } from "./domain/registry.ts";
 import { SourceRunner } from "./domain/runner.ts";
@@ -162,6 +164,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const committer = new Committer(store, { carried: [deliveryContext] });
   const recorder = new EventRecorder();
   const builder = new ComponentBuilder({ dataDir: config.dataDir, npmCacheDir: config.npmCacheDir });
+  const lateWork = new LateWorkRecorder({ store, committer, recorder, bus, clock, logger: app.log });
   const executor =
     options.executor ??
     new ExecutorPool({
@@ -177,6 +180,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         allowHosts: config.executorAllowHosts,
       }),
       logger: app.log,
+      onLateWork: (work) => lateWork.report(work),
     });
   const egress = options.executor
     ? undefined
@@ -386,6 +390,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     await scheduler.stop();
     // Before the commits drain: its last results and released claims go through the committer and store.
     await dispatcher.stop();
+    await lateWork.close();
     await committer.drain();
     await executor.close();
     await egress?.close();

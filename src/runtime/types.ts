@@ -144,6 +144,16 @@ export interface InvokeResult {
   durationMs: number;
 }
 
+/** Work a source's code did while none of its invocations ran (timers, promises left running after `run`). */
+export interface LateWork {
+  ownerId: string;
+  sourceId: string;
+  /** CPU time to charge to the owner's compute quota. */
+  cpuMs: number;
+  /** Set when it went wrong: `late_emit`, `late_work_stopped`, or the crash's code. */
+  error?: { code: string; message: string; stack?: string };
+}
+
 /**
  * Runs component code in sandboxed executor processes. `invoke` calls of one source run one at a time,
  * in the order they were made; `onRespond` fires as soon as the component calls

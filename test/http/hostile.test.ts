@@ -121,10 +121,26 @@ test("a sibling still loading its module when a loop starts spinning runs after 
 });
 
 test("a memory bomb is stopped at the executor's memory cap", async () => {
-  const { id, endpoint } = await hostile("memory-bomb.mjs");
-  const res = await hit(endpoint, { method: "POST" });
-  assert.equal(res.status, 500);
-  assert.equal((await onlyError(id)).code, "out_of_memory");
+  // A server of its own with a long timeout: on a loaded machine the bomb needs seconds of CPU to reach
+  // the cap, and the 2 s timeout of the other tests would win that race (it would end as a timeout).
+  const roomy = await startServer({ invocationTimeoutMs: 60_000, executorMemoryMb: 64 });
+  try {
+    const owner = await roomy.createUser("bomber");
+    const bomb = await deploy(roomy, { component_code: fixture("hostile/memory-bomb.mjs") }, owner.key);
+    const echo = await deploy(roomy, { component_code: fixture("http-echo.mjs"), name: "sib" }, owner.key);
+    const res = await hit(bomb.configured_props.http.endpoint_url, { method: "POST" });
+    assert.equal(res.status, 500);
+    const errors = await events(roomy, bomb.id, "$errors", owner.key);
+    assert.deepEqual(
+      errors.map((e) => e.event.error.code),
+      ["out_of_memory"],
+    );
+    assert.match(errors[0].event.error.message, /memory/);
+    const sib = await hit(echo.configured_props.http.endpoint_url, { method: "POST" });
+    assert.equal(sib.status, 200, `the same owner's other source answers: ${sib.text}`);
+  } finally {
+    await roomy.close();
+  }
   await assertNeighboursAnswer();
 });
 

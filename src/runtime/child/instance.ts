@@ -30,17 +30,22 @@ export class Invocation {
   closed = false;
   private readonly limits: ChildInit;
   private readonly onRespond: (q: number, response: HttpResponse) => void;
+  private readonly onLateEmit: ((q: number) => void) | undefined;
+  private lateReported = false;
 
   constructor(
     q: number,
     sourceId: string,
     limits: ChildInit,
     onRespond: (q: number, response: HttpResponse) => void,
+    /** Told once when code this invocation left behind (a timer, a promise) emits after it ended. */
+    onLateEmit?: (q: number) => void,
   ) {
     this.q = q;
     this.sourceId = sourceId;
     this.limits = limits;
     this.onRespond = onRespond;
+    this.onLateEmit = onLateEmit;
   }
 
   /** Records a console line; false when the invocation is over (the caller prints it elsewhere). */
@@ -62,7 +67,14 @@ export class Invocation {
 
   emit(event: unknown, meta: unknown): void {
     const checked = emitMeta(meta);
-    if (this.closed) return;
+    if (this.closed) {
+      // The result has left: the event cannot be stored. Say so once rather than drop it silently.
+      if (!this.lateReported) {
+        this.lateReported = true;
+        this.onLateEmit?.(this.q);
+      }
+      return;
+    }
     const { maxEmitsPerInvocation: maxCount, maxEmitBytes: maxBytes } = this.limits;
     if (this.emits.length >= maxCount) {
       this.countWarning("too_many_emits", `Only the first ${maxCount} emits of an invocation are kept`);

@@ -1,7 +1,9 @@
 /**
  * Messages between the executor pool (parent) and an executor process (child), sent over the
- * `serialization: "json"` IPC channel. Type-only: both sides import it with `import type`, so the
- * child reads no project file outside its own folder.
+ * `serialization: "json"` IPC channel. Inside the child, runner.ts relays them to and from each
+ * source's realm (a worker thread running realm.ts) and stamps what a realm says with its source.
+ * Type-only: every side imports it with `import type`, so the child reads no project file outside
+ * its own folder.
  */
 import type { SerializedError } from "../../errors.ts";
 import type { ComponentMeta, HttpResponse, InvocationKind, InvokeResult, PropValues } from "../types.ts";
@@ -16,6 +18,14 @@ export interface ChildInit {
   maxLogEntryChars: number;
   /** Where component code may connect (egress-guard.ts); absent: anywhere. */
   egress?: EgressRules;
+
+  /** Heap cap of each realm (worker `resourceLimits.maxOldGenerationSizeMb`). */
+  memoryMb: number;
+  /**
+   * A realm whose code keeps its thread busy this long while none of its invocations runs (a loop
+   * in a timer left behind) is stopped; the time it used is charged either way.
+   */
+  lateWorkLimitMs: number;
 }
 
 /** What the invocations of one batch share; deduplicated per batch so props cross the pipe once. */
@@ -50,8 +60,19 @@ export interface BatchMessage {
 export type ToChild =
   | { t: "inspect"; q: number; entryFile: string }
   | BatchMessage
-  /** Drop the cached db of a source (the parent keeps the number of cached sources bounded). */
-  | { t: "forget"; sid: string };
+  /** Drop the cached db of a source: its realm is stopped (the parent bounds how many live). */
+  | { t: "forget"; sid: string }
+  /**
+   * Stop a source's realm now (its invocation timed out), or an inspection's (`q`). Its later
+   * messages are ignored, and batches for it that carry no db are dropped until one does: the
+   * parent hands their calls to the next batch, with the db.
+   */
+  | { t: "stop"; sid?: string; q?: number }
+  /**
+   * The process is over its RSS cap: stop the realm holding the most memory (heap and Buffers) and
+   * report it as out of memory with `message`.
+   */
+  | { t: "shed"; message: string };
 
 export type ItemResult = InvokeResult & { q: number };
 
@@ -68,13 +89,34 @@ export type FromChild =
    * `got`: a batch whose first module is already loaded gets this message alone.
    */
   | { t: "started"; sid: string }
+  /** The inspection's realm started loading the component: its time limit runs from here. */
+  | { t: "inspecting"; q: number }
   | { t: "inspected"; q: number; meta?: ComponentMeta; error?: SerializedError }
   /**
    * Results of a batch, in item order. `done` ends the batch. While a batch runs long the child also
    * flushes what it has, naming the item it is running in `running` and for how many ms in `since`.
    */
   | { t: "results"; sid: string; results: ItemResult[]; running?: number; since?: number; done: boolean }
-  /** The first `http.respond()` of an invocation, sent at once. */
-  | { t: "respond"; q: number; response: HttpResponse }
-  /** The child is about to die: `process.exit()`, an uncaught exception or an unhandled rejection. */
-  | { t: "fatal"; code: string; message: string; stack?: string; q?: number };
+  /** The first `http.respond()` of an invocation when it says `immediate: true`, sent at once (`sid` stamped by the runner). */
+  | { t: "respond"; q: number; response: HttpResponse; sid?: string }
+  /**
+   * Something fatal happened: `process.exit()`, an uncaught exception, an unhandled rejection, a
+   * heap over its cap. With `sid` (or `inspect`) only that source's (or inspection's) realm died and
+   * the process goes on; without, the process is about to die.
+   */
+  | {
+      t: "fatal";
+      code: string;
+      message: string;
+      stack?: string;
+      q?: number;
+      sid?: string;
+      inspect?: number;
+    }
+  /** Code a finished invocation `q` left behind called `$emit`; the event was not stored. */
+  | { t: "late"; sid: string; q: number }
+  /**
+   * CPU time (ms) a realm used while none of its invocations ran (work left behind after `run`),
+   * charged to the owner; `stopped` when it ran past `lateWorkLimitMs` and the realm was stopped.
+   */
+  | { t: "usage"; sid: string; ms: number; stopped?: boolean };

@@ -1,448 +1,324 @@
 /**
  * Main module of an executor process: one per owner, forked by `ExecutorPool` with an empty
- * environment, Node's permission model and (as root) the owner's own uid. It loads components,
- * runs batches of invocations per source one after another, and answers over the IPC channel.
+ * environment, Node's permission model and (as root) the owner's own uid. It runs no component code
+ * itself: each source gets a realm, a worker thread running realm.ts with its own globals, module
+ * cache and heap cap, and each inspection a throwaway one. This thread relays the pool's messages to
+ * the realms and theirs back, stamped with the source they concern, stops a realm on request or when
+ * work left behind after `run` keeps it busy, and reports the CPU such work used.
  * Imports only node: built-ins and its siblings, so it needs read access to this folder alone.
  */
-import { AsyncLocalStorage } from "node:async_hooks";
-import { setSourceMapsSupport, syncBuiltinESMExports } from "node:module";
-import os from "node:os";
-import path from "node:path";
-import { performance } from "node:perf_hooks";
-import { fileURLToPath } from "node:url";
-import util from "node:util";
-import type { SerializedError } from "../../errors.ts";
-import type { HttpResponse, LogEntry } from "../types.ts";
-import { InvalidComponent, isLoaded, loadComponent } from "./definition.ts";
+import type { EventLoopUtilization } from "node:perf_hooks";
+import { Worker } from "node:worker_threads";
 import { installEgressGuard } from "./egress-guard.ts";
-import { withParsedBody } from "./http-body.ts";
-import { componentInstance, Invocation, optionsCall } from "./instance.ts";
-import { jsonTextTooDeep, maxBodyDepth, maxValueDepth } from "./json-depth.ts";
-import type {
-  BatchConfig,
-  BatchItem,
-  BatchMessage,
-  ChildInit,
-  FromChild,
-  ItemResult,
-  ToChild,
-} from "./protocol.ts";
+import type { ChildInit, FromChild, ToChild } from "./protocol.ts";
 
-/**
- * While a batch runs longer than this, finished results are flushed before the next item starts (or
- * from a timer while an item awaits), so the parent times and blames the right invocation; a batch
- * of quick invocations still answers with one message.
- */
-const FLUSH_MS = 2;
-/** Results holding more emitted JSON than this are sent at once, so no single message grows huge. */
-const FLUSH_CHARS = 4 * 1024 * 1024;
-const MAX_STACK_CHARS = 16 * 1024;
+/** How often the CPU of idle realms is measured and reported. */
+const USAGE_TICK_MS = 1000;
+/** A tick in which an idle realm's thread was busy at least this share of the time counts as spinning. */
+const SPIN_UTILIZATION = 0.9;
+/** How long a realm's heap statistics may take before the realm is left out of a shed. */
+const SHED_STATS_MS = 1000;
 
 if (!process.send) {
   process.stderr.write("runner.ts is started by the executor pool over an IPC channel\n");
   process.exit(1);
 }
 const ipcSend = process.send.bind(process);
-const realExit = process.exit.bind(process);
 const init = JSON.parse(process.argv[2] ?? "{}") as ChildInit;
+// Component code runs in realms, which install the egress check themselves; this thread gets it too.
 if (init.egress) installEgressGuard(init.egress);
+// The pool runs this file bundled to runner.mjs, with realm.ts bundled to realm.mjs beside it.
+const realmFile = new URL("./realm.mjs", import.meta.url);
 
-type Context = { inv: Invocation } | { inspect: number };
-const als = new AsyncLocalStorage<Context>();
-/** Invocations whose code is running now, and inspections in progress: who to blame for a fatal error. */
-const running = new Set<Invocation>();
-const inspecting = new Set<number>();
-const dbs = new Map<string, { v: number; data: Map<string, string> }>();
-
-function send(message: FromChild, callback?: (err: Error | null) => void): void {
-  if (callback) ipcSend(message, callback);
-  else ipcSend(message);
+interface Realm {
+  worker: Worker;
+  /** The source it runs, or the inspection. */
+  sid: string | undefined;
+  inspect: number | undefined;
+  /** Batches sent and not yet answered with `done`. */
+  busy: number;
+  /** Event-loop use when the realm last went idle (or was last measured idle). */
+  idleMark: EventLoopUtilization | undefined;
+  /** ms the realm's thread was busy during idle ticks in a row. */
+  spinMs: number;
+  /** Inspections this realm has served. */
+  inspected: number;
+  /** Stopped on purpose: its messages and its exit are no longer reported. */
+  stopped: boolean;
+  fatal: Extract<FromChild, { t: "fatal" }> | undefined;
+  error: (Error & { code?: string }) | undefined;
 }
 
-function currentInvocation(): Invocation | undefined {
-  const ctx = als.getStore();
-  return ctx && "inv" in ctx ? ctx.inv : undefined;
-}
-
-// ---- the sandboxed process's globals ------------------------------------------------------------
-
-/** `process.env` holds only `PD_COMPONENT` of the invocation whose code reads it. */
-const envWrites = new Map<string, Record<string, string>>();
-function envOf(): Record<string, string> {
-  const inv = currentInvocation();
-  const sid = inv?.sourceId ?? "";
-  const own = envWrites.get(sid) ?? {};
-  return inv ? { ...own, PD_COMPONENT: sid } : { ...own };
-}
-const envProxy = new Proxy<Record<string, string>>(
-  {},
-  {
-    get: (_t, key) => (typeof key === "string" ? envOf()[key] : undefined),
-    has: (_t, key) => typeof key === "string" && key in envOf(),
-    ownKeys: () => Object.keys(envOf()),
-    getOwnPropertyDescriptor: (_t, key) => {
-      const env = envOf();
-      if (typeof key !== "string" || !(key in env)) return undefined;
-      return { value: env[key], writable: true, enumerable: true, configurable: true };
-    },
-    set: (_t, key, value) => {
-      if (typeof key !== "string") return false;
-      const sid = currentInvocation()?.sourceId ?? "";
-      envWrites.set(sid, { ...envWrites.get(sid), [key]: String(value) });
-      return true;
-    },
-    deleteProperty: (_t, key) => {
-      const own = envWrites.get(currentInvocation()?.sourceId ?? "");
-      if (own && typeof key === "string") delete own[key];
-      return true;
-    },
-  },
-);
-Object.defineProperty(process, "env", {
-  value: envProxy,
-  enumerable: true,
-  configurable: false,
-  writable: false,
-});
-
-// Stack traces of bundles that carry a source map point at the author's code, not the bundle.
-setSourceMapsSupport(true);
-
-// Temporary files go to the owner's scratch folder, the only place the process may write.
-os.tmpdir = () => init.scratchDir;
-syncBuiltinESMExports();
-
-/** console output of an invocation becomes its logs; outside one it reaches the pool's logger. */
-for (const level of ["log", "info", "warn", "error", "debug"] as const) {
-  const original = console[level].bind(console);
-  console[level] = (...args: unknown[]) => {
-    const inv = currentInvocation();
-    if (inv?.log(level, util.format(...args))) return;
-    original(...args);
-  };
-}
-for (const [stream, level] of [
-  [process.stdout, "log"],
-  [process.stderr, "error"],
-] as const) {
-  const original = stream.write.bind(stream) as (...args: unknown[]) => boolean;
-  stream.write = ((chunk: unknown, encoding?: unknown, callback?: unknown) => {
-    const inv = currentInvocation();
-    if (inv && !inv.closed) {
-      const text = typeof chunk === "string" ? chunk : Buffer.from(chunk as Uint8Array).toString("utf8");
-      inv.log(level as LogEntry["level"], text.endsWith("\n") ? text.slice(0, -1) : text);
-      const done = typeof encoding === "function" ? encoding : callback;
-      if (typeof done === "function") process.nextTick(done as () => void);
-      return true;
-    }
-    return original(chunk, encoding, callback);
-  }) as typeof stream.write;
-}
-
-// ---- fatal errors: report who caused them, then die (the pool starts a fresh process) -----------
-
-let dying = false;
-function blame(): number | undefined {
-  const ctx = als.getStore();
-  if (ctx && "inspect" in ctx) {
-    if (inspecting.has(ctx.inspect)) return ctx.inspect;
-  } else if (ctx) {
-    if (!ctx.inv.closed) return ctx.inv.q;
-    // Code left behind by a finished invocation (a timer): blame its source's running invocation.
-    for (const inv of running) if (inv.sourceId === ctx.inv.sourceId) return inv.q;
-  }
-  if (running.size === 1 && inspecting.size === 0) return [...running][0]!.q;
-  if (inspecting.size === 1 && running.size === 0) return [...inspecting][0];
-  return undefined;
-}
-
-function fatal(code: string, message: string, err?: unknown): void {
-  if (dying) return;
-  dying = true;
-  const stack =
-    err instanceof Error && typeof err.stack === "string" ? err.stack.slice(0, MAX_STACK_CHARS) : undefined;
-  const exit = () => realExit(70);
-  try {
-    send({ t: "fatal", code, message, stack, q: blame() }, exit);
-  } catch {
-    exit();
-  }
-  // A short message is written synchronously; a busy pipe gets a moment to drain.
-  const pipe = process.channel as unknown as { writeQueueSize?: number } | undefined;
-  if (!pipe?.writeQueueSize) exit();
-  else setTimeout(exit, 1000).unref();
-}
-
-process.exit = ((code?: number | string | null) => {
-  fatal("process_exit", `The component called process.exit(${code ?? ""})`);
-}) as typeof process.exit;
-process.on("uncaughtException", (err) => {
-  fatal("unhandled_rejection", `Uncaught exception: ${describe(err)}`, err);
-});
-process.on("unhandledRejection", (reason) => {
-  fatal("unhandled_rejection", `Unhandled promise rejection: ${describe(reason)}`, reason);
-});
-process.on("disconnect", () => realExit(0));
-
-function describe(value: unknown): string {
-  if (value instanceof Error) return `${value.name}: ${value.message}`;
-  try {
-    return typeof value === "string" ? value : (JSON.stringify(value) ?? String(value));
-  } catch {
-    return String(value);
-  }
-}
-
-const runnerDir = path.dirname(fileURLToPath(import.meta.url));
-
+const realms = new Map<string, Realm>();
+const inspections = new Map<number, Realm>();
 /**
- * Stacks go to the component's owner: frames of the runner itself are dropped, and the package-cache
- * path of the bundle becomes plain `component` (source maps already give the author's line numbers).
+ * A realm started ahead and not yet given to anyone: starting a worker and loading realm.ts takes
+ * 50-300 ms (more on a loaded machine), which a source's first call would otherwise wait for.
  */
-function cleanStack(stack: string): string {
-  return stack
-    .split("\n")
-    .filter((line) => !line.includes(runnerDir))
-    .map((line) =>
-      line.replace(
-        /(?:file:\/\/)?\/[^\s()]*?\/packages\/[^\s()/]+\/components\/(?:[0-9a-f]{64}\.mjs|component)/g,
-        "component",
-      ),
-    )
-    .join("\n");
-}
+let spare: Realm | undefined;
+/**
+ * The idle inspection realm: inspections (loading a component to read its definition) reuse one realm
+ * one after another, as starting a realm per inspection made publishing several components slow. A
+ * realm whose inspection timed out or failed fatally is not reused.
+ */
+let inspector: Realm | undefined;
+let inspectorSince = 0;
+/** An idle inspection realm is stopped after this long: most owners deploy rarely. */
+const INSPECTOR_IDLE_MS = 60_000;
+/** Inspections one realm serves before it is replaced (each loads a module it then keeps). */
+const INSPECTIONS_PER_REALM = 50;
 
-function serialize(err: unknown, fallbackCode: string): SerializedError {
-  if (!(err instanceof Error)) return { code: fallbackCode, message: describe(err) };
-  const own = (err as { code?: unknown }).code;
-  const out: SerializedError = {
-    code: typeof own === "string" && own !== "" ? own : fallbackCode,
-    message: String(err.message),
-    name: String(err.name),
-  };
-  if (typeof err.stack === "string") out.stack = cleanStack(err.stack).slice(0, MAX_STACK_CHARS);
-  if (err instanceof InvalidComponent && err.data) out.data = err.data;
-  return out;
-}
-
-// ---- work ---------------------------------------------------------------------------------------
-
-function onRespond(q: number, response: HttpResponse): void {
-  send({ t: "respond", q, response });
-}
-
-async function inspect(q: number, entryFile: string): Promise<void> {
-  inspecting.add(q);
+function send(message: FromChild): void {
   try {
-    const component = await als.run({ inspect: q }, () => loadComponent(entryFile));
-    send({ t: "inspected", q, meta: component.meta });
+    ipcSend(message);
   } catch (err) {
-    send({ t: "inspected", q, error: { ...serialize(err, "component_invalid"), code: "component_invalid" } });
-  } finally {
-    inspecting.delete(q);
+    // A realm's message that JSON cannot carry; its invocation then ends at the pool's timeout.
+    process.stderr.write(`executor: a message could not be sent: ${(err as Error).message}\n`);
   }
 }
 
-async function execute(
-  item: BatchItem,
-  cfg: BatchConfig,
-  inv: Invocation,
-  db: Map<string, string>,
-  onStart: (() => void) | undefined,
-): Promise<unknown> {
-  const component = await loadComponent(cfg.entryFile);
-  onStart?.();
-  const self = componentInstance(component, cfg, inv, db);
-  const kind = item.inv;
-  switch (kind.kind) {
-    case "run": {
-      const event = kind.parseBody
-        ? withParsedBody(kind.event, () =>
-            inv.warn(
-              "body_too_deep",
-              `The request body is JSON nested deeper than ${maxBodyDepth} levels; run got it as text in body`,
-            ),
-          )
-        : kind.event;
-      // A schedule source without run emits its timer event.
-      if (component.run) await component.run.call(self, event);
-      else inv.emit(event, {});
-      return undefined;
-    }
-    case "hook":
-      await component.hooks[kind.hook]?.call(self);
-      return undefined;
-    case "options": {
-      const { page: _p, prevContext: _c, query: _q, ...configured } = kind.args;
-      const call = optionsCall(component, self, kind.prop, kind.args, { ...cfg.props, ...configured });
-      const value = "list" in call ? call.list : await call.fn.call(call.thisArg, call.arg);
-      try {
-        const json = JSON.stringify(value ?? null);
-        if (jsonTextTooDeep(json, maxValueDepth))
-          throw new Error(`nested deeper than ${maxValueDepth} levels`);
-        return JSON.parse(json);
-      } catch (err) {
-        throw new TypeError(
-          `options() returned a value that is not JSON-serializable (${(err as Error).message})`,
-        );
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null;
+}
+
+/** Gives the spare realm (or a new one) to a source or an inspection, and starts the next spare. */
+function startRealm(sid: string | undefined, inspect: number | undefined): Realm {
+  const realm = spare ?? newRealm();
+  spare = undefined;
+  realm.sid = sid;
+  realm.inspect = inspect;
+  if (sid !== undefined) realms.set(sid, realm);
+  if (inspect !== undefined) inspections.set(inspect, realm);
+  setImmediate(() => {
+    spare ??= newRealm();
+  });
+  return realm;
+}
+
+function newRealm(): Realm {
+  const worker = new Worker(realmFile, {
+    workerData: init,
+    env: {},
+    resourceLimits: { maxOldGenerationSizeMb: init.memoryMb },
+  });
+  const realm: Realm = {
+    worker,
+    sid: undefined,
+    inspect: undefined,
+    busy: 0,
+    inspected: 0,
+    idleMark: undefined,
+    spinMs: 0,
+    stopped: false,
+    fatal: undefined,
+    error: undefined,
+  };
+  worker.on("message", (m: unknown) => onRealmMessage(realm, m));
+  worker.on("error", (err: Error) => {
+    realm.error = err;
+  });
+  worker.on("exit", (code) => onRealmExit(realm, code));
+  return realm;
+}
+
+function stopRealm(realm: Realm): void {
+  if (realm.stopped) return;
+  realm.stopped = true;
+  chargeIdle(realm);
+  if (realm.sid !== undefined && realms.get(realm.sid) === realm) realms.delete(realm.sid);
+  if (realm.inspect !== undefined) inspections.delete(realm.inspect);
+  // terminate() interrupts running JavaScript, a busy loop included.
+  void realm.worker.terminate();
+}
+
+// ---- from a realm (untrusted: it runs the component's code) -------------------------------------
+
+function onRealmMessage(realm: Realm, raw: unknown): void {
+  if (realm.stopped || !isObject(raw)) return;
+  const msg = raw as FromChild;
+  const { sid } = realm;
+  switch (msg.t) {
+    case "got":
+    case "started":
+      if (sid !== undefined) send({ t: msg.t, sid });
+      break;
+    case "results":
+      if (sid === undefined) return;
+      if (msg.done === true && realm.busy > 0 && --realm.busy === 0) {
+        realm.idleMark = realm.worker.performance.eventLoopUtilization();
+        realm.spinMs = 0;
       }
-    }
+      send({ ...msg, sid });
+      break;
+    case "respond":
+      if (sid !== undefined) send({ t: "respond", q: msg.q, response: msg.response, sid });
+      break;
+    case "late":
+      if (sid !== undefined) send({ t: "late", sid, q: msg.q });
+      break;
+    case "inspecting":
+      if (realm.inspect !== undefined && msg.q === realm.inspect) send(msg);
+      break;
+    case "inspected":
+      if (realm.inspect === undefined || msg.q !== realm.inspect) return;
+      send(msg);
+      inspections.delete(realm.inspect);
+      realm.inspect = undefined;
+      if (!inspector && ++realm.inspected < INSPECTIONS_PER_REALM) {
+        inspector = realm;
+        inspectorSince = Date.now();
+      } else stopRealm(realm);
+      break;
+    case "fatal":
+      // The realm ends itself right after; its exit reports this.
+      realm.fatal ??= msg;
+      break;
   }
 }
 
-/** Runs one invocation; also says how much emitted JSON its result carries. */
-async function runItem(
-  sid: string,
-  item: BatchItem,
-  cfg: BatchConfig,
-  db: Map<string, string>,
-  /** For a batch's first call: tells the parent when component code is about to run. */
-  onStart?: () => void,
-): Promise<{ result: ItemResult; chars: number }> {
-  const started = performance.now();
-  const inv = new Invocation(item.q, sid, init, onRespond);
-  running.add(inv);
-  let error: SerializedError | undefined;
-  let value: unknown;
-  try {
-    value = await als.run({ inv }, () => execute(item, cfg, inv, db, onStart));
-  } catch (err) {
-    error = serialize(err, "component_error");
-  }
-  inv.closed = true;
-  running.delete(inv);
-  const result: ItemResult = {
-    q: item.q,
-    emits: error ? [] : inv.emits,
-    logs: inv.logs,
-    dbWrites: {},
-    warnings: inv.warnings,
-    durationMs: Math.round((performance.now() - started) * 1000) / 1000,
-  };
-  if (error) result.error = error;
-  else {
-    for (const [key, json] of inv.writes) {
-      db.set(key, json);
-      result.dbWrites[key] = JSON.parse(json);
-    }
-    if (item.inv.kind === "options") result.returnValue = value;
-  }
-  if (inv.response) result.response = inv.response;
-  return { result, chars: error ? 0 : inv.emittedChars };
-}
-
-/**
- * Tells the parent the batch arrived. When the first item's module is already loaded nothing stands
- * between here and its component code, so one `started` says both; otherwise `got` now and `started`
- * (from runItem) once the module has loaded. Returns whether `started` is still owed.
- */
-function acknowledge(msg: BatchMessage): boolean {
-  const first = msg.items[0];
-  const cfg = first ? msg.cfgs[first.c] : undefined;
-  if (cfg && isLoaded(cfg.entryFile)) {
-    send({ t: "started", sid: msg.sid });
-    return false;
-  }
-  send({ t: "got", sid: msg.sid });
-  return true;
-}
-
-async function runBatch(msg: BatchMessage, startOwed: boolean): Promise<void> {
-  const { sid } = msg;
-  if (msg.db) {
-    const data = new Map<string, string>();
-    for (const [key, value] of Object.entries(msg.db.data)) {
-      const json = JSON.stringify(value);
-      if (json !== undefined) data.set(key, json);
-    }
-    dbs.set(sid, { v: msg.db.v, data });
-  }
-  let state = dbs.get(sid);
-  if (!state) {
-    state = { v: -1, data: new Map() };
-    dbs.set(sid, state);
-  }
-  const pending: ItemResult[] = [];
-  let pendingChars = 0;
-  let lastFlush = performance.now();
-  let current: { q: number; started: number } | undefined;
-  const started = () => send({ t: "started", sid });
-  const flush = () => {
-    const now = performance.now();
-    const progress = current ? { running: current.q, since: now - current.started } : {};
-    send({ t: "results", sid, results: pending.splice(0), done: false, ...progress });
-    pendingChars = 0;
-    lastFlush = now;
-  };
-  // Fires only while an invocation awaits something; a batch of quick ones finishes first.
-  let timer: NodeJS.Timeout | undefined;
-  const flushSoon = () => {
-    timer ??= setTimeout(() => {
-      timer = undefined;
-      if (pending.length > 0) flush();
-    }, FLUSH_MS);
-  };
-  try {
-    for (const item of msg.items) {
-      current = { q: item.q, started: performance.now() };
-      if (pending.length > 0 && current.started - lastFlush >= FLUSH_MS) flush();
-      const cfg = msg.cfgs[item.c];
-      const done = cfg
-        ? await runItem(sid, item, cfg, state.data, item === msg.items[0] && startOwed ? started : undefined)
-        : { result: errorResult(item.q, { code: "executor_crash", message: "Malformed batch" }), chars: 0 };
-      pending.push(done.result);
-      pendingChars += done.chars;
-      if (pendingChars >= FLUSH_CHARS) {
-        current = undefined;
-        flush();
-      } else flushSoon();
-    }
-  } finally {
-    clearTimeout(timer);
-  }
-  current = undefined;
-  try {
-    send({ t: "results", sid, results: pending, done: true });
-  } catch (err) {
-    // Only reachable if a result slipped past the JSON copies above; fail those invocations, keep the process.
-    const error = { code: "component_error", message: `The result could not be sent: ${describe(err)}` };
-    send({ t: "results", sid, results: pending.map((r) => errorResult(r.q, error)), done: true });
+function onRealmExit(realm: Realm, exitCode: number): void {
+  if (realm === spare) spare = undefined;
+  if (realm === inspector) inspector = undefined;
+  if (realm.stopped) return;
+  realm.stopped = true;
+  chargeIdle(realm);
+  if (realm.sid !== undefined && realms.get(realm.sid) === realm) realms.delete(realm.sid);
+  if (realm.inspect !== undefined) inspections.delete(realm.inspect);
+  if (realm.sid === undefined && realm.inspect === undefined) return;
+  const where = realm.sid !== undefined ? { sid: realm.sid } : { inspect: realm.inspect };
+  const { fatal, error } = realm;
+  if (error?.code === "ERR_WORKER_OUT_OF_MEMORY") {
+    send({
+      t: "fatal",
+      code: "out_of_memory",
+      message: `The source ran out of memory (heap limit ${init.memoryMb} MB)`,
+      ...where,
+    });
+  } else if (fatal) {
+    const out: FromChild = {
+      t: "fatal",
+      code: String(fatal.code),
+      message: String(fatal.message),
+      ...where,
+    };
+    if (typeof fatal.stack === "string") out.stack = fatal.stack;
+    if (typeof fatal.q === "number") out.q = fatal.q;
+    send(out);
+  } else {
+    const why = error ? `: ${error.message}` : ` (exit code ${exitCode})`;
+    send({
+      t: "fatal",
+      code: "process_exit",
+      message: `The source's realm ended unexpectedly${why}`,
+      ...where,
+    });
   }
 }
 
-function errorResult(q: number, error: SerializedError): ItemResult {
-  return { q, emits: [], logs: [], dbWrites: {}, warnings: [], error, durationMs: 0 };
-}
-
-/**
- * Batches of a source waiting behind its running one, in arrival order. The pool may send the next
- * batch before the running one has answered, so the process goes on without waiting for the server
- * between batches; each batch is acknowledged (`got`/`started`) only when it starts.
- */
-const waiting = new Map<string, BatchMessage[]>();
-
-function onBatch(msg: BatchMessage): void {
-  const queue = waiting.get(msg.sid);
-  if (queue) queue.push(msg);
-  else {
-    waiting.set(msg.sid, []);
-    void runBatches(msg);
-  }
-}
-
-async function runBatches(first: BatchMessage): Promise<void> {
-  for (let msg: BatchMessage | undefined = first; msg; msg = waiting.get(first.sid)?.shift()) {
-    await runBatch(msg, acknowledge(msg));
-  }
-  waiting.delete(first.sid);
-}
+// ---- from the pool ------------------------------------------------------------------------------
 
 process.on("message", (raw: unknown) => {
+  if (!isObject(raw)) return;
   const msg = raw as ToChild;
-  if (typeof msg !== "object" || msg === null) return;
-  if (msg.t === "batch") onBatch(msg);
-  else if (msg.t === "inspect") void inspect(msg.q, msg.entryFile);
-  else if (msg.t === "forget") dbs.delete(msg.sid);
+  switch (msg.t) {
+    case "batch": {
+      let realm = realms.get(msg.sid);
+      if (!realm) {
+        // The source's realm is gone (stopped, or it died): the pool hands this batch's calls to the
+        // next one, which carries the db a fresh realm needs.
+        if (!msg.db) return;
+        realm = startRealm(msg.sid, undefined);
+      }
+      if (realm.busy++ === 0) chargeIdle(realm);
+      realm.idleMark = undefined;
+      realm.worker.postMessage(msg);
+      break;
+    }
+    case "inspect": {
+      const realm = inspector ?? startRealm(undefined, msg.q);
+      inspector = undefined;
+      realm.inspect = msg.q;
+      inspections.set(msg.q, realm);
+      realm.worker.postMessage(msg);
+      break;
+    }
+    case "forget": {
+      const realm = realms.get(msg.sid);
+      if (realm) stopRealm(realm);
+      break;
+    }
+    case "shed":
+      void shed(String(msg.message));
+      break;
+    case "stop": {
+      const realm =
+        typeof msg.sid === "string"
+          ? realms.get(msg.sid)
+          : typeof msg.q === "number"
+            ? inspections.get(msg.q)
+            : undefined;
+      if (realm) stopRealm(realm);
+      break;
+    }
+  }
 });
+process.on("disconnect", () => process.exit(0));
 
+/** Stops the source realm holding the most memory: the one that pushed the process over its cap. */
+async function shed(message: string): Promise<void> {
+  let worst: { realm: Realm; bytes: number } | undefined;
+  const sizes = await Promise.all(
+    [...realms.values()].map(async (realm) => {
+      // Answered by interrupting the realm's thread, so a busy one answers too; one that ended does not.
+      const heap = await Promise.race([
+        realm.worker.getHeapStatistics().catch(() => undefined),
+        new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), SHED_STATS_MS).unref()),
+      ]);
+      const external = (heap as { external_memory?: number } | undefined)?.external_memory ?? 0;
+      return { realm, bytes: heap ? heap.used_heap_size + external : 0 };
+    }),
+  );
+  for (const size of sizes) if (!worst || size.bytes > worst.bytes) worst = size;
+  if (!worst || worst.realm.stopped || worst.realm.sid === undefined) return;
+  const { sid } = worst.realm;
+  stopRealm(worst.realm);
+  const mb = Math.round(worst.bytes / 1048576);
+  send({ t: "fatal", code: "out_of_memory", message: `${message}; this source held ${mb} MB`, sid });
+}
+
+// ---- work left behind after `run`: measured, charged, and stopped when it spins ------------------
+
+/** Reports the CPU an idle realm used since it was last measured, and whether it spins. */
+function chargeIdle(realm: Realm): number {
+  const mark = realm.idleMark;
+  if (!mark || realm.sid === undefined) return 0;
+  const now = realm.worker.performance.eventLoopUtilization();
+  const delta = realm.worker.performance.eventLoopUtilization(now, mark);
+  realm.idleMark = now;
+  const ms = Math.round(delta.active);
+  if (ms > 0) send({ t: "usage", sid: realm.sid, ms });
+  realm.spinMs = delta.utilization >= SPIN_UTILIZATION ? realm.spinMs + delta.active : 0;
+  return ms;
+}
+
+setInterval(() => {
+  if (inspector && Date.now() - inspectorSince > INSPECTOR_IDLE_MS) {
+    stopRealm(inspector);
+    inspector = undefined;
+  }
+  for (const realm of [...realms.values()]) {
+    if (realm.busy > 0 || realm.stopped) continue;
+    chargeIdle(realm);
+    if (realm.spinMs >= init.lateWorkLimitMs && realm.sid !== undefined) {
+      const { sid } = realm;
+      const spun = Math.round(realm.spinMs);
+      realm.idleMark = undefined;
+      stopRealm(realm);
+      send({ t: "usage", sid, ms: 0, stopped: true });
+      process.stderr.write(`executor: realm of ${sid} stopped after spinning ${spun} ms outside run\n`);
+    }
+  }
+}, USAGE_TICK_MS).unref();
+
+spare = newRealm();
 send({ t: "ready", pid: process.pid });

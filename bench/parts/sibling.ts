@@ -1,0 +1,132 @@
+/**
+ * Per-source realms (issue 15, point 3): the latency of a source while another source of the same
+ * owner loops forever, and what an owner's executor costs in memory with 1, 5 and 20 sources running.
+ */
+import { readFileSync } from "node:fs";
+import { httpCall } from "../lib/http-client.ts";
+import { childPids } from "../lib/processes.ts";
+import { type Figure, figure } from "../lib/report.ts";
+import { distribution } from "../lib/stats.ts";
+import { emitterCode, type PartContext, payload } from "./context.ts";
+
+const loopCode = `export default {
+  name: "bench-loop",
+  version: "0.0.1",
+  props: { http: "$.interface.http" },
+  run() {
+    for (;;) {}
+  },
+};
+`;
+
+/** Before the per-source realm, one executor process per owner with one source: docs/architecture.md. */
+const baseline = { rssMb: 81, pssMb: 32 };
+
+/** RSS and PSS in MB of the server's executor processes (its children running runner.mjs). */
+function executorMemory(serverPid: number): { rssMb: number; pssMb: number; processes: number } {
+  let rss = 0;
+  let pss = 0;
+  let processes = 0;
+  for (const pid of childPids(serverPid)) {
+    let cmdline = "";
+    try {
+      cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+    } catch {
+      continue;
+    }
+    // The registry's own executor (it inspects Fount's built-in components) is not the owner's.
+    if (!/runner\.(mjs|ts)/.test(cmdline) || cmdline.includes("/scratch/registry")) continue;
+    const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
+    rss += Number(/^Rss:\s+(\d+) kB/m.exec(rollup)?.[1] ?? 0);
+    pss += Number(/^Pss:\s+(\d+) kB/m.exec(rollup)?.[1] ?? 0);
+    processes++;
+  }
+  return { rssMb: rss / 1024, pssMb: pss / 1024, processes };
+}
+
+async function hitOk(url: string): Promise<number> {
+  const t0 = performance.now();
+  const res = await httpCall(url, { method: "POST", json: payload, timeoutMs: 60_000 });
+  if (res.status !== 200) throw new Error(`${url} answered ${res.status}: ${res.text.slice(0, 200)}`);
+  return performance.now() - t0;
+}
+
+export async function sibling(
+  ctx: PartContext,
+  out: { figures: Figure[]; details: Record<string, unknown> },
+) {
+  const part = "Sibling";
+  const fount = await ctx.fount();
+  const echo = await fount.deploy(emitterCode("bench-sibling", false), "bench-sibling");
+  const loop = await fount.deploy(loopCode, "bench-loop");
+  for (let i = 0; i < 20; i++) await hitOk(echo.endpointUrl);
+  const quiet: number[] = [];
+  for (let i = 0; i < 100; i++) quiet.push(await hitOk(echo.endpointUrl));
+
+  // The loop runs until the default 30 s timeout; the sibling is measured meanwhile.
+  const durationMs = Math.min(ctx.settings.durationS * 1000, 20_000);
+  ctx.log(`${part}: sibling hits for ${durationMs / 1000} s while another source of its owner loops`);
+  const looping = httpCall(loop.endpointUrl, { method: "POST", json: payload, timeoutMs: 120_000 });
+  await new Promise((r) => setTimeout(r, 500));
+  const during: number[] = [];
+  const end = performance.now() + durationMs;
+  while (performance.now() < end) during.push(await hitOk(echo.endpointUrl));
+  const loopAnswer = await looping;
+  const q = distribution(quiet);
+  const d = distribution(during);
+  out.details.siblingQuietMs = q;
+  out.details.siblingDuringLoopMs = d;
+  out.details.loopStatus = loopAnswer.status;
+  out.figures.push(
+    figure(part, "latency p50, alone", q.p50, "ms", undefined, "100 sequential endpoint hits"),
+    figure(
+      part,
+      "latency p50 while a sibling loops",
+      d.p50,
+      "ms",
+      undefined,
+      `${d.count} sequential hits; the loop ended with ${loopAnswer.status}`,
+    ),
+    figure(
+      part,
+      "latency p99 while a sibling loops",
+      d.p99,
+      "ms",
+      { op: "<=", value: 1000 },
+      `max ${d.max.toFixed(1)} ms`,
+    ),
+  );
+
+  // Memory of one owner's executor with 1, 5 and 20 sources, each of which has run.
+  const memory: Record<number, ReturnType<typeof executorMemory>> = {};
+  const mem = await ctx.fount();
+  const urls: string[] = [];
+  for (const n of [1, 5, 20]) {
+    while (urls.length < n) {
+      urls.push(
+        (await mem.deploy(emitterCode(`bench-mem-${urls.length}`, false), `bench-mem-${urls.length}`))
+          .endpointUrl,
+      );
+    }
+    for (const url of urls) for (let i = 0; i < 3; i++) await hitOk(url);
+    await new Promise((r) => setTimeout(r, 1000));
+    memory[n] = executorMemory(mem.pid);
+    ctx.log(`${part}: ${n} sources: ${JSON.stringify(memory[n])}`);
+    const note = `${memory[n]!.processes} executor process(es); before realms about ${baseline.rssMb} MB RSS, ${baseline.pssMb} MB PSS`;
+    out.figures.push(
+      figure(
+        part,
+        `executor RSS, ${n} source(s)`,
+        memory[n]!.rssMb,
+        "MB",
+        { op: "<=", value: 2 * baseline.rssMb },
+        note,
+      ),
+      figure(part, `executor PSS, ${n} source(s)`, memory[n]!.pssMb, "MB", {
+        op: "<=",
+        value: 2 * baseline.pssMb,
+      }),
+    );
+  }
+  out.details.executorMemory = memory;
+}

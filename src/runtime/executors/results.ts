@@ -1,0 +1,85 @@
+/**
+ * Messages from an executor are untrusted (they come from a process running the owner's code): its
+ * results, errors and HTTP answers are copied field by field here, with the limits enforced again.
+ */
+import type { SerializedError } from "../../errors.ts";
+import type { ChildInit, ItemResult } from "../child/protocol.ts";
+import type { EmittedEvent, HttpResponse, InvokeResult, LogEntry } from "../types.ts";
+import { isObject, LOG_ENTRY_CHARS } from "./model.ts";
+
+/** Copies a child's result field by field, enforcing the limits the child was asked to keep. */
+export function copyResult(raw: ItemResult, limits: ChildInit): InvokeResult {
+  const { maxEmitsPerInvocation, maxLogsPerInvocation } = limits;
+  const emits: EmittedEvent[] = [];
+  if (Array.isArray(raw.emits)) {
+    for (const e of raw.emits.slice(0, maxEmitsPerInvocation)) {
+      if (!isObject(e)) continue;
+      const m = isObject(e.meta) ? e.meta : {};
+      const meta: EmittedEvent["meta"] = {};
+      if (typeof m.id === "string" || typeof m.id === "number") meta.id = m.id;
+      if (typeof m.name === "string") meta.name = m.name;
+      if (typeof m.summary === "string") meta.summary = m.summary;
+      if (typeof m.ts === "number") meta.ts = m.ts;
+      if (typeof m.delivery_ts === "number" && Number.isFinite(m.delivery_ts))
+        meta.delivery_ts = m.delivery_ts;
+      emits.push({ event: e.event ?? null, meta });
+    }
+  }
+  const logs: LogEntry[] = [];
+  if (Array.isArray(raw.logs)) {
+    for (const l of raw.logs.slice(0, maxLogsPerInvocation)) {
+      if (!isObject(l) || typeof l.message !== "string") continue;
+      const level = ["log", "info", "warn", "error", "debug"].includes(l.level as string)
+        ? (l.level as LogEntry["level"])
+        : "log";
+      logs.push({
+        level,
+        message: l.message.slice(0, LOG_ENTRY_CHARS + 64),
+        ts: typeof l.ts === "number" ? l.ts : Date.now(),
+      });
+    }
+  }
+  const result: InvokeResult = {
+    emits,
+    logs,
+    dbWrites: isObject(raw.dbWrites) ? raw.dbWrites : {},
+    warnings: Array.isArray(raw.warnings)
+      ? raw.warnings.slice(0, 10).map((w) => serialized(w, "warning"))
+      : [],
+    durationMs: typeof raw.durationMs === "number" ? raw.durationMs : 0,
+  };
+  if (raw.error !== undefined) {
+    result.error = serialized(raw.error, "component_error");
+    result.emits = [];
+    result.dbWrites = {};
+  }
+  if ("returnValue" in raw && !result.error) result.returnValue = raw.returnValue;
+  const response = httpResponse(raw.response);
+  if (response) result.response = response;
+  return result;
+}
+
+export function serialized(value: unknown, fallbackCode: string): SerializedError {
+  if (!isObject(value)) return { code: fallbackCode, message: String(value) };
+  const out: SerializedError = {
+    code: typeof value.code === "string" && value.code !== "" ? value.code.slice(0, 100) : fallbackCode,
+    message: typeof value.message === "string" ? value.message.slice(0, 8192) : "",
+  };
+  if (typeof value.name === "string") out.name = value.name.slice(0, 200);
+  if (typeof value.stack === "string") out.stack = value.stack.slice(0, 16 * 1024);
+  if (isObject(value.data)) out.data = value.data;
+  return out;
+}
+
+export function httpResponse(value: unknown): HttpResponse | undefined {
+  if (!isObject(value)) return undefined;
+  const { status, headers, body } = value;
+  if (typeof status !== "number" || !Number.isInteger(status) || status < 100 || status > 599)
+    return undefined;
+  const clean: Record<string, string> = {};
+  if (isObject(headers))
+    for (const [k, v] of Object.entries(headers)) if (typeof v === "string") clean[k] = v;
+  const response: HttpResponse = { status, headers: clean, body: typeof body === "string" ? body : null };
+  if (value.bodyBase64 === true && typeof body === "string") response.bodyBase64 = true;
+  return response;
+}
