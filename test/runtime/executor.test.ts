@@ -104,7 +104,7 @@ const sources: Record<string, string> = {
       name: "Http", version: "1",
       props: { http: { type: "$.interface.http", customResponse: true } },
       async run(event) {
-        this.http.respond({ status: "202", headers: { "x-a": 1 }, body: Buffer.from("hi") });
+        this.http.respond({ status: "202", headers: { "x-a": 1 }, body: Buffer.from("hi"), immediate: true });
         this.http.respond({ status: 500, body: "second" });
         let bad;
         try { this.http.respond({ status: 99 }); } catch (e) { bad = e.message; }
@@ -541,7 +541,7 @@ describe("invoke", () => {
     assert.equal(deactivate.error, undefined);
   });
 
-  test("sends the first http.respond to onRespond before run ends", async () => {
+  test("sends the first http.respond({ immediate: true }) to onRespond before run ends", async () => {
     const order: string[] = [];
     let response: HttpResponse | undefined;
     const pending = pool
