@@ -96,13 +96,17 @@ test("invocations count toward the day's usage (free) or the billing period (pai
   }
 });
 
-test("users/me takes include and exclude, and refuses other parameters", async () => {
+test("users/me takes include and exclude, and ignores other parameters (as Pipedream's clients expect)", async () => {
   const user = await server.createUser(unique("params"));
   const only = await server.api("GET", "/v1/users/me?include=id,orgs", { key: user.key });
   assert.deepEqual(only.body.data, { id: user.id, orgs: [] });
   const without = await server.api("GET", "/v1/users/me?exclude=orgs,email", { key: user.key });
   assert.ok(!("orgs" in without.body.data) && !("email" in without.body.data));
-  assertApiError(await server.api("GET", "/v1/users/me?user_id=u_other", { key: user.key }), {
+  // An unknown parameter is ignored (issue 18): naming another user changes nothing, the caller is answered.
+  const other = await server.api("GET", "/v1/users/me?user_id=u_other", { key: user.key });
+  assert.equal(other.status, 200);
+  assert.equal(other.body.data.id, user.id);
+  assertApiError(await server.api("GET", "/v1/users/me?include=id&include=", { key: user.key }), {
     status: 400,
     code: "invalid_parameter",
   });
