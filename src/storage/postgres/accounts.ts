@@ -1,7 +1,8 @@
 /** Users, organizations, memberships, API keys and daily usage counters. */
-import type { ApiKey, Org, OrgRole, Usage, User } from "../../domain/types.ts";
+import type { OrgRole, Usage } from "../../domain/types.ts";
 import type { StorageOps } from "../port.ts";
-import type { Row, Sql } from "./sql.ts";
+import { toKey, toOrg, toUser } from "../rows.ts";
+import type { Sql } from "./sql.ts";
 
 export type AccountOps = Pick<
   StorageOps,
@@ -23,36 +24,6 @@ export type AccountOps = Pick<
   | "getUsage"
   | "addUsage"
 >;
-
-const toUser = (r: Row): User => ({
-  id: r.id as string,
-  username: r.username as string,
-  email: r.email as string,
-  plan: r.plan as User["plan"],
-  isAdmin: r.is_admin as boolean,
-  createdAt: r.created_at as number,
-  updatedAt: r.updated_at as number,
-});
-
-const toOrg = (r: Row): Org => ({
-  id: r.id as string,
-  orgname: r.orgname as string,
-  name: r.name as string,
-  email: r.email as string,
-  ownerId: r.owner_id as string,
-  createdAt: r.created_at as number,
-  updatedAt: r.updated_at as number,
-});
-
-const toKey = (r: Row): ApiKey => ({
-  id: r.id as string,
-  userId: r.user_id as string,
-  name: r.name as string,
-  prefix: r.prefix as string,
-  hash: r.hash as string,
-  createdAt: r.created_at as number,
-  revokedAt: (r.revoked_at as number | null) ?? null,
-});
 
 export function accountOps(q: Sql): AccountOps {
   return {

@@ -1,23 +1,11 @@
-/** Connected app accounts (`apn_…`), their credentials sealed. */
-import type { AppAccount, WithSeq } from "../../domain/types.ts";
 import type { StorageOps } from "../port.ts";
-import type { Row, Sql } from "./sql.ts";
+import { toAppAccount } from "../rows.ts";
+import type { Sql } from "./sql.ts";
 
 export type AppAccountOps = Pick<
   StorageOps,
   "insertAppAccount" | "getAppAccount" | "listAppAccounts" | "deleteAppAccount"
 >;
-
-const toAppAccount = (r: Row): WithSeq<AppAccount> => ({
-  seq: r.seq as number,
-  id: r.id as string,
-  ownerId: r.owner_id as string,
-  app: r.app as string,
-  name: r.name as string,
-  credentialsSealed: r.credentials_sealed as string,
-  createdAt: r.created_at as number,
-  updatedAt: r.updated_at as number,
-});
 
 export function appAccountOps(q: Sql): AppAccountOps {
   return {

@@ -2,8 +2,9 @@
  * The deliveries outbox and its attempts. Claims are one statement that locks the rows it takes with
  * `FOR UPDATE SKIP LOCKED`, so dispatchers of several processes never take the same delivery.
  */
-import type { Delivery, DeliveryAttempt, DeliveryStatus, WithSeq } from "../../domain/types.ts";
+import type { Delivery } from "../../domain/types.ts";
 import type { StorageOps } from "../port.ts";
+import { toAttempt, toDelivery } from "../rows.ts";
 import type { Row, Sql } from "./sql.ts";
 
 export type DeliveryOps = Pick<
@@ -36,47 +37,10 @@ const listenerInactive = (listener: string) =>
 const dueUnlessParked = (listener: string, due: string) =>
   `CASE WHEN ${listenerInactive(listener)} THEN NULL ELSE ${due}::bigint END`;
 
-const toDelivery = (r: Row): WithSeq<Delivery> => ({
-  seq: r.seq as number,
-  id: r.id as string,
-  ownerId: r.owner_id as string,
-  subscriptionId: r.subscription_id as string,
-  emitterId: r.emitter_id as string,
-  eventId: r.event_id as string,
-  channel: r.channel as string,
-  listenerId: r.listener_id as string,
-  listenerKind: r.listener_kind as Delivery["listenerKind"],
-  event: JSON.parse(r.event_json as string),
-  meta: JSON.parse(r.meta_json as string),
-  indexedAtMs: r.indexed_at_ms as number,
-  hops: r.hops as number,
-  status: r.status as DeliveryStatus,
-  attempts: r.attempts as number,
-  roundAttempts: r.round_attempts as number,
-  nextAttemptMs: (r.next_attempt_ms as number | null) ?? null,
-  lastStatusCode: (r.last_status_code as number | null) ?? null,
-  lastError: (r.last_error as string | null) ?? null,
-  lastDurationMs: (r.last_duration_ms as number | null) ?? null,
-  claimedBy: (r.claimed_by as string | null) ?? null,
-  createdMs: r.created_ms as number,
-  updatedMs: r.updated_ms as number,
-});
-
 const plainDelivery = (r: Row): Delivery => {
   const { seq: _seq, ...rest } = toDelivery(r);
   return rest;
 };
-
-const toAttempt = (r: Row): DeliveryAttempt => ({
-  deliveryId: r.delivery_id as string,
-  n: r.n as number,
-  startedMs: r.started_ms as number,
-  durationMs: r.duration_ms as number,
-  statusCode: (r.status_code as number | null) ?? null,
-  error: (r.error as string | null) ?? null,
-  response: (r.response as string | null) ?? null,
-  outcome: r.outcome as DeliveryAttempt["outcome"],
-});
 
 /** Columns of an inserted delivery, in the order `insertDeliveries` binds them. */
 const insertColumns = [

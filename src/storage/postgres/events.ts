@@ -8,23 +8,13 @@
  */
 import type { EventRecord } from "../../domain/types.ts";
 import type { StorageOps } from "../port.ts";
-import type { Row, Sql } from "./sql.ts";
+import { toEvent } from "../rows.ts";
+import type { Sql } from "./sql.ts";
 
 export type EventOps = Pick<
   StorageOps,
   "getEmitterClock" | "putEmitterClock" | "insertEvent" | "listChannels" | "listEvents" | "deleteEvents"
 >;
-
-const toEvent = (r: Row): EventRecord => ({
-  emitterId: r.emitter_id as string,
-  channel: r.channel as string,
-  id: r.id as string,
-  idMs: r.id_ms as number,
-  idSeq: r.id_seq as number,
-  indexedAtMs: r.indexed_at_ms as number,
-  event: JSON.parse(r.event_json as string),
-  meta: JSON.parse(r.meta_json as string),
-});
 
 /**
  * Stores events of one window and deletes the window's rows from the `keep`-th newest down, in one

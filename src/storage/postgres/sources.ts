@@ -1,8 +1,7 @@
-/** Components, sources, and the state a source keeps between runs (its db and dedupe state). */
-import type { ComponentRecord, SourceRecord, WithSeq } from "../../domain/types.ts";
 import type { StorageOps } from "../port.ts";
+import { toComponent, toSource } from "../rows.ts";
 import { parkDeliveries } from "./deliveries.ts";
-import type { Row, Sql } from "./sql.ts";
+import type { Sql } from "./sql.ts";
 
 export type SourceOps = Pick<
   StorageOps,
@@ -24,36 +23,6 @@ export type SourceOps = Pick<
   | "getDedupeState"
   | "putDedupeState"
 >;
-
-const toComponent = (r: Row): ComponentRecord => ({
-  id: r.id as string,
-  ownerId: r.owner_id as string,
-  key: (r.key as string | null) ?? null,
-  name: r.name as string,
-  version: r.version as string,
-  code: r.code as string,
-  codeHash: r.code_hash as string,
-  componentUrl: (r.component_url as string | null) ?? null,
-  meta: JSON.parse(r.meta_json as string),
-  dependencies: JSON.parse(r.dependencies_json as string),
-  createdAt: r.created_at as number,
-  updatedAt: r.updated_at as number,
-});
-
-const toSource = (r: Row): WithSeq<SourceRecord> => ({
-  seq: r.seq as number,
-  id: r.id as string,
-  ownerId: r.owner_id as string,
-  createdBy: r.created_by as string,
-  componentId: r.component_id as string,
-  name: r.name as string,
-  nameSlug: r.name_slug as string,
-  active: r.active as boolean,
-  props: JSON.parse(r.props_json as string),
-  endpointId: (r.endpoint_id as string | null) ?? null,
-  createdAt: r.created_at as number,
-  updatedAt: r.updated_at as number,
-});
 
 export function sourceOps(q: Sql): SourceOps {
   return {

@@ -1,7 +1,8 @@
 /** Subscriptions (emitter → listener routes), auto-subscriptions, and owners of resources by ID. */
-import type { AutoSubscription, Subscription } from "../../domain/types.ts";
+import type { Subscription } from "../../domain/types.ts";
 import type { StorageOps } from "../port.ts";
-import type { Row, Sql } from "./sql.ts";
+import { toAutoSubscription, toSubscription } from "../rows.ts";
+import type { Sql } from "./sql.ts";
 
 export type SubscriptionOps = Pick<
   StorageOps,
@@ -14,23 +15,6 @@ export type SubscriptionOps = Pick<
   | "resourceOwner"
   | "matchSubscriptions"
 >;
-
-export const toSubscription = (r: Row): Subscription => ({
-  id: r.id as string,
-  ownerId: r.owner_id as string,
-  emitterId: r.emitter_id as string,
-  listenerId: r.listener_id as string,
-  eventName: r.event_name as string,
-  createdAt: r.created_at as number,
-});
-
-const toAutoSubscription = (r: Row): AutoSubscription => ({
-  id: r.id as string,
-  ownerId: r.owner_id as string,
-  listenerId: r.listener_id as string,
-  eventName: r.event_name as string,
-  createdAt: r.created_at as number,
-});
 
 /** Tables that hold ID-addressed resources with an owner, by ID prefix. Later migrations add kinds here. */
 const ownedTables: Record<string, string> = {

@@ -1,21 +1,11 @@
-/** Timer interfaces of sources: when each fires next, and claims of due ticks. */
-import type { TimerRecord } from "../../domain/types.ts";
 import type { StorageOps } from "../port.ts";
-import type { Row, Sql } from "./sql.ts";
+import { toTimer } from "../rows.ts";
+import type { Sql } from "./sql.ts";
 
 export type TimerOps = Pick<
   StorageOps,
   "replaceTimers" | "listTimers" | "dueTimers" | "claimTimer" | "nextTimerMs"
 >;
-
-const toTimer = (r: Row): TimerRecord => ({
-  sourceId: r.source_id as string,
-  propName: r.prop_name as string,
-  intervalSeconds: (r.interval_seconds as number | null) ?? null,
-  cron: (r.cron as string | null) ?? null,
-  timezone: (r.timezone as string | null) ?? null,
-  nextRunMs: r.next_run_ms as number,
-});
 
 export function timerOps(q: Sql): TimerOps {
   return {

@@ -1,27 +1,12 @@
-/** Webhooks, the account-level HTTP destinations. */
-import type { Webhook, WithSeq } from "../../domain/types.ts";
 import type { StorageOps } from "../port.ts";
+import { toWebhook } from "../rows.ts";
 import { parkDeliveries } from "./deliveries.ts";
-import type { Row, Sql } from "./sql.ts";
+import type { Sql } from "./sql.ts";
 
 export type WebhookOps = Pick<
   StorageOps,
   "insertWebhook" | "getWebhook" | "listWebhooks" | "updateWebhook" | "deleteWebhook"
 >;
-
-const toWebhook = (r: Row): WithSeq<Webhook> => ({
-  seq: r.seq as number,
-  id: r.id as string,
-  ownerId: r.owner_id as string,
-  createdBy: r.created_by as string,
-  name: (r.name as string | null) ?? null,
-  description: (r.description as string | null) ?? null,
-  url: r.url as string,
-  active: r.active as boolean,
-  signingSecretSealed: r.signing_secret_sealed as string,
-  createdAt: r.created_at as number,
-  updatedAt: r.updated_at as number,
-});
 
 export function webhookOps(q: Sql): WebhookOps {
   return {

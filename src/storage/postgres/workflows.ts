@@ -1,24 +1,11 @@
-/** External workflows (`p_…`): emitters and listeners that live outside Fount. */
-import type { WithSeq, Workflow } from "../../domain/types.ts";
 import type { StorageOps } from "../port.ts";
-import type { Row, Sql } from "./sql.ts";
+import { toWorkflow } from "../rows.ts";
+import type { Sql } from "./sql.ts";
 
 export type WorkflowOps = Pick<
   StorageOps,
   "insertWorkflow" | "getWorkflow" | "listWorkflows" | "deleteWorkflow"
 >;
-
-const toWorkflow = (r: Row): WithSeq<Workflow> => ({
-  seq: r.seq as number,
-  id: r.id as string,
-  ownerId: r.owner_id as string,
-  createdBy: r.created_by as string,
-  name: r.name as string,
-  url: (r.url as string | null) ?? null,
-  signingSecretSealed: r.signing_secret_sealed as string,
-  createdAt: r.created_at as number,
-  updatedAt: r.updated_at as number,
-});
 
 export function workflowOps(q: Sql): WorkflowOps {
   return {

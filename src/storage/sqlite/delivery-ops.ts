@@ -14,8 +14,8 @@ import type {
   Workflow,
 } from "../../domain/types.ts";
 import type { DeliveryClaim, DeliveryPatch } from "../port.ts";
-
-import { limitParam, type Row, toSubscription } from "./rows.ts";
+import { toAttempt, toDelivery, toSubscription, toWorkflow } from "../rows.ts";
+import { limitParam, type Row } from "./rows.ts";
 
 /** The statement helpers of `SqliteOps` (prepared-statement cache, row mapping, newest-first pages). */
 export interface SqlHelpers {
@@ -38,55 +38,6 @@ const listenerInactive = (listener: string) =>
  * expression gives the due time `?` unless the row's listener is inactive.
  */
 const dueUnlessParked = (listener: string) => `CASE WHEN ${listenerInactive(listener)} THEN NULL ELSE ? END`;
-
-const toWorkflow = (r: Row): WithSeq<Workflow> => ({
-  seq: r.seq as number,
-  id: r.id as string,
-  ownerId: r.owner_id as string,
-  createdBy: r.created_by as string,
-  name: r.name as string,
-  url: (r.url as string | null) ?? null,
-  signingSecretSealed: r.signing_secret_sealed as string,
-  createdAt: r.created_at as number,
-  updatedAt: r.updated_at as number,
-});
-
-const toDelivery = (r: Row): WithSeq<Delivery> => ({
-  seq: r.seq as number,
-  id: r.id as string,
-  ownerId: r.owner_id as string,
-  subscriptionId: r.subscription_id as string,
-  emitterId: r.emitter_id as string,
-  eventId: r.event_id as string,
-  channel: r.channel as string,
-  listenerId: r.listener_id as string,
-  listenerKind: r.listener_kind as Delivery["listenerKind"],
-  event: JSON.parse(r.event_json as string),
-  meta: JSON.parse(r.meta_json as string),
-  indexedAtMs: r.indexed_at_ms as number,
-  hops: r.hops as number,
-  status: r.status as DeliveryStatus,
-  attempts: r.attempts as number,
-  roundAttempts: r.round_attempts as number,
-  nextAttemptMs: (r.next_attempt_ms as number | null) ?? null,
-  lastStatusCode: (r.last_status_code as number | null) ?? null,
-  lastError: (r.last_error as string | null) ?? null,
-  lastDurationMs: (r.last_duration_ms as number | null) ?? null,
-  claimedBy: (r.claimed_by as string | null) ?? null,
-  createdMs: r.created_ms as number,
-  updatedMs: r.updated_ms as number,
-});
-
-const toAttempt = (r: Row): DeliveryAttempt => ({
-  deliveryId: r.delivery_id as string,
-  n: r.n as number,
-  startedMs: r.started_ms as number,
-  durationMs: r.duration_ms as number,
-  statusCode: (r.status_code as number | null) ?? null,
-  error: (r.error as string | null) ?? null,
-  response: (r.response as string | null) ?? null,
-  outcome: r.outcome as DeliveryAttempt["outcome"],
-});
 
 /** Without the seq of a listing. */
 function plain<T extends { seq: number }>(row: T): Omit<T, "seq"> {

@@ -39,62 +39,22 @@ import type {
   StorageOps,
   WebhookPatch,
 } from "../port.ts";
+import {
+  toAppAccount,
+  toAutoSubscription,
+  toComponent,
+  toEvent,
+  toKey,
+  toOrg,
+  toSource,
+  toSubscription,
+  toTimer,
+  toUser,
+  toWebhook,
+} from "../rows.ts";
 import { SqliteDeliveryOps } from "./delivery-ops.ts";
 import { migrate } from "./migrate.ts";
-
-import { limitParam, type Row, toSubscription } from "./rows.ts";
-
-const toUser = (r: Row): User => ({
-  id: r.id as string,
-  username: r.username as string,
-  email: r.email as string,
-  plan: r.plan as User["plan"],
-  isAdmin: r.is_admin === 1,
-  createdAt: r.created_at as number,
-  updatedAt: r.updated_at as number,
-});
-
-const toOrg = (r: Row): Org => ({
-  id: r.id as string,
-  orgname: r.orgname as string,
-  name: r.name as string,
-  email: r.email as string,
-  ownerId: r.owner_id as string,
-  createdAt: r.created_at as number,
-  updatedAt: r.updated_at as number,
-});
-
-const toKey = (r: Row): ApiKey => ({
-  id: r.id as string,
-  userId: r.user_id as string,
-  name: r.name as string,
-  prefix: r.prefix as string,
-  hash: r.hash as string,
-  createdAt: r.created_at as number,
-  revokedAt: (r.revoked_at as number | null) ?? null,
-});
-
-const toWebhook = (r: Row): WithSeq<Webhook> => ({
-  seq: r.seq as number,
-  id: r.id as string,
-  ownerId: r.owner_id as string,
-  createdBy: r.created_by as string,
-  name: (r.name as string | null) ?? null,
-  description: (r.description as string | null) ?? null,
-  url: r.url as string,
-  active: r.active === 1,
-  signingSecretSealed: r.signing_secret_sealed as string,
-  createdAt: r.created_at as number,
-  updatedAt: r.updated_at as number,
-});
-
-const toAutoSubscription = (r: Row): AutoSubscription => ({
-  id: r.id as string,
-  ownerId: r.owner_id as string,
-  listenerId: r.listener_id as string,
-  eventName: r.event_name as string,
-  createdAt: r.created_at as number,
-});
+import { limitParam, type Row } from "./rows.ts";
 
 /** `?, ?, ?` for an IN list (never empty: an empty list matches nothing). */
 function placeholders(values: readonly unknown[]): string {
@@ -123,67 +83,6 @@ const ownedTables: Record<string, string> = {
   p: "workflows",
   del: "deliveries",
 };
-
-const toComponent = (r: Row): ComponentRecord => ({
-  id: r.id as string,
-  ownerId: r.owner_id as string,
-  key: (r.key as string | null) ?? null,
-  name: r.name as string,
-  version: r.version as string,
-  code: r.code as string,
-  codeHash: r.code_hash as string,
-  componentUrl: (r.component_url as string | null) ?? null,
-  meta: JSON.parse(r.meta_json as string),
-  dependencies: JSON.parse(r.dependencies_json as string),
-  createdAt: r.created_at as number,
-  updatedAt: r.updated_at as number,
-});
-
-const toSource = (r: Row): WithSeq<SourceRecord> => ({
-  seq: r.seq as number,
-  id: r.id as string,
-  ownerId: r.owner_id as string,
-  createdBy: r.created_by as string,
-  componentId: r.component_id as string,
-  name: r.name as string,
-  nameSlug: r.name_slug as string,
-  active: r.active === 1,
-  props: JSON.parse(r.props_json as string),
-  endpointId: (r.endpoint_id as string | null) ?? null,
-  createdAt: r.created_at as number,
-  updatedAt: r.updated_at as number,
-});
-
-const toTimer = (r: Row): TimerRecord => ({
-  sourceId: r.source_id as string,
-  propName: r.prop_name as string,
-  intervalSeconds: (r.interval_seconds as number | null) ?? null,
-  cron: (r.cron as string | null) ?? null,
-  timezone: (r.timezone as string | null) ?? null,
-  nextRunMs: r.next_run_ms as number,
-});
-
-const toEvent = (r: Row): EventRecord => ({
-  emitterId: r.emitter_id as string,
-  channel: r.channel as string,
-  id: r.id as string,
-  idMs: r.id_ms as number,
-  idSeq: r.id_seq as number,
-  indexedAtMs: r.indexed_at_ms as number,
-  event: JSON.parse(r.event_json as string),
-  meta: JSON.parse(r.meta_json as string),
-});
-
-const toAppAccount = (r: Row): WithSeq<AppAccount> => ({
-  seq: r.seq as number,
-  id: r.id as string,
-  ownerId: r.owner_id as string,
-  app: r.app as string,
-  name: r.name as string,
-  credentialsSealed: r.credentials_sealed as string,
-  createdAt: r.created_at as number,
-  updatedAt: r.updated_at as number,
-});
 
 /** Writes held back to the end of a transaction (see `SqliteOps.#deferred`), one per row. */
 interface Deferred {

@@ -1,0 +1,200 @@
+/**
+ * Rows to domain records, shared by both drivers: their tables have the same columns, so a row reads
+ * the same in each. The one difference is booleans (SQLite stores 0/1, PostgreSQL `boolean`), which
+ * `flag` reads either way.
+ */
+import type {
+  ApiKey,
+  AppAccount,
+  AutoSubscription,
+  ComponentRecord,
+  Delivery,
+  DeliveryAttempt,
+  DeliveryStatus,
+  EventRecord,
+  Org,
+  SourceRecord,
+  Subscription,
+  TimerRecord,
+  User,
+  Webhook,
+  WithSeq,
+  Workflow,
+} from "../domain/types.ts";
+
+/** A row as either driver returns it. */
+export type Row = Record<string, unknown>;
+
+/** A boolean column: SQLite's 0/1 or PostgreSQL's boolean. */
+const flag = (value: unknown): boolean => value === true || value === 1;
+
+export const toUser = (r: Row): User => ({
+  id: r.id as string,
+  username: r.username as string,
+  email: r.email as string,
+  plan: r.plan as User["plan"],
+  isAdmin: flag(r.is_admin),
+  createdAt: r.created_at as number,
+  updatedAt: r.updated_at as number,
+});
+
+export const toOrg = (r: Row): Org => ({
+  id: r.id as string,
+  orgname: r.orgname as string,
+  name: r.name as string,
+  email: r.email as string,
+  ownerId: r.owner_id as string,
+  createdAt: r.created_at as number,
+  updatedAt: r.updated_at as number,
+});
+
+export const toKey = (r: Row): ApiKey => ({
+  id: r.id as string,
+  userId: r.user_id as string,
+  name: r.name as string,
+  prefix: r.prefix as string,
+  hash: r.hash as string,
+  createdAt: r.created_at as number,
+  revokedAt: (r.revoked_at as number | null) ?? null,
+});
+
+export const toWebhook = (r: Row): WithSeq<Webhook> => ({
+  seq: r.seq as number,
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  createdBy: r.created_by as string,
+  name: (r.name as string | null) ?? null,
+  description: (r.description as string | null) ?? null,
+  url: r.url as string,
+  active: flag(r.active),
+  signingSecretSealed: r.signing_secret_sealed as string,
+  createdAt: r.created_at as number,
+  updatedAt: r.updated_at as number,
+});
+
+export const toAutoSubscription = (r: Row): AutoSubscription => ({
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  listenerId: r.listener_id as string,
+  eventName: r.event_name as string,
+  createdAt: r.created_at as number,
+});
+
+export const toSubscription = (r: Row): Subscription => ({
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  emitterId: r.emitter_id as string,
+  listenerId: r.listener_id as string,
+  eventName: r.event_name as string,
+  createdAt: r.created_at as number,
+});
+
+export const toComponent = (r: Row): ComponentRecord => ({
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  key: (r.key as string | null) ?? null,
+  name: r.name as string,
+  version: r.version as string,
+  code: r.code as string,
+  codeHash: r.code_hash as string,
+  componentUrl: (r.component_url as string | null) ?? null,
+  meta: JSON.parse(r.meta_json as string),
+  dependencies: JSON.parse(r.dependencies_json as string),
+  createdAt: r.created_at as number,
+  updatedAt: r.updated_at as number,
+});
+
+export const toSource = (r: Row): WithSeq<SourceRecord> => ({
+  seq: r.seq as number,
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  createdBy: r.created_by as string,
+  componentId: r.component_id as string,
+  name: r.name as string,
+  nameSlug: r.name_slug as string,
+  active: flag(r.active),
+  props: JSON.parse(r.props_json as string),
+  endpointId: (r.endpoint_id as string | null) ?? null,
+  createdAt: r.created_at as number,
+  updatedAt: r.updated_at as number,
+});
+
+export const toTimer = (r: Row): TimerRecord => ({
+  sourceId: r.source_id as string,
+  propName: r.prop_name as string,
+  intervalSeconds: (r.interval_seconds as number | null) ?? null,
+  cron: (r.cron as string | null) ?? null,
+  timezone: (r.timezone as string | null) ?? null,
+  nextRunMs: r.next_run_ms as number,
+});
+
+export const toEvent = (r: Row): EventRecord => ({
+  emitterId: r.emitter_id as string,
+  channel: r.channel as string,
+  id: r.id as string,
+  idMs: r.id_ms as number,
+  idSeq: r.id_seq as number,
+  indexedAtMs: r.indexed_at_ms as number,
+  event: JSON.parse(r.event_json as string),
+  meta: JSON.parse(r.meta_json as string),
+});
+
+export const toAppAccount = (r: Row): WithSeq<AppAccount> => ({
+  seq: r.seq as number,
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  app: r.app as string,
+  name: r.name as string,
+  credentialsSealed: r.credentials_sealed as string,
+  createdAt: r.created_at as number,
+  updatedAt: r.updated_at as number,
+});
+
+export const toWorkflow = (r: Row): WithSeq<Workflow> => ({
+  seq: r.seq as number,
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  createdBy: r.created_by as string,
+  name: r.name as string,
+  url: (r.url as string | null) ?? null,
+  signingSecretSealed: r.signing_secret_sealed as string,
+  createdAt: r.created_at as number,
+  updatedAt: r.updated_at as number,
+});
+
+export const toDelivery = (r: Row): WithSeq<Delivery> => ({
+  seq: r.seq as number,
+  id: r.id as string,
+  ownerId: r.owner_id as string,
+  subscriptionId: r.subscription_id as string,
+  emitterId: r.emitter_id as string,
+  eventId: r.event_id as string,
+  channel: r.channel as string,
+  listenerId: r.listener_id as string,
+  listenerKind: r.listener_kind as Delivery["listenerKind"],
+  event: JSON.parse(r.event_json as string),
+  meta: JSON.parse(r.meta_json as string),
+  indexedAtMs: r.indexed_at_ms as number,
+  hops: r.hops as number,
+  status: r.status as DeliveryStatus,
+  attempts: r.attempts as number,
+  roundAttempts: r.round_attempts as number,
+  nextAttemptMs: (r.next_attempt_ms as number | null) ?? null,
+  lastStatusCode: (r.last_status_code as number | null) ?? null,
+  lastError: (r.last_error as string | null) ?? null,
+  lastDurationMs: (r.last_duration_ms as number | null) ?? null,
+  claimedBy: (r.claimed_by as string | null) ?? null,
+  createdMs: r.created_ms as number,
+  updatedMs: r.updated_ms as number,
+});
+
+export const toAttempt = (r: Row): DeliveryAttempt => ({
+  deliveryId: r.delivery_id as string,
+  n: r.n as number,
+  startedMs: r.started_ms as number,
+  durationMs: r.duration_ms as number,
+  statusCode: (r.status_code as number | null) ?? null,
+  error: (r.error as string | null) ?? null,
+  response: (r.response as string | null) ?? null,
+  outcome: r.outcome as DeliveryAttempt["outcome"],
+});
