@@ -208,12 +208,16 @@ test("accounts, an app prop choosing one, remote options, a propDefinition, and 
   // Edit props on the Configuration tab.
   await page.getByRole("tab", { name: "Configuration" }).click();
   await page.getByLabel("Greeting").fill("bonjour");
+  await page.getByLabel("Source name").fill("demo renamed");
   await axe(page, "source configuration");
   await page.getByRole("button", { name: "Save configuration" }).click();
   await page.getByText("Saved.").waitFor({ timeout: wait });
+  await page.getByRole("heading", { name: "demo renamed", level: 1 }).waitFor({ timeout: wait });
   await eventually(async () => {
     const r = await server.api("GET", `/v1/sources/${sourceId}`, { key: carol.key });
-    return r.body.data.configured_props.greeting === "bonjour" ? true : undefined;
+    return r.body.data.configured_props.greeting === "bonjour" && r.body.data.name === "demo renamed"
+      ? true
+      : undefined;
   }, "the saved greeting");
 
   // Pause, then resume.
@@ -249,7 +253,7 @@ test("accounts, an app prop choosing one, remote options, a propDefinition, and 
   // Delete asks first; Cancel keeps the source, Yes deletes it.
   await page.getByRole("button", { name: "Delete" }).click();
   const confirm = page.getByRole("group", { name: "Confirm deletion" });
-  await confirm.getByText("Delete demo and its events?").waitFor({ timeout: wait });
+  await confirm.getByText("Delete demo renamed and its events?").waitFor({ timeout: wait });
   await axe(page, "delete confirmation");
   await confirm.getByRole("button", { name: "Cancel" }).click();
   assert.equal((await server.api("GET", `/v1/sources/${sourceId}`, { key: carol.key })).status, 200);
@@ -257,7 +261,7 @@ test("accounts, an app prop choosing one, remote options, a propDefinition, and 
   await page.getByRole("button", { name: "Yes, delete" }).click();
   await page.getByRole("heading", { name: "Sources", level: 1 }).waitFor({ timeout: wait });
   assert.equal((await server.api("GET", `/v1/sources/${sourceId}`, { key: carol.key })).status, 404);
-  assert.equal(await page.getByRole("link", { name: "demo" }).count(), 0);
+  assert.equal(await page.getByRole("link", { name: "demo renamed" }).count(), 0);
 
   // The account is deleted from the Accounts page.
   await page.getByRole("link", { name: "Accounts" }).click();
