@@ -197,6 +197,7 @@ function Configuration({ source, onSaved }: { source: Source; onSaved: () => voi
     }
     return v;
   });
+  const [name, setName] = useState(source.name);
   const [error, setError] = useState<unknown>();
   const [saved, setSaved] = useState(false);
   async function save(e: Event) {
@@ -204,7 +205,10 @@ function Configuration({ source, onSaved }: { source: Source; onSaved: () => voi
     setError(undefined);
     setSaved(false);
     try {
-      await api("PUT", `/v1/sources/${source.id}`, { configured_props: values });
+      await api("PUT", `/v1/sources/${source.id}`, {
+        ...(name.trim() && name.trim() !== source.name ? { name: name.trim() } : {}),
+        configured_props: values,
+      });
       setSaved(true);
       onSaved();
     } catch (err) {
@@ -217,6 +221,15 @@ function Configuration({ source, onSaved }: { source: Source; onSaved: () => voi
     error instanceof ApiError && error.field ? { field: error.field, message: error.message } : undefined;
   return (
     <form onSubmit={save} class="form" noValidate>
+      <div class="field">
+        <label for="source-name">Source name</label>
+        <input
+          id="source-name"
+          value={name}
+          maxLength={200}
+          onInput={(e) => setName(e.currentTarget.value)}
+        />
+      </div>
       <PropsForm
         props={props}
         values={values}
