@@ -1,0 +1,110 @@
+/**
+ * A tenant's scratch folder has a size limit (FOUNT_EXECUTOR_SCRATCH_MB, runtime/executors/scratch.ts):
+ * a component writing past it to os.tmpdir() gets an error on `$errors`, the server stays healthy, and
+ * another owner's source still writes its own scratch folder.
+ */
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { deploy, events, hit } from "../fixtures/components/fixtures.ts";
+import { startServer, type TestServer } from "../helpers.ts";
+
+const LIMIT_MB = 4;
+
+// Writes `mb` MiB to a file in os.tmpdir(), 256 KiB at a time, then says how much it wrote; the file
+// is removed either way.
+const writer = `
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+export default {
+  name: "Scratch writer",
+  version: "0.0.1",
+  props: { http: "$.interface.http" },
+  async run(event) {
+    const mb = Number(event.query.mb ?? 1);
+    const file = path.join(os.tmpdir(), "fill-" + Date.now());
+    const chunk = Buffer.alloc(256 * 1024, 120);
+    const fd = fs.openSync(file, "w");
+    try {
+      for (let i = 0; i < mb * 4; i++) fs.writeSync(fd, chunk);
+    } catch (err) {
+      fs.rmSync(file, { force: true });
+      throw err;
+    } finally {
+      fs.closeSync(fd);
+    }
+    const check = fs.readFileSync(file).length;
+    fs.rmSync(file);
+    this.$emit({ wrote: check });
+  },
+};
+`;
+
+let server: TestServer;
+
+before(async () => {
+  server = await startServer(
+    { invocationTimeoutMs: 30_000 },
+    { FOUNT_EXECUTOR_SCRATCH_MB: String(LIMIT_MB) },
+  );
+});
+after(() => server.close());
+
+async function waitFor<T>(what: string, check: () => Promise<T | undefined>, ms = 60_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > end) assert.fail(`${what}: not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+test("writing past the scratch limit fails the invocation on $errors; other owners are unaffected", async () => {
+  assert.equal(server.built.services.config.executorScratchMb, LIMIT_MB);
+  const hog = await server.createUser("scratch-hog");
+  const other = await server.createUser("scratch-neighbour");
+  const hogSource = await deploy(server, { component_code: writer }, hog.key);
+  const otherSource = await deploy(server, { component_code: writer }, other.key);
+  const hogUrl = hogSource.configured_props.http.endpoint_url;
+  const otherUrl = otherSource.configured_props.http.endpoint_url;
+
+  // Under the limit: fine.
+  assert.equal((await hit(`${hogUrl}?mb=1`, { method: "POST" })).status, 200);
+  await waitFor("the small write's event", async () => {
+    const got = await events(server, hogSource.id, undefined, hog.key);
+    return got.some((e) => e.event.wrote === 1024 * 1024) ? true : undefined;
+  });
+
+  // Past it: the invocation fails, and the owner is told on $errors.
+  await hit(`${hogUrl}?mb=${LIMIT_MB * 4}`, { method: "POST" });
+  const error = await waitFor("the scratch error on $errors", async () => {
+    const got = await events(server, hogSource.id, "$errors", hog.key);
+    return got[0]?.event.error;
+  });
+  assert.match(
+    `${error.code} ${error.message}`,
+    /ENOSPC|no space left|scratch_full/i,
+    `the error names the full scratch folder: ${JSON.stringify(error)}`,
+  );
+  assert.equal(
+    (await events(server, hogSource.id, undefined, hog.key)).filter((e) => e.event.wrote !== undefined)
+      .length,
+    1,
+    "the big write emitted nothing",
+  );
+
+  // The server is healthy, the other owner writes its own scratch folder, the hog can write again.
+  assert.equal((await server.api("GET", "/healthz")).status, 200);
+  assert.equal((await hit(`${otherUrl}?mb=2`, { method: "POST" })).status, 200);
+  await waitFor("the neighbour's event", async () => {
+    const got = await events(server, otherSource.id, undefined, other.key);
+    return got.some((e) => e.event.wrote === 2 * 1024 * 1024) ? true : undefined;
+  });
+  assert.deepEqual(await events(server, otherSource.id, "$errors", other.key), []);
+  await hit(`${hogUrl}?mb=1`, { method: "POST" });
+  await waitFor("the hog's next small write", async () => {
+    const got = await events(server, hogSource.id, undefined, hog.key);
+    return got.filter((e) => e.event.wrote === 1024 * 1024).length === 2 ? true : undefined;
+  });
+});
