@@ -4,7 +4,11 @@
  * another owner's source still writes its own scratch folder.
  */
 import assert from "node:assert/strict";
+import { mkdtempSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { after, before, test } from "node:test";
+import { ExecutorPool } from "../../src/runtime/executor-pool.ts";
 import { deploy, events, hit } from "../fixtures/components/fixtures.ts";
 import { startServer, type TestServer } from "../helpers.ts";
 
@@ -107,4 +111,72 @@ test("writing past the scratch limit fails the invocation on $errors; other owne
     const got = await events(server, hogSource.id, undefined, hog.key);
     return got.filter((e) => e.event.wrote === 1024 * 1024).length === 2 ? true : undefined;
   });
+});
+
+// Measured mode (where the server may not mount): leaves `mb` MiB in os.tmpdir() and waits, then
+// lists the folder.
+const keeper = `
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+export default {
+  name: "Scratch keeper",
+  version: "0.0.1",
+  props: { http: "$.interface.http" },
+  async run(event) {
+    const mb = Number(event.query.mb ?? 0);
+    if (mb > 0) fs.writeFileSync(path.join(os.tmpdir(), "kept-" + mb), Buffer.alloc(mb * 1024 * 1024, 120));
+    if (event.query.wait) await new Promise((r) => setTimeout(r, Number(event.query.wait)));
+    this.$emit({ files: fs.readdirSync(os.tmpdir()).sort() });
+  },
+};
+`;
+
+test("measured mode: an owner over the limit has its executor stopped (scratch_full) and the folder emptied", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-test-"));
+  const pool = new ExecutorPool({
+    dataDir,
+    memoryMb: 64,
+    defaultTimeoutMs: 60_000,
+    isolateUsers: false,
+    scratchMb: 1,
+    scratchMode: "measured",
+  });
+  const measured = await startServer({ dataDir, invocationTimeoutMs: 60_000 }, {}, { executor: pool });
+  try {
+    assert.deepEqual(await pool.scratchLimit(), { mode: "measured", limitMb: 1 });
+    const hog = await measured.createUser("measured-hog");
+    const other = await measured.createUser("measured-neighbour");
+    const hogSource = await deploy(measured, { component_code: keeper }, hog.key);
+    const otherSource = await deploy(measured, { component_code: keeper }, other.key);
+    const hogUrl = hogSource.configured_props.http.endpoint_url;
+    const otherUrl = otherSource.configured_props.http.endpoint_url;
+
+    // The neighbour keeps a file under the limit; the hog writes 3 MiB and waits far longer than a check.
+    assert.equal((await hit(`${otherUrl}?mb=0`, { method: "POST" })).status, 200);
+    await hit(`${hogUrl}?mb=3&wait=50000`, { method: "POST" });
+    const error = await waitFor("scratch_full on $errors", async () => {
+      const got = await events(measured, hogSource.id, "$errors", hog.key);
+      return got[0]?.event.error;
+    });
+    assert.equal(error.code, "scratch_full");
+    assert.match(error.message, /scratch folder held 3 MB \(limit 1 MB\)/);
+
+    // The folder was emptied; the hog's next invocation runs; the neighbour never noticed.
+    assert.equal((await measured.api("GET", "/healthz")).status, 200);
+    await hit(`${hogUrl}?mb=0`, { method: "POST" });
+    const after = await waitFor("the hog's next event", async () => {
+      const got = await events(measured, hogSource.id, undefined, hog.key);
+      return got.find((e) => Array.isArray(e.event.files))?.event.files;
+    });
+    assert.deepEqual(after, []);
+    await hit(`${otherUrl}?mb=0`, { method: "POST" });
+    await waitFor("the neighbour's second event", async () => {
+      const got = await events(measured, otherSource.id, undefined, other.key);
+      return got.length === 2 ? true : undefined;
+    });
+    assert.deepEqual(await events(measured, otherSource.id, "$errors", other.key), []);
+  } finally {
+    await measured.close();
+  }
 });

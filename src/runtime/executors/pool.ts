@@ -351,6 +351,7 @@ export class ExecutorPool implements Executor {
         this.arm(next);
       }
       this.stopIfRetired(child);
+      if (this.scratch.current === "measured" && !child.gone) this.measureScratch(child, source.sourceId);
     }
     this.pump(source);
     // Options calls use throwaway source ids; keep state only while it matters.
@@ -859,8 +860,12 @@ export class ExecutorPool implements Executor {
     }
   }
 
-  /** Measured mode: an owner whose scratch folder is over the limit has its process stopped. */
-  private measureScratch(child: Child): void {
+  /**
+   * Measured mode (after each batch and every WATCH_INTERVAL_MS): an owner whose scratch folder is over
+   * the limit has its process stopped and the folder emptied. The running invocation, if one, fails
+   * with `scratch_full`; after a batch, the source whose batch just ended is told on `$errors`.
+   */
+  private measureScratch(child: Child, sourceId?: string): void {
     const scratch = child.scratch;
     if (!scratch || scratch.measuring) return;
     scratch.measuring = true;
@@ -870,11 +875,10 @@ export class ExecutorPool implements Executor {
         if (used <= this.scratch.limitBytes || child.gone || child.killReason) return;
         scratch.over = true;
         const mb = (n: number) => Math.round((n / 1048576) * 10) / 10;
-        this.kill(child, {
-          code: "scratch_full",
-          message: `The owner's scratch folder held ${mb(used)} MB (limit ${mb(this.scratch.limitBytes)} MB): the executor was stopped and the folder emptied`,
-          blameSole: true,
-        });
+        const message = `The owner's scratch folder held ${mb(used)} MB (limit ${mb(this.scratch.limitBytes)} MB): the executor was stopped and the folder emptied`;
+        const running = [...child.batches.values()].some((b) => b.received && b.next < b.calls.length);
+        if (sourceId && !running) this.reportLate(child, sourceId, 0, { code: "scratch_full", message });
+        this.kill(child, { code: "scratch_full", message, blameSole: true });
       })
       .finally(() => {
         scratch.measuring = false;
