@@ -4,11 +4,13 @@
  * another owner's source still writes its own scratch folder.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { ExecutorPool } from "../../src/runtime/executor-pool.ts";
+import { mountsUnder } from "../../src/runtime/executors/scratch.ts";
 import { deploy, events, hit } from "../fixtures/components/fixtures.ts";
 import { startServer, type TestServer } from "../helpers.ts";
 
@@ -178,5 +180,42 @@ test("measured mode: an owner over the limit has its executor stopped (scratch_f
     assert.deepEqual(await events(measured, otherSource.id, "$errors", other.key), []);
   } finally {
     await measured.close();
+  }
+});
+
+test("tmpfs mode: a mount a crashed run left is gone at start, each owner's mount goes at close", async (t) => {
+  const dataDir = realpathSync(mkdtempSync(path.join(os.tmpdir(), "fount-test-")));
+  const root = path.join(dataDir, "scratch");
+  const stale = path.join(root, "stale-owner");
+  mkdirSync(stale, { recursive: true });
+  try {
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", stale], { stdio: "ignore" });
+  } catch {
+    t.skip("this machine does not allow mounting (the measured mode's test covers it)");
+    return;
+  }
+  writeFileSync(path.join(stale, "left"), "x");
+  const s = await startServer({ dataDir }, { FOUNT_EXECUTOR_SCRATCH_MB: "2" });
+  let closed = false;
+  try {
+    assert.ok(!mountsUnder(root).includes(stale), "the stale mount is gone once the server started");
+    assert.ok(!existsSync(path.join(stale, "left")), "and what was in it");
+    const user = await s.createUser("mounted-owner");
+    const source = await deploy(s, { component_code: writer }, user.key);
+    assert.equal(
+      (await hit(`${source.configured_props.http.endpoint_url}?mb=1`, { method: "POST" })).status,
+      200,
+    );
+    const mounts = mountsUnder(root);
+    assert.ok(
+      mounts.includes(path.join(root, user.id)),
+      `the owner's folder is a mount: ${mounts.join(", ")}`,
+    );
+    await s.close();
+    closed = true;
+    assert.deepEqual(mountsUnder(root), [], "close unmounts it");
+  } finally {
+    if (!closed) await s.close();
+    for (const point of mountsUnder(root)) execFileSync("umount", ["-l", point]);
   }
 });
