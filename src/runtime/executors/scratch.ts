@@ -48,8 +48,10 @@ async function unmount(dir: string): Promise<void> {
 export class ScratchLimit {
   readonly limitBytes: number;
   private mode: ScratchMode | undefined;
-  /** Pending unmount per folder: a restarted executor's mount waits for its predecessor's unmount. */
+  /** Last pending mount or unmount per folder: operations on one folder run in order. */
   private readonly releasing = new Map<string, Promise<void>>();
+  /** Live executors per folder. */
+  private readonly users = new Map<string, number>();
   private readonly forced: ScratchMode | undefined;
   private root: string | undefined;
 
@@ -87,32 +89,55 @@ export class ScratchLimit {
     }
   }
 
-  /** Called with the owner's (existing, empty or not) folder before its executor starts. */
+  /**
+   * Called with the owner's folder before an executor of the owner starts. Processes of one owner (a
+   * retiring one and its replacement) share one mount: it is mounted for the first and unmounted after
+   * the last, and operations on one folder run one after another.
+   */
   async attach(dir: string, uid: number | undefined): Promise<void> {
-    await this.releasing.get(dir);
-    if (this.mode !== "tmpfs") return;
-    if (mountsUnder(dir).includes(dir)) await unmount(dir).catch(() => {});
-    const id = uid ?? process.getuid?.() ?? 0;
-    const size = Math.max(this.limitBytes, 4096);
-    await run("mount", ["-t", "tmpfs", "-o", `size=${size},mode=0700,uid=${id},gid=${id}`, "tmpfs", dir]);
+    this.users.set(dir, (this.users.get(dir) ?? 0) + 1);
+    try {
+      await this.serial(dir, async () => {
+        if (this.mode !== "tmpfs" || mountsUnder(dir).includes(dir)) return;
+        const id = uid ?? process.getuid?.() ?? 0;
+        const size = Math.max(this.limitBytes, 4096);
+        await run("mount", ["-t", "tmpfs", "-o", `size=${size},mode=0700,uid=${id},gid=${id}`, "tmpfs", dir]);
+      });
+    } catch (err) {
+      this.release(dir);
+      throw err;
+    }
   }
 
   /**
-   * Called when the owner's executor is gone: the tmpfs (and what was in it) goes; in measured mode
-   * the folder is emptied when `over` (it went past the limit), else kept for the next process.
+   * Called when an executor of the owner is gone: after the last one, the tmpfs (and what was in it)
+   * goes; in measured mode the folder is emptied when `over` (it went past the limit).
    */
   detach(dir: string, over: boolean): Promise<void> {
-    if (this.mode !== "tmpfs" && !over) return Promise.resolve();
-    const done = (this.releasing.get(dir) ?? Promise.resolve())
-      .then(() => {
-        if (this.mode !== "tmpfs") return this.empty(dir);
-        return mountsUnder(dir).includes(dir) ? unmount(dir) : undefined;
-      })
-      .catch(() => {})
-      .finally(() => {
-        if (this.releasing.get(dir) === done) this.releasing.delete(dir);
-      });
-    this.releasing.set(dir, done);
+    const last = this.release(dir);
+    return this.serial(dir, async () => {
+      if (this.mode !== "tmpfs") {
+        if (over) await this.empty(dir);
+      } else if (last && !this.users.has(dir) && mountsUnder(dir).includes(dir)) {
+        await unmount(dir);
+      }
+    }).catch(() => {});
+  }
+
+  private release(dir: string): boolean {
+    const n = (this.users.get(dir) ?? 1) - 1;
+    if (n > 0) this.users.set(dir, n);
+    else this.users.delete(dir);
+    return n <= 0;
+  }
+
+  private serial(dir: string, op: () => Promise<void>): Promise<void> {
+    const done = (this.releasing.get(dir) ?? Promise.resolve()).catch(() => {}).then(op);
+    const tail = done.catch(() => {});
+    this.releasing.set(dir, tail);
+    void tail.then(() => {
+      if (this.releasing.get(dir) === tail) this.releasing.delete(dir);
+    });
     return done;
   }
 
