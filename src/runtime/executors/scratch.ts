@@ -8,7 +8,7 @@
  * - `measured`: otherwise the pool sums the folder's size at an interval; an owner over the limit has
  *   its executor stopped (the running invocations fail with `scratch_full`) and the folder emptied.
  */
-import { execFile } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import fs from "node:fs";
 import fsp from "node:fs/promises";
 import path from "node:path";
@@ -54,6 +54,7 @@ export class ScratchLimit {
   private readonly users = new Map<string, number>();
   private readonly forced: ScratchMode | undefined;
   private root: string | undefined;
+  private onExit: (() => void) | undefined;
 
   constructor(limitMb: number, forced?: ScratchMode) {
     this.limitBytes = limitMb * 1024 * 1024;
@@ -69,6 +70,18 @@ export class ScratchLimit {
   async resetRoot(root: string): Promise<void> {
     const real = await fsp.realpath(root).catch(() => path.resolve(root));
     this.root = real;
+    // A server that exits without closing the pool (a second Ctrl-C, process.exit) unmounts too;
+    // after a SIGKILL the next start does it.
+    if (!this.onExit) {
+      this.onExit = () => {
+        for (const point of mountsUnder(real)) {
+          try {
+            execFileSync("umount", ["-l", point], { stdio: "ignore" });
+          } catch {}
+        }
+      };
+      process.once("exit", this.onExit);
+    }
     for (const point of mountsUnder(real)) await unmount(point).catch(() => {});
     this.mode ??= this.forced ?? (await this.probe(real));
   }
@@ -143,6 +156,8 @@ export class ScratchLimit {
 
   /** Unmounts every owner's tmpfs under the scratch root (server close). */
   async detachAll(): Promise<void> {
+    if (this.onExit) process.removeListener("exit", this.onExit);
+    this.onExit = undefined;
     await Promise.all([...this.releasing.values()]);
     if (this.mode !== "tmpfs" || !this.root) return;
     for (const point of mountsUnder(this.root)) await unmount(point).catch(() => {});
