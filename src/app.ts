@@ -170,6 +170,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     new ExecutorPool({
       dataDir: config.dataDir,
       memoryMb: config.executorMemoryMb,
+      scratchMb: config.executorScratchMb,
       defaultTimeoutMs: config.invocationTimeoutMs,
       maxEmitBytes: config.maxEventBytes,
       extraCaCertsFile: config.executorCaCerts,
@@ -191,6 +192,22 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         logger: app.log,
       });
   if (egress) app.log[egress.mode === "firewall" ? "info" : "warn"]({ egress: egress.mode }, egress.summary);
+  if (executor instanceof ExecutorPool) {
+    // Also unmounts scratch tmpfs a crashed run left behind (runtime/executors/scratch.ts). If the
+    // scratch folder cannot be prepared now, the first executor start reports why.
+    const scratch = await executor.scratchLimit().catch((err: Error) => {
+      app.log.warn({ err }, `Scratch folders could not be prepared at start: ${err.message}`);
+      return undefined;
+    });
+    if (scratch)
+      app.log[scratch.mode === "tmpfs" ? "info" : "warn"](
+        { scratch: scratch.mode, scratchMb: scratch.limitMb },
+        scratch.mode === "tmpfs"
+          ? `Each owner's scratch folder is a ${scratch.limitMb} MB tmpfs: writing past it fails with ENOSPC`
+          : `Scratch folders cannot be mounted here: their size is measured every 500 ms, and an owner over ${scratch.limitMb} MB has its executor stopped (scratch_full) and the folder emptied`,
+      );
+  }
+
   // component_url downloads follow the same outbound address rules as webhook deliveries.
   const addressPolicy = new AddressPolicy({
     allowPrivate: config.webhookAllowPrivate,

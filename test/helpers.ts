@@ -2,11 +2,13 @@
  * Test harness: a real Fount server on an ephemeral port with its own SQLite file in a temp dir, and
  * a small client that speaks HTTP to it like any other client.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, realpathSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { type BuildOptions, type BuiltApp, buildApp } from "../src/app.ts";
 import { type Config, loadConfig } from "../src/config.ts";
+import { mountsUnder } from "../src/runtime/executors/scratch.ts";
 import { openTestPostgres } from "./pg-schemas.ts";
 
 export const adminKey = "fnt_testadminkey0000000000000000000";
@@ -103,4 +105,16 @@ export async function startServer(
       if (!overrides.dataDir) rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Unmounts the scratch tmpfs a SIGKILLed server left under `dir` (runtime/executors/scratch.ts), so
+ * the test can remove the folder; a server's next start would do the same.
+ */
+export function unmountScratchUnder(dir: string): void {
+  for (const point of mountsUnder(realpathSync(dir))) {
+    try {
+      execFileSync("umount", ["-l", point], { stdio: "ignore" });
+    } catch {}
+  }
 }

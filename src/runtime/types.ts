@@ -171,6 +171,7 @@ export const invocationFailureCodes = [
   "component_error",
   "timeout",
   "out_of_memory",
+  "scratch_full",
   "process_exit",
   "executor_crash",
   "executor_stopped",

@@ -16,6 +16,7 @@ import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { after, test } from "node:test";
+import { unmountScratchUnder } from "../helpers.ts";
 
 const root = path.resolve(import.meta.dirname, "../..");
 const node = path.join(root, "node_modules/.bin/node");
@@ -76,6 +77,7 @@ const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-crash-"));
 const children = new Set<ChildProcess>();
 after(() => {
   for (const child of children) child.kill("SIGKILL");
+  unmountScratchUnder(dataDir);
   rmSync(dataDir, { recursive: true, force: true });
 });
 

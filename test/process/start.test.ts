@@ -10,6 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import { after, test } from "node:test";
 import { fixture } from "../fixtures/components/fixtures.ts";
+import { unmountScratchUnder } from "../helpers.ts";
 import { alive, gone, type ServerProcess, startProcess } from "./server-process.ts";
 
 const root = process.getuid?.() === 0;
@@ -19,7 +20,10 @@ const dirs: string[] = [];
 
 after(async () => {
   for (const p of running) await p.kill();
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  for (const d of dirs) {
+    unmountScratchUnder(d);
+    rmSync(d, { recursive: true, force: true });
+  }
 });
 
 function tempDir(): string {

@@ -122,6 +122,7 @@ export function endpointHandler(
   const platformFailures = new Set([
     "timeout",
     "out_of_memory",
+    "scratch_full",
     "executor_crash",
     "executor_stopped",
     "process_exit",

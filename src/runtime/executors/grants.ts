@@ -6,6 +6,7 @@ import fsp from "node:fs/promises";
 import path from "node:path";
 import type { BuiltComponent } from "../types.ts";
 import { dirsKey, ExecutorError, type Owner } from "./model.ts";
+import type { ScratchLimit } from "./scratch.ts";
 
 /** Scratch folders, uids and readable folders of one pool. */
 export class Grants {
@@ -20,16 +21,21 @@ export class Grants {
   private readonly isolateUsers: boolean;
   private readonly uidBase: number;
 
-  constructor(dataDir: string, isolateUsers: boolean, uidBase: number) {
+  private readonly limit: ScratchLimit;
+
+  constructor(dataDir: string, isolateUsers: boolean, uidBase: number, limit: ScratchLimit) {
+    this.limit = limit;
     this.dataDir = dataDir;
     this.isolateUsers = isolateUsers;
     this.uidBase = uidBase;
   }
 
-  /** Creates the owner's scratch folder (mode 0700, owned by its uid) and returns its real path. */
-  async prepareScratch(owner: Owner): Promise<string> {
+  /** Real path of `<dataDir>/scratch`, emptied (and stale mounts gone) on the first call. */
+  scratchRootDir(): Promise<string> {
     this.scratchRoot ??= (async () => {
       const root = path.join(this.dataDir, "scratch");
+      // Mounts a crash left behind go first, so emptying cannot reach into a live tmpfs.
+      await this.limit.resetRoot(root);
       // Scratch is temporary space; emptying it also retires folders owned by uids of a previous run.
       await fsp.rm(root, { recursive: true, force: true });
       await fsp.mkdir(root, { recursive: true, mode: 0o711 });
@@ -42,11 +48,19 @@ export class Grants {
     this.scratchRoot.catch(() => {
       this.scratchRoot = undefined;
     });
-    const scratch = path.join(await this.scratchRoot, owner.scratchName);
+    return this.scratchRoot;
+  }
+
+  /** Creates the owner's scratch folder (mode 0700, owned by its uid) and returns its real path. */
+  async prepareScratch(owner: Owner): Promise<string> {
+    const scratch = path.join(await this.scratchRootDir(), owner.scratchName);
     if (this.isolateUsers && owner.uid === undefined) owner.uid = this.uidBase + this.nextUid++;
     await fsp.mkdir(scratch, { recursive: true, mode: 0o700 });
     if (owner.uid !== undefined) await fsp.chown(scratch, owner.uid, owner.uid);
     await fsp.chmod(scratch, 0o700);
+    await this.limit.attach(scratch, owner.uid).catch((err: Error) => {
+      throw new ExecutorError("executor_crash", `The scratch folder could not be mounted: ${err.message}`);
+    });
     return scratch;
   }
 

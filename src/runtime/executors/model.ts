@@ -34,6 +34,10 @@ export interface ExecutorPoolOptions {
   isolateUsers?: boolean;
   /** First uid handed out; two pools on one host need disjoint ranges. */
   uidBase?: number;
+  /** Size limit of each owner's scratch folder, in MiB (default 256; runtime/executors/scratch.ts). */
+  scratchMb?: number;
+  /** How it is enforced; absent: a tmpfs per owner when mounting works, else measured. */
+  scratchMode?: "tmpfs" | "measured";
   /** An owner's process with nothing to do for this long is stopped (and started again on demand). */
   idleMs?: number;
   /**
@@ -200,6 +204,8 @@ export interface Child {
   gone: boolean;
   goneWaiters: Array<() => void>;
   killReason: Reason | undefined;
+  /** The owner's scratch folder once prepared, and whether it went over its limit (measured mode). */
+  scratch?: { dir: string; measuring: boolean; over: boolean };
   batches: Map<string, Batch>;
   inspections: Map<number, Inspection>;
   /** Version of the db copy the child holds per source, least recently used first. */

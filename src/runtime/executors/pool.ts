@@ -50,6 +50,7 @@ import {
   WATCH_INTERVAL_MS,
 } from "./model.ts";
 import { copyResult, httpResponse, serialized } from "./results.ts";
+import { ScratchLimit, type ScratchMode } from "./scratch.ts";
 
 /**
  * Runs component code in per-owner executor processes (see docs/isolation.md).
@@ -75,6 +76,7 @@ export class ExecutorPool implements Executor {
   private readonly owners = new Map<string, Owner>();
   private readonly children = new Set<Child>();
   private readonly grants: Grants;
+  private readonly scratch: ScratchLimit;
   private seq = 0;
   private watch: NodeJS.Timeout | undefined;
   private closed = false;
@@ -99,7 +101,8 @@ export class ExecutorPool implements Executor {
     const root = process.getuid?.() === 0;
     const isolateUsers = options.isolateUsers ?? root;
     if (isolateUsers && !root) throw new Error("isolateUsers needs the server to run as root");
-    this.grants = new Grants(this.dataDir, isolateUsers, options.uidBase ?? 200_000);
+    this.scratch = new ScratchLimit(options.scratchMb ?? 256, options.scratchMode);
+    this.grants = new Grants(this.dataDir, isolateUsers, options.uidBase ?? 200_000, this.scratch);
     this.idleMs = options.idleMs ?? 10 * 60_000;
     this.extraCaCertsFile = options.extraCaCertsFile;
     this.logger = options.logger;
@@ -165,6 +168,12 @@ export class ExecutorPool implements Executor {
   close(): Promise<void> {
     this.closing ??= this.shutdown();
     return this.closing;
+  }
+
+  /** Prepares `<dataDir>/scratch` (stale mounts gone) and says how its size limit is enforced. */
+  async scratchLimit(): Promise<{ mode: ScratchMode; limitMb: number }> {
+    await this.grants.scratchRootDir();
+    return { mode: this.scratch.current ?? "measured", limitMb: this.scratch.limitBytes / 1048576 };
   }
 
   /** pid of the owner's current executor process, if one runs (for tests and diagnostics). */
@@ -342,6 +351,7 @@ export class ExecutorPool implements Executor {
         this.arm(next);
       }
       this.stopIfRetired(child);
+      if (this.scratch.current === "measured" && !child.gone) this.measureScratch(child, source.sourceId);
     }
     this.pump(source);
     // Options calls use throwaway source ids; keep state only while it matters.
@@ -540,6 +550,7 @@ export class ExecutorPool implements Executor {
     let runner: string;
     try {
       scratch = await this.grants.prepareScratch(owner);
+      child.scratch = { dir: scratch, measuring: false, over: false };
       this.runner ??= bundleExecutorCode(path.join(this.dataDir, "executor"));
       this.runner.catch(() => {
         this.runner = undefined;
@@ -728,6 +739,7 @@ export class ExecutorPool implements Executor {
     if (child.gone) return;
     child.gone = true;
     this.children.delete(child);
+    if (child.scratch) void this.scratch.detach(child.scratch.dir, child.scratch.over);
     const { owner } = child;
     if (owner.child === child) owner.child = null;
     const reason = deathReason(child, code, signal, this.memoryMb);
@@ -829,6 +841,7 @@ export class ExecutorPool implements Executor {
         if (now - since > REALM_IDLE_MS && child.dbVersions.delete(sid))
           this.send(child, { t: "forget", sid });
       }
+      if (this.scratch.current === "measured") this.measureScratch(child);
       // Live realms: one per source with a db copy, one per inspection, and the spare.
       const rssLimit = rssLimitBytes(this.memoryMb, child.dbVersions.size + child.inspections.size + 1);
       const rss = rssBytes(child.pid);
@@ -845,6 +858,31 @@ export class ExecutorPool implements Executor {
         this.kill(child, { code: "out_of_memory", message, blameSole: true });
       }
     }
+  }
+
+  /**
+   * Measured mode (after each batch and every WATCH_INTERVAL_MS): an owner whose scratch folder is over
+   * the limit has its process stopped and the folder emptied. The running invocation, if one, fails
+   * with `scratch_full`; after a batch, the source whose batch just ended is told on `$errors`.
+   */
+  private measureScratch(child: Child, sourceId?: string): void {
+    const scratch = child.scratch;
+    if (!scratch || scratch.measuring) return;
+    scratch.measuring = true;
+    void this.scratch
+      .usedBytes(scratch.dir)
+      .then((used) => {
+        if (used <= this.scratch.limitBytes || child.gone || child.killReason) return;
+        scratch.over = true;
+        const mb = (n: number) => Math.round((n / 1048576) * 10) / 10;
+        const message = `The owner's scratch folder held ${mb(used)} MB (limit ${mb(this.scratch.limitBytes)} MB): the executor was stopped and the folder emptied`;
+        const running = [...child.batches.values()].some((b) => b.received && b.next < b.calls.length);
+        if (sourceId && !running) this.reportLate(child, sourceId, 0, { code: "scratch_full", message });
+        this.kill(child, { code: "scratch_full", message, blameSole: true });
+      })
+      .finally(() => {
+        scratch.measuring = false;
+      });
   }
 
   private async shutdown(): Promise<void> {
@@ -870,5 +908,6 @@ export class ExecutorPool implements Executor {
         }),
     );
     await Promise.race([Promise.all(waits), new Promise((r) => setTimeout(r, 5000).unref())]);
+    await this.scratch.detachAll().catch(() => {});
   }
 }
