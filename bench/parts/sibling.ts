@@ -97,7 +97,7 @@ export async function sibling(
     ),
   );
 
-  // Memory of one owner's executor with 1, 5 and 20 sources, each of which has run.
+  // Memory of one owner's executor with 1, 5 and 20 sources, each of which has run, 12 s after.
   const memory: Record<number, ReturnType<typeof executorMemory>> = {};
   const mem = await ctx.fount();
   const urls: string[] = [];
@@ -109,7 +109,9 @@ export async function sibling(
       );
     }
     for (const url of urls) for (let i = 0; i < 3; i++) await hitOk(url);
-    await new Promise((r) => setTimeout(r, 1000));
+    // Settled: the spare realm and the inspection realm are stopped after 10 s unused (runner.ts);
+    // the sources' realms stay for a minute idle.
+    await new Promise((r) => setTimeout(r, 12_000));
     memory[n] = executorMemory(mem.pid);
     ctx.log(`${part}: ${n} sources: ${JSON.stringify(memory[n])}`);
     const note = `${memory[n]!.processes} executor process(es); before realms about ${baseline.rssMb} MB RSS, ${baseline.pssMb} MB PSS`;

@@ -56,6 +56,12 @@ const inspections = new Map<number, Realm>();
  * 50-300 ms (more on a loaded machine), which a source's first call would otherwise wait for.
  */
 let spare: Realm | undefined;
+let spareSince = 0;
+/**
+ * A spare nobody took for this long is stopped: a live realm costs about 10 MB, and an owner whose
+ * sources all have their realm would keep paying for it. Deploying several sources in a row keeps one.
+ */
+const SPARE_IDLE_MS = 10_000;
 /**
  * The idle inspection realm: inspections (loading a component to read its definition) reuse one realm
  * one after another, as starting a realm per inspection made publishing several components slow. A
@@ -63,8 +69,11 @@ let spare: Realm | undefined;
  */
 let inspector: Realm | undefined;
 let inspectorSince = 0;
-/** An idle inspection realm is stopped after this long: most owners deploy rarely. */
-const INSPECTOR_IDLE_MS = 60_000;
+/**
+ * An idle inspection realm is stopped after this long: most owners deploy rarely, and components
+ * published together are deployed seconds apart. Like the spare, it costs about 10 MB while it waits.
+ */
+const INSPECTOR_IDLE_MS = 10_000;
 /** Inspections one realm serves before it is replaced (each loads a module it then keeps). */
 const INSPECTIONS_PER_REALM = 50;
 
@@ -90,13 +99,21 @@ function startRealm(sid: string | undefined, inspect: number | undefined): Realm
   if (sid !== undefined) realms.set(sid, realm);
   if (inspect !== undefined) inspections.set(inspect, realm);
   setImmediate(() => {
-    spare ??= newRealm();
+    startSpare();
   });
   return realm;
 }
 
+function startSpare(): void {
+  if (spare) return;
+  spare = newRealm();
+  spareSince = Date.now();
+}
+
 function newRealm(): Realm {
   const worker = new Worker(realmFile, {
+    // The thread's name in /proc: how a realm's threads are told from Node's own.
+    name: "realm",
     workerData: init,
     env: {},
     resourceLimits: { maxOldGenerationSizeMb: init.memoryMb },
@@ -306,6 +323,10 @@ setInterval(() => {
     stopRealm(inspector);
     inspector = undefined;
   }
+  if (spare && Date.now() - spareSince > SPARE_IDLE_MS) {
+    stopRealm(spare);
+    spare = undefined;
+  }
   for (const realm of [...realms.values()]) {
     if (realm.busy > 0 || realm.stopped) continue;
     chargeIdle(realm);
@@ -320,5 +341,5 @@ setInterval(() => {
   }
 }, USAGE_TICK_MS).unref();
 
-spare = newRealm();
+startSpare();
 send({ t: "ready", pid: process.pid });
