@@ -16,6 +16,12 @@ import type { ChildInit, FromChild, ToChild } from "./protocol.ts";
 const USAGE_TICK_MS = 1000;
 /** A tick in which an idle realm's thread was busy at least this share of the time counts as spinning. */
 const SPIN_UTILIZATION = 0.9;
+/**
+ * Less activity than this in an idle tick is the realm's own housekeeping (a GC, a relayed message), not
+ * work left behind: charging it moved an idle owner's compute usage at random (seen as a flaky
+ * "nothing changed" in test/http/malformed.test.ts).
+ */
+const IDLE_CHARGE_FLOOR_MS = 5;
 /** How long a realm's heap statistics may take before the realm is left out of a shed. */
 const SHED_STATS_MS = 1000;
 
@@ -313,7 +319,7 @@ function chargeIdle(realm: Realm): number {
   const delta = realm.worker.performance.eventLoopUtilization(now, mark);
   realm.idleMark = now;
   const ms = Math.round(delta.active);
-  if (ms > 0) send({ t: "usage", sid: realm.sid, ms });
+  if (ms >= IDLE_CHARGE_FLOOR_MS) send({ t: "usage", sid: realm.sid, ms });
   realm.spinMs = delta.utilization >= SPIN_UTILIZATION ? realm.spinMs + delta.active : 0;
   return ms;
 }
