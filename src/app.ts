@@ -170,6 +170,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     new ExecutorPool({
       dataDir: config.dataDir,
       memoryMb: config.executorMemoryMb,
+      realmsPerOwner: config.executorRealmsPerOwner,
       defaultTimeoutMs: config.invocationTimeoutMs,
       maxEmitBytes: config.maxEventBytes,
       extraCaCertsFile: config.executorCaCerts,
