@@ -2,12 +2,13 @@
  * An owner with more busy sources than its realm budget (FOUNT_EXECUTOR_REALMS_PER_OWNER) shares
  * realms instead of stopping and starting them: with a budget of 2, six sources hit in rounds all
  * answer, each keeps its own db and order, and the owner's process starts no realm after the first
- * round.
+ * round. When a shared realm dies, the source that caused it gets the specific code and a sharer
+ * caught mid-run gets `executor_crash`.
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import type { ExecutorPool } from "../../src/runtime/executor-pool.ts";
-import { deploy, emitted, fixture, hit } from "../fixtures/components/fixtures.ts";
+import { deploy, emitted, events, fixture, hit } from "../fixtures/components/fixtures.ts";
 import { startServer, type TestServer } from "../helpers.ts";
 
 const SOURCES = 6;
@@ -50,5 +51,32 @@ test("more busy sources than realms: every call succeeds, sources share realms w
       counts,
       Array.from({ length: ROUNDS }, (_, i) => i + 1),
     );
+  }
+});
+
+test("a shared realm that dies blames its culprit; a sharer caught mid-run gets executor_crash", async () => {
+  const solo = await startServer({ executorRealmsPerOwner: 1 });
+  try {
+    const owner = await solo.createUser("realm-sharer-blame");
+    const slow = await deploy(solo, { component_code: fixture("slow-run.mjs") }, owner.key);
+    const exit = await deploy(solo, { component_code: fixture("hostile/process-exit.mjs") }, owner.key);
+    const pool = solo.built.services.executor as ExecutorPool;
+    const slowUrl = slow.configured_props.http.endpoint_url;
+    const waiting = hit(`${slowUrl}?ms=60000`, { method: "POST" });
+    const end = Date.now() + 60_000;
+    while (!pool.stats().some((o) => o.ownerId === owner.id && o.inCode > 0)) {
+      assert.ok(Date.now() < end, "the slow source never entered its code");
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal((await hit(exit.configured_props.http.endpoint_url, { method: "POST" })).status, 500);
+    assert.equal((await waiting).status, 500);
+    const codes = async (id: string) =>
+      (await events(solo, id, "$errors", owner.key)).map((e) => e.event.error.code as string);
+    assert.deepEqual(await codes(exit.id), ["process_exit"]);
+    assert.deepEqual(await codes(slow.id), ["executor_crash"]);
+    // Both go on in a fresh realm.
+    assert.equal((await hit(`${slowUrl}?ms=1`, { method: "POST" })).status, 200);
+  } finally {
+    await solo.close();
   }
 });
