@@ -171,6 +171,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       dataDir: config.dataDir,
       memoryMb: config.executorMemoryMb,
       scratchMb: config.executorScratchMb,
+      realmsPerOwner: config.executorRealmsPerOwner,
       defaultTimeoutMs: config.invocationTimeoutMs,
       maxEmitBytes: config.maxEventBytes,
       extraCaCertsFile: config.executorCaCerts,

@@ -30,6 +30,8 @@ export interface Config {
   executorMemoryMb: number;
   /** Size limit of each owner's scratch folder, in MiB (FOUNT_EXECUTOR_SCRATCH_MB). */
   executorScratchMb: number;
+  /** Realms per owner's executor process; past it, sources share realms. */
+  executorRealmsPerOwner: number;
   /** Largest event a source may emit (JSON bytes). */
   maxEventBytes: number;
   /** Largest `this.db` of one source (JSON bytes); writes beyond it fail the invocation. */
@@ -131,6 +133,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     executorCaCerts: env.FOUNT_EXECUTOR_CA_CERTS ? path.resolve(env.FOUNT_EXECUTOR_CA_CERTS) : undefined,
     executorMemoryMb: int(env, "FOUNT_EXECUTOR_MEMORY_MB", 256, 32),
     executorScratchMb: int(env, "FOUNT_EXECUTOR_SCRATCH_MB", 256, 1),
+    executorRealmsPerOwner: int(env, "FOUNT_EXECUTOR_REALMS_PER_OWNER", 16, 1),
     maxEventBytes: int(env, "FOUNT_MAX_EVENT_BYTES", 1024 * 1024, 1024),
     maxDbBytes: int(env, "FOUNT_MAX_DB_BYTES", 4 * 1024 * 1024, 1024),
     bodyLimitBytes: 1024 * 1024,

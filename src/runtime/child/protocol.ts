@@ -26,6 +26,11 @@ export interface ChildInit {
    * in a timer left behind) is stopped; the time it used is charged either way.
    */
   lateWorkLimitMs: number;
+  /**
+   * Realms the process runs for sources at most; past it, a source shares a realm with others of
+   * the owner (docs/isolation.md). Absent: 16.
+   */
+  realmsPerOwner?: number;
 }
 
 /** What the invocations of one batch share; deduplicated per batch so props cross the pipe once. */
@@ -60,7 +65,10 @@ export interface BatchMessage {
 export type ToChild =
   | { t: "inspect"; q: number; entryFile: string }
   | BatchMessage
-  /** Drop the cached db of a source: its realm is stopped (the parent bounds how many live). */
+  /**
+   * Drop the cached db of a source (the parent bounds how many it keeps): its realm is stopped, or,
+   * when the realm is shared, the source leaves it.
+   */
   | { t: "forget"; sid: string }
   /**
    * Stop a source's realm now (its invocation timed out), or an inspection's (`q`). Its later
@@ -119,4 +127,11 @@ export type FromChild =
    * CPU time (ms) a realm used while none of its invocations ran (work left behind after `run`),
    * charged to the owner; `stopped` when it ran past `lateWorkLimitMs` and the realm was stopped.
    */
-  | { t: "usage"; sid: string; ms: number; stopped?: boolean };
+  | { t: "usage"; sid: string; ms: number; stopped?: boolean }
+  /**
+   * The realm of source `sid`, idle, stopped because of another source sharing it: its db copy is
+   * gone (the next batch must carry it); nothing of `sid` is to blame.
+   */
+  | { t: "dropped"; sid: string }
+  /** The process started a realm (a worker thread): counted for `ExecutorPool.stats()`. */
+  | { t: "realm" };

@@ -468,4 +468,9 @@ port.on("message", (raw: unknown) => {
   if (typeof msg !== "object" || msg === null) return;
   if (msg.t === "batch") onBatch(msg);
   else if (msg.t === "inspect") void inspect(msg.q, msg.entryFile);
+  else if (msg.t === "forget" && !waiting.has(msg.sid)) {
+    // The source leaves this shared realm (its next batch, here or elsewhere, carries its db).
+    dbs.delete(msg.sid);
+    envWrites.delete(msg.sid);
+  }
 });

@@ -38,11 +38,20 @@ const realmFile = new URL("./realm.mjs", import.meta.url);
 
 interface Realm {
   worker: Worker;
-  /** The source it runs, or the inspection. */
-  sid: string | undefined;
+  /**
+   * The sources it runs: one, or several once the owner has more sources than realms (see
+   * `realmFor`). None for an inspection's realm, or a vacant one whose sources left.
+   */
+  sids: Set<string>;
   inspect: number | undefined;
-  /** Batches sent and not yet answered with `done`. */
+  /** Batches sent and not yet answered with `done`, in all and per source. */
   busy: number;
+  busyBy: Map<string, number>;
+  /** Invocations sent and not yet answered, and their source: whom a `respond` or a fatal error concerns. */
+  calls: Map<number, string>;
+  /** When a batch was last sent to it, and for which source (charged for work left behind). */
+  lastUsed: number;
+  lastSid: string | undefined;
   /** Event-loop use when the realm last went idle (or was last measured idle). */
   idleMark: EventLoopUtilization | undefined;
   /** ms the realm's thread was busy during idle ticks in a row. */
@@ -55,7 +64,18 @@ interface Realm {
   error: (Error & { code?: string }) | undefined;
 }
 
+/** Each source's realm (several sources may map to one). */
 const realms = new Map<string, Realm>();
+/** The realms given to sources, vacant ones included: at most `budget`. */
+const live = new Set<Realm>();
+/** Realms for sources at most; past it sources share them (docs/isolation.md). */
+const budget = Math.max(1, init.realmsPerOwner ?? 16);
+/**
+ * A realm whose last source left is kept this long after its last batch, for the next source to
+ * reuse: an owner with more busy sources than realms would otherwise stop and start workers all the
+ * time (each start costs 50-250 ms of CPU).
+ */
+const VACANT_KEEP_MS = 5000;
 const inspections = new Map<number, Realm>();
 /**
  * A realm started ahead and not yet given to anyone: starting a worker and loading realm.ts takes
@@ -97,12 +117,10 @@ function isObject(value: unknown): value is Record<string, unknown> {
 }
 
 /** Gives the spare realm (or a new one) to a source or an inspection, and starts the next spare. */
-function startRealm(sid: string | undefined, inspect: number | undefined): Realm {
+function startRealm(inspect: number | undefined): Realm {
   const realm = spare ?? newRealm();
   spare = undefined;
-  realm.sid = sid;
   realm.inspect = inspect;
-  if (sid !== undefined) realms.set(sid, realm);
   if (inspect !== undefined) inspections.set(inspect, realm);
   setImmediate(() => {
     startSpare();
@@ -126,9 +144,13 @@ function newRealm(): Realm {
   });
   const realm: Realm = {
     worker,
-    sid: undefined,
+    sids: new Set(),
     inspect: undefined,
     busy: 0,
+    busyBy: new Map(),
+    calls: new Map(),
+    lastUsed: Date.now(),
+    lastSid: undefined,
     inspected: 0,
     idleMark: undefined,
     spinMs: 0,
@@ -141,17 +163,83 @@ function newRealm(): Realm {
     realm.error = err;
   });
   worker.on("exit", (code) => onRealmExit(realm, code));
+  send({ t: "realm" });
   return realm;
 }
 
+/**
+ * The realm a source without one gets: a vacant realm, else a new one while the owner is within its
+ * budget, else a share of the least busy live one (the source then stays there until it leaves).
+ */
+function realmFor(sid: string): Realm {
+  let realm: Realm | undefined;
+  for (const r of live) if (r.sids.size === 0) realm = r;
+  if (!realm && live.size >= budget) {
+    for (const r of live)
+      if (!realm || r.busy < realm.busy || (r.busy === realm.busy && r.sids.size < realm.sids.size))
+        realm = r;
+  }
+  if (!realm) {
+    realm = startRealm(undefined);
+    live.add(realm);
+  }
+  realm.sids.add(sid);
+  realms.set(sid, realm);
+  return realm;
+}
+
+function busyOf(realm: Realm, sid: string): boolean {
+  return (realm.busyBy.get(sid) ?? 0) > 0;
+}
+
+/**
+ * Tells the pool about the sources of a realm that ended, other than those it already knows about:
+ * the culprit (when known) gets `primary`, the others sharing the realm an `executor_crash` for a
+ * running batch or just `dropped` (their db copy went with the realm). With no known culprit every
+ * source with a running batch is told `primary` (or all, when none runs).
+ */
+function reportEnd(
+  realm: Realm,
+  sids: string[],
+  primary: Omit<Extract<FromChild, { t: "fatal" }>, "t" | "sid" | "inspect">,
+  culprit: string | undefined,
+): void {
+  const anyBusy = sids.some((sid) => busyOf(realm, sid));
+  for (const sid of sids) {
+    if (sid === culprit || (culprit === undefined && (busyOf(realm, sid) || !anyBusy))) {
+      send({ t: "fatal", ...primary, sid });
+    } else if (busyOf(realm, sid)) {
+      send({
+        t: "fatal",
+        code: "executor_crash",
+        message: `A source sharing this source's realm failed: ${primary.message}`,
+        sid,
+      });
+    } else send({ t: "dropped", sid });
+  }
+}
+
+/** Stops a realm on purpose; its messages and its exit are no longer reported. */
 function stopRealm(realm: Realm): void {
   if (realm.stopped) return;
   realm.stopped = true;
   chargeIdle(realm);
-  if (realm.sid !== undefined && realms.get(realm.sid) === realm) realms.delete(realm.sid);
-  if (realm.inspect !== undefined) inspections.delete(realm.inspect);
+  forgetRealm(realm);
   // terminate() interrupts running JavaScript, a busy loop included.
   void realm.worker.terminate();
+}
+
+function forgetRealm(realm: Realm): void {
+  live.delete(realm);
+  for (const sid of realm.sids) if (realms.get(sid) === realm) realms.delete(sid);
+  if (realm.inspect !== undefined) inspections.delete(realm.inspect);
+}
+
+/** Stops a source's realm on purpose (the pool knows why); sources sharing it are told. */
+function stopSourceRealm(realm: Realm, sid: string, why: string): void {
+  const others = [...realm.sids].filter((other) => other !== sid);
+  stopRealm(realm);
+  reportEnd(realm, others, { code: "executor_crash", message: why }, sid);
 }
 
 // ---- from a realm (untrusted: it runs the component's code) -------------------------------------
@@ -159,23 +247,36 @@ function stopRealm(realm: Realm): void {
 function onRealmMessage(realm: Realm, raw: unknown): void {
   if (realm.stopped || !isObject(raw)) return;
   const msg = raw as FromChild;
-  const { sid } = realm;
+  // A message may name only a source this realm runs.
+  const sid = "sid" in msg && typeof msg.sid === "string" && realm.sids.has(msg.sid) ? msg.sid : undefined;
   switch (msg.t) {
     case "got":
     case "started":
       if (sid !== undefined) send({ t: msg.t, sid });
       break;
-    case "results":
+    case "results": {
       if (sid === undefined) return;
-      if (msg.done === true && realm.busy > 0 && --realm.busy === 0) {
-        realm.idleMark = realm.worker.performance.eventLoopUtilization();
-        realm.spinMs = 0;
+      if (Array.isArray(msg.results)) {
+        for (const r of msg.results)
+          if (isObject(r) && realm.calls.get(r.q as number) === sid) realm.calls.delete(r.q as number);
+      }
+      const mine = realm.busyBy.get(sid) ?? 0;
+      if (msg.done === true && mine > 0) {
+        if (mine === 1) realm.busyBy.delete(sid);
+        else realm.busyBy.set(sid, mine - 1);
+        if (--realm.busy === 0) {
+          realm.idleMark = realm.worker.performance.eventLoopUtilization();
+          realm.spinMs = 0;
+        }
       }
       send({ ...msg, sid });
       break;
-    case "respond":
-      if (sid !== undefined) send({ t: "respond", q: msg.q, response: msg.response, sid });
+    }
+    case "respond": {
+      const of = realm.calls.get(msg.q);
+      if (of !== undefined) send({ t: "respond", q: msg.q, response: msg.response, sid: of });
       break;
+    }
     case "late":
       if (sid !== undefined) send({ t: "late", sid, q: msg.q });
       break;
@@ -205,37 +306,26 @@ function onRealmExit(realm: Realm, exitCode: number): void {
   if (realm.stopped) return;
   realm.stopped = true;
   chargeIdle(realm);
-  if (realm.sid !== undefined && realms.get(realm.sid) === realm) realms.delete(realm.sid);
-  if (realm.inspect !== undefined) inspections.delete(realm.inspect);
-  if (realm.sid === undefined && realm.inspect === undefined) return;
-  const where = realm.sid !== undefined ? { sid: realm.sid } : { inspect: realm.inspect };
+  forgetRealm(realm);
+  if (realm.sids.size === 0 && realm.inspect === undefined) return;
   const { fatal, error } = realm;
+  let out: Omit<Extract<FromChild, { t: "fatal" }>, "t" | "sid" | "inspect">;
   if (error?.code === "ERR_WORKER_OUT_OF_MEMORY") {
-    send({
-      t: "fatal",
-      code: "out_of_memory",
-      message: `The source ran out of memory (heap limit ${init.memoryMb} MB)`,
-      ...where,
-    });
+    out = { code: "out_of_memory", message: `The source ran out of memory (heap limit ${init.memoryMb} MB)` };
   } else if (fatal) {
-    const out: FromChild = {
-      t: "fatal",
-      code: String(fatal.code),
-      message: String(fatal.message),
-      ...where,
-    };
+    out = { code: String(fatal.code), message: String(fatal.message) };
     if (typeof fatal.stack === "string") out.stack = fatal.stack;
     if (typeof fatal.q === "number") out.q = fatal.q;
-    send(out);
   } else {
     const why = error ? `: ${error.message}` : ` (exit code ${exitCode})`;
-    send({
-      t: "fatal",
-      code: "process_exit",
-      message: `The source's realm ended unexpectedly${why}`,
-      ...where,
-    });
+    out = { code: "process_exit", message: `The source's realm ended unexpectedly${why}` };
   }
+  if (realm.inspect !== undefined) send({ t: "fatal", ...out, inspect: realm.inspect });
+  // The invocation blamed names the culprit among sources sharing the realm.
+  const culprit =
+    (out.q !== undefined ? realm.calls.get(out.q) : undefined) ??
+    (realm.sids.size === 1 ? [...realm.sids][0] : undefined);
+  reportEnd(realm, [...realm.sids], out, culprit);
 }
 
 // ---- from the pool ------------------------------------------------------------------------------
@@ -245,20 +335,25 @@ process.on("message", (raw: unknown) => {
   const msg = raw as ToChild;
   switch (msg.t) {
     case "batch": {
-      let realm = realms.get(msg.sid);
+      const { sid } = msg;
+      let realm = realms.get(sid);
       if (!realm) {
         // The source's realm is gone (stopped, or it died): the pool hands this batch's calls to the
         // next one, which carries the db a fresh realm needs.
         if (!msg.db) return;
-        realm = startRealm(msg.sid, undefined);
+        realm = realmFor(sid);
       }
       if (realm.busy++ === 0) chargeIdle(realm);
+      realm.busyBy.set(sid, (realm.busyBy.get(sid) ?? 0) + 1);
+      for (const item of msg.items) realm.calls.set(item.q, sid);
       realm.idleMark = undefined;
+      realm.lastUsed = Date.now();
+      realm.lastSid = sid;
       realm.worker.postMessage(msg);
       break;
     }
     case "inspect": {
-      const realm = inspector ?? startRealm(undefined, msg.q);
+      const realm = inspector ?? startRealm(msg.q);
       inspector = undefined;
       realm.inspect = msg.q;
       inspections.set(msg.q, realm);
@@ -266,21 +361,32 @@ process.on("message", (raw: unknown) => {
       break;
     }
     case "forget": {
+      // The source leaves its realm; a realm left vacant is kept a while for the next source.
       const realm = realms.get(msg.sid);
-      if (realm) stopRealm(realm);
+      if (!realm) break;
+      realms.delete(msg.sid);
+      realm.sids.delete(msg.sid);
+      realm.busyBy.delete(msg.sid);
+      if (realm.sids.size === 0 && Date.now() - realm.lastUsed > VACANT_KEEP_MS) stopRealm(realm);
+      else realm.worker.postMessage({ t: "forget", sid: msg.sid });
       break;
     }
     case "shed":
       void shed(String(msg.message));
       break;
     case "stop": {
-      const realm =
-        typeof msg.sid === "string"
-          ? realms.get(msg.sid)
-          : typeof msg.q === "number"
-            ? inspections.get(msg.q)
-            : undefined;
-      if (realm) stopRealm(realm);
+      if (typeof msg.sid === "string") {
+        const realm = realms.get(msg.sid);
+        if (realm)
+          stopSourceRealm(
+            realm,
+            msg.sid,
+            "A source sharing this source's realm timed out, and the realm was stopped",
+          );
+      } else if (typeof msg.q === "number") {
+        const realm = inspections.get(msg.q);
+        if (realm) stopRealm(realm);
+      }
       break;
     }
   }
@@ -291,7 +397,7 @@ process.on("disconnect", () => process.exit(0));
 async function shed(message: string): Promise<void> {
   let worst: { realm: Realm; bytes: number } | undefined;
   const sizes = await Promise.all(
-    [...realms.values()].map(async (realm) => {
+    [...live].map(async (realm) => {
       // Answered by interrupting the realm's thread, so a busy one answers too; one that ended does not.
       const heap = await Promise.race([
         realm.worker.getHeapStatistics().catch(() => undefined),
@@ -302,11 +408,20 @@ async function shed(message: string): Promise<void> {
     }),
   );
   for (const size of sizes) if (!worst || size.bytes > worst.bytes) worst = size;
-  if (!worst || worst.realm.stopped || worst.realm.sid === undefined) return;
-  const { sid } = worst.realm;
-  stopRealm(worst.realm);
+  if (!worst || worst.realm.stopped) return;
+  const { realm } = worst;
+  stopRealm(realm);
   const mb = Math.round(worst.bytes / 1048576);
-  send({ t: "fatal", code: "out_of_memory", message: `${message}; this source held ${mb} MB`, sid });
+  const held =
+    realm.sids.size > 1
+      ? `the realm this source shares with ${realm.sids.size - 1} other(s) held`
+      : "this source held";
+  reportEnd(
+    realm,
+    [...realm.sids],
+    { code: "out_of_memory", message: `${message}; ${held} ${mb} MB` },
+    undefined,
+  );
 }
 
 // ---- work left behind after `run`: measured, charged, and stopped when it spins ------------------
@@ -314,12 +429,14 @@ async function shed(message: string): Promise<void> {
 /** Reports the CPU an idle realm used since it was last measured, and whether it spins. */
 function chargeIdle(realm: Realm): number {
   const mark = realm.idleMark;
-  if (!mark || realm.sid === undefined) return 0;
+  if (!mark || realm.lastSid === undefined || realm.sids.size === 0) return 0;
   const now = realm.worker.performance.eventLoopUtilization();
   const delta = realm.worker.performance.eventLoopUtilization(now, mark);
   realm.idleMark = now;
   const ms = Math.round(delta.active);
-  if (ms >= IDLE_CHARGE_FLOOR_MS) send({ t: "usage", sid: realm.sid, ms });
+  // Work left behind in a shared realm is charged to the source that ran last.
+  const sid = realm.sids.has(realm.lastSid) ? realm.lastSid : [...realm.sids][0]!;
+  if (ms >= IDLE_CHARGE_FLOOR_MS) send({ t: "usage", sid, ms });
   realm.spinMs = delta.utilization >= SPIN_UTILIZATION ? realm.spinMs + delta.active : 0;
   return ms;
 }
@@ -333,14 +450,22 @@ setInterval(() => {
     stopRealm(spare);
     spare = undefined;
   }
-  for (const realm of [...realms.values()]) {
+  for (const realm of [...live]) {
     if (realm.busy > 0 || realm.stopped) continue;
+    if (realm.sids.size === 0) {
+      if (Date.now() - realm.lastUsed > VACANT_KEEP_MS) stopRealm(realm);
+      continue;
+    }
     chargeIdle(realm);
-    if (realm.spinMs >= init.lateWorkLimitMs && realm.sid !== undefined) {
-      const { sid } = realm;
+    if (realm.spinMs >= init.lateWorkLimitMs && realm.lastSid !== undefined) {
+      const sid = realm.sids.has(realm.lastSid) ? realm.lastSid : [...realm.sids][0]!;
       const spun = Math.round(realm.spinMs);
       realm.idleMark = undefined;
-      stopRealm(realm);
+      stopSourceRealm(
+        realm,
+        sid,
+        "Work another source sharing this realm left running kept it busy; it was stopped",
+      );
       send({ t: "usage", sid, ms: 0, stopped: true });
       process.stderr.write(`executor: realm of ${sid} stopped after spinning ${spun} ms outside run\n`);
     }

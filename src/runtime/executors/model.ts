@@ -23,6 +23,11 @@ export interface ExecutorLogger {
 export interface ExecutorPoolOptions {
   /** Scratch folders live in `<dataDir>/scratch/<owner>`; the pool empties `<dataDir>/scratch` when it starts. */
   dataDir: string;
+  /**
+   * Realms an owner's process runs at most (default 16); past it, sources share realms
+   * (docs/isolation.md).
+   */
+  realmsPerOwner?: number;
   /** V8 heap cap of each executor process (`--max-old-space-size`); RSS is capped at 2× this + 128 MiB. */
   memoryMb?: number;
   /** Used when a request has no `timeoutMs`, and for `inspect`. */
@@ -212,6 +217,8 @@ export interface Child {
   dbVersions: Map<string, number>;
   /** When each source's last batch on this child ended: idle realms are stopped after REALM_IDLE_MS. */
   realmIdleSince: Map<string, number>;
+  /** Realms (worker threads) the process has started. */
+  realmsStarted: number;
   /** When the pool asked the process to stop its biggest realm for being over the RSS cap. */
   shedAt: number | undefined;
   stderrTail: string;

@@ -96,6 +96,7 @@ export class ExecutorPool implements Executor {
       maxLogEntryChars: LOG_ENTRY_CHARS,
       memoryMb: this.memoryMb,
       lateWorkLimitMs: this.defaultTimeoutMs,
+      realmsPerOwner: options.realmsPerOwner ?? 16,
       ...(options.egress ? { egress: options.egress } : {}),
     };
     const root = process.getuid?.() === 0;
@@ -191,6 +192,8 @@ export class ExecutorPool implements Executor {
     /** Sources whose running call is in component code (its module loaded), as far as the pool knows. */
     inCode: number;
     queued: number;
+    /** Realms (worker threads) the owner's current process has started, spares and inspections included. */
+    realmsStarted: number;
   }> {
     return [...this.owners.values()].map((owner) => {
       let running = 0;
@@ -212,6 +215,7 @@ export class ExecutorPool implements Executor {
         running,
         inCode: executing,
         queued,
+        realmsStarted: owner.child?.realmsStarted ?? 0,
       };
     });
   }
@@ -420,6 +424,20 @@ export class ExecutorPool implements Executor {
         else this.kill(child, reason);
         break;
       }
+      case "realm":
+        child.realmsStarted++;
+        break;
+      case "dropped": {
+        if (typeof msg.sid !== "string") return;
+        // A batch already on its way finds no realm and no db: hand its calls to the next one.
+        if (child.batches.has(msg.sid))
+          this.realmGone(child, msg.sid, {
+            code: "executor_crash",
+            message: "A source sharing this source's realm stopped it",
+          });
+        else child.dbVersions.delete(msg.sid);
+        break;
+      }
       case "late": {
         if (typeof msg.sid !== "string") return;
         this.reportLate(child, msg.sid, 0, {
@@ -532,6 +550,7 @@ export class ExecutorPool implements Executor {
       inspections: new Map(),
       dbVersions: new Map(),
       realmIdleSince: new Map(),
+      realmsStarted: 0,
       shedAt: undefined,
       stderrTail: "",
       lastActive: Date.now(),
