@@ -121,7 +121,7 @@ export class SourceRunner {
    */
   async checkQuota(source: SourceRecord): Promise<QuotaHold> {
     const user = await this.#d.store.getUser(source.createdBy);
-    if (!user || user.plan !== "free") return noHold;
+    if (user?.plan !== "free") return noHold;
     const usage = await this.#d.store.getUsage(user.id, usageDay(this.#d.clock.now()));
     const limits = planLimits(this.#d.config);
     const held = this.#quotaHeld.get(user.id) ?? 0;
