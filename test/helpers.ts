@@ -62,8 +62,17 @@ export async function startServer(
   // FOUNT_TEST_STORE=postgres runs the server on a fresh schema of the local PostgreSQL (dropped when
   // the server closes) instead of a SQLite file.
   const store = process.env.FOUNT_TEST_STORE === "postgres" ? await openTestPostgres() : undefined;
-  const built = await buildApp(config, { logger: false, ...(store ? { store } : {}), ...buildOptions });
-  const address = await built.app.listen({ host: "127.0.0.1", port: 0 });
+  let built: Awaited<ReturnType<typeof buildApp>> | undefined;
+  let address: string;
+  try {
+    built = await buildApp(config, { logger: false, ...(store ? { store } : {}), ...buildOptions });
+    address = await built.app.listen({ host: "127.0.0.1", port: 0 });
+  } catch (err) {
+    // A server that fails to start must not leave its executors or store open: the file would hang.
+    await (built ? built.app.close() : store?.close())?.catch(() => undefined);
+    if (!overrides.dataDir) rmSync(dataDir, { recursive: true, force: true });
+    throw err;
+  }
   const url = address.replace("localhost", "127.0.0.1");
   built.services.config.publicUrl = url;
 
@@ -94,14 +103,15 @@ export async function startServer(
     return { id: res.body.data.id as string, key: res.body.data.api_key as string };
   };
 
+  const started = built;
   return {
     url,
-    built,
+    built: started,
     dataDir,
     api,
     createUser,
     close: async () => {
-      await built.app.close();
+      await started.app.close();
       if (!overrides.dataDir) rmSync(dataDir, { recursive: true, force: true });
     },
   };
