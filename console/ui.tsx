@@ -95,3 +95,113 @@ export function JsonTree({ value, name, open = true }: { value: unknown; name?: 
     </span>
   );
 }
+
+/** What the console's text fields set on their input besides its value. */
+interface InputAttributes {
+  type?: "url" | "email" | "datetime-local";
+  required?: boolean;
+  placeholder?: string;
+  autoComplete?: string;
+}
+
+/** A labelled text input: the label's `for` and the input's `id` always agree. */
+export function TextField({
+  id,
+  label,
+  value,
+  onValue,
+  type,
+  ...attributes
+}: { id: string; label: string; value: string; onValue: (value: string) => void } & InputAttributes) {
+  const onInput = (e: { currentTarget: HTMLInputElement }) => onValue(e.currentTarget.value);
+  // Preact types an input's attributes per `type`, so each kind is written out.
+  const input =
+    type === "url" ? (
+      <input id={id} type="url" value={value} onInput={onInput} {...attributes} />
+    ) : type === "email" ? (
+      <input id={id} type="email" value={value} onInput={onInput} {...attributes} />
+    ) : type === "datetime-local" ? (
+      <input id={id} type="datetime-local" value={value} onInput={onInput} {...attributes} />
+    ) : (
+      <input id={id} value={value} onInput={onInput} {...attributes} />
+    );
+  return (
+    <div class="field">
+      <label for={id}>{label}</label>
+      {input}
+    </div>
+  );
+}
+
+export interface Column<T> {
+  label: string;
+  cell: (row: T) => ComponentChildren;
+  /** A class for the column's cells ("wrap" for long values such as URLs). */
+  class?: string;
+}
+
+/**
+ * A captioned table of rows: the first column heads its row, and `actions` (buttons for one row) fill a
+ * last column whose header only screen readers hear. An empty list shows `empty` instead, if given.
+ */
+export function DataTable<T>({
+  caption,
+  columns,
+  rows,
+  rowKey,
+  actions,
+  empty,
+}: {
+  caption: string;
+  columns: Column<T>[];
+  rows: T[];
+  rowKey: (row: T) => string;
+  actions?: (row: T) => ComponentChildren;
+  empty?: string;
+}) {
+  if (rows.length === 0) return empty ? <p>{empty}</p> : null;
+  const [head, ...rest] = columns;
+  return (
+    <div class="scroll">
+      <table>
+        <caption>{caption}</caption>
+        <thead>
+          <tr>
+            {columns.map((c) => (
+              <th scope="col" key={c.label}>
+                {c.label}
+              </th>
+            ))}
+            {actions && (
+              <th scope="col">
+                <span class="visually-hidden">Actions</span>
+              </th>
+            )}
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map((row) => (
+            <tr key={rowKey(row)}>
+              {head && <th scope="row">{head.cell(row)}</th>}
+              {rest.map((c) => (
+                <td key={c.label} class={c.class}>
+                  {c.cell(row)}
+                </td>
+              ))}
+              {actions && <td>{actions(row)}</td>}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+/** A row's delete (or revoke) button, named for what it removes. */
+export function DangerButton({ label, what, onClick }: { label: string; what: string; onClick: () => void }) {
+  return (
+    <button type="button" class="danger" aria-label={`${label} ${what}`} onClick={onClick}>
+      {label}
+    </button>
+  );
+}

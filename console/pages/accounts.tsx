@@ -1,7 +1,7 @@
 /** App accounts: create with their `$auth` fields (never shown back) and delete. */
 import { useState } from "preact/hooks";
 import { api, formatTime, withOrg } from "../api.ts";
-import { ErrorNote, Title, useLoad } from "../ui.tsx";
+import { type Column, DangerButton, DataTable, ErrorNote, TextField, Title, useLoad } from "../ui.tsx";
 
 interface Account {
   id: string;
@@ -9,6 +9,13 @@ interface Account {
   app: { name_slug: string };
   created_at: number;
 }
+
+const columns: Column<Account>[] = [
+  { label: "Name", cell: (a) => a.name },
+  { label: "App", cell: (a) => a.app.name_slug },
+  { label: "ID", cell: (a) => a.id },
+  { label: "Created", cell: (a) => formatTime(a.created_at) },
+];
 
 export function AccountsPage({ orgId }: { orgId: string | undefined }) {
   const list = useLoad(
@@ -49,20 +56,8 @@ export function AccountsPage({ orgId }: { orgId: string | undefined }) {
       <Title text="Accounts" />
       <form onSubmit={create} class="form">
         <h2>Connect an app account</h2>
-        <div class="field">
-          <label for="acct-app">App</label>
-          <input
-            id="acct-app"
-            required
-            placeholder="github"
-            value={app}
-            onInput={(e) => setApp(e.currentTarget.value)}
-          />
-        </div>
-        <div class="field">
-          <label for="acct-name">Name (optional)</label>
-          <input id="acct-name" value={name} onInput={(e) => setName(e.currentTarget.value)} />
-        </div>
+        <TextField id="acct-app" label="App" required placeholder="github" value={app} onValue={setApp} />
+        <TextField id="acct-name" label="Name (optional)" value={name} onValue={setName} />
         <fieldset>
           <legend>$auth fields</legend>
           {fields.map(([k, v], i) => (
@@ -96,43 +91,16 @@ export function AccountsPage({ orgId }: { orgId: string | undefined }) {
         </div>
       </form>
       <ErrorNote error={error ?? list.error} />
-      {list.value && list.value.data.length > 0 && (
-        <div class="scroll">
-          <table>
-            <caption>App accounts</caption>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">App</th>
-                <th scope="col">ID</th>
-                <th scope="col">Created</th>
-                <th scope="col">
-                  <span class="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.value.data.map((a) => (
-                <tr key={a.id}>
-                  <th scope="row">{a.name}</th>
-                  <td>{a.app.name_slug}</td>
-                  <td>{a.id}</td>
-                  <td>{formatTime(a.created_at)}</td>
-                  <td>
-                    <button
-                      type="button"
-                      class="danger"
-                      onClick={() => remove(a.id)}
-                      aria-label={`Delete account ${a.name}`}
-                    >
-                      Delete
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+      {list.value && (
+        <DataTable
+          caption="App accounts"
+          columns={columns}
+          rows={list.value.data}
+          rowKey={(a) => a.id}
+          actions={(a) => (
+            <DangerButton label="Delete" what={`account ${a.name}`} onClick={() => remove(a.id)} />
+          )}
+        />
       )}
     </>
   );

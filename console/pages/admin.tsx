@@ -1,7 +1,7 @@
 /** Admin (admin keys only): create users and organizations, manage members and API keys. */
 import { useState } from "preact/hooks";
 import { api, formatTime } from "../api.ts";
-import { CopyButton, ErrorNote, Title } from "../ui.tsx";
+import { type Column, CopyButton, DangerButton, DataTable, ErrorNote, TextField, Title } from "../ui.tsx";
 
 interface Key {
   id: string;
@@ -10,6 +10,13 @@ interface Key {
   created_at: number;
   revoked_at: number | null;
 }
+
+const keyColumns: Column<Key>[] = [
+  { label: "Name", cell: (k) => k.name },
+  { label: "Prefix", cell: (k) => `${k.prefix}…` },
+  { label: "Created", cell: (k) => formatTime(k.created_at) },
+  { label: "Revoked", cell: (k) => formatTime(k.revoked_at) },
+];
 
 export function AdminPage() {
   const [error, setError] = useState<unknown>();
@@ -65,25 +72,8 @@ export function AdminPage() {
         }}
       >
         <h2>New user</h2>
-        <div class="field">
-          <label for="adm-username">Username</label>
-          <input
-            id="adm-username"
-            required
-            value={username}
-            onInput={(e) => setUsername(e.currentTarget.value)}
-          />
-        </div>
-        <div class="field">
-          <label for="adm-email">Email</label>
-          <input
-            id="adm-email"
-            type="email"
-            required
-            value={email}
-            onInput={(e) => setEmail(e.currentTarget.value)}
-          />
-        </div>
+        <TextField id="adm-username" label="Username" required value={username} onValue={setUsername} />
+        <TextField id="adm-email" label="Email" type="email" required value={email} onValue={setEmail} />
         <div class="actions">
           <button type="submit">Create user</button>
         </div>
@@ -102,19 +92,8 @@ export function AdminPage() {
         }}
       >
         <h2>New organization</h2>
-        <div class="field">
-          <label for="adm-orgname">Organization name</label>
-          <input
-            id="adm-orgname"
-            required
-            value={orgname}
-            onInput={(e) => setOrgname(e.currentTarget.value)}
-          />
-        </div>
-        <div class="field">
-          <label for="adm-owner">Owner user ID</label>
-          <input id="adm-owner" required value={owner} onInput={(e) => setOwner(e.currentTarget.value)} />
-        </div>
+        <TextField id="adm-orgname" label="Organization name" required value={orgname} onValue={setOrgname} />
+        <TextField id="adm-owner" label="Owner user ID" required value={owner} onValue={setOwner} />
         <div class="actions">
           <button type="submit">Create organization</button>
         </div>
@@ -132,24 +111,14 @@ export function AdminPage() {
         }}
       >
         <h2>Members</h2>
-        <div class="field">
-          <label for="adm-member-org">Organization ID</label>
-          <input
-            id="adm-member-org"
-            required
-            value={memberOrg}
-            onInput={(e) => setMemberOrg(e.currentTarget.value)}
-          />
-        </div>
-        <div class="field">
-          <label for="adm-member-user">User ID</label>
-          <input
-            id="adm-member-user"
-            required
-            value={memberUser}
-            onInput={(e) => setMemberUser(e.currentTarget.value)}
-          />
-        </div>
+        <TextField
+          id="adm-member-org"
+          label="Organization ID"
+          required
+          value={memberOrg}
+          onValue={setMemberOrg}
+        />
+        <TextField id="adm-member-user" label="User ID" required value={memberUser} onValue={setMemberUser} />
         <div class="actions">
           <button type="submit">Add member</button>
           <button
@@ -178,15 +147,7 @@ export function AdminPage() {
         }}
       >
         <h2>API keys</h2>
-        <div class="field">
-          <label for="adm-keys-user">User ID</label>
-          <input
-            id="adm-keys-user"
-            required
-            value={keysOf}
-            onInput={(e) => setKeysOf(e.currentTarget.value)}
-          />
-        </div>
+        <TextField id="adm-keys-user" label="User ID" required value={keysOf} onValue={setKeysOf} />
         <div class="actions">
           <button type="submit">List keys</button>
           <button
@@ -209,50 +170,27 @@ export function AdminPage() {
         </div>
       </form>
       {keys && (
-        <div class="scroll">
-          <table>
-            <caption>Keys</caption>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Prefix</th>
-                <th scope="col">Created</th>
-                <th scope="col">Revoked</th>
-                <th scope="col">
-                  <span class="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {keys.map((k) => (
-                <tr key={k.id}>
-                  <th scope="row">{k.name}</th>
-                  <td>{k.prefix}…</td>
-                  <td>{formatTime(k.created_at)}</td>
-                  <td>{formatTime(k.revoked_at)}</td>
-                  <td>
-                    {k.revoked_at === null && (
-                      <button
-                        type="button"
-                        class="danger"
-                        aria-label={`Revoke key ${k.prefix}`}
-                        onClick={() =>
-                          run(async () => {
-                            await api("DELETE", `/v1/admin/keys/${k.id}`);
-                            await listKeys();
-                            return "Key revoked.";
-                          })
-                        }
-                      >
-                        Revoke
-                      </button>
-                    )}
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <DataTable
+          caption="Keys"
+          columns={keyColumns}
+          rows={keys}
+          rowKey={(k) => k.id}
+          actions={(k) =>
+            k.revoked_at === null && (
+              <DangerButton
+                label="Revoke"
+                what={`key ${k.prefix}`}
+                onClick={() =>
+                  run(async () => {
+                    await api("DELETE", `/v1/admin/keys/${k.id}`);
+                    await listKeys();
+                    return "Key revoked.";
+                  })
+                }
+              />
+            )
+          }
+        />
       )}
     </>
   );

@@ -1,7 +1,7 @@
 /** Subscriptions: from a source's channel to a webhook or another source; create and delete. */
 import { useState } from "preact/hooks";
 import { api } from "../api.ts";
-import { ErrorNote, Title, useLoad } from "../ui.tsx";
+import { type Column, DangerButton, DataTable, ErrorNote, TextField, Title, useLoad } from "../ui.tsx";
 
 interface Subscription {
   id: string;
@@ -9,6 +9,20 @@ interface Subscription {
   listener_id: string;
   event_name: string;
 }
+
+const columns: Column<Subscription>[] = [
+  { label: "Emitter", cell: (s) => s.emitter_id },
+  { label: "Channel", cell: (s) => s.event_name || "default" },
+  {
+    label: "Listener",
+    cell: (s) =>
+      s.listener_id.startsWith("wh_") ? (
+        <a href={`#/webhooks/${s.listener_id}`}>{s.listener_id}</a>
+      ) : (
+        s.listener_id
+      ),
+  },
+];
 
 export function SubscriptionsPage({ orgId }: { orgId: string | undefined }) {
   const list = useLoad(
@@ -57,75 +71,37 @@ export function SubscriptionsPage({ orgId }: { orgId: string | undefined }) {
       <Title text="Subscriptions" />
       <form onSubmit={create} class="form inline">
         <h2>New subscription</h2>
-        <div class="field">
-          <label for="sub-emitter">Emitter (source ID, dc_…)</label>
-          <input
-            id="sub-emitter"
-            required
-            value={emitter}
-            onInput={(e) => setEmitter(e.currentTarget.value)}
-          />
-        </div>
-        <div class="field">
-          <label for="sub-listener">Listener (webhook wh_… or source dc_…)</label>
-          <input
-            id="sub-listener"
-            required
-            value={listener}
-            onInput={(e) => setListener(e.currentTarget.value)}
-          />
-        </div>
-        <div class="field">
-          <label for="sub-channel">Channel (optional)</label>
-          <input id="sub-channel" value={channel} onInput={(e) => setChannel(e.currentTarget.value)} />
-        </div>
+        <TextField
+          id="sub-emitter"
+          label="Emitter (source ID, dc_…)"
+          required
+          value={emitter}
+          onValue={setEmitter}
+        />
+        <TextField
+          id="sub-listener"
+          label="Listener (webhook wh_… or source dc_…)"
+          required
+          value={listener}
+          onValue={setListener}
+        />
+        <TextField id="sub-channel" label="Channel (optional)" value={channel} onValue={setChannel} />
         <div class="actions">
           <button type="submit">Subscribe</button>
         </div>
       </form>
       <ErrorNote error={error ?? list.error} />
-      {list.value && list.value.data.length === 0 && <p>No subscriptions yet.</p>}
-      {list.value && list.value.data.length > 0 && (
-        <div class="scroll">
-          <table>
-            <caption>Subscriptions</caption>
-            <thead>
-              <tr>
-                <th scope="col">Emitter</th>
-                <th scope="col">Channel</th>
-                <th scope="col">Listener</th>
-                <th scope="col">
-                  <span class="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.value.data.map((s) => (
-                <tr key={s.id}>
-                  <th scope="row">{s.emitter_id}</th>
-                  <td>{s.event_name || "default"}</td>
-                  <td>
-                    {s.listener_id.startsWith("wh_") ? (
-                      <a href={`#/webhooks/${s.listener_id}`}>{s.listener_id}</a>
-                    ) : (
-                      s.listener_id
-                    )}
-                  </td>
-                  <td>
-                    <button
-                      type="button"
-                      class="danger"
-                      onClick={() => remove(s)}
-                      aria-label={`Delete subscription ${s.id}`}
-                    >
-                      Delete
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+      {list.value && (
+        <DataTable
+          caption="Subscriptions"
+          columns={columns}
+          rows={list.value.data}
+          rowKey={(s) => s.id}
+          empty="No subscriptions yet."
+          actions={(s) => (
+            <DangerButton label="Delete" what={`subscription ${s.id}`} onClick={() => remove(s)} />
+          )}
+        />
       )}
     </>
   );

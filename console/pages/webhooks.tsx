@@ -1,7 +1,16 @@
 /** Webhooks (create with the secret shown once, delete) and one webhook's deliveries with Redeliver. */
 import { useState } from "preact/hooks";
 import { api, formatTime } from "../api.ts";
-import { CopyButton, ErrorNote, Title, useLoad } from "../ui.tsx";
+import {
+  type Column,
+  CopyButton,
+  DangerButton,
+  DataTable,
+  ErrorNote,
+  TextField,
+  Title,
+  useLoad,
+} from "../ui.tsx";
 
 interface Webhook {
   id: string;
@@ -23,6 +32,30 @@ interface Delivery {
   next_attempt_at: number | null;
   created_at: number;
 }
+
+const webhookColumns: Column<Webhook>[] = [
+  { label: "Name", cell: (w) => <a href={`#/webhooks/${w.id}`}>{w.name ?? w.id}</a> },
+  { label: "URL", cell: (w) => w.url, class: "wrap" },
+  { label: "State", cell: (w) => (w.active ? "Active" : "Inactive") },
+  { label: "Created", cell: (w) => formatTime(w.created_at) },
+];
+
+const deliveryColumns: Column<Delivery>[] = [
+  {
+    label: "Delivery",
+    cell: (d) => (
+      <>
+        {d.id}
+        <div class="muted">event {d.event_id}</div>
+      </>
+    ),
+  },
+  { label: "Status", cell: (d) => d.status },
+  { label: "Attempts", cell: (d) => d.attempts },
+  { label: "Response", cell: (d) => d.last_status_code ?? d.last_error ?? "—" },
+  { label: "Duration", cell: (d) => (d.duration_ms === null ? "—" : `${d.duration_ms} ms`) },
+  { label: "Next attempt", cell: (d) => formatTime(d.next_attempt_at) },
+];
 
 export function WebhooksPage({ orgId }: { orgId: string | undefined }) {
   const list = useLoad(
@@ -68,20 +101,8 @@ export function WebhooksPage({ orgId }: { orgId: string | undefined }) {
       <Title text="Webhooks" />
       <form onSubmit={create} class="form inline">
         <h2>New webhook</h2>
-        <div class="field">
-          <label for="webhook-url">URL</label>
-          <input
-            id="webhook-url"
-            type="url"
-            required
-            value={url}
-            onInput={(e) => setUrl(e.currentTarget.value)}
-          />
-        </div>
-        <div class="field">
-          <label for="webhook-name">Name (optional)</label>
-          <input id="webhook-name" value={name} onInput={(e) => setName(e.currentTarget.value)} />
-        </div>
+        <TextField id="webhook-url" label="URL" type="url" required value={url} onValue={setUrl} />
+        <TextField id="webhook-name" label="Name (optional)" value={name} onValue={setName} />
         <div class="actions">
           <button type="submit">Create webhook</button>
         </div>
@@ -95,46 +116,17 @@ export function WebhooksPage({ orgId }: { orgId: string | undefined }) {
         </section>
       )}
       <ErrorNote error={list.error} />
-      {list.value && list.value.data.length === 0 && <p>No webhooks yet.</p>}
-      {list.value && list.value.data.length > 0 && (
-        <div class="scroll">
-          <table>
-            <caption>Webhooks</caption>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">URL</th>
-                <th scope="col">State</th>
-                <th scope="col">Created</th>
-                <th scope="col">
-                  <span class="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.value.data.map((w) => (
-                <tr key={w.id}>
-                  <th scope="row">
-                    <a href={`#/webhooks/${w.id}`}>{w.name ?? w.id}</a>
-                  </th>
-                  <td class="wrap">{w.url}</td>
-                  <td>{w.active ? "Active" : "Inactive"}</td>
-                  <td>{formatTime(w.created_at)}</td>
-                  <td>
-                    <button
-                      type="button"
-                      class="danger"
-                      onClick={() => remove(w.id)}
-                      aria-label={`Delete webhook ${w.name ?? w.id}`}
-                    >
-                      Delete
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+      {list.value && (
+        <DataTable
+          caption="Webhooks"
+          columns={webhookColumns}
+          rows={list.value.data}
+          rowKey={(w) => w.id}
+          empty="No webhooks yet."
+          actions={(w) => (
+            <DangerButton label="Delete" what={`webhook ${w.name ?? w.id}`} onClick={() => remove(w.id)} />
+          )}
+        />
       )}
     </>
   );
@@ -186,15 +178,13 @@ export function WebhookPage({ id }: { id: string }) {
         </button>
       </div>
       <form onSubmit={redeliverAll} class="form inline">
-        <div class="field">
-          <label for="since">Failed since (UTC)</label>
-          <input
-            id="since"
-            type="datetime-local"
-            value={since}
-            onInput={(e) => setSince(e.currentTarget.value)}
-          />
-        </div>
+        <TextField
+          id="since"
+          label="Failed since (UTC)"
+          type="datetime-local"
+          value={since}
+          onValue={setSince}
+        />
         <div class="actions">
           <button type="submit">Redeliver all failed</button>
         </div>
@@ -203,46 +193,19 @@ export function WebhookPage({ id }: { id: string }) {
         {note}
       </p>
       <ErrorNote error={error ?? deliveries.error} />
-      {deliveries.value && deliveries.value.data.length === 0 && <p>No deliveries yet.</p>}
-      {deliveries.value && deliveries.value.data.length > 0 && (
-        <div class="scroll">
-          <table>
-            <caption>Deliveries, newest first</caption>
-            <thead>
-              <tr>
-                <th scope="col">Delivery</th>
-                <th scope="col">Status</th>
-                <th scope="col">Attempts</th>
-                <th scope="col">Response</th>
-                <th scope="col">Duration</th>
-                <th scope="col">Next attempt</th>
-                <th scope="col">
-                  <span class="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {deliveries.value.data.map((d) => (
-                <tr key={d.id}>
-                  <th scope="row">
-                    {d.id}
-                    <div class="muted">event {d.event_id}</div>
-                  </th>
-                  <td>{d.status}</td>
-                  <td>{d.attempts}</td>
-                  <td>{d.last_status_code ?? d.last_error ?? "—"}</td>
-                  <td>{d.duration_ms === null ? "—" : `${d.duration_ms} ms`}</td>
-                  <td>{formatTime(d.next_attempt_at)}</td>
-                  <td>
-                    <button type="button" onClick={() => redeliver(d.id)} aria-label={`Redeliver ${d.id}`}>
-                      Redeliver
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+      {deliveries.value && (
+        <DataTable
+          caption="Deliveries, newest first"
+          columns={deliveryColumns}
+          rows={deliveries.value.data}
+          rowKey={(d) => d.id}
+          empty="No deliveries yet."
+          actions={(d) => (
+            <button type="button" onClick={() => redeliver(d.id)} aria-label={`Redeliver ${d.id}`}>
+              Redeliver
+            </button>
+          )}
+        />
       )}
     </>
   );

@@ -5,74 +5,16 @@
  * organizations, members, API keys). Driven by roles and names; axe-core on each page.
  */
 import assert from "node:assert/strict";
-import { existsSync, readFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { connect, createServer, type Socket } from "node:net";
-import { after, before, test } from "node:test";
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
-import { buildConsole } from "../../src/http/console-assets.ts";
-import { adminKey, startServer, type TestServer } from "../helpers.ts";
+import { test } from "node:test";
+import type { Page } from "playwright-core";
+import { adminKey } from "../helpers.ts";
+import { axe, consoleSuite, openPage, signIn as signInAt, skip, wait } from "./browser.ts";
 
-const executablePath = "/usr/bin/chromium";
-const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
-// Generous: the machine may be loaded; nothing here measures speed.
-const wait = 60_000;
-
-let server: TestServer;
-let browser: Browser;
-
-const skip =
-  existsSync(executablePath) || process.env.CI
-    ? false
-    : `no browser at ${executablePath} (apt-get install chromium)`;
-
-before(async () => {
-  if (skip) return;
-  await buildConsole();
-  server = await startServer();
-  browser = await chromium.launch({ executablePath, headless: true, args: ["--no-sandbox"] });
-});
-after(async () => {
-  await browser?.close();
-  await server?.close();
-});
-
-async function openPage(
-  context: BrowserContext,
-  allowed: RegExp[] = [],
-): Promise<{ page: Page; problems: string[] }> {
-  const page = await context.newPage();
-  const problems: string[] = [];
-  const ok = (text: string) => allowed.some((a) => a.test(text));
-  page.on("console", (m) => {
-    if (m.type() === "error" && !ok(m.text())) problems.push(`console: ${m.text()}`);
-  });
-  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
-  page.on("requestfailed", (r) => {
-    if (r.failure()?.errorText === "net::ERR_ABORTED" && r.url().includes("/sse")) return;
-    const text = `request failed: ${r.url()} ${r.failure()?.errorText}`;
-    if (!ok(text)) problems.push(text);
-  });
-  page.on("response", (r) => {
-    const text = `${r.status()} ${r.request().method()} ${r.url()}`;
-    if (r.status() >= 400 && !ok(text)) problems.push(`response: ${text}`);
-  });
-  return { page, problems };
-}
-
-async function axe(page: Page, name: string): Promise<void> {
-  if (!(await page.evaluate("typeof window.axe !== 'undefined'"))) await page.evaluate(axeSource);
-  const violations = (await page.evaluate(
-    "window.axe.run(document, { resultTypes: ['violations'] }).then(r => r.violations.map(v => ({ id: v.id, impact: v.impact, nodes: v.nodes.map(n => n.target.join(' ')).slice(0, 3) })))",
-  )) as Array<{ id: string; impact: string; nodes: string[] }>;
-  const bad = violations.filter((v) => v.impact === "serious" || v.impact === "critical");
-  assert.deepEqual(bad, [], `axe on ${name}: ${JSON.stringify(bad)}`);
-}
+const suite = consoleSuite();
 
 async function signIn(page: Page, key: string): Promise<void> {
-  await page.goto(server.url);
-  await page.getByLabel("API key").fill(key);
-  await page.getByRole("button", { name: "Sign in" }).click();
+  await signInAt(page, suite.server.url, key);
   await page.getByRole("heading", { name: "Sources", level: 1 }).waitFor({ timeout: wait });
 }
 
@@ -129,8 +71,8 @@ export default {
 test("accounts, an app prop choosing one, remote options, a propDefinition, and the source page's actions", {
   skip,
 }, async () => {
-  const carol = await server.createUser("carol");
-  const context = await browser.newContext({ viewport: { width: 1000, height: 700 } });
+  const carol = await suite.server.createUser("carol");
+  const context = await suite.browser.newContext({ viewport: { width: 1000, height: 700 } });
   const { page, problems } = await openPage(context);
   await signIn(page, carol.key);
 
@@ -177,7 +119,7 @@ test("accounts, an app prop choosing one, remote options, a propDefinition, and 
   await page.getByRole("heading", { name: "demo", level: 1 }).waitFor({ timeout: wait });
   const sourceId = /#\/sources\/(dc_\w+)/.exec(page.url())?.[1];
   assert.ok(sourceId, page.url());
-  const created = await server.api("GET", `/v1/sources/${sourceId}`, { key: carol.key });
+  const created = await suite.server.api("GET", `/v1/sources/${sourceId}`, { key: carol.key });
   assert.equal(created.body.data.configured_props.color, "blue");
   assert.equal(created.body.data.configured_props.repo, "fount/beta");
   const endpoint = await page.getByLabel("Endpoint URL").inputValue();
@@ -193,7 +135,7 @@ test("accounts, an app prop choosing one, remote options, a propDefinition, and 
   const events = page.getByRole("list", { name: "Events" });
   await events.getByRole("button").first().waitFor({ timeout: wait });
   const emitted = await eventually(async () => {
-    const r = await server.api("GET", `/v1/sources/${sourceId}/event_summaries?expand=event`, {
+    const r = await suite.server.api("GET", `/v1/sources/${sourceId}/event_summaries?expand=event`, {
       key: carol.key,
     });
     return r.body.data?.[0]?.event as Record<string, unknown> | undefined;
@@ -214,7 +156,7 @@ test("accounts, an app prop choosing one, remote options, a propDefinition, and 
   await page.getByText("Saved.").waitFor({ timeout: wait });
   await page.getByRole("heading", { name: "demo renamed", level: 1 }).waitFor({ timeout: wait });
   await eventually(async () => {
-    const r = await server.api("GET", `/v1/sources/${sourceId}`, { key: carol.key });
+    const r = await suite.server.api("GET", `/v1/sources/${sourceId}`, { key: carol.key });
     return r.body.data.configured_props.greeting === "bonjour" && r.body.data.name === "demo renamed"
       ? true
       : undefined;
@@ -226,14 +168,14 @@ test("accounts, an app prop choosing one, remote options, a propDefinition, and 
   await page.getByRole("button", { name: "Resume" }).waitFor({ timeout: wait });
   assert.match(await page.locator("main").innerText(), /· Paused ·/);
   assert.equal(
-    (await server.api("GET", `/v1/sources/${sourceId}`, { key: carol.key })).body.data.active,
+    (await suite.server.api("GET", `/v1/sources/${sourceId}`, { key: carol.key })).body.data.active,
     false,
   );
   await page.getByRole("button", { name: "Resume" }).click();
   await page.getByText("Resumed.").waitFor({ timeout: wait });
   await page.getByRole("button", { name: "Pause" }).waitFor({ timeout: wait });
   assert.equal(
-    (await server.api("GET", `/v1/sources/${sourceId}`, { key: carol.key })).body.data.active,
+    (await suite.server.api("GET", `/v1/sources/${sourceId}`, { key: carol.key })).body.data.active,
     true,
   );
 
@@ -241,7 +183,7 @@ test("accounts, an app prop choosing one, remote options, a propDefinition, and 
   await page.getByRole("button", { name: "Run now" }).click();
   await page.getByText("Run started.").waitFor({ timeout: wait });
   await eventually(async () => {
-    const r = await server.api("GET", `/v1/sources/${sourceId}/event_summaries?expand=event`, {
+    const r = await suite.server.api("GET", `/v1/sources/${sourceId}/event_summaries?expand=event`, {
       key: carol.key,
     });
     const found = (r.body.data as Array<{ event: { greeting?: string } }>).find(
@@ -256,11 +198,11 @@ test("accounts, an app prop choosing one, remote options, a propDefinition, and 
   await confirm.getByText("Delete demo renamed and its events?").waitFor({ timeout: wait });
   await axe(page, "delete confirmation");
   await confirm.getByRole("button", { name: "Cancel" }).click();
-  assert.equal((await server.api("GET", `/v1/sources/${sourceId}`, { key: carol.key })).status, 200);
+  assert.equal((await suite.server.api("GET", `/v1/sources/${sourceId}`, { key: carol.key })).status, 200);
   await page.getByRole("button", { name: "Delete" }).click();
   await page.getByRole("button", { name: "Yes, delete" }).click();
   await page.getByRole("heading", { name: "Sources", level: 1 }).waitFor({ timeout: wait });
-  assert.equal((await server.api("GET", `/v1/sources/${sourceId}`, { key: carol.key })).status, 404);
+  assert.equal((await suite.server.api("GET", `/v1/sources/${sourceId}`, { key: carol.key })).status, 404);
   assert.equal(await page.getByRole("link", { name: "demo renamed" }).count(), 0);
 
   // The account is deleted from the Accounts page.
@@ -270,14 +212,14 @@ test("accounts, an app prop choosing one, remote options, a propDefinition, and 
     async () => ((await page.getByRole("row", { name: /carol's github/ }).count()) === 0 ? true : undefined),
     "the account's row to go",
   );
-  assert.equal((await server.api("GET", "/v1/accounts", { key: carol.key })).body.data.length, 0);
+  assert.equal((await suite.server.api("GET", "/v1/accounts", { key: carol.key })).body.data.length, 0);
 
   assert.deepEqual(problems, []);
   await context.close();
 });
 
 test("an admin creates a user and an organization, manages members and API keys", { skip }, async () => {
-  const context = await browser.newContext({ viewport: { width: 1000, height: 700 } });
+  const context = await suite.browser.newContext({ viewport: { width: 1000, height: 700 } });
   const { page, problems } = await openPage(context);
   await signIn(page, adminKey);
   await page.getByRole("link", { name: "Admin" }).click();
@@ -293,12 +235,12 @@ test("an admin creates a user and an organization, manages members and API keys"
   const daveId = /\((\w+)\)/.exec(await created.innerText())?.[1];
   assert.ok(daveId);
   const daveKey = await page.getByRole("region", { name: "New API key" }).locator("code").innerText();
-  const me = await server.api("GET", "/v1/users/me", { key: daveKey });
+  const me = await suite.server.api("GET", "/v1/users/me", { key: daveKey });
   assert.equal(me.status, 200);
   assert.equal(me.body.data.username, "dave");
 
   // An organization owned by another user, then dave added as a member and removed again.
-  const erin = await server.createUser("erin");
+  const erin = await suite.server.createUser("erin");
   await page.getByLabel("Organization name").fill("globex");
   await page.getByLabel("Owner user ID").fill(erin.id);
   await page.getByRole("button", { name: "Create organization" }).click();
@@ -307,7 +249,7 @@ test("an admin creates a user and an organization, manages members and API keys"
   const orgId = /\((\w+)\)/.exec(await orgNote.innerText())?.[1];
   assert.ok(orgId);
   const memberOf = async () => {
-    const r = await server.api("GET", "/v1/users/me", { key: daveKey });
+    const r = await suite.server.api("GET", "/v1/users/me", { key: daveKey });
     return JSON.stringify(r.body.data).includes(orgId);
   };
   assert.equal(await memberOf(), false);
@@ -331,7 +273,7 @@ test("an admin creates a user and an organization, manages members and API keys"
   await page.getByText("Key created.").waitFor({ timeout: wait });
   const secondKey = await page.getByRole("region", { name: "New API key" }).locator("code").innerText();
   assert.notEqual(secondKey, daveKey);
-  assert.equal((await server.api("GET", "/v1/users/me", { key: secondKey })).status, 200);
+  assert.equal((await suite.server.api("GET", "/v1/users/me", { key: secondKey })).status, 200);
   await keys
     .getByRole("button", { name: /^Revoke key / })
     .nth(1)
@@ -339,14 +281,14 @@ test("an admin creates a user and an organization, manages members and API keys"
   await axe(page, "admin with keys");
   await keys.getByRole("button", { name: `Revoke key ${secondKey.slice(0, 8)}` }).click();
   await page.getByText("Key revoked.").waitFor({ timeout: wait });
-  assert.equal((await server.api("GET", "/v1/users/me", { key: secondKey })).status, 401);
-  assert.equal((await server.api("GET", "/v1/users/me", { key: daveKey })).status, 200);
+  assert.equal((await suite.server.api("GET", "/v1/users/me", { key: secondKey })).status, 401);
+  assert.equal((await suite.server.api("GET", "/v1/users/me", { key: daveKey })).status, 200);
 
   assert.deepEqual(problems, []);
   await context.close();
 
   // A user who is not an admin sees no Admin link.
-  const other = await browser.newContext();
+  const other = await suite.browser.newContext();
   const { page: davePage } = await openPage(other);
   await signIn(davePage, daveKey);
   assert.equal(await davePage.getByRole("link", { name: "Admin" }).count(), 0);
@@ -356,8 +298,8 @@ test("an admin creates a user and an organization, manages members and API keys"
 test("the Events stream resumes after a dropped connection, with nothing lost or shown twice", {
   skip,
 }, async () => {
-  const frank = await server.createUser("frank");
-  const made = await server.api("POST", "/v1/sources", {
+  const frank = await suite.server.createUser("frank");
+  const made = await suite.server.api("POST", "/v1/sources", {
     key: frank.key,
     body: { key: "http-new-requests", name: "resumer" },
   });
@@ -373,7 +315,7 @@ test("the Events stream resumes after a dropped connection, with nothing lost or
   };
   // The browser reaches the server through a TCP relay that the test can cut: every connection through
   // it is dropped, and new ones refused, until it is let up again.
-  const target = new URL(server.url);
+  const target = new URL(suite.server.url);
   const open = new Set<Socket>();
   let down = false;
   const relay = createServer((client) => {
@@ -396,7 +338,7 @@ test("the Events stream resumes after a dropped connection, with nothing lost or
   await new Promise<void>((r) => relay.listen(0, "127.0.0.1", r));
   relay.unref(); // never what keeps the test process alive, even if an assertion fails first
   const relayUrl = `http://127.0.0.1:${(relay.address() as { port: number }).port}`;
-  const context = await browser.newContext();
+  const context = await suite.browser.newContext();
   // The dropped stream and its refused retries are the point here.
   const { page, problems } = await openPage(context, [
     /ERR_CONNECTION/,

@@ -6,86 +6,24 @@
  * FOUNT_CONSOLE_SCREENSHOTS=1 writes the screenshots in docs/console/.
  */
 import assert from "node:assert/strict";
-import { existsSync, readFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { after, before, test } from "node:test";
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
-import { buildConsole } from "../../src/http/console-assets.ts";
+import type { Page } from "playwright-core";
 import { Receiver } from "../delivery/receiver.ts";
-import { startServer, type TestServer } from "../helpers.ts";
+import { axe, consoleSuite, openPage, signIn as signInAt, skip, wait } from "./browser.ts";
 
-const executablePath = "/usr/bin/chromium";
 const screenshots = process.env.FOUNT_CONSOLE_SCREENSHOTS === "1";
-const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
-// Generous: the machine may be loaded; nothing here measures speed.
-const wait = 60_000;
-
-let server: TestServer;
-let browser: Browser;
+const suite = consoleSuite({ webhookAllowPrivate: true });
 let receiver: Receiver;
-
-// Outside CI a machine without the browser skips these tests; CI installs it (.ci/run), so there they run or fail.
-const skip =
-  existsSync(executablePath) || process.env.CI
-    ? false
-    : `no browser at ${executablePath} (apt-get install chromium)`;
-
 before(async () => {
-  if (skip) return;
-  // The console from the current source, not a dist/ left over from an older checkout.
-  await buildConsole();
-  server = await startServer({ webhookAllowPrivate: true });
-  receiver = await Receiver.start();
-  browser = await chromium.launch({ executablePath, headless: true, args: ["--no-sandbox"] });
+  if (!skip) receiver = await Receiver.start();
 });
-after(async () => {
-  await browser?.close();
-  await receiver?.close();
-  await server?.close();
-});
-
-/** A page whose console errors, page errors and failing requests are collected. */
-async function openPage(
-  context: BrowserContext,
-  allowed: RegExp[] = [],
-): Promise<{ page: Page; problems: string[] }> {
-  const page = await context.newPage();
-  const problems: string[] = [];
-  const ok = (text: string) => allowed.some((a) => a.test(text));
-  page.on("console", (m) => {
-    if (m.type() === "error" && !ok(m.text())) problems.push(`console: ${m.text()}`);
-  });
-  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
-  page.on("requestfailed", (r) => {
-    // A live stream the page closes itself (tab change, navigation) is aborted, not failed.
-    if (r.failure()?.errorText === "net::ERR_ABORTED" && r.url().includes("/sse")) return;
-    problems.push(`request failed: ${r.url()} ${r.failure()?.errorText}`);
-  });
-  page.on("response", (r) => {
-    const text = `${r.status()} ${r.request().method()} ${r.url()}`;
-    if (r.status() >= 400 && !ok(text)) problems.push(`response: ${text}`);
-  });
-  return { page, problems };
-}
-
-async function axe(page: Page, name: string): Promise<void> {
-  if (!(await page.evaluate("typeof window.axe !== 'undefined'"))) await page.evaluate(axeSource);
-  const violations = (await page.evaluate(
-    "window.axe.run(document, { resultTypes: ['violations'] }).then(r => r.violations.map(v => ({ id: v.id, impact: v.impact, nodes: v.nodes.map(n => n.target.join(' ')).slice(0, 3) })))",
-  )) as Array<{ id: string; impact: string; nodes: string[] }>;
-  const bad = violations.filter((v) => v.impact === "serious" || v.impact === "critical");
-  assert.deepEqual(bad, [], `axe on ${name}: ${JSON.stringify(bad)}`);
-}
+after(() => receiver?.close());
 
 async function shot(page: Page, name: string): Promise<void> {
   if (screenshots) await page.screenshot({ path: `docs/console/${name}.png` });
 }
 
-async function signIn(page: Page, key: string): Promise<void> {
-  await page.goto(server.url);
-  await page.getByLabel("API key").fill(key);
-  await page.getByRole("button", { name: "Sign in" }).click();
-}
+const signIn = (page: Page, key: string) => signInAt(page, suite.server.url, key);
 
 /** Clicks `refresh` until `ready()` holds (the state behind it changes on the server in its own time). */
 async function until(
@@ -117,20 +55,22 @@ const thrower = `export default {
 test("a user signs in, deploys from the registry, watches events, errors and deliveries, and signs out", {
   skip,
 }, async () => {
-  const alice = await server.createUser("alice");
+  const alice = await suite.server.createUser("alice");
   // An organization of alice's with a source of its own, for the switcher.
-  const org = await server.api("POST", "/v1/admin/orgs", { body: { orgname: "acme", owner_id: alice.id } });
+  const org = await suite.server.api("POST", "/v1/admin/orgs", {
+    body: { orgname: "acme", owner_id: alice.id },
+  });
   assert.equal(org.status, 200, org.text);
-  const orgSource = await server.api("POST", "/v1/sources", {
+  const orgSource = await suite.server.api("POST", "/v1/sources", {
     key: alice.key,
     body: { key: "http-new-requests", name: "acme-feed", org_id: org.body.data.id },
   });
   assert.equal(orgSource.status, 200, orgSource.text);
-  const context = await browser.newContext({ viewport: { width: 1000, height: 700 } });
+  const context = await suite.browser.newContext({ viewport: { width: 1000, height: 700 } });
   const { page, problems } = await openPage(context);
 
   // Sign in.
-  await page.goto(server.url);
+  await page.goto(suite.server.url);
   await page.getByRole("heading", { name: "Sign in" }).waitFor({ timeout: wait });
   await axe(page, "sign-in");
   await shot(page, "sign-in");
@@ -293,7 +233,7 @@ test("a user signs in, deploys from the registry, watches events, errors and del
   // Sign out ends the session on the server: the old cookie, replayed, is refused.
   await page.getByRole("button", { name: "Sign out" }).click();
   await page.getByRole("heading", { name: "Sign in" }).waitFor({ timeout: wait });
-  const replay = await fetch(`${server.url}/v1/users/me`, {
+  const replay = await fetch(`${suite.server.url}/v1/users/me`, {
     headers: { cookie: `fount_session=${session.value}` },
   });
   assert.equal(replay.status, 401);
@@ -302,9 +242,9 @@ test("a user signs in, deploys from the registry, watches events, errors and del
   await context.close();
 
   // A second user sees none of the first one's sources, even by ID.
-  await server.createUser("bob").then(async (bob) => {
+  await suite.server.createUser("bob").then(async (bob) => {
     // At phone width.
-    const other = await browser.newContext({ viewport: { width: 390, height: 800 } });
+    const other = await suite.browser.newContext({ viewport: { width: 390, height: 800 } });
     const { page: bobPage, problems: bobProblems } = await openPage(other, [
       /404 GET .*\/v1\/sources\/dc_/,
       /status of 404/,
@@ -317,7 +257,7 @@ test("a user signs in, deploys from the registry, watches events, errors and del
       "the page fits the phone's width",
     );
     await axe(bobPage, "source list at phone width");
-    await bobPage.goto(`${server.url}/#/sources/${sourceId}`);
+    await bobPage.goto(`${suite.server.url}/#/sources/${sourceId}`);
     await bobPage
       .getByRole("alert")
       .getByText(/not found/)
@@ -328,7 +268,7 @@ test("a user signs in, deploys from the registry, watches events, errors and del
 });
 
 test("a wrong key is refused with a message, and no session is made", { skip }, async () => {
-  const context = await browser.newContext();
+  const context = await suite.browser.newContext();
   const { page, problems } = await openPage(context, [/401 POST .*\/console\/session/, /status of 401/]);
   await signIn(page, "fnt_wrongwrongwrongwrongwrongwrong00");
   await page.getByRole("alert").getByText("That API key is not valid.").waitFor({ timeout: wait });
