@@ -6,10 +6,12 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, realpathSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { after } from "node:test";
 import { type BuildOptions, type BuiltApp, buildApp } from "../src/app.ts";
 import { type Config, loadConfig } from "../src/config.ts";
 import { mountsUnder } from "../src/runtime/executors/scratch.ts";
-import { openTestPostgres } from "./pg-schemas.ts";
+import type { Storage } from "../src/storage/port.ts";
+import { dropSchema, freshSchema, openTestPostgres } from "./pg-schemas.ts";
 
 export const adminKey = "fnt_testadminkey0000000000000000000";
 
@@ -40,6 +42,26 @@ export interface ApiResponse {
   text: string;
 }
 
+/** The schema of each data folder a test passed in: a server restarted on that folder finds its data. */
+const schemasByDataDir = new Map<string, string>();
+
+/**
+ * The PostgreSQL store of a test server: a fresh schema, dropped when the server closes, or for a data
+ * folder the test gave (to restart a server on it) one schema per folder, kept until the file's tests end.
+ */
+export async function testPostgresFor(dataDir: string | undefined): Promise<Storage> {
+  if (dataDir === undefined) return openTestPostgres();
+  let schema = schemasByDataDir.get(dataDir);
+  if (schema === undefined) {
+    schema = freshSchema();
+    if (schemasByDataDir.size === 0) {
+      after(() => Promise.all([...schemasByDataDir.values()].map(dropSchema)).then(() => undefined));
+    }
+    schemasByDataDir.set(dataDir, schema);
+  }
+  return openTestPostgres(schema);
+}
+
 export async function startServer(
   overrides: Partial<Config> = {},
   env: NodeJS.ProcessEnv = {},
@@ -61,7 +83,8 @@ export async function startServer(
   );
   // FOUNT_TEST_STORE=postgres runs the server on a fresh schema of the local PostgreSQL (dropped when
   // the server closes) instead of a SQLite file.
-  const store = process.env.FOUNT_TEST_STORE === "postgres" ? await openTestPostgres() : undefined;
+  const store =
+    process.env.FOUNT_TEST_STORE === "postgres" ? await testPostgresFor(overrides.dataDir) : undefined;
   let built: Awaited<ReturnType<typeof buildApp>> | undefined;
   let address: string;
   try {

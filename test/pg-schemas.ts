@@ -27,14 +27,19 @@ export async function dropSchema(name: string): Promise<void> {
   }
 }
 
-/** A migrated, empty store in a fresh schema, which its `close` drops. */
-export async function openTestPostgres(): Promise<Storage> {
-  const schema = freshSchema();
-  const store = await openPostgresStorage({ url: testPgUrl, schema, poolSize: 4 });
+/**
+ * A migrated store in a schema, which its `close` drops. Without `schema` it is a fresh one; with it (a
+ * restarted server's store), it is that schema as an earlier store left it, and closing keeps it: the
+ * caller drops it when done.
+ */
+export async function openTestPostgres(schema?: string): Promise<Storage> {
+  const name = schema ?? freshSchema();
+  const store = await openPostgresStorage({ url: testPgUrl, schema: name, poolSize: 4 });
+  if (schema !== undefined) return store;
   let dropped: Promise<void> | undefined;
   const close = store.close;
   store.close = () => {
-    dropped ??= close().then(() => dropSchema(schema));
+    dropped ??= close().then(() => dropSchema(name));
     return dropped;
   };
   return store;

@@ -84,19 +84,23 @@ test("by default component code cannot connect to a loopback service, and is tol
   }
 });
 
-test("as root, the server's executor uids are refused loopback by the kernel too", needsFirewall, async () => {
-  const server = await startServer();
-  try {
-    const { uid } = await probe(server, `host=127.0.0.1&port=${port}`);
-    assert.ok(uid > 0, `executors run under a uid of their own, got ${uid}`);
-    // Below JavaScript: a plain process under the executor's uid is refused at once by the firewall…
-    assert.equal(await connectAs(uid), "ECONNREFUSED");
-    // …while other uids of the host (here nobody, 65534) are untouched by the rules.
-    assert.equal(await connectAs(65534), "connected");
-  } finally {
-    await server.close();
-  }
-});
+test(
+  "as root, the server's executor uids are refused loopback by the kernel too",
+  needsFirewall,
+  async () => {
+    const server = await startServer();
+    try {
+      const { uid } = await probe(server, `host=127.0.0.1&port=${port}`);
+      assert.ok(uid > 0, `executors run under a uid of their own, got ${uid}`);
+      // Below JavaScript: a plain process under the executor's uid is refused at once by the firewall…
+      assert.equal(await connectAs(uid), "ECONNREFUSED");
+      // …while other uids of the host (here nobody, 65534) are untouched by the rules.
+      assert.equal(await connectAs(65534), "connected");
+    } finally {
+      await server.close();
+    }
+  },
+);
 
 test("component code cannot connect to a Unix socket such as a local database's", async () => {
   const server = await startServer();
