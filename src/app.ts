@@ -21,7 +21,6 @@ import { Bus } from "./domain/bus.ts";
 import { Committer } from "./domain/committer.ts";
 import { ComponentCatalog } from "./domain/components.ts";
 import { logErrors } from "./domain/error-log.ts";
-
 import { LateWorkRecorder } from "./domain/late-work.ts";
 import { EventRecorder } from "./domain/recorder.ts";
 import { publishRegistryFolder } from "./domain/registry.ts";
@@ -49,14 +48,16 @@ import { consoleRoutes } from "./http/routes/console.ts";
 import { deliveryRoutes } from "./http/routes/deliveries.ts";
 import { endpointHandler, endpointPrefix } from "./http/routes/endpoints.ts";
 import { healthRoutes } from "./http/routes/health.ts";
+import { countRequests, metricsRoutes } from "./http/routes/metrics.ts";
 import { orgRoutes } from "./http/routes/orgs.ts";
 import { sourceEventRoutes } from "./http/routes/source-events.ts";
 import { sourceRoutes } from "./http/routes/sources.ts";
-import { streamRoutes } from "./http/routes/stream.ts";
+import { streamHubOf, streamRoutes } from "./http/routes/stream.ts";
 import { subscriptionRoutes } from "./http/routes/subscriptions.ts";
 import { userRoutes } from "./http/routes/users.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
 import { workflowRoutes } from "./http/routes/workflows.ts";
+import { Metrics } from "./metrics.ts";
 import { ComponentBuilder } from "./runtime/build.ts";
 import { jsonTextTooDeep, maxBodyDepth } from "./runtime/child/json-depth.ts";
 
@@ -161,7 +162,12 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const bus = new Bus();
   bus.onError((err) => app.log.error({ err }, "internal event listener failed"));
   logErrors(bus, app.log);
-  const committer = new Committer(store, { carried: [deliveryContext] });
+  const metrics = new Metrics(config.nodeId);
+  metrics.listen(bus);
+  const committer = new Committer(store, {
+    carried: [deliveryContext],
+    observe: (ms, jobs) => metrics.commit(ms, jobs),
+  });
   const recorder = new EventRecorder();
   const builder = new ComponentBuilder({ dataDir: config.dataDir, npmCacheDir: config.npmCacheDir });
   const lateWork = new LateWorkRecorder({ store, committer, recorder, bus, clock, logger: app.log });
@@ -260,7 +266,14 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     sources,
     scheduler,
     dispatcher,
+    metrics,
   };
+  metrics.attach({
+    store,
+    now: () => clock.now(),
+    executors: () => (executor instanceof ExecutorPool ? executor.stats() : []),
+    sseClients: () => streamHubOf(services)?.size(),
+  });
   app.decorate("fount", services);
   app.decorateRequest("principal", null);
   registerErrorHandling(app);
@@ -350,6 +363,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   await app.register(swaggerUi, { routePrefix: "/docs", uiConfig: { docExpansion: "list" } });
   app.get("/openapi.json", { schema: { hide: true }, config: { public: true } }, async () => app.swagger());
 
+  if (config.metrics) {
+    countRequests(app);
+    await app.register(metricsRoutes);
+  }
   await app.register(healthRoutes);
   await app.register(
     async (v1) => {

@@ -1,4 +1,5 @@
 import { isIP } from "node:net";
+import os from "node:os";
 import path from "node:path";
 
 /** Everything Fount reads from its environment, parsed once. */
@@ -49,6 +50,12 @@ export interface Config {
   executorAllowPrivate: boolean;
   /** Addresses component code may reach even when private (FOUNT_EXECUTOR_ALLOW_HOSTS), webhook syntax. */
   executorAllowHosts: string[];
+  /** Serve `GET /metrics` (FOUNT_METRICS, default true). */
+  metrics: boolean;
+  /** When set, `/metrics` asks for `Authorization: Bearer <token>` (FOUNT_METRICS_TOKEN). */
+  metricsToken: string | undefined;
+  /** This node's name in metrics (FOUNT_NODE_ID); default host name and port. */
+  nodeId: string;
 }
 
 export class ConfigError extends Error {}
@@ -143,6 +150,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     executorUidBase: env.FOUNT_EXECUTOR_UID_BASE ? int(env, "FOUNT_EXECUTOR_UID_BASE", 0, 1000) : undefined,
     executorAllowPrivate: bool(env, "FOUNT_EXECUTOR_ALLOW_PRIVATE"),
     executorAllowHosts: hostList(env, "FOUNT_EXECUTOR_ALLOW_HOSTS"),
+    metrics: optionalBool(env, "FOUNT_METRICS") ?? true,
+    metricsToken: env.FOUNT_METRICS_TOKEN || undefined,
+    nodeId: env.FOUNT_NODE_ID || `${os.hostname()}:${port}`,
     ...overrides,
   };
 }

@@ -12,6 +12,7 @@ import type { EventRecorder } from "./domain/recorder.ts";
 import type { SourceRunner } from "./domain/runner.ts";
 import type { TimerScheduler } from "./domain/scheduler.ts";
 import type { SourceService } from "./domain/sources.ts";
+import type { Metrics } from "./metrics.ts";
 import type { Executor } from "./runtime/types.ts";
 import type { Storage } from "./storage/port.ts";
 
@@ -31,6 +32,7 @@ export interface Services {
   sources: SourceService;
   scheduler: TimerScheduler;
   dispatcher: DeliveryDispatcher;
+  metrics: Metrics;
 }
 
 declare module "fastify" {

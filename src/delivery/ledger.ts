@@ -74,6 +74,8 @@ export class DeliveryLedger {
       outcome: s.attempt?.outcome ?? (s.patch.status === "pending" ? "retry" : s.patch.status),
       statusCode: s.patch.lastStatusCode,
       error: s.patch.lastError,
+      durationMs: s.attempt ? s.patch.lastDurationMs : null,
+      latencyMs: Math.max(0, nowMs - delivery.indexedAtMs),
     });
   }
 

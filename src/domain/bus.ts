@@ -26,6 +26,10 @@ export interface EventMap {
       outcome: "succeeded" | "retry" | "failed";
       statusCode: number | null;
       error: string | null;
+      /** How long the attempt took (null without one). */
+      durationMs: number | null;
+      /** From the event's commit to this settlement. */
+      latencyMs: number;
     },
   ];
 }

@@ -22,12 +22,15 @@ export interface CommitterOptions {
    * (event routing reads the delivery hop count this way).
    */
   carried?: AsyncLocalStorage<unknown>[];
+  /** Told how long each transaction took to commit, and how many jobs it held (metrics). */
+  observe?: (ms: number, jobs: number) => void;
 }
 
 export class Committer {
   readonly #store: Storage;
   readonly #maxBatch: number;
   readonly #carried: AsyncLocalStorage<unknown>[];
+  readonly #observe: ((ms: number, jobs: number) => void) | undefined;
   #queue: Job[] = [];
   #scheduled = false;
   #running: Promise<void> = Promise.resolve();
@@ -36,6 +39,7 @@ export class Committer {
     this.#store = store;
     this.#maxBatch = options.maxBatch ?? 256;
     this.#carried = options.carried ?? [];
+    this.#observe = options.observe;
   }
 
   /** Runs `fn` in a shared transaction; resolves once committed. `after` runs post-commit. */
@@ -90,10 +94,12 @@ export class Committer {
       const batch = this.#queue.splice(0, this.#maxBatch);
       const results: unknown[] = [];
       try {
+        const t0 = performance.now();
         await this.#store.transaction(async (tx) => {
           results.length = 0;
           for (const job of batch) results.push(await job.run(tx));
         });
+        this.#observe?.(performance.now() - t0, batch.length);
         batch.forEach((job, i) => {
           job.after?.();
           job.resolve(results[i]);

@@ -244,6 +244,8 @@ export interface StorageOps {
   requeueFailedDeliveries(listenerId: string, sinceMs: number, nowMs: number): Promise<number>;
   /** The soonest `next_attempt_ms` of an unclaimed pending delivery. */
   nextDeliveryMs(): Promise<number | undefined>;
+  /** Pending deliveries (the backlog), and how many of them are due at `nowMs`. */
+  countPendingDeliveries(nowMs: number): Promise<{ pending: number; due: number }>;
   /** Deletes finished deliveries (and their attempts) last updated before `beforeMs`; returns how many. */
   pruneDeliveries(beforeMs: number): Promise<number>;
 }

@@ -106,6 +106,7 @@ export function endpointHandler(
     if (body !== null) headers["content-length"] = String(Buffer.byteLength(body));
     res.writeHead(status, headers);
     res.end(body ?? undefined);
+    services.metrics.endpointHit(status);
     if (requestLogLevels.has(logger.level)) {
       logger.info(
         {

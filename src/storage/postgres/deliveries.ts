@@ -22,6 +22,7 @@ export type DeliveryOps = Pick<
   | "requeueDelivery"
   | "requeueFailedDeliveries"
   | "nextDeliveryMs"
+  | "countPendingDeliveries"
   | "pruneDeliveries"
 >;
 
@@ -263,6 +264,14 @@ export function deliveryOps(q: Sql): DeliveryOps {
          WHERE listener_id = $2 AND status = 'failed' AND created_ms >= $3`,
         [nowMs, listenerId, sinceMs],
       ),
+
+    countPendingDeliveries: async (nowMs) =>
+      (await q.get(
+        `SELECT count(*) AS pending, count(*) FILTER (WHERE next_attempt_ms <= $1) AS due
+         FROM deliveries WHERE status = 'pending'`,
+        [nowMs],
+        (r) => ({ pending: Number(r.pending), due: Number(r.due) }),
+      ))!,
 
     nextDeliveryMs: async () =>
       (await q.get(

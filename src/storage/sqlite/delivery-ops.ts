@@ -272,6 +272,15 @@ export class SqliteDeliveryOps {
     }
   }
 
+  countPendingDeliveries(nowMs: number): { pending: number; due: number } {
+    return this.#q.get(
+      `SELECT count(*) AS pending, count(*) FILTER (WHERE next_attempt_ms <= ?) AS due
+       FROM deliveries WHERE status = 'pending'`,
+      [nowMs],
+      (r) => ({ pending: Number(r.pending), due: Number(r.due) }),
+    )!;
+  }
+
   nextDeliveryMs(): number | undefined {
     return this.#q.get(
       "SELECT min(next_attempt_ms) AS m FROM deliveries WHERE status = 'pending' AND claimed_by IS NULL",

@@ -951,6 +951,9 @@ export class SqliteOps implements StorageOps {
   async requeueFailedDeliveries(listenerId: string, sinceMs: number, nowMs: number): Promise<number> {
     return this.#delivery.requeueFailedDeliveries(listenerId, sinceMs, nowMs);
   }
+  async countPendingDeliveries(nowMs: number): Promise<{ pending: number; due: number }> {
+    return this.#delivery.countPendingDeliveries(nowMs);
+  }
   async nextDeliveryMs(): Promise<number | undefined> {
     return this.#delivery.nextDeliveryMs();
   }
