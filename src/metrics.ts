@@ -117,7 +117,7 @@ export class Metrics {
     const registry = this.registry;
     const invocations = new Counter({
       name: "fount_invocations_total",
-      help: "Source invocations, by trigger (http, timer, manual, event, …) and outcome",
+      help: "Source invocations, by trigger (http, timer, manual, subscription, hook) and outcome",
       labelNames: ["trigger", "outcome"],
       registers: [registry],
     });
