@@ -9,8 +9,10 @@ import path from "node:path";
 import type { Accounts } from "../domain/accounts.ts";
 import type { Org, User } from "../domain/types.ts";
 import type { Storage } from "../storage/port.ts";
+import { backup, restore } from "./backup.ts";
 import { CliError, type Command, type Context } from "./command.ts";
 import { fields, formatTime, table } from "./output.ts";
+import { serverConfig } from "./server-config.ts";
 
 interface Admin {
   store: Storage;
@@ -21,14 +23,7 @@ interface Admin {
 
 /** Opens the store the server uses, runs `fn`, and closes the store whatever happens. */
 async function withStore<T>(ctx: Context, fn: (admin: Admin) => Promise<T>): Promise<T> {
-  const { ConfigError, loadConfig } = await import("../config.ts");
-  let config: ReturnType<typeof loadConfig>;
-  try {
-    config = loadConfig(ctx.io.env);
-  } catch (err) {
-    if (err instanceof ConfigError) throw new CliError(err.message, "config_error", 2);
-    throw err;
-  }
+  const config = await serverConfig(ctx);
   if (!config.databaseUrl) {
     // Opening would create an empty store, and a user created there would stop the server's first-start
     // bootstrap from making the admin: almost surely the wrong directory.
@@ -296,4 +291,6 @@ export const adminCommands: Command[] = [
   createKey,
   revokeKey,
   showUser,
+  backup,
+  restore,
 ];
