@@ -16,6 +16,7 @@ const undocumented: Array<[RegExp, string]> = [
   [/^\/openapi\.json$/, "the document itself"],
   [/^\/e\//, "source HTTP endpoints take any method, path and body; they belong to the component"],
   [/^\/$|^\/console\//, "the web console's page, files and cookie sessions (docs/console.md), not the API"],
+  [/^\/metrics$/, "Prometheus text for scrapers (docs/operations.md), not the API"],
 ];
 
 /** Every route the app registered, as OpenAPI paths (`{param}`) with their methods, from `printRoutes`. */
