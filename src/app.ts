@@ -18,6 +18,7 @@ import { deliveryContext } from "./delivery/routing.ts";
 import { setUpDelivery } from "./delivery/setup.ts";
 import { Accounts } from "./domain/accounts.ts";
 import { Bus } from "./domain/bus.ts";
+import { clusterNode } from "./domain/cluster-link.ts";
 import { Committer } from "./domain/committer.ts";
 import { ComponentCatalog } from "./domain/components.ts";
 import { logErrors } from "./domain/error-log.ts";
@@ -57,10 +58,10 @@ import { subscriptionRoutes } from "./http/routes/subscriptions.ts";
 import { userRoutes } from "./http/routes/users.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
 import { workflowRoutes } from "./http/routes/workflows.ts";
+import { randomString } from "./ids.ts";
 import { Metrics } from "./metrics.ts";
 import { ComponentBuilder } from "./runtime/build.ts";
 import { jsonTextTooDeep, maxBodyDepth } from "./runtime/child/json-depth.ts";
-
 import { executorEgressRules, installEgressRules } from "./runtime/egress.ts";
 import { assertExecutorAccess } from "./runtime/executor-access.ts";
 import { ExecutorPool } from "./runtime/executor-pool.ts";
@@ -225,7 +226,21 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     checkUrl: (url: URL) => addressPolicy.checkUrl(url),
   };
   const catalog = new ComponentCatalog({ store, builder, executor, clock, fetchGuard });
-  const runner = new SourceRunner({
+  // Several nodes on one database: a source runs on one node at a time (domain/source-leases.ts).
+  const cluster = store.cluster
+    ? clusterNode({
+        store,
+        cluster: store.cluster,
+        // One member per process, even where two share a FOUNT_NODE_ID or a restart reuses it.
+        nodeId: `${config.nodeId}/${randomString(8)}`,
+        bus,
+        recorder,
+        logger: app.log,
+        forget: (sourceId) => runner.forget(sourceId),
+      })
+    : undefined;
+  const runner: SourceRunner = new SourceRunner({
+    leases: cluster?.leases,
     store,
     committer,
     recorder,
@@ -237,8 +252,18 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     config,
     logger: app.log,
   });
+  await cluster?.start();
   const sources = new SourceService({ store, catalog, runner, bus, secrets, clock });
-  const scheduler = new TimerScheduler({ store, clock, runner, bus, committer, recorder, logger: app.log });
+  const scheduler = new TimerScheduler({
+    store,
+    clock,
+    runner,
+    bus,
+    committer,
+    recorder,
+    logger: app.log,
+    leases: cluster?.leases,
+  });
   const dispatcher = setUpDelivery({
     store,
     committer,
@@ -428,6 +453,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     await lateWork.close();
     await committer.drain();
     await executor.close();
+    await cluster?.close();
     await egress?.close();
     uids?.release();
     await fetchGuard.dispatcher.close();

@@ -32,6 +32,10 @@ export const errorCatalogue = {
   internal: { status: 500, message: "Internal server error" },
   component_error: { status: 500, message: "The component threw an error" },
   shutting_down: { status: 503, message: "The server is shutting down" },
+  lease_lost: {
+    status: 503,
+    message: "Another node took this source over while it ran (this node stalled); the run was not stored",
+  },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof errorCatalogue;

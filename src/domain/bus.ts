@@ -9,8 +9,10 @@ export interface EventMap {
   "invocation.finished": [
     info: { sourceId: string; trigger: string; ok: boolean; errorCode?: string; durationMs: number },
   ];
-  /** A source was deleted: its live streams end. */
-  "source.deleted": [info: { sourceId: string }];
+  /** An event committed by another node on the same database (cluster-link.ts): for live streams only. */
+  "event.replicated": [event: EventRecord];
+  /** A source was deleted (`remote`: through another node): its live streams end. */
+  "source.deleted": [info: { sourceId: string; remote?: boolean }];
   /** A timer fired (or was skipped) for a source. */
   "timer.fired": [info: { sourceId: string; propName: string; scheduledMs: number; skipped?: string }];
   /** A delivery's attempt (or a decision without one) was recorded; `status` is its state afterwards. */

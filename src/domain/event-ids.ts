@@ -20,13 +20,27 @@ export function parseEventId(id: string): EventIdParts | undefined {
 
 export class EventIdGenerator {
   readonly #last = new Map<string, EventIdParts>();
+  /**
+   * With several nodes on one store: the emitters whose clock this node alone advances now (it holds
+   * their source's run lease), which it may keep in memory. Every other emitter's clock is read in the
+   * transaction and locked until it ends, so that two nodes never hand out the same ID.
+   */
+  #mayKeep: ((emitterId: string) => boolean) | undefined;
+
+  /** Keeps clocks in memory only for emitters `mayKeep` accepts (several nodes share the store). */
+  shareStore(mayKeep: (emitterId: string) => boolean): void {
+    this.#mayKeep = mayKeep;
+  }
 
   /** Next ID for `emitterId` at `nowMs`; persists the emitter's clock in the same transaction. */
   async next(tx: StorageOps, emitterId: string, nowMs: number): Promise<EventIdParts> {
-    let last = this.#last.get(emitterId);
-    if (!last) last = (await tx.getEmitterClock(emitterId)) ?? { ms: 0, seq: -1 };
+    const keep = this.#mayKeep?.(emitterId) ?? true;
+    let last = keep ? this.#last.get(emitterId) : undefined;
+    if (!last)
+      last = (await tx.getEmitterClock(emitterId, this.#mayKeep !== undefined)) ?? { ms: 0, seq: -1 };
     const id = nowMs > last.ms ? { ms: nowMs, seq: 0 } : { ms: last.ms, seq: last.seq + 1 };
-    this.#last.set(emitterId, id);
+    if (keep) this.#last.set(emitterId, id);
+    else this.#last.delete(emitterId);
     await tx.putEmitterClock(emitterId, id.ms, id.seq);
     return id;
   }

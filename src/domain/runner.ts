@@ -30,6 +30,7 @@ import { applyDedupePerChannel, type ChannelDedupeState, orderByTs } from "./ded
 import { runtimeValue, type TimerConfig } from "./props.ts";
 import { planLimits, usageDay } from "./quotas.ts";
 import type { EventRecorder } from "./recorder.ts";
+import type { SourceLeases } from "./source-leases.ts";
 import type { EventRecord, SourceRecord } from "./types.ts";
 
 export type Trigger = "http" | "timer" | "manual" | "subscription" | "hook" | "options";
@@ -58,6 +59,8 @@ export interface RunnerDeps {
   clock: Clock;
   config: Config;
   logger: FastifyBaseLogger;
+  /** With several nodes on the store: a source runs on the node holding its lease (source-leases.ts). */
+  leases?: SourceLeases;
 }
 
 const platformVersion = "fount-0.1";
@@ -79,6 +82,9 @@ export interface QuotaHold {
 }
 
 const noHold: QuotaHold = { release: () => undefined };
+
+/** What the PostgreSQL store raises when a commit's run lease moved on (migration 006, fount_assert_lease). */
+const leaseLostSqlState = "FL001";
 
 /** Named channels (besides the default, `$logs` and `$errors`) one source may emit on. */
 export const maxCustomChannels = 32;
@@ -108,7 +114,7 @@ export class SourceRunner {
     return source.endpointId ? `${this.#d.config.publicUrl}/e/${source.endpointId}` : null;
   }
 
-  /** Drops cached state of a deleted or replaced source. */
+  /** Drops cached state of a deleted or replaced source, or of one another node ran since. */
   forget(sourceId: string): void {
     this.#db.delete(sourceId);
     this.#d.recorder.ids.forget(sourceId);
@@ -166,9 +172,14 @@ export class SourceRunner {
     // invocation is already queued (pipelining instead of one IPC round trip per invocation).
     const previous = this.#chains.get(source.id) ?? Promise.resolve();
     const started = this.#d.clock.now();
+    const leases = invocation.kind === "options" ? undefined : this.#d.leases;
+    /** The run lease's generation this invocation runs under (several nodes only). */
+    let gen: number | undefined;
     const submitted = previous
       .catch(() => undefined)
       .then(async () => {
+        // Waits for this node to hold the source (several nodes); reads (`options`) need no lease.
+        if (leases) gen = await leases.enter(source.id);
         const { record, built } = await this.#d.catalog.load(source.componentId);
         if (invocation.kind === "run" && !record.meta.hasRun) {
           // A schedule source without run emits the event that triggered it.
@@ -212,10 +223,16 @@ export class SourceRunner {
     const outcome = submitted.then(async ({ record, result }) => {
       const r = await result;
       const dbAfter = this.#applyDbWrites(source.id, r);
-      return this.#commit(source, record.meta, invocation, options.trigger, r, dbAfter, started);
+      return this.#commit(source, record.meta, invocation, options.trigger, r, dbAfter, started, gen);
     });
     const hold = options.hold;
     if (hold) void outcome.then(hold.release, hold.release);
+    if (leases) {
+      const exit = () => {
+        if (gen !== undefined) leases.exit(source.id);
+      };
+      void outcome.then(exit, exit);
+    }
     return outcome;
   }
 
@@ -304,6 +321,7 @@ export class SourceRunner {
     result: InvokeResult,
     dbAfter: { data: Record<string, unknown>; version: number } | undefined,
     startedMs: number,
+    leaseGen: number | undefined,
   ): Promise<RunOutcome> {
     const stored: EventRecord[] = [];
     const outcome = (): RunOutcome => ({
@@ -323,6 +341,8 @@ export class SourceRunner {
       .submit(
         async (tx) => {
           stored.length = 0;
+          if (leaseGen !== undefined && this.#d.leases)
+            await tx.assertSourceLease(source.id, this.#d.leases.nodeId, leaseGen);
           const now = this.#d.clock.now();
           const put = async (channel: string, event: unknown, extra?: Record<string, unknown>) => {
             stored.push(
@@ -364,8 +384,17 @@ export class SourceRunner {
         },
       )
       .catch((err) => {
-        // The store refused the commit: the cached db may hold writes that never landed.
+        // The store refused the commit: the cached db and clock may hold writes that never landed.
         this.#db.delete(source.id);
+        this.#d.recorder.ids.forget(source.id);
+        if ((err as { code?: unknown }).code === leaseLostSqlState && leaseGen !== undefined) {
+          this.#d.leases?.lost(source.id, leaseGen);
+          this.#d.logger.warn(
+            { sourceId: source.id },
+            "a run was not stored: another node took the source over",
+          );
+          throw new AppError("lease_lost", undefined, { cause: err, headers: { "retry-after": "1" } });
+        }
         this.#d.logger.error({ err, sourceId: source.id }, "commit of an invocation failed");
         throw err;
       });

@@ -15,6 +15,7 @@ import type { Committer } from "./committer.ts";
 import type { EventRecorder } from "./recorder.ts";
 import type { QuotaHold, RunOutcome, SourceRunner } from "./runner.ts";
 import { nextRun } from "./schedule.ts";
+import type { SourceLeases } from "./source-leases.ts";
 import type { TimerRecord } from "./types.ts";
 
 /** Longest sleep between checks, so timers created by another node are noticed. */
@@ -41,6 +42,8 @@ export interface SchedulerDeps {
   committer: Committer;
   recorder: EventRecorder;
   logger: FastifyBaseLogger;
+  /** With several nodes on the store (source-leases.ts). */
+  leases?: SourceLeases;
 }
 
 /** One timer of one source (a source may have several timer props). */
@@ -131,9 +134,17 @@ export class TimerScheduler {
    */
   async #pass(): Promise<{ started: Array<Promise<RunOutcome | undefined>>; full: boolean }> {
     const now = this.#d.clock.now();
-    const due = await this.#d.store.dueTimers(now, pageSize);
+    let due = await this.#d.store.dueTimers(now, pageSize);
+    const full = due.length === pageSize;
+    const leases = this.#d.leases;
+    if (leases && due.length > 0) {
+      // With several nodes, the node running a source claims its ticks: a tick claimed elsewhere would
+      // move the source's lease (and its cached state) to another node and back every second.
+      const elsewhere = await leases.heldElsewhere([...new Set(due.map((t) => t.sourceId))]);
+      if (elsewhere.size > 0) due = due.filter((t) => !elsewhere.has(t.sourceId));
+    }
     const started: Array<Promise<RunOutcome | undefined>> = [];
-    if (due.length === 0) return { started, full: false };
+    if (due.length === 0) return { started, full };
     // All claims of a pass in one transaction, shared with the runs' commits of the same moment.
     const claimed = await this.#d.committer.submit(async (tx) => {
       const won: TimerRecord[] = [];
@@ -165,7 +176,7 @@ export class TimerScheduler {
       this.#track(run);
       started.push(run);
     }
-    return { started, full: due.length === pageSize };
+    return { started, full };
   }
 
   #track(work: Promise<unknown>): void {

@@ -84,9 +84,11 @@ export class StreamHub {
     this.#format = format;
     this.#options = { ...defaultStreamHubOptions, ...options };
     const offStored = bus.on("event.stored", (e) => this.#publish(e));
+    const offReplicated = bus.on("event.replicated", (e) => this.#publish(e));
     const offDeleted = bus.on("source.deleted", ({ sourceId }) => this.endEmitter(sourceId));
     this.#unsubscribe = () => {
       offStored();
+      offReplicated();
       offDeleted();
     };
   }

@@ -173,7 +173,11 @@ export interface StorageOps {
 
   // Events
   /** The last event ID handed out for an emitter. */
-  getEmitterClock(emitterId: string): Promise<{ ms: number; seq: number } | undefined>;
+  /**
+   * An emitter's last event ID. `lock`: in a transaction, the clock row stays locked until it ends, so
+   * that another node storing events of the same emitter waits (drivers with several writers).
+   */
+  getEmitterClock(emitterId: string, lock?: boolean): Promise<{ ms: number; seq: number } | undefined>;
   putEmitterClock(emitterId: string, ms: number, seq: number): Promise<void>;
   /**
    * Stores an event in its channel's window of the newest `keep`: once the window holds `keep`, the
@@ -248,11 +252,52 @@ export interface StorageOps {
   countPendingDeliveries(nowMs: number): Promise<{ pending: number; due: number }>;
   /** Deletes finished deliveries (and their attempts) last updated before `beforeMs`; returns how many. */
   pruneDeliveries(beforeMs: number): Promise<number>;
+  /**
+   * Inside a transaction: makes it fail (code `lease_lost`) unless `nodeId` still holds the source's
+   * run lease at `gen`, so a node that lost a lease never commits a run over another node's. A no-op
+   * in a driver without `cluster` (one node).
+   */
+  assertSourceLease(sourceId: string, nodeId: string, gen: number): Promise<void>;
+}
+
+/**
+ * What several nodes on one store share (drivers with `listenNotify`): which nodes are alive, which node
+ * may run each source now (its run lease), and messages between nodes.
+ */
+export interface ClusterStore {
+  /** Records `nodeId` as alive now (the database's clock, so nodes' own clocks never disagree). */
+  heartbeat(nodeId: string): Promise<void>;
+  /** Nodes whose last heartbeat is at most `deadAfterMs` old. */
+  liveNodes(deadAfterMs: number): Promise<string[]>;
+  /** Removes a node's heartbeat (it stops): its leases are free at once. */
+  leave(nodeId: string): Promise<void>;
+  /**
+   * Takes the run lease of a source for `nodeId`, unless another node holds it whose heartbeat is at
+   * most `deadAfterMs` old. Returns the lease's generation (it grows with every taking), or undefined.
+   */
+  acquireSourceLease(sourceId: string, nodeId: string, deadAfterMs: number): Promise<number | undefined>;
+  /** Of these sources, those whose lease a live node other than `nodeId` holds. */
+  leasedElsewhere(sourceIds: string[], nodeId: string, deadAfterMs: number): Promise<Set<string>>;
+  /** Gives a lease back, if `nodeId` still holds it at `gen`. */
+  releaseSourceLease(sourceId: string, nodeId: string, gen: number): Promise<void>;
+  /** Sends `payload` (at most 7,900 bytes) to every node listening on `channel`, this one included. */
+  notify(channel: string, payload: string): Promise<void>;
+  /**
+   * Calls `onMessage` for each message on `channel` on a connection of its own, which is opened again
+   * when it breaks (`onGap` then says messages may have been missed). Returns a function that stops.
+   */
+  listen(
+    channel: string,
+    onMessage: (payload: string) => void,
+    onGap?: (err: Error) => void,
+  ): Promise<() => Promise<void>>;
 }
 
 export interface Storage extends StorageOps {
   readonly driver: "sqlite" | "postgres";
   readonly capabilities: StorageCapabilities;
+  /** Present with `listenNotify`: what lets several nodes share the store. */
+  readonly cluster?: ClusterStore;
   /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(fn: (tx: StorageOps) => Promise<T>): Promise<T>;
   /** Cheap round trip for readiness checks. */

@@ -10,6 +10,7 @@ import type { Storage, StorageOps } from "../port.ts";
 import { StoreOpenError } from "../schema-version.ts";
 import { accountOps } from "./accounts.ts";
 import { appAccountOps } from "./app-accounts.ts";
+import { clusterStore } from "./cluster.ts";
 import { DeferringClient } from "./deferred.ts";
 import { deliveryOps } from "./deliveries.ts";
 import { eventOps } from "./events.ts";
@@ -141,11 +142,17 @@ export async function openPostgresStorage(options: PostgresOptions): Promise<Sto
   client.release();
 
   const ops = opsOn(pool as unknown as Queryable);
+  const cluster = clusterStore(new Sql(pool as unknown as Queryable), {
+    connectionString,
+    options: serverOptions,
+    connectionTimeoutMillis: connectTimeoutMs,
+  });
   let closed = false;
   return {
     ...ops,
     driver: "postgres",
     capabilities: { listenNotify: true, skipLocked: true },
+    cluster,
     transaction: async <T>(fn: (tx: StorageOps) => Promise<T>): Promise<T> => {
       const tx = await pool.connect();
       const deferring = new DeferringClient(tx);

@@ -68,11 +68,12 @@ WHERE e.emitter_id = $1 AND e.channel = $2 AND (e.id_ms, e.id_seq) <= (cut.id_ms
 
 export function eventOps(q: Sql): EventOps {
   return {
-    getEmitterClock: (emitterId) =>
-      q.get("SELECT last_ms, last_seq FROM emitter_clock WHERE emitter_id = $1", [emitterId], (r) => ({
-        ms: r.last_ms as number,
-        seq: r.last_seq as number,
-      })),
+    getEmitterClock: (emitterId, lock) =>
+      q.get(
+        `SELECT last_ms, last_seq FROM emitter_clock WHERE emitter_id = $1${lock ? " FOR UPDATE" : ""}`,
+        [emitterId],
+        (r) => ({ ms: r.last_ms as number, seq: r.last_seq as number }),
+      ),
 
     // Inside a transaction, the clock of one emitter is written once, with its last value.
     putEmitterClock: (emitterId, ms, seq) =>

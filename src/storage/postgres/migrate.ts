@@ -14,17 +14,19 @@ const migrationsDir = path.join(import.meta.dirname, "migrations");
  * `schema`, when given, is created first (under the same lock) and must be the connection's search path.
  */
 export async function migrate(client: PoolClient, schema?: string): Promise<number[]> {
+  // A search_path naming a schema that does not exist yet (DATABASE_URL's `options=-c search_path=fount`)
+  // means that schema: it is created below, as an explicit `schema` is.
+  const current = (await client.query("SELECT current_schema() AS s")).rows[0].s as string | null;
+  const target = schema ?? current ?? (await firstSearchPathSchema(client));
   // The advisory lock's key: one per schema, so that stores in different schemas of one database
-  // (tests, or two installations) do not wait for each other.
-  const { rows } = await client.query("SELECT 'fount.migrate.' || coalesce($1, current_schema()) AS key", [
-    schema ?? null,
-  ]);
-  // Hashed in SQL: the BIGINT hash would lose digits as a JS number.
-  const key = rows[0].key as string | null;
-  if (key === null) throw new Error("PostgreSQL: the connection's search_path names no existing schema");
+  // (tests, or two installations) do not wait for each other. Hashed in SQL: the BIGINT hash would
+  // lose digits as a JS number.
+  const key = `fount.migrate.${target}`;
   await client.query("SELECT pg_advisory_lock(hashtextextended($1, 0))", [key]);
   try {
-    if (schema !== undefined) await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`);
+    // Only when needed: CREATE SCHEMA asks for the CREATE privilege on the database even if it exists.
+    if (schema !== undefined || current === null)
+      await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(target)}`);
     await client.query(
       "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
     );
@@ -60,6 +62,22 @@ export async function migrate(client: PoolClient, schema?: string): Promise<numb
   } finally {
     await client.query("SELECT pg_advisory_unlock(hashtextextended($1, 0))", [key]);
   }
+}
+
+/** The first schema the search path names (when none of them exists yet). */
+async function firstSearchPathSchema(client: PoolClient): Promise<string> {
+  const path = (await client.query("SHOW search_path")).rows[0].search_path as string;
+  const first = path
+    .split(",")
+    .map((p) =>
+      p
+        .trim()
+        .replace(/^"(.*)"$/, "$1")
+        .replaceAll('""', '"'),
+    )
+    .find((p) => p !== "" && p !== "$user");
+  if (first === undefined) throw new Error("PostgreSQL: the connection's search_path names no schema");
+  return first;
 }
 
 /** A SQL identifier, quoted. */

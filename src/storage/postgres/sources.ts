@@ -22,6 +22,7 @@ export type SourceOps = Pick<
   | "putSourceDb"
   | "getDedupeState"
   | "putDedupeState"
+  | "assertSourceLease"
 >;
 
 export function sourceOps(q: Sql): SourceOps {
@@ -175,5 +176,9 @@ export function sourceOps(q: Sql): SourceOps {
         [sourceId, JSON.stringify(state)],
       );
     },
+
+    // Held back with the commit's other writes; it raises FL001 (lease_lost) if the lease moved on.
+    assertSourceLease: (sourceId, nodeId, gen) =>
+      q.defer("SELECT fount_assert_lease($1, $2, $3)", [sourceId, nodeId, gen]),
   };
 }

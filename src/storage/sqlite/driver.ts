@@ -960,6 +960,9 @@ export class SqliteOps implements StorageOps {
   async pruneDeliveries(beforeMs: number): Promise<number> {
     return this.#delivery.pruneDeliveries(beforeMs);
   }
+
+  // One node owns a SQLite file (the data dir lock), so no other node can hold a source's lease.
+  async assertSourceLease(): Promise<void> {}
 }
 
 /** Opens (creating if needed) `<dataDir>/fount.db`, applies migrations and returns the store. */

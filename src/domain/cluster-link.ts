@@ -1,0 +1,261 @@
+/**
+ * This node's link to the others on the same database (drivers with `cluster`): its heartbeat, and one
+ * LISTEN/NOTIFY channel that carries the events stored here to the other nodes' SSE streams, deleted
+ * sources (their streams end everywhere), and the run lease requests of source-leases.ts.
+ */
+import type { FastifyBaseLogger } from "fastify";
+import type { ClusterStore, Storage } from "../storage/port.ts";
+import type { Bus } from "./bus.ts";
+import type { EventRecorder } from "./recorder.ts";
+import { type LeaseMessage, nodeDeadAfterMs, SourceLeases } from "./source-leases.ts";
+import type { EventRecord } from "./types.ts";
+
+const channel = "fount_cluster";
+/** Heartbeat period; `nodeDeadAfterMs` is five of them. */
+const heartbeatMs = 1_000;
+/** NOTIFY payloads must stay under PostgreSQL's 8,000 bytes. */
+const maxPayloadBytes = 7_800;
+
+/** What goes over the channel; `n` is the sending node. */
+type Message =
+  | ({ n: string } & LeaseMessage)
+  | { n: string; t: "events"; e: EventRecord[] }
+  | { n: string; t: "event-ref"; r: Array<[emitterId: string, channel: string, ms: number, seq: number]> }
+  | { n: string; t: "deleted"; s: string };
+
+export interface ClusterLinkDeps {
+  store: Storage;
+  cluster: ClusterStore;
+  nodeId: string;
+  bus: Bus;
+  logger: FastifyBaseLogger;
+  /** Lease messages from other nodes. */
+  onLeaseMessage: (message: LeaseMessage) => void;
+  /** A source was deleted through another node. */
+  onDeleted: (sourceId: string) => void;
+}
+
+export class ClusterLink {
+  readonly #d: ClusterLinkDeps;
+  #stopListening: (() => Promise<void>) | undefined;
+  #heartbeat: NodeJS.Timeout | undefined;
+  #offBus: Array<() => void> = [];
+  /** Other live nodes at the last heartbeat: events are sent only when there are some. */
+  #peers = 0;
+  #outbox: EventRecord[] = [];
+  #flushing = false;
+  #heartbeatFailing = false;
+
+  constructor(deps: ClusterLinkDeps) {
+    this.#d = deps;
+  }
+
+  /** Starts the heartbeat and the channel; the first heartbeat is written before it resolves. */
+  async start(): Promise<void> {
+    await this.#beat();
+    this.#heartbeat = setInterval(() => void this.#beat(), heartbeatMs);
+    this.#heartbeat.unref();
+    this.#stopListening = await this.#d.cluster.listen(
+      channel,
+      (payload) => this.#receive(payload),
+      (err) =>
+        this.#d.logger.warn(
+          { err },
+          "cluster channel broke; opening it again (live events from other nodes may be missed meanwhile)",
+        ),
+    );
+    this.#offBus.push(
+      this.#d.bus.on("event.stored", (e) => this.#queue(e)),
+      this.#d.bus.on("source.deleted", ({ sourceId, remote }) => {
+        if (!remote) void this.#send({ n: this.#d.nodeId, t: "deleted", s: sourceId });
+      }),
+    );
+  }
+
+  /** Other nodes alive at the last heartbeat. */
+  get peers(): number {
+    return this.#peers;
+  }
+
+  /** Sends a lease message to the other nodes. */
+  sendLease(message: LeaseMessage): Promise<void> {
+    return this.#send({ n: this.#d.nodeId, ...message });
+  }
+
+  /** Stops the heartbeat and leaves the cluster: the leases this node held are free at once. */
+  async close(): Promise<void> {
+    for (const off of this.#offBus) off();
+    this.#offBus = [];
+    if (this.#heartbeat) clearInterval(this.#heartbeat);
+    await this.#flush();
+    await this.#stopListening?.();
+    await this.#d.cluster.leave(this.#d.nodeId).catch(() => undefined);
+  }
+
+  async #beat(): Promise<void> {
+    try {
+      await this.#d.cluster.heartbeat(this.#d.nodeId);
+      const live = await this.#d.cluster.liveNodes(nodeDeadAfterMs);
+      this.#peers = live.filter((id) => id !== this.#d.nodeId).length;
+      if (this.#heartbeatFailing) this.#d.logger.info("cluster heartbeat written again");
+      this.#heartbeatFailing = false;
+    } catch (err) {
+      if (!this.#heartbeatFailing)
+        this.#d.logger.warn(
+          { err },
+          "cluster heartbeat failed; other nodes take this node's leases after 5 s",
+        );
+      this.#heartbeatFailing = true;
+    }
+  }
+
+  #queue(event: EventRecord): void {
+    if (this.#peers === 0) return;
+    this.#outbox.push(event);
+    if (this.#outbox.length === 1 && !this.#flushing) setImmediate(() => void this.#flush());
+  }
+
+  /** Sends the queued events in as few messages as fit; an event too large for one goes by reference. */
+  async #flush(): Promise<void> {
+    if (this.#flushing) return;
+    this.#flushing = true;
+    try {
+      while (this.#outbox.length > 0) {
+        const events = this.#outbox;
+        this.#outbox = [];
+        const n = this.#d.nodeId;
+        let batch: string[] = [];
+        let size = 0;
+        const refs: Array<[string, string, number, number]> = [];
+        const sends: Promise<void>[] = [];
+        const sendBatch = () => {
+          if (batch.length === 0) return;
+          sends.push(this.#sendRaw(`{"n":${JSON.stringify(n)},"t":"events","e":[${batch.join(",")}]}`));
+          batch = [];
+          size = 0;
+        };
+        for (const e of events) {
+          const json = JSON.stringify(e);
+          if (Buffer.byteLength(json) > maxPayloadBytes - 200) {
+            refs.push([e.emitterId, e.channel, e.idMs, e.idSeq]);
+            continue;
+          }
+          if (size + json.length + 1 > maxPayloadBytes - 200) sendBatch();
+          batch.push(json);
+          size += Buffer.byteLength(json) + 1;
+        }
+        sendBatch();
+        for (let i = 0; i < refs.length; i += 100)
+          sends.push(this.#send({ n, t: "event-ref", r: refs.slice(i, i + 100) }));
+        await Promise.all(sends);
+      }
+    } finally {
+      this.#flushing = false;
+    }
+  }
+
+  #send(message: Message): Promise<void> {
+    return this.#sendRaw(JSON.stringify(message));
+  }
+
+  async #sendRaw(payload: string): Promise<void> {
+    try {
+      await this.#d.cluster.notify(channel, payload);
+    } catch (err) {
+      this.#d.logger.warn({ err }, "could not send a message to the other nodes");
+    }
+  }
+
+  #receive(payload: string): void {
+    let message: Message;
+    try {
+      message = JSON.parse(payload) as Message;
+    } catch {
+      return;
+    }
+    if (message.n === this.#d.nodeId) return;
+    switch (message.t) {
+      case "want":
+      case "released":
+        this.#d.onLeaseMessage({ t: message.t, s: message.s });
+        break;
+      case "events":
+        for (const e of message.e) this.#d.bus.emit("event.replicated", e);
+        break;
+      case "event-ref":
+        void this.#fetch(message.r);
+        break;
+      case "deleted":
+        this.#d.onDeleted(message.s);
+        this.#d.bus.emit("source.deleted", { sourceId: message.s, remote: true });
+        break;
+    }
+  }
+
+  /** Reads events that were too large for a message. */
+  async #fetch(refs: Array<[string, string, number, number]>): Promise<void> {
+    for (const [emitterId, ch, ms, seq] of refs) {
+      try {
+        // `before` is "newer than": the oldest event after the one before this ID is this one.
+        const page = await this.#d.store.listEvents(emitterId, {
+          channel: ch,
+          limit: 1,
+          before: { ms, seq: seq - 1 },
+        });
+        const e = page.items[0];
+        if (e?.idMs === ms && e.idSeq === seq) this.#d.bus.emit("event.replicated", e);
+      } catch (err) {
+        this.#d.logger.warn({ err, emitterId }, "could not read an event stored by another node");
+      }
+    }
+  }
+}
+
+/** This node's part in a cluster: its link and its source leases, wired to each other. */
+export interface ClusterNode {
+  link: ClusterLink;
+  leases: SourceLeases;
+  start(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * Wires a node into the cluster of its store: leases ask and answer over the link, events get IDs
+ * from locked clocks unless this node holds their source, and `forget` drops what this node cached of
+ * a source that another node ran or deleted.
+ */
+export function clusterNode(deps: {
+  store: Storage;
+  cluster: ClusterStore;
+  nodeId: string;
+  bus: Bus;
+  recorder: EventRecorder;
+  logger: FastifyBaseLogger;
+  forget: (sourceId: string) => void;
+}): ClusterNode {
+  const leases: SourceLeases = new SourceLeases({
+    cluster: deps.cluster,
+    nodeId: deps.nodeId,
+    logger: deps.logger,
+    send: (m) => link.sendLease(m),
+    onTaken: deps.forget,
+  });
+  const link: ClusterLink = new ClusterLink({
+    ...deps,
+    onLeaseMessage: (m) => leases.receive(m),
+    onDeleted: (sourceId) => {
+      deps.forget(sourceId);
+      leases.forget(sourceId);
+    },
+  });
+  deps.recorder.ids.shareStore((emitterId) => leases.holds(emitterId));
+  return {
+    link,
+    leases,
+    start: () => link.start(),
+    close: async () => {
+      leases.close();
+      await link.close();
+    },
+  };
+}

@@ -1,0 +1,226 @@
+/**
+ * Run leases: with several nodes on one database, the invocations of a source run on one node at a
+ * time, so that they stay one at a time and in order and `this.db`, dedupe state and event IDs stay
+ * exact, whichever nodes received them.
+ *
+ * A node takes a source's lease before handing it an invocation and keeps it while it runs that source
+ * (a sticky lease: a node that keeps getting a source's requests takes it once). Another node that gets
+ * an invocation of the source asks for the lease on the cluster channel; the holder stops starting new
+ * invocations of it, lets the ones it started commit, and gives it back; the asker takes it and reads
+ * the source's state afresh. A node whose heartbeat stopped (it died) loses its leases to whoever asks
+ * after `nodeDeadAfterMs`. Every commit of a run checks, in its transaction, that its node still holds
+ * the lease at the generation it ran under (`assertSourceLease`), so a node that stalled past that
+ * bound cannot commit over the new holder.
+ */
+import type { FastifyBaseLogger } from "fastify";
+import { AppError } from "../errors.ts";
+import type { ClusterStore } from "../storage/port.ts";
+
+/** A node whose heartbeat is older than this is taken for dead (heartbeats go every second). */
+export const nodeDeadAfterMs = 5_000;
+
+/** A waiting node asks the store again this often, besides when told that a lease was given back. */
+const retryMs = 200;
+/** A waiting node repeats its request to the holder this often (a message may be missed). */
+const askEveryMs = 1_000;
+/** A node that gave a lease away waits this long before asking for it again, so the asker gets it. */
+const yieldMs = 25;
+
+/** Messages about leases on the cluster channel (cluster-link.ts carries them). */
+export type LeaseMessage = { t: "want"; s: string } | { t: "released"; s: string };
+
+export interface SourceLeasesDeps {
+  cluster: ClusterStore;
+  nodeId: string;
+  logger: FastifyBaseLogger;
+  /** Sends a message to the other nodes. */
+  send: (message: LeaseMessage) => Promise<void>;
+  /** This node took a lease it did not hold: what it cached of the source may be stale. */
+  onTaken: (sourceId: string) => void;
+}
+
+interface Lease {
+  /** Held at this generation; undefined when not held. */
+  gen: number | undefined;
+  /** Invocations started under the lease and not finished. */
+  active: number;
+  /** Another node asked for it: no new invocation starts, and it is given back once `active` is 0. */
+  wanted: boolean;
+  taking: Promise<void> | undefined;
+  releasing: Promise<void> | undefined;
+  /** Whoever waits for a change of this lease. */
+  waiters: Set<() => void>;
+}
+
+export class SourceLeases {
+  readonly #d: SourceLeasesDeps;
+  readonly #leases = new Map<string, Lease>();
+  #closed = false;
+
+  constructor(deps: SourceLeasesDeps) {
+    this.#d = deps;
+  }
+
+  /** Waits until this node holds the source's lease and counts one invocation in; returns the generation. */
+  async enter(sourceId: string): Promise<number> {
+    for (;;) {
+      if (this.#closed) throw new AppError("shutting_down");
+      const lease = this.#lease(sourceId);
+      if (lease.gen !== undefined && !lease.wanted) {
+        lease.active++;
+        return lease.gen;
+      }
+      if (lease.releasing) {
+        await lease.releasing;
+        await sleep(yieldMs);
+      } else if (lease.gen !== undefined) {
+        // Held but promised to another node: wait for the running invocations to give it back.
+        await this.#changed(lease, retryMs);
+      } else {
+        lease.taking ??= this.#take(sourceId, lease).finally(() => {
+          lease.taking = undefined;
+        });
+        await lease.taking;
+      }
+    }
+  }
+
+  /** An invocation started by `enter` finished (committed or failed). */
+  exit(sourceId: string): void {
+    const lease = this.#leases.get(sourceId);
+    if (!lease) return;
+    lease.active = Math.max(0, lease.active - 1);
+    if (lease.active === 0 && lease.wanted) this.#release(sourceId, lease);
+  }
+
+  /** A commit found the lease taken at `gen`: this node no longer holds it. */
+  lost(sourceId: string, gen: number): void {
+    const lease = this.#leases.get(sourceId);
+    if (lease?.gen !== gen) return;
+    lease.gen = undefined;
+    lease.wanted = false;
+    this.#wake(lease);
+  }
+
+  /** The source is gone. */
+  forget(sourceId: string): void {
+    const lease = this.#leases.get(sourceId);
+    if (lease && lease.active === 0 && !lease.taking) this.#leases.delete(sourceId);
+  }
+
+  /** A message from another node. */
+  receive(message: LeaseMessage): void {
+    const lease = this.#leases.get(message.s);
+    if (!lease) return;
+    if (message.t === "released") {
+      this.#wake(lease);
+    } else if (lease.gen !== undefined) {
+      lease.wanted = true;
+      if (lease.active === 0) this.#release(message.s, lease);
+    }
+  }
+
+  /** This node's name in the cluster. */
+  get nodeId(): string {
+    return this.#d.nodeId;
+  }
+
+  /** Of these sources, those another live node holds: their timer ticks are left to that node. */
+  heldElsewhere(sourceIds: string[]): Promise<Set<string>> {
+    return this.#d.cluster.leasedElsewhere(sourceIds, this.#d.nodeId, nodeDeadAfterMs);
+  }
+
+  /** Whether this node holds the source's lease now. */
+  holds(sourceId: string): boolean {
+    return this.#leases.get(sourceId)?.gen !== undefined;
+  }
+
+  /** How many leases this node holds (metrics, tests). */
+  held(): number {
+    let n = 0;
+    for (const lease of this.#leases.values()) if (lease.gen !== undefined) n++;
+    return n;
+  }
+
+  /** Stops taking leases; waiting invocations fail with `shutting_down`. Held leases go with the node's heartbeat. */
+  close(): void {
+    this.#closed = true;
+    for (const lease of this.#leases.values()) this.#wake(lease);
+  }
+
+  #lease(sourceId: string): Lease {
+    let lease = this.#leases.get(sourceId);
+    if (!lease) {
+      lease = {
+        gen: undefined,
+        active: 0,
+        wanted: false,
+        taking: undefined,
+        releasing: undefined,
+        waiters: new Set(),
+      };
+      this.#leases.set(sourceId, lease);
+    }
+    return lease;
+  }
+
+  async #take(sourceId: string, lease: Lease): Promise<void> {
+    let askedAt = 0;
+    while (!this.#closed) {
+      const gen = await this.#d.cluster.acquireSourceLease(sourceId, this.#d.nodeId, nodeDeadAfterMs);
+      if (gen !== undefined) {
+        lease.gen = gen;
+        lease.wanted = false;
+        this.#d.onTaken(sourceId);
+        return;
+      }
+      if (Date.now() - askedAt >= askEveryMs) {
+        askedAt = Date.now();
+        await this.#d.send({ t: "want", s: sourceId }).catch((err: Error) => {
+          this.#d.logger.warn({ err, sourceId }, "could not ask for a source's run lease");
+        });
+      }
+      await this.#changed(lease, retryMs);
+    }
+  }
+
+  #release(sourceId: string, lease: Lease): void {
+    const gen = lease.gen;
+    if (gen === undefined || lease.releasing) return;
+    lease.releasing = (async () => {
+      try {
+        await this.#d.cluster.releaseSourceLease(sourceId, this.#d.nodeId, gen);
+      } catch (err) {
+        // The row still names this node: the asker gets the lease once this node's heartbeat stops, or
+        // this node takes it back (its own) when it runs the source next.
+        this.#d.logger.warn({ err, sourceId }, "could not give a source's run lease back");
+      }
+      if (lease.gen === gen) lease.gen = undefined;
+      lease.wanted = false;
+      lease.releasing = undefined;
+      this.#wake(lease);
+      await this.#d.send({ t: "released", s: sourceId }).catch(() => undefined);
+    })();
+  }
+
+  /** Resolves at the next change of the lease, or after `ms`. */
+  #changed(lease: Lease, ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        lease.waiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      lease.waiters.add(done);
+    });
+  }
+
+  #wake(lease: Lease): void {
+    for (const done of [...lease.waiters]) done();
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

@@ -1,0 +1,131 @@
+/**
+ * What several nodes on one database share: heartbeats, source run leases, and LISTEN/NOTIFY messages.
+ * A listener holds a connection of its own (a pooled one would be handed to other work between
+ * messages), opened again with a growing delay when it breaks.
+ */
+import pg from "pg";
+import type { ClusterStore } from "../port.ts";
+import type { Sql } from "./sql.ts";
+
+/** How to open a listening connection: the pool's own settings. */
+export interface ListenConfig {
+  connectionString: string;
+  options: string;
+  connectionTimeoutMillis: number;
+}
+
+/** The database's clock in epoch milliseconds: the one clock all nodes read for liveness. */
+const dbNowMs = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+/** Waits before a broken listening connection is opened again: 0.1 s, doubling up to 5 s. */
+const reconnectDelaysMs = { first: 100, max: 5_000 };
+
+export function clusterStore(q: Sql, listenConfig: ListenConfig): ClusterStore {
+  return {
+    heartbeat: async (nodeId) => {
+      await q.run(
+        `INSERT INTO nodes (id, started_ms, heartbeat_ms) VALUES ($1, ${dbNowMs}, ${dbNowMs})
+         ON CONFLICT (id) DO UPDATE SET heartbeat_ms = excluded.heartbeat_ms`,
+        [nodeId],
+      );
+    },
+
+    liveNodes: (deadAfterMs) =>
+      q.all(
+        `SELECT id FROM nodes WHERE heartbeat_ms >= ${dbNowMs} - $1 ORDER BY id`,
+        [deadAfterMs],
+        (r) => r.id as string,
+      ),
+
+    leave: async (nodeId) => {
+      await q.run("DELETE FROM nodes WHERE id = $1", [nodeId]);
+    },
+
+    // One statement: taken when free, held by this node already, or held by a node whose heartbeat
+    // stopped (or that left); the row lock of ON CONFLICT makes concurrent takings queue.
+    acquireSourceLease: (sourceId, nodeId, deadAfterMs) =>
+      q.get(
+        `INSERT INTO source_leases AS l (source_id, node_id, gen, acquired_ms) VALUES ($1, $2, 1, ${dbNowMs})
+         ON CONFLICT (source_id) DO UPDATE SET node_id = excluded.node_id, gen = l.gen + 1, acquired_ms = excluded.acquired_ms
+         WHERE l.node_id IS NULL OR l.node_id = $2
+            OR NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = l.node_id AND n.heartbeat_ms >= ${dbNowMs} - $3)
+         RETURNING gen`,
+        [sourceId, nodeId, deadAfterMs],
+        (r) => r.gen as number,
+      ),
+
+    leasedElsewhere: async (sourceIds, nodeId, deadAfterMs) =>
+      new Set(
+        sourceIds.length === 0
+          ? []
+          : await q.all(
+              `SELECT l.source_id FROM source_leases l JOIN nodes n ON n.id = l.node_id
+               WHERE l.source_id = ANY($1::text[]) AND l.node_id <> $2 AND n.heartbeat_ms >= ${dbNowMs} - $3`,
+              [sourceIds, nodeId, deadAfterMs],
+              (r) => r.source_id as string,
+            ),
+      ),
+
+    releaseSourceLease: async (sourceId, nodeId, gen) => {
+      await q.run(
+        "UPDATE source_leases SET node_id = NULL WHERE source_id = $1 AND node_id = $2 AND gen = $3",
+        [sourceId, nodeId, gen],
+      );
+    },
+
+    notify: async (channel, payload) => {
+      await q.run("SELECT pg_notify($1, $2)", [channel, payload]);
+    },
+
+    listen: async (channel, onMessage, onGap) => {
+      let stopped = false;
+      let client: pg.Client | undefined;
+      let delay = reconnectDelaysMs.first;
+      let retry: NodeJS.Timeout | undefined;
+      const open = async (): Promise<void> => {
+        const c = new pg.Client(listenConfig);
+        c.on("notification", (m) => {
+          if (m.channel === channel) onMessage(m.payload ?? "");
+        });
+        c.on("error", (err) => {
+          // The connection broke: drop it and open another after a delay.
+          if (client !== c) return;
+          client = undefined;
+          c.end().catch(() => undefined);
+          if (!stopped) {
+            onGap?.(err);
+            schedule();
+          }
+        });
+        await c.connect();
+        await c.query(`LISTEN ${c.escapeIdentifier(channel)}`);
+        if (stopped) {
+          await c.end().catch(() => undefined);
+          return;
+        }
+        client = c;
+        delay = reconnectDelaysMs.first;
+      };
+      const schedule = () => {
+        retry = setTimeout(() => {
+          retry = undefined;
+          open().catch((err: Error) => {
+            if (stopped) return;
+            onGap?.(err);
+            delay = Math.min(delay * 2, reconnectDelaysMs.max);
+            schedule();
+          });
+        }, delay);
+        retry.unref();
+      };
+      await open();
+      return async () => {
+        stopped = true;
+        if (retry) clearTimeout(retry);
+        const c = client;
+        client = undefined;
+        await c?.end().catch(() => undefined);
+      };
+    },
+  };
+}
