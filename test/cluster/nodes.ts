@@ -1,0 +1,122 @@
+/** Fount nodes as processes on one PostgreSQL schema, for the cluster tests. */
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { adminKey, unmountScratchUnder } from "../helpers.ts";
+import { dropSchema, freshSchema, testPgUrl } from "../pg-schemas.ts";
+import { type ServerProcess, startProcess } from "../process/server-process.ts";
+
+export interface Node {
+  name: string;
+  proc: ServerProcess;
+  url: string;
+  dataDir: string;
+}
+
+export interface Cluster {
+  schema: string;
+  databaseUrl: string;
+  nodes: Node[];
+  /** Starts (or starts again) the node called `name`, with its own data dir. */
+  start(name: string): Promise<Node>;
+  /** Kills every node, drops the schema and the data dirs. */
+  stop(): Promise<void>;
+}
+
+export async function startCluster(names: string[], env: NodeJS.ProcessEnv = {}): Promise<Cluster> {
+  const schema = freshSchema("fount_cluster");
+  const url = new URL(testPgUrl);
+  url.searchParams.set("options", `-c search_path=${schema}`);
+  const databaseUrl = url.toString();
+  const dirs = new Map<string, string>();
+  // Every node must open the secrets the others sealed (webhook signing secrets, secret props).
+  const encryptionKey = randomBytes(32).toString("base64");
+  const cluster: Cluster = {
+    schema,
+    databaseUrl,
+    nodes: [],
+    async start(name) {
+      let dataDir = dirs.get(name);
+      if (!dataDir) {
+        dataDir = mkdtempSync(path.join(os.tmpdir(), `fount-${name}-`));
+        dirs.set(name, dataDir);
+      }
+      const proc = startProcess({
+        PORT: "0",
+        HOST: "127.0.0.1",
+        DATABASE_URL: databaseUrl,
+        FOUNT_DATA_DIR: dataDir,
+        FOUNT_NODE_ID: name,
+        FOUNT_ENCRYPTION_KEY: encryptionKey,
+        FOUNT_BOOTSTRAP_API_KEY: adminKey,
+        FOUNT_WEBHOOK_ALLOW_PRIVATE: "true",
+        FOUNT_EXECUTOR_ALLOW_PRIVATE: "true",
+        LOG_LEVEL: "warn",
+        ...env,
+      });
+      // At LOG_LEVEL=warn the start prints only its own line.
+      const url = (await proc.waitFor(/Fount is listening on (http:\/\/127\.0\.0\.1:\d+)/))[1]!;
+      const node = { name, proc, url, dataDir };
+      cluster.nodes = [...cluster.nodes.filter((n) => n.name !== name), node];
+      return node;
+    },
+    async stop() {
+      await Promise.all(cluster.nodes.map((n) => n.proc.kill()));
+      await dropSchema(schema);
+      for (const dir of dirs.values()) {
+        unmountScratchUnder(dir);
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  };
+  try {
+    // The first node creates the schema, the admin and its key; the others join it.
+    await cluster.start(names[0]!);
+    await Promise.all(names.slice(1).map((n) => cluster.start(n)));
+  } catch (err) {
+    await cluster.stop();
+    throw err;
+  }
+  return cluster;
+}
+
+/** An API call to one node as the admin. */
+export async function api(
+  node: Node,
+  method: string,
+  route: string,
+  body?: unknown,
+): Promise<{ status: number; body: any }> {
+  const res = await fetch(`${node.url}${route}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${adminKey}`,
+      ...(body === undefined ? {} : { "content-type": "application/json" }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = text;
+  }
+  return { status: res.status, body: json };
+}
+
+/** Waits until `check` returns a value other than undefined, or throws after `timeoutMs`. */
+export async function eventually<T>(
+  what: string,
+  check: () => Promise<T | undefined>,
+  timeoutMs = 30_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
