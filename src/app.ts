@@ -20,6 +20,7 @@ import { Accounts } from "./domain/accounts.ts";
 import { Bus } from "./domain/bus.ts";
 import { Committer } from "./domain/committer.ts";
 import { ComponentCatalog } from "./domain/components.ts";
+import { DynamicProps } from "./domain/dynamic-props.ts";
 import { logErrors } from "./domain/error-log.ts";
 import { LateWorkRecorder } from "./domain/late-work.ts";
 import { EventRecorder } from "./domain/recorder.ts";
@@ -237,7 +238,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     config,
     logger: app.log,
   });
-  const sources = new SourceService({ store, catalog, runner, bus, secrets, clock });
+  const dynamicProps = new DynamicProps({ store, executor, catalog, secrets, config });
+  const sources = new SourceService({ store, catalog, runner, bus, secrets, clock, dynamicProps });
   const scheduler = new TimerScheduler({ store, clock, runner, bus, committer, recorder, logger: app.log });
   const dispatcher = setUpDelivery({
     store,
@@ -264,6 +266,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     catalog,
     runner,
     sources,
+    dynamicProps,
     scheduler,
     dispatcher,
     metrics,

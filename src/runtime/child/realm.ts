@@ -15,7 +15,13 @@ import util from "node:util";
 import workerThreads from "node:worker_threads";
 import type { SerializedError } from "../../errors.ts";
 import type { HttpResponse, LogEntry } from "../types.ts";
-import { InvalidComponent, isLoaded, loadComponent } from "./definition.ts";
+import {
+  declaredPropDefs,
+  dynamicPropMetas,
+  InvalidComponent,
+  isLoaded,
+  loadComponent,
+} from "./definition.ts";
 import { installEgressGuard } from "./egress-guard.ts";
 import { withParsedBody } from "./http-body.ts";
 import { componentInstance, Invocation, optionsCall } from "./instance.ts";
@@ -313,6 +319,11 @@ async function execute(
         );
       }
     }
+    case "props": {
+      if (!component.additionalProps) return [];
+      const returned = await component.additionalProps.call(self, declaredPropDefs(component));
+      return dynamicPropMetas(component, returned);
+    }
   }
 }
 
@@ -351,7 +362,7 @@ async function runItem(
       db.set(key, json);
       result.dbWrites[key] = JSON.parse(json);
     }
-    if (item.inv.kind === "options") result.returnValue = value;
+    if (item.inv.kind === "options" || item.inv.kind === "props") result.returnValue = value;
   }
   if (inv.response) result.response = inv.response;
   return { result, chars: error ? 0 : inv.emittedChars };
