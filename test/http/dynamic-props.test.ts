@@ -63,12 +63,13 @@ test("configurable_props flags the prop that reloads props; the component alone 
 test("reload answers the declared props then the dynamic ones, computed with the app's $auth", async () => {
   const issue = await reload({ acme: acme(), kind: "issue" });
   assert.equal(issue.status, 200, issue.text);
-  assert.deepEqual(names(issue), ["acme", "db", "kind", "project", "labels", "info"]);
+  assert.deepEqual(names(issue), ["acme", "db", "kind", "project", "labels", "assignee", "info"]);
   const props = issue.body.data.configurable_props;
   assert.deepEqual(props[3], { name: "project", type: "string", label: "Project on wile" });
   assert.deepEqual(props[4], { name: "labels", type: "string[]", optional: true });
+  assert.deepEqual(props[5], { name: "assignee", type: "string", optional: true, remoteOptions: true });
   // previousPropDefs are the declared props; returning them again does not redefine them.
-  assert.equal(props[5].description, "declared: acme,db,kind");
+  assert.equal(props[6].description, "declared: acme,db,kind");
 
   const pr = await reload({ acme: acme(), kind: "pr" });
   assert.deepEqual(names(pr), ["acme", "db", "kind", "branch", "draft", "info"]);
@@ -76,6 +77,19 @@ test("reload answers the declared props then the dynamic ones, computed with the
   // Setting the dynamic `draft` and reloading again brings the prop that depends on it.
   const chained = await reload({ acme: acme(), kind: "pr", draft: true });
   assert.deepEqual(names(chained), ["acme", "db", "kind", "branch", "draft", "reviewer", "info"]);
+});
+
+test("a dynamic prop's options come from the options route, given the props it depends on", async () => {
+  const res = await server.api("POST", `/v1/components/${componentId}/props/assignee/options`, {
+    body: { configured_props: { acme: acme(), kind: "issue" }, page: 2 },
+  });
+  assert.equal(res.status, 200, res.text);
+  assert.deepEqual(res.body.data.options, ["wile-issue-2"]);
+  // For a pr there is no assignee prop.
+  const none = await server.api("POST", `/v1/components/${componentId}/props/assignee/options`, {
+    body: { configured_props: { acme: acme(), kind: "pr" } },
+  });
+  assert.equal(none.status, 404, none.text);
 });
 
 test("reload reports an additionalProps() that throws or defines a prop it may not, and an unknown account", async () => {

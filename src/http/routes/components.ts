@@ -211,8 +211,9 @@ export async function componentRoutes(app: FastifyInstance): Promise<void> {
       const owner = actingOwner(request, p.org_id);
       const component = await catalog.resolve(visibleOwners(request), key);
       const meta = component.meta.props.find((x) => x.name === prop);
-      if (!meta) throw notFound("Prop", prop);
-      if (meta.options !== "dynamic") {
+      // A prop the component does not declare may be a dynamic one; the sandbox computes them to find it.
+      if (!meta && !component.meta.additionalProps) throw notFound("Prop", prop);
+      if (meta && meta.options !== "dynamic") {
         return { data: { options: Array.isArray(meta.options) ? meta.options : [] } };
       }
       const { built } = await catalog.load(component.id);
@@ -236,6 +237,10 @@ export async function componentRoutes(app: FastifyInstance): Promise<void> {
         props: { ...configured, ...appProps },
         dbProps: [],
         httpProps: [],
+        // Values of dynamic props are on `this` as well, for an additionalProps() that depends on them.
+        dynamicProps: Object.keys(configured)
+          .filter((name) => !component.meta.props.some((x) => x.name === name))
+          .map((name) => ({ name, type: "any" })),
         db: {},
         dbVersion: 0,
         invocation: {
@@ -246,6 +251,7 @@ export async function componentRoutes(app: FastifyInstance): Promise<void> {
         timeoutMs: app.fount.config.invocationTimeoutMs,
       });
       if (result.error) {
+        if (!meta && result.error.code === "invalid_parameter") throw notFound("Prop", prop);
         throw new AppError(
           "component_invalid",
           `The options method of ${prop} failed: ${result.error.message}`,

@@ -219,17 +219,23 @@ export function validateDefinition(def: unknown): LoadedComponent {
  * declared props are skipped (components often return `{...previousPropDefs, …}`), so a declared prop
  * is never redefined; a `propDefinition` may name a declared app prop.
  */
-export function dynamicPropMetas(component: LoadedComponent, returned: unknown): PropMeta[] {
+export function dynamicProps(component: LoadedComponent, returned: unknown): ResolvedProp[] {
   if (returned === undefined || returned === null) return [];
   if (!isObject(returned)) invalid("additionalProps() must return an object of props");
   const declared = new Map(component.props.map((p) => [p.name, p.spec]));
   const fresh = Object.fromEntries(Object.entries(returned).filter(([name]) => !declared.has(name)));
-  return resolveProps(fresh, declared).map((prop) => {
+  const props = resolveProps(fresh, declared);
+  for (const prop of props) {
     if (staticOnlyTypes.has(prop.type)) {
       invalid(`Dynamic prop "${prop.name}" has type ${prop.type}, which only a declared prop may have`);
     }
-    return propMeta(prop);
-  });
+  }
+  return props;
+}
+
+/** What the server keeps of dynamic props: their `PropMeta`. */
+export function dynamicPropMetas(component: LoadedComponent, returned: unknown): PropMeta[] {
+  return dynamicProps(component, returned).map(propMeta);
 }
 
 /** `previousPropDefs` of `additionalProps()`: the component's props as it declares them. */

@@ -5,7 +5,7 @@
  */
 import type { SerializedError } from "../../errors.ts";
 import type { EmitMeta, EmittedEvent, HttpResponse, LogEntry } from "../types.ts";
-import type { Fn, LoadedComponent } from "./definition.ts";
+import type { Fn, LoadedComponent, ResolvedProp } from "./definition.ts";
 import { httpRequestValue } from "./http-request.ts";
 import { jsonTextTooDeep, maxValueDepth } from "./json-depth.ts";
 import type { BatchConfig, ChildInit } from "./protocol.ts";
@@ -336,8 +336,10 @@ export function optionsCall(
   propName: string,
   args: Obj,
   configured: Obj,
+  /** The component's dynamic props for these values, when its declared props lack `propName`. */
+  dynamic: ResolvedProp[] = [],
 ): { fn: Fn; thisArg: Obj; arg: Obj } | { list: unknown[] } {
-  const prop = component.props.find((p) => p.name === propName);
+  const prop = component.props.find((p) => p.name === propName) ?? dynamic.find((p) => p.name === propName);
   if (!prop)
     throw Object.assign(new Error(`The component has no prop "${propName}"`), { code: "invalid_parameter" });
   const options = prop.spec.options;

@@ -18,6 +18,7 @@ import type { HttpResponse, LogEntry } from "../types.ts";
 import {
   declaredPropDefs,
   dynamicPropMetas,
+  dynamicProps,
   InvalidComponent,
   isLoaded,
   loadComponent,
@@ -306,7 +307,19 @@ async function execute(
       return undefined;
     case "options": {
       const { page: _p, prevContext: _c, query: _q, ...configured } = kind.args;
-      const call = optionsCall(component, self, kind.prop, kind.args, { ...cfg.props, ...configured });
+      // A prop the component does not declare may be one of its dynamic props: compute them to find it.
+      const dynamic =
+        component.additionalProps && !component.props.some((p) => p.name === kind.prop)
+          ? dynamicProps(component, await component.additionalProps.call(self, declaredPropDefs(component)))
+          : [];
+      const call = optionsCall(
+        component,
+        self,
+        kind.prop,
+        kind.args,
+        { ...cfg.props, ...configured },
+        dynamic,
+      );
       const value = "list" in call ? call.list : await call.fn.call(call.thisArg, call.arg);
       try {
         const json = JSON.stringify(value ?? null);
