@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { emitted, fixture } from "../fixtures/components/fixtures.ts";
+import { fixture, runAndRead } from "../fixtures/components/fixtures.ts";
 import { startServer, type TestServer } from "../helpers.ts";
 
 let server: TestServer;
@@ -44,13 +44,6 @@ async function deployWith(configured: Record<string, unknown>) {
   return server.api("POST", "/v1/sources", {
     body: { component_id: componentId, configured_props: configured },
   });
-}
-
-async function runAndRead(sourceId: string): Promise<any> {
-  const run = await server.api("POST", `/v1/sources/${sourceId}/run`);
-  assert.equal(run.status, 200, run.text);
-  assert.equal(run.body.data.ok, true, JSON.stringify(run.body.data.error));
-  return (await emitted(server, sourceId)).at(-1);
 }
 
 test("configurable_props flags the prop that reloads props; the component alone has no dynamic ones", async () => {
@@ -137,7 +130,7 @@ test("a deployed source gets its dynamic props on this in run and hooks, and sho
     project: "road-runner",
     labels: ["bug"],
   });
-  assert.deepEqual(await runAndRead(source.id), {
+  assert.deepEqual(await runAndRead(server, source.id), {
     kind: "issue",
     project: "road-runner",
     labels: ["bug"],
@@ -171,7 +164,7 @@ test("an update recomputes the dynamic props from the new values; without props 
     draft: true,
     reviewer: "**********",
   });
-  const seen = await runAndRead(source.id);
+  const seen = await runAndRead(server, source.id);
   assert.equal(seen.project, null);
   assert.equal(seen.branch, "main");
   assert.equal(seen.reviewer, "coyote");
@@ -181,7 +174,7 @@ test("an update recomputes the dynamic props from the new values; without props 
   const code = fixture("dynamic-props.mjs").replace('"1.0.0"', '"1.0.1"');
   const updated = await server.api("PUT", `/v1/sources/${source.id}`, { body: { component_code: code } });
   assert.equal(updated.status, 200, updated.text);
-  const again = await runAndRead(source.id);
+  const again = await runAndRead(server, source.id);
   assert.equal(again.reviewer, "coyote");
   assert.equal(again.draft, true);
 });
