@@ -112,9 +112,10 @@ export class SourceService {
         return account.app;
       },
     };
-    if (!component.meta.additionalProps) return validateProps(component.meta, given, options);
     const declared = new Set(component.meta.props.map((p) => p.name));
     const own = Object.fromEntries(Object.entries(given).filter(([k]) => declared.has(k)));
+    // Carried-over values of dynamic props the new code no longer has are dropped, not refused.
+    if (!component.meta.additionalProps) return validateProps(component.meta, carried ? own : given, options);
     const validated = await validateProps(component.meta, own, options);
     const extra = Object.fromEntries(Object.entries(given).filter(([k]) => !declared.has(k)));
     const dynamic = await this.#d.dynamicProps.compute({

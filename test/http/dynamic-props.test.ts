@@ -177,4 +177,14 @@ test("an update recomputes the dynamic props from the new values; without props 
   const again = await runAndRead(server, source.id);
   assert.equal(again.reviewer, "coyote");
   assert.equal(again.draft, true);
+
+  // Code without additionalProps(): the dynamic values are dropped with their definitions.
+  const plain = code.replace(
+    "async additionalProps(previousPropDefs)",
+    "async notAdditionalProps(previousPropDefs)",
+  );
+  const dropped = await server.api("PUT", `/v1/sources/${source.id}`, { body: { component_code: plain } });
+  assert.equal(dropped.status, 200, dropped.text);
+  assert.deepEqual(dropped.body.data.configured_props, { acme: { authProvisionId: accountId }, kind: "pr" });
+  assert.equal((await runAndRead(server, source.id)).branch, null);
 });
