@@ -21,6 +21,7 @@ import { Bus } from "./domain/bus.ts";
 import { clusterNode } from "./domain/cluster-link.ts";
 import { Committer } from "./domain/committer.ts";
 import { ComponentCatalog } from "./domain/components.ts";
+import { DynamicProps } from "./domain/dynamic-props.ts";
 import { logErrors } from "./domain/error-log.ts";
 import { LateWorkRecorder } from "./domain/late-work.ts";
 import { EventRecorder } from "./domain/recorder.ts";
@@ -253,7 +254,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     logger: app.log,
   });
   await cluster?.start();
-  const sources = new SourceService({ store, catalog, runner, bus, secrets, clock });
+  const dynamicProps = new DynamicProps({ store, executor, catalog, secrets, config });
+  const sources = new SourceService({ store, catalog, runner, bus, secrets, clock, dynamicProps });
   const scheduler = new TimerScheduler({
     store,
     clock,
@@ -289,6 +291,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     catalog,
     runner,
     sources,
+    dynamicProps,
     scheduler,
     dispatcher,
     metrics,

@@ -8,6 +8,7 @@ import type { Accounts } from "./domain/accounts.ts";
 import type { Bus } from "./domain/bus.ts";
 import type { Committer } from "./domain/committer.ts";
 import type { ComponentCatalog } from "./domain/components.ts";
+import type { DynamicProps } from "./domain/dynamic-props.ts";
 import type { EventRecorder } from "./domain/recorder.ts";
 import type { SourceRunner } from "./domain/runner.ts";
 import type { TimerScheduler } from "./domain/scheduler.ts";
@@ -30,6 +31,7 @@ export interface Services {
   catalog: ComponentCatalog;
   runner: SourceRunner;
   sources: SourceService;
+  dynamicProps: DynamicProps;
   scheduler: TimerScheduler;
   dispatcher: DeliveryDispatcher;
   metrics: Metrics;

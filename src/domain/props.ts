@@ -6,9 +6,10 @@
 import { Cron } from "croner";
 import { AppError } from "../errors.ts";
 import type { ComponentMeta, PropMeta } from "../runtime/types.ts";
+import { maskHttpRequest, openHttpRequest, parseHttpRequest } from "./http-request-prop.ts";
+import { isSealed, type SealedValue, type Sealer, secretMask } from "./sealed-values.ts";
 
-/** What the API shows in place of a secret prop's value. */
-export const secretMask = "**********";
+export { isSealed, type SealedValue, type Sealer, secretMask };
 
 /** Largest configured value of one prop (JSON bytes), as the spec's limits table says. */
 export const maxPropValueBytes = 64 * 1024;
@@ -24,23 +25,37 @@ export interface TimerConfig {
   timezone: string | null;
 }
 
-/** A stored secret: sealed so that neither the store nor the API ever holds it in clear. */
-export interface SealedValue {
-  $sealed: string;
-}
-
-export interface Sealer {
-  seal(plain: string): string;
-  open(sealed: string): string;
-}
-
 function propsInvalid(prop: string, message: string): AppError {
   return new AppError("props_invalid", message, { details: { prop } });
 }
 
+/**
+ * Where a source's stored props keep the definitions of its dynamic props (what `additionalProps()`
+ * returned at its last deploy or update), beside their values. `$` keeps it clear of prop names, which
+ * Pipedream's components write as plain identifiers.
+ */
+export const dynamicPropsKey = "$dynamicProps";
+
+/** The dynamic props stored with a source's props (none for most sources). */
+export function storedDynamicProps(stored: Record<string, unknown>): PropMeta[] {
+  const list = stored[dynamicPropsKey];
+  return Array.isArray(list) ? (list as PropMeta[]) : [];
+}
+
+/** Every prop of a source: the component's, then its dynamic ones. */
+export function sourceProps(meta: ComponentMeta, stored: Record<string, unknown>): PropMeta[] {
+  const dynamic = storedDynamicProps(stored);
+  return dynamic.length === 0 ? meta.props : [...meta.props, ...dynamic];
+}
+
 /** The spec's `configurable_props` entry for each prop a deploy can configure. */
 export function configurableProps(meta: ComponentMeta): Array<Record<string, unknown>> {
-  return meta.props
+  return configurablePropList(meta.props);
+}
+
+/** `configurable_props` entries of a list of props (a component's, or with its dynamic ones). */
+export function configurablePropList(props: PropMeta[]): Array<Record<string, unknown>> {
+  return props
     .filter((p) => !p.hidden)
     .map((p) => {
       const entry: Record<string, unknown> = { name: p.name, type: p.type };
@@ -153,6 +168,8 @@ export interface ValidateOptions {
   sealer: Sealer;
   /** Checks an app account reference and returns its app slug (throws 422 when unusable). */
   appAccount: (prop: string, id: string) => Promise<string>;
+  /** Dynamic props (from `additionalProps()`), validated like the component's own. */
+  dynamic?: PropMeta[];
 }
 
 /** Validates `configured_props` and returns their stored form, applying defaults. */
@@ -161,12 +178,13 @@ export async function validateProps(
   given: Record<string, unknown>,
   options: ValidateOptions,
 ): Promise<Record<string, unknown>> {
-  const known = new Map(meta.props.map((p) => [p.name, p]));
+  const props = options.dynamic?.length ? [...meta.props, ...options.dynamic] : meta.props;
+  const known = new Map(props.map((p) => [p.name, p]));
   for (const name of Object.keys(given)) {
     if (!known.has(name)) throw propsInvalid(name, `The component has no prop named ${name}`);
   }
   const out: Record<string, unknown> = {};
-  for (const p of meta.props) {
+  for (const p of props) {
     let value = given[p.name];
     if (value !== undefined && Buffer.byteLength(JSON.stringify(value) ?? "") > maxPropValueBytes) {
       throw propsInvalid(p.name, `The value of ${p.name} is over 64 KB`);
@@ -192,6 +210,15 @@ export async function validateProps(
       if (p.app && app !== p.app)
         throw propsInvalid(p.name, `Account ${ref} is for app ${app}, not ${p.app}`);
       out[p.name] = { authProvisionId: ref };
+      continue;
+    }
+    if (p.type === "http_request") {
+      if (value === undefined || value === null) {
+        if (p.optional) continue;
+        value = p.default ?? null;
+        if (value === null) throw propsInvalid(p.name, `Prop ${p.name} is required`);
+      }
+      out[p.name] = parseHttpRequest(p, value, options.previous?.[p.name], options.sealer);
       continue;
     }
     // The mask the API shows for a secret, sent back unchanged (a form or a script round-tripping a
@@ -235,10 +262,6 @@ export async function validateProps(
   return out;
 }
 
-export function isSealed(v: unknown): v is SealedValue {
-  return !!v && typeof v === "object" && typeof (v as SealedValue).$sealed === "string";
-}
-
 /** `configured_props` as the API returns them: timers and endpoints normalised, secrets masked. */
 export function renderProps(
   meta: ComponentMeta,
@@ -246,7 +269,7 @@ export function renderProps(
   endpointUrl: string | null,
 ): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const p of meta.props) {
+  for (const p of sourceProps(meta, stored)) {
     if (p.type === "$.interface.http") {
       out[p.name] = { endpoint_url: endpointUrl };
       continue;
@@ -262,6 +285,8 @@ export function renderProps(
       };
     } else if (isSealed(value)) {
       out[p.name] = secretMask;
+    } else if (p.type === "http_request") {
+      out[p.name] = maskHttpRequest(value);
     } else {
       out[p.name] = value;
     }
@@ -280,6 +305,7 @@ export function timerProps(
 }
 
 /** Plain values for the component: secrets opened; app and interface props are filled in by the runner. */
-export function runtimeValue(value: unknown, sealer: Sealer): unknown {
+export function runtimeValue(p: PropMeta, value: unknown, sealer: Sealer): unknown {
+  if (p.type === "http_request") return openHttpRequest(value, sealer);
   return isSealed(value) ? sealer.open(value.$sealed) : value;
 }

@@ -27,7 +27,7 @@ import { normalizeChannelLoose } from "./channels.ts";
 import type { Committer } from "./committer.ts";
 import type { ComponentCatalog } from "./components.ts";
 import { applyDedupePerChannel, type ChannelDedupeState, orderByTs } from "./dedupe.ts";
-import { runtimeValue, type TimerConfig } from "./props.ts";
+import { runtimeValue, sourceProps, storedDynamicProps, type TimerConfig } from "./props.ts";
 import { planLimits, usageDay } from "./quotas.ts";
 import type { EventRecorder } from "./recorder.ts";
 import type { SourceLeases } from "./source-leases.ts";
@@ -71,7 +71,7 @@ function eventOf(invocation: Extract<InvocationKind, { kind: "run" }>): unknown 
 }
 
 /** The part of an executor request that depends only on the source row and its component. */
-interface InvokeConfig extends Pick<InvokeRequest, "props" | "dbProps" | "httpProps"> {
+interface InvokeConfig extends Pick<InvokeRequest, "props" | "dbProps" | "httpProps" | "dynamicProps"> {
   meta: ComponentMeta;
   endpoint: string;
 }
@@ -202,6 +202,7 @@ export class SourceRunner {
             props: config.props,
             dbProps: config.dbProps,
             httpProps: config.httpProps,
+            ...(config.dynamicProps ? { dynamicProps: config.dynamicProps } : {}),
             db: db.data,
             dbVersion: db.version,
             invocation,
@@ -275,6 +276,7 @@ export class SourceRunner {
     const endpoint = this.endpointUrl(source) ?? "";
     const kept = this.#configs.get(source);
     if (kept && kept.meta === meta && kept.endpoint === endpoint) return kept;
+    const dynamic = storedDynamicProps(source.props);
     const config: InvokeConfig = {
       meta,
       endpoint,
@@ -284,13 +286,14 @@ export class SourceRunner {
         .filter((p) => p.type === "$.interface.http")
         .map((p) => ({ name: p.name, endpoint, customResponse: !!p.customResponse })),
     };
-    if (!meta.props.some((p) => p.type === "app")) this.#configs.set(source, config);
+    if (dynamic.length > 0) config.dynamicProps = dynamic.map((p) => ({ name: p.name, type: p.type }));
+    if (!sourceProps(meta, source.props).some((p) => p.type === "app")) this.#configs.set(source, config);
     return config;
   }
 
   async #propValues(meta: ComponentMeta, source: SourceRecord): Promise<Record<string, unknown>> {
     const values: Record<string, unknown> = {};
-    for (const p of meta.props) {
+    for (const p of sourceProps(meta, source.props)) {
       const stored = source.props[p.name];
       if (p.type === "app") {
         const ref = (stored as { authProvisionId?: string } | undefined)?.authProvisionId;
@@ -307,7 +310,7 @@ export class SourceRunner {
           cron: t?.cron ?? null,
         };
       } else if (stored !== undefined) {
-        values[p.name] = runtimeValue(stored, this.#d.secrets);
+        values[p.name] = runtimeValue(p, stored, this.#d.secrets);
       }
     }
     return values;
@@ -334,7 +337,7 @@ export class SourceRunner {
       durationMs: result.durationMs,
       customResponse: meta.props.some((p) => p.type === "$.interface.http" && !!p.customResponse),
     });
-    if (invocation.kind === "options") return Promise.resolve(outcome());
+    if (invocation.kind === "options" || invocation.kind === "props") return Promise.resolve(outcome());
     // Parsed only when an error is stored: most runs never need the original event again.
     const original = () => (invocation.kind === "run" ? eventOf(invocation) : { hook: invocation.hook });
     return this.#d.committer

@@ -9,7 +9,15 @@ import { newId, randomString } from "../ids.ts";
 import type { Storage, StorageOps } from "../storage/port.ts";
 import type { Bus } from "./bus.ts";
 import type { ComponentCatalog } from "./components.ts";
-import { assertDeployable, isSealed, timerProps, validateProps } from "./props.ts";
+import type { DynamicProps } from "./dynamic-props.ts";
+import {
+  assertDeployable,
+  dynamicPropsKey,
+  isSealed,
+  storedDynamicProps,
+  timerProps,
+  validateProps,
+} from "./props.ts";
 import type { SourceRunner } from "./runner.ts";
 import { firstRun } from "./schedule.ts";
 import type { ComponentRecord, SourceRecord, TimerRecord } from "./types.ts";
@@ -28,6 +36,7 @@ export interface SourceServiceDeps {
   bus: Bus;
   secrets: SecretBox;
   clock: Clock;
+  dynamicProps: DynamicProps;
 }
 
 export function slugify(name: string): string {
@@ -48,6 +57,8 @@ export function slugify(name: string): string {
  */
 function carriedProps(props: Record<string, unknown>, next: ComponentRecord): Record<string, unknown> {
   const declared = new Set(next.meta.props.map((p) => p.name));
+  // Values of dynamic props too: whether they still exist is known once they are computed again.
+  for (const p of storedDynamicProps(props)) declared.add(p.name);
   return Object.fromEntries(Object.entries(props).filter(([k, v]) => declared.has(k) && !isSealed(v)));
 }
 
@@ -76,24 +87,50 @@ export class SourceService {
     throw invalidParameter("component_id", "Give one of component_id, component_code, component_url or key");
   }
 
+  /**
+   * Validates configured props and returns their stored form. A component with `additionalProps()`
+   * gets its dynamic props computed from these values (the declared ones validated first), and the
+   * values of those are validated too; their definitions are stored beside the values.
+   */
   async #propsFor(
     component: ComponentRecord,
     ownerIds: string[],
     given: Record<string, unknown>,
     previous?: Record<string, unknown>,
-  ) {
+    /** The values were carried over from the stored props: drop those of dynamic props that are gone. */
+    carried = false,
+  ): Promise<Record<string, unknown>> {
     assertDeployable(component.meta);
-    return validateProps(component.meta, given, {
+    const options = {
       previous,
       sealer: this.#d.secrets,
-      appAccount: async (prop, id) => {
+      appAccount: async (prop: string, id: string) => {
         const account = await this.#d.store.getAppAccount(id);
         if (!account || !ownerIds.includes(account.ownerId)) {
           throw new AppError("props_invalid", `No app account ${id}`, { details: { prop } });
         }
         return account.app;
       },
+    };
+    const declared = new Set(component.meta.props.map((p) => p.name));
+    const own = Object.fromEntries(Object.entries(given).filter(([k]) => declared.has(k)));
+    // Carried-over values of dynamic props the new code no longer has are dropped, not refused.
+    if (!component.meta.additionalProps) return validateProps(component.meta, carried ? own : given, options);
+    const validated = await validateProps(component.meta, own, options);
+    const extra = Object.fromEntries(Object.entries(given).filter(([k]) => !declared.has(k)));
+    const dynamic = await this.#d.dynamicProps.compute({
+      ownerId: ownerIds[0]!,
+      accountOwners: ownerIds,
+      component,
+      values: { ...validated, ...extra },
     });
+    const names = new Set(dynamic.map((p) => p.name));
+    const values = carried
+      ? Object.fromEntries(Object.entries(given).filter(([k]) => declared.has(k) || names.has(k)))
+      : given;
+    const stored = await validateProps(component.meta, values, { ...options, dynamic });
+    if (dynamic.length > 0) stored[dynamicPropsKey] = dynamic;
+    return stored;
   }
 
   /** Run inside the transaction that stores the slug, so that concurrent deploys never pick the same one. */
@@ -209,6 +246,7 @@ export class SourceService {
         [source.ownerId],
         input.configuredProps ?? carriedProps(source.props, next),
         source.props,
+        input.configuredProps === undefined,
       );
     }
     const active = input.active ?? source.active;

@@ -57,12 +57,20 @@ export interface ComponentMeta {
   hooks: Array<"deploy" | "activate" | "deactivate">;
   methods: string[];
   hasRun: boolean;
+  /** The component has `additionalProps()`: its dynamic props depend on the configured ones. */
+  additionalProps?: boolean;
 }
 
 /** A value an app prop receives: the account's credentials and the app's name slug. */
 export interface AppPropValue {
   app: string;
   $auth: Record<string, unknown>;
+}
+
+/** A dynamic prop as the runtime needs it: its name and type. */
+export interface DynamicPropRef {
+  name: string;
+  type: string;
 }
 
 /** Resolved prop values handed to the component: plain values, `{endpoint}` for HTTP, `AppPropValue` for apps. */
@@ -76,7 +84,12 @@ export type InvocationKind =
   | { kind: "run"; event: unknown; parseBody?: boolean }
   | { kind: "hook"; hook: "deploy" | "activate" | "deactivate" }
   /** Calls a prop's async `options({page, prevContext, query, ...configured})` and returns what it returns. */
-  | { kind: "options"; prop: string; args: Record<string, unknown> };
+  | { kind: "options"; prop: string; args: Record<string, unknown> }
+  /**
+   * Calls `additionalProps(previousPropDefs)` with `this` holding the configured props and returns the
+   * dynamic props it defines as `PropMeta[]` (none when the component has no such method).
+   */
+  | { kind: "props" };
 
 export interface InvokeRequest {
   /** Tenant whose executor runs this: code of different owners never shares a process. */
@@ -87,6 +100,11 @@ export interface InvokeRequest {
   props: PropValues;
   /** Names of props that are `$.service.db`; each gets the source's db. */
   dbProps: string[];
+  /**
+   * Props that `props` holds a value for but the definition does not declare: the source's dynamic
+   * props (from `additionalProps()`), with their type so that the runtime builds their value.
+   */
+  dynamicProps?: DynamicPropRef[];
   /** Names of props that are `$.interface.http` and whether they hold the response (customResponse). */
   httpProps: Array<{ name: string; endpoint: string; customResponse: boolean }>;
   /** The source's db contents when the invocation starts (authoritative copy kept by the server). */

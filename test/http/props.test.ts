@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { deploy, emitted, fixture } from "../fixtures/components/fixtures.ts";
+import { deploy, fixture, runAndRead } from "../fixtures/components/fixtures.ts";
 import { startServer, type TestServer } from "../helpers.ts";
 
 let server: TestServer;
@@ -48,13 +48,6 @@ function validProps(): Record<string, unknown> {
 
 async function deployWith(props: Record<string, unknown>) {
   return server.api("POST", "/v1/sources", { body: { component_id: componentId, configured_props: props } });
-}
-
-async function runAndRead(sourceId: string): Promise<any> {
-  const run = await server.api("POST", `/v1/sources/${sourceId}/run`);
-  assert.equal(run.status, 200, run.text);
-  assert.equal(run.body.data.ok, true, JSON.stringify(run.body.data.error));
-  return (await emitted(server, sourceId)).at(-1);
 }
 
 test("configurable_props describes every prop: type, label, description, options, min/max, default, app", async () => {
@@ -110,7 +103,7 @@ test("a source gets the value of every prop type, app $auth and app methods, the
   const res = await deployWith(validProps());
   assert.equal(res.status, 200, res.text);
   const source = res.body.data;
-  const seen = await runAndRead(source.id);
+  const seen = await runAndRead(server, source.id);
   assert.deepEqual(seen, {
     title: "Weekly report",
     tags: ["a", "b"],
@@ -168,19 +161,19 @@ test("a secret survives an update that does not give it again, and is replaced w
   });
   assert.equal(kept.status, 200, kept.text);
   assert.equal(JSON.stringify(kept.body).includes("sk_live_secret"), false);
-  assert.equal((await runAndRead(source.id)).apiTokenReversed, "terces_evil_ks");
+  assert.equal((await runAndRead(server, source.id)).apiTokenReversed, "terces_evil_ks");
   const replaced = await server.api("PUT", `/v1/sources/${source.id}`, {
     body: { configured_props: { ...rest, apiToken: "sk_new" } },
   });
   assert.equal(replaced.status, 200, replaced.text);
   assert.equal(replaced.body.data.configured_props.apiToken.includes("sk_new"), false);
-  assert.equal((await runAndRead(source.id)).apiTokenReversed, "wen_ks");
+  assert.equal((await runAndRead(server, source.id)).apiTokenReversed, "wen_ks");
 });
 
 test("optional props may be left out; given options are used", async () => {
   const source = (await deployWith({ ...validProps(), color: "green", size: 2, maybe: "yes", note: "mine" }))
     .body.data;
-  const seen = await runAndRead(source.id);
+  const seen = await runAndRead(server, source.id);
   assert.equal(seen.color, "green");
   assert.equal(seen.size, 2);
   assert.equal(seen.hasMaybe, true);
@@ -255,7 +248,7 @@ test("an app prop is refused an account of another app and another tenant's acco
 test("numeric strings are accepted for integer props, as HTML forms send them", async () => {
   const res = await deployWith({ ...validProps(), limit: "7", ports: ["8080"] });
   assert.equal(res.status, 200, res.text);
-  const seen = await runAndRead(res.body.data.id);
+  const seen = await runAndRead(server, res.body.data.id);
   assert.equal(seen.limit, 7);
   assert.deepEqual(seen.ports, [8080]);
 });

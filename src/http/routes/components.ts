@@ -2,7 +2,7 @@
 import type { FastifyInstance } from "fastify";
 import { Type } from "typebox";
 import { registryOwner } from "../../domain/components.ts";
-import { configurableProps } from "../../domain/props.ts";
+import { configurablePropList, configurableProps } from "../../domain/props.ts";
 import type { ComponentRecord } from "../../domain/types.ts";
 import { AppError, notFound } from "../../errors.ts";
 import { actingOwner, commonParams, errorResponses, params, visibleOwners } from "../conventions.ts";
@@ -123,6 +123,50 @@ export async function componentRoutes(app: FastifyInstance): Promise<void> {
   );
 
   app.post(
+    "/components/:key/props/reload",
+    {
+      schema: {
+        tags,
+        summary: "Reload a component's props: its dynamic props for the given values (extension)",
+        description:
+          "Runs the component's additionalProps() in the caller's sandbox with `this` holding configured_props " +
+          '(app props as {"authProvisionId": "apn_…"} get the account\'s $auth) and answers with every configurable ' +
+          "prop, the component's own then the dynamic ones. Call it again after setting a prop with reloadProps: true. " +
+          "Pipedream's Connect API names this reloadComponentProps and answers dynamicProps.configurableProps.",
+        params: keyParam,
+        body: Type.Object(
+          {
+            ...commonParams,
+            configured_props: Type.Optional(Type.Object({}, { additionalProperties: true })),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: Type.Object({
+            data: Type.Object({
+              configurable_props: Type.Array(Type.Object({}, { additionalProperties: true })),
+            }),
+          }),
+          ...errorResponses(404, 422),
+        },
+      },
+    },
+    async (request) => {
+      const { key } = request.params as { key: string };
+      const p = params<{ configured_props?: Record<string, unknown>; org_id?: string }>(request);
+      const owner = actingOwner(request, p.org_id);
+      const component = await catalog.resolve(visibleOwners(request), key);
+      const dynamic = await app.fount.dynamicProps.compute({
+        ownerId: owner,
+        accountOwners: visibleOwners(request),
+        component,
+        values: p.configured_props ?? {},
+      });
+      return { data: { configurable_props: configurablePropList([...component.meta.props, ...dynamic]) } };
+    },
+  );
+
+  app.post(
     "/components/:key/props/:prop/options",
     {
       schema: {
@@ -167,8 +211,9 @@ export async function componentRoutes(app: FastifyInstance): Promise<void> {
       const owner = actingOwner(request, p.org_id);
       const component = await catalog.resolve(visibleOwners(request), key);
       const meta = component.meta.props.find((x) => x.name === prop);
-      if (!meta) throw notFound("Prop", prop);
-      if (meta.options !== "dynamic") {
+      // A prop the component does not declare may be a dynamic one; the sandbox computes them to find it.
+      if (!meta && !component.meta.additionalProps) throw notFound("Prop", prop);
+      if (meta && meta.options !== "dynamic") {
         return { data: { options: Array.isArray(meta.options) ? meta.options : [] } };
       }
       const { built } = await catalog.load(component.id);
@@ -192,6 +237,10 @@ export async function componentRoutes(app: FastifyInstance): Promise<void> {
         props: { ...configured, ...appProps },
         dbProps: [],
         httpProps: [],
+        // Values of dynamic props are on `this` as well, for an additionalProps() that depends on them.
+        dynamicProps: Object.keys(configured)
+          .filter((name) => !component.meta.props.some((x) => x.name === name))
+          .map((name) => ({ name, type: "any" })),
         db: {},
         dbVersion: 0,
         invocation: {
@@ -202,6 +251,7 @@ export async function componentRoutes(app: FastifyInstance): Promise<void> {
         timeoutMs: app.fount.config.invocationTimeoutMs,
       });
       if (result.error) {
+        if (!meta && result.error.code === "invalid_parameter") throw notFound("Prop", prop);
         throw new AppError(
           "component_invalid",
           `The options method of ${prop} failed: ${result.error.message}`,

@@ -28,6 +28,8 @@ export interface LoadedComponent {
   methods: Record<string, Fn>;
   hooks: Partial<Record<"deploy" | "activate" | "deactivate", Fn>>;
   run: Fn | undefined;
+  /** `additionalProps(previousPropDefs)`: the component's dynamic props, computed from the configured ones. */
+  additionalProps: Fn | undefined;
   hasTimer: boolean;
 }
 
@@ -52,6 +54,14 @@ const knownTypes = new Set([
   "$.service.db",
   "$.interface.apphook",
   "alert",
+  "http_request",
+]);
+/** Types `additionalProps()` may not return: the platform sets them up once, at deploy, from the definition. */
+const staticOnlyTypes = new Set([
+  "$.interface.http",
+  "$.interface.timer",
+  "$.service.db",
+  "$.interface.apphook",
 ]);
 const hookNames = ["deploy", "activate", "deactivate"] as const;
 
@@ -156,6 +166,9 @@ export function validateDefinition(def: unknown): LoadedComponent {
   const hasTimer = props.some((p) => p.type === "$.interface.timer");
   const run = def.run;
   if (run !== undefined && typeof run !== "function") invalid("`run` must be a method");
+  const additionalProps = def.additionalProps;
+  if (additionalProps !== undefined && typeof additionalProps !== "function")
+    invalid("`additionalProps` must be a method");
   if (run === undefined && !hasTimer) invalid("The component needs a `run` method");
 
   const methods: Record<string, Fn> = {};
@@ -189,10 +202,52 @@ export function validateDefinition(def: unknown): LoadedComponent {
   if (typeof def.key === "string") meta.key = def.key;
   if (typeof def.description === "string") meta.description = def.description;
   if (dedupe !== undefined) meta.dedupe = dedupe;
-  return { meta, props, methods, hooks, run: run as Fn | undefined, hasTimer };
+  if (typeof additionalProps === "function") meta.additionalProps = true;
+  return {
+    meta,
+    props,
+    methods,
+    hooks,
+    run: run as Fn | undefined,
+    additionalProps: additionalProps as Fn | undefined,
+    hasTimer,
+  };
 }
 
-function resolveProps(raw: unknown): ResolvedProp[] {
+/**
+ * The dynamic props an `additionalProps()` call returned, checked like declared props. Names of
+ * declared props are skipped (components often return `{...previousPropDefs, …}`), so a declared prop
+ * is never redefined; a `propDefinition` may name a declared app prop.
+ */
+export function dynamicProps(component: LoadedComponent, returned: unknown): ResolvedProp[] {
+  if (returned === undefined || returned === null) return [];
+  if (!isObject(returned)) invalid("additionalProps() must return an object of props");
+  const declared = new Map(component.props.map((p) => [p.name, p.spec]));
+  const fresh = Object.fromEntries(Object.entries(returned).filter(([name]) => !declared.has(name)));
+  const props = resolveProps(fresh, declared);
+  for (const prop of props) {
+    if (staticOnlyTypes.has(prop.type)) {
+      invalid(`Dynamic prop "${prop.name}" has type ${prop.type}, which only a declared prop may have`);
+    }
+  }
+  return props;
+}
+
+/** What the server keeps of dynamic props: their `PropMeta`. */
+export function dynamicPropMetas(component: LoadedComponent, returned: unknown): PropMeta[] {
+  return dynamicProps(component, returned).map(propMeta);
+}
+
+/** `previousPropDefs` of `additionalProps()`: the component's props as it declares them. */
+export function declaredPropDefs(component: LoadedComponent): Obj {
+  return Object.fromEntries(component.props.map((p) => [p.name, p.spec]));
+}
+
+/**
+ * Expands shorthands and applies `propDefinition`s. `scope` holds further props a propDefinition may
+ * find its app prop among (the declared ones, for dynamic props).
+ */
+function resolveProps(raw: unknown, scope?: Map<string, Obj>): ResolvedProp[] {
   if (raw === undefined) return [];
   if (!isObject(raw)) invalid("`props` must be an object");
   const expanded = new Map<string, Obj>();
@@ -201,6 +256,7 @@ function resolveProps(raw: unknown): ResolvedProp[] {
     else if (isObject(value)) expanded.set(name, value);
     else invalid(`Prop "${name}" must be an object or a type name string`);
   }
+  const candidates = [...(scope ?? []), ...expanded];
   const out: ResolvedProp[] = [];
   for (const [name, local] of expanded) {
     let spec = local;
@@ -216,9 +272,7 @@ function resolveProps(raw: unknown): ResolvedProp[] {
       if (!isObject(defs) || !isObject(defs[defName])) {
         invalid(`Prop "${name}": the app ${JSON.stringify(appDef.app)} has no propDefinition "${defName}"`);
       }
-      const appProp = [...expanded].find(
-        ([, s]) => s === appDef || (s.type === "app" && s.app === appDef.app),
-      );
+      const appProp = candidates.find(([, s]) => s === appDef || (s.type === "app" && s.app === appDef.app));
       if (!appProp) {
         invalid(
           `Prop "${name}" uses a propDefinition of app ${JSON.stringify(appDef.app)}, which is not among the props`,

@@ -5,7 +5,8 @@
  */
 import type { SerializedError } from "../../errors.ts";
 import type { EmitMeta, EmittedEvent, HttpResponse, LogEntry } from "../types.ts";
-import type { Fn, LoadedComponent } from "./definition.ts";
+import type { Fn, LoadedComponent, ResolvedProp } from "./definition.ts";
+import { httpRequestValue } from "./http-request.ts";
 import { jsonTextTooDeep, maxValueDepth } from "./json-depth.ts";
 import type { BatchConfig, ChildInit } from "./protocol.ts";
 
@@ -253,6 +254,11 @@ function dbService(db: Map<string, string>, inv: Invocation): Obj {
   };
 }
 
+/** A copy of a configured value, so that a run changing it leaves the next run's value as configured. */
+function plainValue(v: unknown): unknown {
+  return typeof v === "object" && v !== null ? structuredClone(v) : v;
+}
+
 /** An app prop as the component sees it: the app's methods bound to it, `$auth`, its propDefinitions. */
 export function appInstance(def: Obj, value: unknown): Obj {
   const auth = isObject(value) && isObject(value.$auth) ? structuredClone(value.$auth) : {};
@@ -300,11 +306,20 @@ export function componentInstance(
         break;
       case "alert":
         break;
-      default: {
-        const v = value === undefined ? prop.spec.default : value;
-        self[prop.name] = typeof v === "object" && v !== null ? structuredClone(v) : v;
-      }
+      case "http_request":
+        self[prop.name] = httpRequestValue(value === undefined ? prop.spec.default : value);
+        break;
+      default:
+        self[prop.name] = plainValue(value === undefined ? prop.spec.default : value);
     }
+  }
+  // Dynamic props: their definitions came from additionalProps() at deploy; the server sends their types.
+  for (const { name, type } of cfg.dynamicProps ?? []) {
+    if (name in self) continue;
+    const value = cfg.props[name];
+    if (type === "app") self[name] = appInstance({ app: isObject(value) ? value.app : undefined }, value);
+    else if (type === "http_request") self[name] = httpRequestValue(value);
+    else if (type !== "alert") self[name] = plainValue(value);
   }
   for (const name of cfg.dbProps) {
     if (!(name in self)) self[name] = dbApi ??= dbService(db, inv);
@@ -321,8 +336,10 @@ export function optionsCall(
   propName: string,
   args: Obj,
   configured: Obj,
+  /** The component's dynamic props for these values, when its declared props lack `propName`. */
+  dynamic: ResolvedProp[] = [],
 ): { fn: Fn; thisArg: Obj; arg: Obj } | { list: unknown[] } {
-  const prop = component.props.find((p) => p.name === propName);
+  const prop = component.props.find((p) => p.name === propName) ?? dynamic.find((p) => p.name === propName);
   if (!prop)
     throw Object.assign(new Error(`The component has no prop "${propName}"`), { code: "invalid_parameter" });
   const options = prop.spec.options;

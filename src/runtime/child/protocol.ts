@@ -6,7 +6,14 @@
  * its own folder.
  */
 import type { SerializedError } from "../../errors.ts";
-import type { ComponentMeta, HttpResponse, InvocationKind, InvokeResult, PropValues } from "../types.ts";
+import type {
+  ComponentMeta,
+  DynamicPropRef,
+  HttpResponse,
+  InvocationKind,
+  InvokeResult,
+  PropValues,
+} from "../types.ts";
 import type { EgressRules } from "./egress-guard.ts";
 
 /** Limits and paths the parent hands a child as its only argv entry (its environment is empty). */
@@ -39,6 +46,8 @@ export interface BatchConfig {
   props: PropValues;
   dbProps: string[];
   httpProps: Array<{ name: string; endpoint: string; customResponse: boolean }>;
+  /** Props with values in `props` that the definition does not declare (InvokeRequest.dynamicProps). */
+  dynamicProps?: DynamicPropRef[];
 }
 
 export interface BatchItem {

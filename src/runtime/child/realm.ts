@@ -15,7 +15,14 @@ import util from "node:util";
 import workerThreads from "node:worker_threads";
 import type { SerializedError } from "../../errors.ts";
 import type { HttpResponse, LogEntry } from "../types.ts";
-import { InvalidComponent, isLoaded, loadComponent } from "./definition.ts";
+import {
+  declaredPropDefs,
+  dynamicPropMetas,
+  dynamicProps,
+  InvalidComponent,
+  isLoaded,
+  loadComponent,
+} from "./definition.ts";
 import { installEgressGuard } from "./egress-guard.ts";
 import { withParsedBody } from "./http-body.ts";
 import { componentInstance, Invocation, optionsCall } from "./instance.ts";
@@ -300,7 +307,19 @@ async function execute(
       return undefined;
     case "options": {
       const { page: _p, prevContext: _c, query: _q, ...configured } = kind.args;
-      const call = optionsCall(component, self, kind.prop, kind.args, { ...cfg.props, ...configured });
+      // A prop the component does not declare may be one of its dynamic props: compute them to find it.
+      const dynamic =
+        component.additionalProps && !component.props.some((p) => p.name === kind.prop)
+          ? dynamicProps(component, await component.additionalProps.call(self, declaredPropDefs(component)))
+          : [];
+      const call = optionsCall(
+        component,
+        self,
+        kind.prop,
+        kind.args,
+        { ...cfg.props, ...configured },
+        dynamic,
+      );
       const value = "list" in call ? call.list : await call.fn.call(call.thisArg, call.arg);
       try {
         const json = JSON.stringify(value ?? null);
@@ -312,6 +331,11 @@ async function execute(
           `options() returned a value that is not JSON-serializable (${(err as Error).message})`,
         );
       }
+    }
+    case "props": {
+      if (!component.additionalProps) return [];
+      const returned = await component.additionalProps.call(self, declaredPropDefs(component));
+      return dynamicPropMetas(component, returned);
     }
   }
 }
@@ -351,7 +375,7 @@ async function runItem(
       db.set(key, json);
       result.dbWrites[key] = JSON.parse(json);
     }
-    if (item.inv.kind === "options") result.returnValue = value;
+    if (item.inv.kind === "options" || item.inv.kind === "props") result.returnValue = value;
   }
   if (inv.response) result.response = inv.response;
   return { result, chars: error ? 0 : inv.emittedChars };

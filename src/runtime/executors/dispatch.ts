@@ -20,9 +20,10 @@ export function batchMessage(batch: Batch, child: Child, send: (message: ToChild
       r.props === prev.props &&
       r.component.entryFile === prev.component.entryFile &&
       r.dbProps === prev.dbProps &&
-      r.httpProps === prev.httpProps;
+      r.httpProps === prev.httpProps &&
+      r.dynamicProps === prev.dynamicProps;
     if (!same) {
-      const key = `${r.component.entryFile}\0${JSON.stringify([r.props, r.dbProps, r.httpProps])}`;
+      const key = `${r.component.entryFile}\0${JSON.stringify([r.props, r.dbProps, r.httpProps, r.dynamicProps])}`;
       const found = index.get(key);
       if (found === undefined) {
         c = cfgs.length;
@@ -32,6 +33,7 @@ export function batchMessage(batch: Batch, child: Child, send: (message: ToChild
           props: r.props,
           dbProps: r.dbProps,
           httpProps: r.httpProps,
+          ...(r.dynamicProps?.length ? { dynamicProps: r.dynamicProps } : {}),
         });
       } else c = found;
     }
