@@ -19,6 +19,7 @@ import type {
   InvokeResult,
   LateWork,
 } from "../types.ts";
+import { ApiRelay } from "./api-relay.ts";
 import { batchMessage } from "./dispatch.ts";
 import { Grants } from "./grants.ts";
 import { bundleExecutorCode, forkExecutor, reniceExecutor, syntaxLocation } from "./lifecycle.ts";
@@ -77,6 +78,7 @@ export class ExecutorPool implements Executor {
   private readonly children = new Set<Child>();
   private readonly grants: Grants;
   private readonly scratch: ScratchLimit;
+  private readonly apiRelay: ApiRelay | undefined;
   private seq = 0;
   private watch: NodeJS.Timeout | undefined;
   private closed = false;
@@ -98,7 +100,11 @@ export class ExecutorPool implements Executor {
       lateWorkLimitMs: this.defaultTimeoutMs,
       realmsPerOwner: options.realmsPerOwner ?? 16,
       ...(options.egress ? { egress: options.egress } : {}),
+      ...(options.pipedreamApi ? { pipedreamApi: { bodyLimit: options.pipedreamApi.bodyLimit } } : {}),
     };
+    this.apiRelay = options.pipedreamApi
+      ? new ApiRelay({ ...options.pipedreamApi, send: (child, message) => this.send(child, message) })
+      : undefined;
     const root = process.getuid?.() === 0;
     const isolateUsers = options.isolateUsers ?? root;
     if (isolateUsers && !root) throw new Error("isolateUsers needs the server to run as root");
@@ -426,6 +432,9 @@ export class ExecutorPool implements Executor {
       }
       case "realm":
         child.realmsStarted++;
+        break;
+      case "api":
+        this.apiRelay?.onRequest(child, msg.id, msg.request);
         break;
       case "dropped": {
         if (typeof msg.sid !== "string") return;
