@@ -113,3 +113,55 @@ test("with FOUNT_PIPEDREAM_API=false the request goes to the network, and fails 
     await off.close();
   }
 });
+
+test("wrong keys sent by an account's components are throttled like an outside client's, for that account only", async () => {
+  const throttled = await startServer({ authFailureLimit: 2 });
+  try {
+    const guesser = await throttled.createUser(unique("guesser"));
+    const bystander = await throttled.createUser(unique("bystander"));
+    const wrong = "fnt_wrongkey00000000000000000000000";
+    const guessing = await caller(throttled, guesser.key, wrong);
+    // Two wrong keys (axios, then fetch) use up the allowance…
+    const first = await call(guessing.url, "do=me");
+    assert.deepEqual([first.axios.status, first.fetch.status], [401, 401]);
+    // …and the account's components are throttled from then on.
+    const second = await call(guessing.url, "do=me");
+    assert.deepEqual([second.axios.status, second.axios.code], [429, "auth_throttled"]);
+    assert.equal(second.fetch.data.code, "auth_throttled");
+    // Another account's components and outside clients are told 401 as before, not throttled.
+    const other = await call((await caller(throttled, bystander.key, wrong)).url, "do=me");
+    assert.deepEqual([other.axios.status, other.fetch.status], [401, 401]);
+    const outside = await throttled.api("GET", "/v1/users/me", { key: wrong });
+    assert.equal(outside.status, 401);
+  } finally {
+    await throttled.close();
+  }
+});
+
+test("a component's requests count against its key's rate limit like any other", async () => {
+  const limited = await startServer({ rateLimit: 4 });
+  try {
+    const user = await limited.createUser(unique("limited"));
+    // The deploy is the key's first request, the first run's two calls the second and third.
+    const source = await caller(limited, user.key, user.key);
+    const first = await call(source.url, "do=me");
+    assert.deepEqual([first.axios.ok, first.fetch.status], [true, 200]);
+    const second = await call(source.url, "do=me");
+    assert.equal(second.axios.ok, true);
+    assert.deepEqual([second.fetch.status, second.fetch.data.code], [429, "rate_limited"]);
+  } finally {
+    await limited.close();
+  }
+});
+
+test("got and the npm undici package reach it too", async () => {
+  const user = await server.createUser(unique("clients"));
+  const source = await deploy(
+    server,
+    { component_code: fixture("pipedream-api-clients.mjs"), configured_props: { apiKey: user.key } },
+    user.key,
+  );
+  const got = await call(source.configured_props.http.endpoint_url);
+  assert.equal(got.got.data?.id, user.id, JSON.stringify(got.got));
+  assert.equal(got.undici.data?.id, user.id, JSON.stringify(got.undici));
+});

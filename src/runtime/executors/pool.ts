@@ -4,7 +4,8 @@
  * its scratch folder), a V8 heap cap and, when the server runs as root, a uid of its own. Invocations
  * of a source are queued here and sent to the child in batches; see docs/isolation.md. The rooms
  * beside this file hold the parts: `grants` (files), `lifecycle` (forking), `dispatch` (batch
- * messages), `limits` (timeouts, memory, output), `results` (copying untrusted answers).
+ * messages), `limits` (timeouts, memory, output), `results` (copying untrusted answers), `api-relay`
+ * (component requests to Pipedream's API).
  */
 import type { ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
