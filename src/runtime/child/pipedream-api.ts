@@ -12,10 +12,10 @@
  * credentials the component sent, and the server checks them like any client's (docs/isolation.md).
  * Not covered: HTTP/2 (`http2.connect`) and TLS over a socket the component opened itself.
  */
-import http from "node:http";
+import type http from "node:http";
 import { syncBuiltinESMExports } from "node:module";
 import { type Duplex, duplexPair } from "node:stream";
-import tls from "node:tls";
+import type tls from "node:tls";
 import type { ComponentApiRequest } from "../types.ts";
 
 export const pipedreamApiHost = "api.pipedream.com";
@@ -43,7 +43,7 @@ export function installPipedreamApi(
 ): (id: number, response: unknown) => void {
   const waiting = new Map<number, http.ServerResponse>();
   let seq = 0;
-  const server = http.createServer({ keepAliveTimeout: KEEP_ALIVE_MS }, (req, res) => {
+  const onRequest = (req: http.IncomingMessage, res: http.ServerResponse) => {
     const id = ++seq;
     const chunks: Buffer[] = [];
     let size = 0;
@@ -74,14 +74,23 @@ export function installPipedreamApi(
     });
     req.on("end", forward);
     req.on("error", () => res.destroy());
-  });
+  };
+  // Made on the first connection: node:http costs a realm several ms to load, and most never call the API.
+  let server: http.Server | undefined;
+  const serverOf = (): http.Server =>
+    (server ??= (process.getBuiltinModule("node:http") as typeof http).createServer(
+      { keepAliveTimeout: KEEP_ALIVE_MS },
+      onRequest,
+    ));
 
-  const original = tls.connect;
+  // Fetched here rather than imported, so that a realm with the routing off does not load node:tls.
+  const tlsModule = process.getBuiltinModule("node:tls") as typeof tls;
+  const original = tlsModule.connect;
   const routed = function (this: unknown, ...args: unknown[]) {
     if (!isPipedreamApi(args)) return Reflect.apply(original, this, args);
     const [client, far] = duplexPair();
     socketLike(client, far);
-    server.emit("connection", far);
+    serverOf().emit("connection", far);
     const onSecure = args.find((a) => typeof a === "function");
     if (onSecure) client.once("secureConnect", onSecure as () => void);
     // A TLS socket announces itself asynchronously; undici waits for `secureConnect`, http for `connect`.
@@ -92,7 +101,7 @@ export function installPipedreamApi(
     });
     return client;
   } as typeof tls.connect;
-  tls.connect = routed;
+  tlsModule.connect = routed;
   syncBuiltinESMExports();
 
   return (id, response) => {

@@ -7,7 +7,7 @@
 import { AppError } from "../../errors.ts";
 import type { ToChild } from "../child/protocol.ts";
 import type { ComponentApiHandler, ComponentApiRequest, ComponentApiResponse } from "../types.ts";
-import { type Child, isObject } from "./model.ts";
+import { type Child, type ExecutorLogger, isObject } from "./model.ts";
 
 /**
  * Requests one owner's components may have waiting at once; more get 429. Each is answered on the
@@ -24,16 +24,19 @@ export class ApiRelay {
   readonly #handler: ComponentApiHandler;
   readonly #bodyLimit: number;
   readonly #send: (child: Child, message: ToChild) => void;
+  readonly #logger: ExecutorLogger | undefined;
   readonly #inFlight = new Map<string, number>();
 
   constructor(options: {
     handler: ComponentApiHandler;
     bodyLimit: number;
     send: (child: Child, message: ToChild) => void;
+    logger?: ExecutorLogger | undefined;
   }) {
     this.#handler = options.handler;
     this.#bodyLimit = options.bodyLimit;
     this.#send = options.send;
+    this.#logger = options.logger;
   }
 
   /** A child's `api` message: every one with a numeric id gets exactly one answer. */
@@ -63,7 +66,11 @@ export class ApiRelay {
     }
     this.#inFlight.set(ownerId, running + 1);
     this.#handler(request, { ownerId })
-      .catch(() => errorResponse(new AppError("internal")))
+      .catch((err: unknown) => {
+        // The component learns only that it failed; the details stay in the server's log.
+        this.#logger?.warn({ err, ownerId }, "a component's request to the API could not be answered");
+        return errorResponse(new AppError("internal"));
+      })
       .then(answer)
       .finally(() => {
         const left = (this.#inFlight.get(ownerId) ?? 1) - 1;

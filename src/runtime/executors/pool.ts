@@ -104,7 +104,11 @@ export class ExecutorPool implements Executor {
       ...(options.pipedreamApi ? { pipedreamApi: { bodyLimit: options.pipedreamApi.bodyLimit } } : {}),
     };
     this.apiRelay = options.pipedreamApi
-      ? new ApiRelay({ ...options.pipedreamApi, send: (child, message) => this.send(child, message) })
+      ? new ApiRelay({
+          ...options.pipedreamApi,
+          send: (child, message) => this.send(child, message),
+          logger: options.logger,
+        })
       : undefined;
     const root = process.getuid?.() === 0;
     const isolateUsers = options.isolateUsers ?? root;
