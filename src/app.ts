@@ -31,6 +31,7 @@ import { TimerScheduler } from "./domain/scheduler.ts";
 import { SourceService } from "./domain/sources.ts";
 import { AppError } from "./errors.ts";
 import { AuthThrottle } from "./http/auth-throttle.ts";
+import { componentApiHandler } from "./http/component-api.ts";
 import { bearerToken, filterFields } from "./http/conventions.ts";
 import {
   clientErrorHandler,
@@ -189,6 +190,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         allowPrivate: config.executorAllowPrivate,
         allowHosts: config.executorAllowHosts,
       }),
+      ...(config.pipedreamApi
+        ? { pipedreamApi: { handler: componentApiHandler(app), bodyLimit: config.bodyLimitBytes } }
+        : {}),
       logger: app.log,
       onLateWork: (work) => lateWork.report(work),
     });

@@ -50,6 +50,11 @@ export interface Config {
   executorAllowPrivate: boolean;
   /** Addresses component code may reach even when private (FOUNT_EXECUTOR_ALLOW_HOSTS), webhook syntax. */
   executorAllowHosts: string[];
+  /**
+   * Answer component code's requests to https://api.pipedream.com/v1 with this server's API, over the
+   * executor's IPC (FOUNT_PIPEDREAM_API, default true); false: they go to the network as before.
+   */
+  pipedreamApi: boolean;
   /** Serve `GET /metrics` (FOUNT_METRICS, default true). */
   metrics: boolean;
   /** When set, `/metrics` asks for `Authorization: Bearer <token>` (FOUNT_METRICS_TOKEN). */
@@ -150,6 +155,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     executorUidBase: env.FOUNT_EXECUTOR_UID_BASE ? int(env, "FOUNT_EXECUTOR_UID_BASE", 0, 1000) : undefined,
     executorAllowPrivate: bool(env, "FOUNT_EXECUTOR_ALLOW_PRIVATE"),
     executorAllowHosts: hostList(env, "FOUNT_EXECUTOR_ALLOW_HOSTS"),
+    pipedreamApi: optionalBool(env, "FOUNT_PIPEDREAM_API") ?? true,
     metrics: optionalBool(env, "FOUNT_METRICS") ?? true,
     metricsToken: env.FOUNT_METRICS_TOKEN || undefined,
     nodeId: env.FOUNT_NODE_ID || `${os.hostname()}:${port}`,

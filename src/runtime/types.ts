@@ -162,6 +162,34 @@ export interface InvokeResult {
   durationMs: number;
 }
 
+/**
+ * A request component code sent to `https://api.pipedream.com` (Pipedream's app files hard-code it),
+ * carried over the executor's IPC to be answered by this server's own API (docs/isolation.md).
+ */
+export interface ComponentApiRequest {
+  method: string;
+  /** Path and query as the component sent them (`/v1/...`). */
+  url: string;
+  /** Lower-case names; hop-by-hop headers and content-length left out. */
+  headers: Record<string, string>;
+  /** The body, base64; at most the API's body limit plus one byte (so that a larger one is refused as such). */
+  body: string;
+}
+
+/** The API's answer to a `ComponentApiRequest`, as the component's HTTP client gets it. */
+export interface ComponentApiResponse {
+  status: number;
+  headers: Record<string, string | string[]>;
+  /** base64 */
+  body: string;
+}
+
+/** Answers a component's request with the API; `ownerId` is whose executor sent it (for logs and throttling only). */
+export type ComponentApiHandler = (
+  request: ComponentApiRequest,
+  caller: { ownerId: string },
+) => Promise<ComponentApiResponse>;
+
 /** Work a source's code did while none of its invocations ran (timers, promises left running after `run`). */
 export interface LateWork {
   ownerId: string;

@@ -7,6 +7,8 @@
  */
 import type { SerializedError } from "../../errors.ts";
 import type {
+  ComponentApiRequest,
+  ComponentApiResponse,
   ComponentMeta,
   DynamicPropRef,
   HttpResponse,
@@ -25,6 +27,11 @@ export interface ChildInit {
   maxLogEntryChars: number;
   /** Where component code may connect (egress-guard.ts); absent: anywhere. */
   egress?: EgressRules;
+  /**
+   * Requests to https://api.pipedream.com are answered by this server's API over IPC
+   * (pipedream-api.ts), with bodies cut at `bodyLimit` + 1 bytes; absent: they go to the network.
+   */
+  pipedreamApi?: { bodyLimit: number };
 
   /** Heap cap of each realm (worker `resourceLimits.maxOldGenerationSizeMb`). */
   memoryMb: number;
@@ -89,7 +96,9 @@ export type ToChild =
    * The process is over its RSS cap: stop the realm holding the most memory (heap and Buffers) and
    * report it as out of memory with `message`.
    */
-  | { t: "shed"; message: string };
+  | { t: "shed"; message: string }
+  /** The API's answer to the component's request `id` (the runner's number; it hands the realm its own). */
+  | { t: "api"; id: number; response: ComponentApiResponse };
 
 export type ItemResult = InvokeResult & { q: number };
 
@@ -143,4 +152,9 @@ export type FromChild =
    */
   | { t: "dropped"; sid: string }
   /** The process started a realm (a worker thread): counted for `ExecutorPool.stats()`. */
-  | { t: "realm" };
+  | { t: "realm" }
+  /**
+   * Component code sent a request to https://api.pipedream.com; the pool answers it with `api`.
+   * `id` is the realm's own number, which the runner replaces by one unique in the process.
+   */
+  | { t: "api"; id: number; request: ComponentApiRequest };

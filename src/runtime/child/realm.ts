@@ -27,6 +27,7 @@ import { installEgressGuard } from "./egress-guard.ts";
 import { withParsedBody } from "./http-body.ts";
 import { componentInstance, Invocation, optionsCall } from "./instance.ts";
 import { jsonTextTooDeep, maxBodyDepth, maxValueDepth } from "./json-depth.ts";
+import { installPipedreamApi } from "./pipedream-api.ts";
 import type {
   BatchConfig,
   BatchItem,
@@ -60,6 +61,11 @@ const realExit = process.exit.bind(process);
 const init = workerThreads.workerData as ChildInit;
 // Each realm has its own `net` module, so each installs the egress check before any component loads.
 if (init.egress) installEgressGuard(init.egress);
+// Requests to https://api.pipedream.com go to this server's API over the realm's channel; hooked here,
+// before any component loads, like the egress check.
+const answerApi = init.pipedreamApi
+  ? installPipedreamApi(init.pipedreamApi.bodyLimit, (id, request) => send({ t: "api", id, request }))
+  : undefined;
 
 // The realm's channel and worker creation are the runner's, not the component's: a component that
 // could post on the port could flood the runner, and its own workers would escape the realm's heap
@@ -492,6 +498,7 @@ port.on("message", (raw: unknown) => {
   if (typeof msg !== "object" || msg === null) return;
   if (msg.t === "batch") onBatch(msg);
   else if (msg.t === "inspect") void inspect(msg.q, msg.entryFile);
+  else if (msg.t === "api") answerApi?.(msg.id, msg.response);
   else if (msg.t === "forget" && !waiting.has(msg.sid)) {
     // The source leaves this shared realm (its next batch, here or elsewhere, carries its db).
     dbs.delete(msg.sid);

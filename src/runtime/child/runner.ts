@@ -82,6 +82,12 @@ const budget = Math.max(1, init.realmsPerOwner ?? 16);
 const VACANT_KEEP_MS = 5000;
 const inspections = new Map<number, Realm>();
 /**
+ * Requests to https://api.pipedream.com waiting for the pool's answer, by the number the pool knows
+ * them by: each realm numbers its own, so the runner gives them numbers unique in the process.
+ */
+const apiRequests = new Map<number, { realm: Realm; id: number }>();
+let apiSeq = 0;
+/**
  * A realm started ahead and not yet given to anyone: starting a worker and loading realm.ts takes
  * 50-300 ms (more on a loaded machine), which a source's first call would otherwise wait for.
  */
@@ -300,6 +306,14 @@ function onRealmMessage(realm: Realm, raw: unknown): void {
         inspectorSince = Date.now();
       } else stopRealm(realm);
       break;
+    case "api": {
+      if (typeof msg.id !== "number") return;
+      const id = ++apiSeq;
+      apiRequests.set(id, { realm, id: msg.id });
+      // The pool checks the request itself; it is answered whichever source of the realm sent it.
+      send({ t: "api", id, request: msg.request });
+      break;
+    }
     case "fatal":
       // The realm ends itself right after; its exit reports this.
       realm.fatal ??= msg;
@@ -383,6 +397,13 @@ process.on("message", (raw: unknown) => {
     case "shed":
       void shed(String(msg.message));
       break;
+    case "api": {
+      const to = apiRequests.get(msg.id);
+      apiRequests.delete(msg.id);
+      if (to && !to.realm.stopped)
+        to.realm.worker.postMessage({ t: "api", id: to.id, response: msg.response });
+      break;
+    }
     case "stop": {
       if (typeof msg.sid === "string") {
         const realm = realms.get(msg.sid);

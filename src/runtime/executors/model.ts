@@ -8,6 +8,7 @@ import { AppError, type SerializedError } from "../../errors.ts";
 import type { ChildInit } from "../child/protocol.ts";
 import type {
   BuiltComponent,
+  ComponentApiHandler,
   ComponentMeta,
   HttpResponse,
   InvokeRequest,
@@ -52,6 +53,11 @@ export interface ExecutorPoolOptions {
   extraCaCertsFile?: string;
   /** Where component code may connect, checked inside each executor (runtime/egress.ts); absent: anywhere. */
   egress?: ChildInit["egress"];
+  /**
+   * Answers requests component code sends to https://api.pipedream.com (api-relay.ts), with request
+   * bodies cut at `bodyLimit` + 1 bytes; absent: such requests go to the network like any other.
+   */
+  pipedreamApi?: { handler: ComponentApiHandler; bodyLimit: number };
   logger?: ExecutorLogger;
   /**
    * Told about work a source did after its invocation returned: CPU its left-behind timers and

@@ -4,7 +4,8 @@
  * its scratch folder), a V8 heap cap and, when the server runs as root, a uid of its own. Invocations
  * of a source are queued here and sent to the child in batches; see docs/isolation.md. The rooms
  * beside this file hold the parts: `grants` (files), `lifecycle` (forking), `dispatch` (batch
- * messages), `limits` (timeouts, memory, output), `results` (copying untrusted answers).
+ * messages), `limits` (timeouts, memory, output), `results` (copying untrusted answers), `api-relay`
+ * (component requests to Pipedream's API).
  */
 import type { ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -19,6 +20,7 @@ import type {
   InvokeResult,
   LateWork,
 } from "../types.ts";
+import { ApiRelay } from "./api-relay.ts";
 import { batchMessage } from "./dispatch.ts";
 import { Grants } from "./grants.ts";
 import { bundleExecutorCode, forkExecutor, reniceExecutor, syntaxLocation } from "./lifecycle.ts";
@@ -77,6 +79,7 @@ export class ExecutorPool implements Executor {
   private readonly children = new Set<Child>();
   private readonly grants: Grants;
   private readonly scratch: ScratchLimit;
+  private readonly apiRelay: ApiRelay | undefined;
   private seq = 0;
   private watch: NodeJS.Timeout | undefined;
   private closed = false;
@@ -98,7 +101,15 @@ export class ExecutorPool implements Executor {
       lateWorkLimitMs: this.defaultTimeoutMs,
       realmsPerOwner: options.realmsPerOwner ?? 16,
       ...(options.egress ? { egress: options.egress } : {}),
+      ...(options.pipedreamApi ? { pipedreamApi: { bodyLimit: options.pipedreamApi.bodyLimit } } : {}),
     };
+    this.apiRelay = options.pipedreamApi
+      ? new ApiRelay({
+          ...options.pipedreamApi,
+          send: (child, message) => this.send(child, message),
+          logger: options.logger,
+        })
+      : undefined;
     const root = process.getuid?.() === 0;
     const isolateUsers = options.isolateUsers ?? root;
     if (isolateUsers && !root) throw new Error("isolateUsers needs the server to run as root");
@@ -426,6 +437,9 @@ export class ExecutorPool implements Executor {
       }
       case "realm":
         child.realmsStarted++;
+        break;
+      case "api":
+        this.apiRelay?.onRequest(child, msg.id, msg.request);
         break;
       case "dropped": {
         if (typeof msg.sid !== "string") return;
