@@ -32,6 +32,10 @@ export const errorCatalogue = {
   internal: { status: 500, message: "Internal server error" },
   component_error: { status: 500, message: "The component threw an error" },
   shutting_down: { status: 503, message: "The server is shutting down" },
+  store_unavailable: {
+    status: 503,
+    message: "The server cannot reach its database; the request was not completed, retry shortly",
+  },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof errorCatalogue;

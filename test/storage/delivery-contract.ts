@@ -227,7 +227,11 @@ export function deliveryContract(withStore: WithStore, unique: (prefix: string) 
     assert.deepEqual(first[0]!.event, due.event);
     assert.deepEqual(await claim(s, 2000), [], "a claimed delivery is not handed out twice");
     assert.equal(await s.nextDeliveryMs(), 5000, "the soonest unclaimed one");
-    assert.deepEqual(await s.countPendingDeliveries(2000), { pending: 2, due: 1 }, "a claimed one is still pending");
+    assert.deepEqual(
+      await s.countPendingDeliveries(2000),
+      { pending: 2, due: 1 },
+      "a claimed one is still pending",
+    );
     assert.deepEqual(await s.countPendingDeliveries(5000), { pending: 2, due: 2 });
     await s.releaseDeliveries([due.id]);
     assert.deepEqual(ids(await claim(s, 2000)), [due.id], "released, it can be claimed again");

@@ -4,7 +4,7 @@
  */
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
-import type { PoolClient } from "pg";
+import type { ClientBase } from "pg";
 import { migrationFiles, refuseNewerSchema } from "../schema-version.ts";
 
 const migrationsDir = path.join(import.meta.dirname, "migrations");
@@ -13,7 +13,7 @@ const migrationsDir = path.join(import.meta.dirname, "migrations");
  * Applies the migrations not yet recorded, each in its own transaction; returns the versions applied.
  * `schema`, when given, is created first (under the same lock) and must be the connection's search path.
  */
-export async function migrate(client: PoolClient, schema?: string): Promise<number[]> {
+export async function migrate(client: ClientBase, schema?: string): Promise<number[]> {
   // The advisory lock's key: one per schema, so that stores in different schemas of one database
   // (tests, or two installations) do not wait for each other.
   const { rows } = await client.query("SELECT 'fount.migrate.' || coalesce($1, current_schema()) AS key", [
