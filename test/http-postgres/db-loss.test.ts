@@ -128,7 +128,7 @@ async function hit(endpoint: string, body: unknown): Promise<Response> {
   });
 }
 
-test("a node whose PostgreSQL goes away answers 503 with Retry-After, stays live, and recovers by itself", async () => {
+test("a node whose PostgreSQL goes away answers 503 with Retry-After, stays live, and recovers by itself", async (t) => {
   const { server, proxy, logs, close } = await serverThroughProxy();
   const receiver = await holdingReceiver();
   try {
@@ -170,7 +170,9 @@ test("a node whose PostgreSQL goes away answers 503 with Retry-After, stays live
     assert.equal(apiRes.status, 503);
     assert.equal(apiRes.headers.get("retry-after"), "5");
     assert.equal(apiRes.body.code, "store_unavailable");
-    assert.ok(Date.now() - started < answerBoundMs, "the 503s came within the bound");
+    const refusedMs = Date.now() - started;
+    assert.ok(refusedMs < answerBoundMs, "the 503s came within the bound");
+    t.diagnostic(`reset: endpoint and API route refused with 503 in ${refusedMs} ms`);
     const metrics = await server.api("GET", "/metrics", { key: null });
     assert.equal(metrics.status, 200);
     assert.match(metrics.text, /^fount_store_up\{[^}]*\} 0$/m);
@@ -188,6 +190,7 @@ test("a node whose PostgreSQL goes away answers 503 with Retry-After, stays live
     await eventually("/readyz 200 again", recoveryBoundMs, async () =>
       (await server.api("GET", "/readyz", { key: null })).status === 200 ? true : undefined,
     );
+    t.diagnostic(`reset: ready again ${Date.now() - restoredAt} ms after the restore`);
     const again = await hit(hook.endpoint_url, { n: 100 });
     assert.equal(again.status, 200, await again.text());
 
@@ -229,7 +232,7 @@ test("a node whose PostgreSQL goes away answers 503 with Retry-After, stays live
   }
 });
 
-test("a database that stops answering (packets dropped) gets 503 within the store timeout, not a hang", async () => {
+test("a database that stops answering (packets dropped) gets 503 within the store timeout, not a hang", async (t) => {
   const { server, proxy, close } = await serverThroughProxy();
   try {
     const hook = (await server.api("POST", "/v1/sources", { body: { component_code: hookSourceCode } })).body
@@ -243,16 +246,24 @@ test("a database that stops answering (packets dropped) gets 503 within the stor
     assert.equal(res.status, 503, await res.text());
     assert.equal(res.headers.get("retry-after"), "5");
     assert.ok(waited < answerBoundMs, `answered after ${waited} ms`);
+    t.diagnostic(`drop: endpoint refused with 503 in ${waited} ms (store timeout ${storeTimeoutMs} ms)`);
     // Once a probe confirmed the loss, requests are refused without waiting for the timeout again.
     await eventually("/readyz 503", answerBoundMs, async () =>
       (await server.api("GET", "/readyz", { key: null })).status === 503 ? true : undefined,
     );
     assert.equal((await server.api("GET", "/healthz", { key: null })).status, 200);
 
+    const refusedAt = Date.now();
+    const fast = await hit(hook.endpoint_url, { n: 2 });
+    assert.equal(fast.status, 503);
+    t.diagnostic(`drop: refused again in ${Date.now() - refusedAt} ms once the loss was confirmed`);
+
     proxy.restore();
+    const restoredAt = Date.now();
     await eventually("/readyz 200 again", recoveryBoundMs, async () =>
       (await server.api("GET", "/readyz", { key: null })).status === 200 ? true : undefined,
     );
+    t.diagnostic(`drop: ready again ${Date.now() - restoredAt} ms after the restore`);
     assert.equal((await hit(hook.endpoint_url, { n: 3 })).status, 200);
     const stored = (await entries(server, `/v1/sources/${hook.id}`))
       .map((e) => e.event.n)
