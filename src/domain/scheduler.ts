@@ -228,6 +228,8 @@ export class TimerScheduler {
     try {
       hold = await runner.checkQuota(source);
     } catch (err) {
+      // Only a used-up quota skips the tick with a note; a lost store fails the run like any other step.
+      if ((err as { code?: unknown }).code !== "quota_exceeded") throw err;
       bus.emit("timer.fired", {
         sourceId: source.id,
         propName: timer.propName,
