@@ -98,7 +98,9 @@ export interface BuiltApp {
 }
 
 export async function openStorage(config: Config): Promise<Storage> {
-  if (config.databaseUrl) return openPostgresStorage({ url: config.databaseUrl });
+  if (config.databaseUrl) {
+    return openPostgresStorage({ url: config.databaseUrl, timeoutMs: config.storeTimeoutMs });
+  }
   return openSqliteStorage({ dataDir: config.dataDir });
 }
 
@@ -165,6 +167,21 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const bus = new Bus();
   bus.onError((err) => app.log.error({ err }, "internal event listener failed"));
   logErrors(bus, app.log);
+  // A lost store is logged when the driver's probe confirms it, and again when it answers; what fails
+  // meanwhile (requests, loops) is logged at info or debug only.
+  let storeLostAt = 0;
+  store.health.onChange((available, reason) => {
+    if (!available) {
+      storeLostAt = Date.now();
+      app.log.error(
+        { reason },
+        `The database is unreachable (${reason}): answering 503 and retrying until it is back`,
+      );
+    } else {
+      const seconds = Math.round((Date.now() - storeLostAt) / 1000);
+      app.log.warn({ downSeconds: seconds }, `The database answers again after ${seconds} s: serving`);
+    }
+  });
   const metrics = new Metrics(config.nodeId);
   metrics.listen(bus);
   const committer = new Committer(store, {

@@ -13,6 +13,8 @@ export interface Config {
   npmCacheDir: string;
   /** `postgres://…` selects the PostgreSQL store; undefined means embedded SQLite in dataDir. */
   databaseUrl: string | undefined;
+  /** How long a PostgreSQL operation waits for a connection or an answer before it fails with 503 (FOUNT_STORE_TIMEOUT_MS). */
+  storeTimeoutMs: number;
   bootstrapApiKey: string | undefined;
   /** Requests per minute per API key; 0 turns the limit off. */
   rateLimit: number;
@@ -133,6 +135,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     publicUrl,
     dataDir: path.resolve(env.FOUNT_DATA_DIR || ".fount"),
     databaseUrl,
+    storeTimeoutMs: int(env, "FOUNT_STORE_TIMEOUT_MS", 5000, 100),
     npmCacheDir: path.resolve(env.FOUNT_NPM_CACHE || path.join(env.FOUNT_DATA_DIR || ".fount", "npm-cache")),
     bootstrapApiKey: env.FOUNT_BOOTSTRAP_API_KEY || undefined,
     rateLimit: int(env, "FOUNT_RATE_LIMIT", 6000),

@@ -8,6 +8,7 @@
 import { readFileSync } from "node:fs";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { Bus } from "./domain/bus.ts";
+import { isStoreUnavailable } from "./storage/health.ts";
 import type { Storage } from "./storage/port.ts";
 
 /** Seconds: from a fast commit (1 ms) to a run at the default 30 s timeout. */
@@ -68,6 +69,15 @@ export class Metrics {
     });
     const sources = () => this.#sources;
     new Gauge({
+      name: "fount_store_up",
+      help: "1 while the store answers, 0 while this node has lost it (PostgreSQL; /readyz answers 503 meanwhile)",
+      registers: [registry],
+      collect() {
+        const s = sources();
+        if (s) this.set(s.store.health.available ? 1 : 0);
+      },
+    });
+    new Gauge({
       name: "fount_delivery_backlog",
       help: "Pending deliveries, and those of them already due (state=due)",
       labelNames: ["state"],
@@ -75,9 +85,16 @@ export class Metrics {
       async collect() {
         const s = sources();
         if (!s) return;
-        const { pending, due } = await s.store.countPendingDeliveries(s.now());
-        this.set({ state: "pending" }, pending);
-        this.set({ state: "due" }, due);
+        let backlog: { pending: number; due: number };
+        try {
+          backlog = await s.store.countPendingDeliveries(s.now());
+        } catch (err) {
+          // A lost store leaves the last figures: /metrics still answers, with the node's own series.
+          if (isStoreUnavailable(err)) return;
+          throw err;
+        }
+        this.set({ state: "pending" }, backlog.pending);
+        this.set({ state: "due" }, backlog.due);
       },
     });
     new Gauge({

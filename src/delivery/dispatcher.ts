@@ -9,6 +9,7 @@ import type { FastifyBaseLogger } from "fastify";
 import type { Clock } from "../clock.ts";
 import type { Bus } from "../domain/bus.ts";
 import type { Delivery, DeliveryAttempt } from "../domain/types.ts";
+import { isStoreUnavailable } from "../storage/health.ts";
 import type { Storage } from "../storage/port.ts";
 import type { Deliverers, PreparedDelivery } from "./deliverers.ts";
 import type { DeliveryLedger, Settlement } from "./ledger.ts";
@@ -111,6 +112,12 @@ export class DeliveryDispatcher {
   #ticking: Promise<number> | undefined;
   #tickAgain = false;
   #lastPruneMs = 0;
+  /**
+   * Deliveries this run claimed whose result or release could not be written because the store was
+   * out of reach: still claimed in the store, so no claim would take them again. They are released
+   * once the store answers (before the next claim), and retried from there: none is lost.
+   */
+  readonly #unsettled = new Set<string>();
 
   constructor(deps: DispatcherDeps, options: Partial<DispatcherOptions> = {}) {
     this.#d = deps;
@@ -173,9 +180,12 @@ export class DeliveryDispatcher {
       return claimed;
     })();
     this.#ticking = run;
-    void run.finally(() => {
+    // Both ways: `finally` would pass a failed claim on to a promise nobody awaits (an unhandled
+    // rejection); the caller of `tick` gets the failure.
+    const done = () => {
       if (this.#ticking === run) this.#ticking = undefined;
-    });
+    };
+    void run.then(done, done);
     return run;
   }
 
@@ -217,7 +227,9 @@ export class DeliveryDispatcher {
         if (next !== undefined && next > now) delay = Math.min(delay, next - now);
       }
     } catch (err) {
-      this.#d.logger?.error({ err }, "delivery loop failed; retrying shortly");
+      // A lost store is logged once by app.ts; the loop polls again after `pollMs`.
+      if (isStoreUnavailable(err)) this.#d.logger?.debug({ err }, "delivery loop failed; retrying shortly");
+      else this.#d.logger?.error({ err }, "delivery loop failed; retrying shortly");
     } finally {
       this.#looping = false;
     }
@@ -239,6 +251,15 @@ export class DeliveryDispatcher {
   }
 
   async #claimAndStart(): Promise<number> {
+    if (this.#unsettled.size > 0 && !this.#stop.signal.aborted) {
+      const ids = [...this.#unsettled];
+      await this.#d.store.releaseDeliveries(ids);
+      for (const id of ids) this.#unsettled.delete(id);
+      this.#d.logger?.info(
+        { released: ids.length },
+        "released deliveries left claimed while the store was lost",
+      );
+    }
     const free = this.options.maxHeld - this.#inflight.size;
     if (free <= 0 || this.#stop.signal.aborted) return 0;
     this.#lastClaimMs = performance.now();
@@ -309,7 +330,14 @@ export class DeliveryDispatcher {
 
   #start(d: Delivery): void {
     const task = this.#handle(d)
-      .catch((err) => this.#d.logger?.error({ err, deliveryId: d.id }, "delivery handling failed"))
+      .catch((err) => {
+        if (!isStoreUnavailable(err)) {
+          this.#d.logger?.error({ err, deliveryId: d.id }, "delivery handling failed");
+          return;
+        }
+        this.#unsettled.add(d.id);
+        this.#d.logger?.debug({ err, deliveryId: d.id }, "delivery left claimed: the store is unavailable");
+      })
       .finally(() => {
         this.#inflight.delete(task);
         this.wake();
@@ -358,7 +386,10 @@ export class DeliveryDispatcher {
           nowMs: started,
         });
       } catch (err) {
-        outcome = { kind: "retry", error: (err as Error).message || String(err) };
+        // A listener source's run whose commit found the store lost: nothing was stored, no attempt counts.
+        outcome = isStoreUnavailable(err)
+          ? { kind: "release" }
+          : { kind: "retry", error: (err as Error).message || String(err) };
       } finally {
         this.#release(key);
       }
@@ -372,6 +403,8 @@ export class DeliveryDispatcher {
     try {
       return await this.#d.deliverers[d.listenerKind].prepare(d);
     } catch (err) {
+      // The store is out of reach, not the destination: no attempt is counted, the delivery waits.
+      if (isStoreUnavailable(err)) return { kind: "release" };
       return { kind: "retry", error: `could not prepare the delivery: ${(err as Error).message}` };
     }
   }

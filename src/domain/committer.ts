@@ -4,6 +4,7 @@
  * retried job by job, so one bad job never fails the others.
  */
 import type { AsyncLocalStorage } from "node:async_hooks";
+import { isStoreUnavailable } from "../storage/health.ts";
 import type { Storage, StorageOps } from "../storage/port.ts";
 
 interface Job {
@@ -104,7 +105,12 @@ export class Committer {
           job.after?.();
           job.resolve(results[i]);
         });
-      } catch {
+      } catch (err) {
+        // The store is out of reach: no job is to blame, and each alone would fail the same way.
+        if (isStoreUnavailable(err)) {
+          for (const job of batch) job.reject(err);
+          continue;
+        }
         // Find the culprit: each job alone, in order.
         for (const job of batch) {
           try {

@@ -6,6 +6,7 @@
  */
 import type { Clock } from "../clock.ts";
 import type { LateWork } from "../runtime/types.ts";
+import { isStoreUnavailable } from "../storage/health.ts";
 import type { Storage } from "../storage/port.ts";
 import type { Bus } from "./bus.ts";
 import type { Committer } from "./committer.ts";
@@ -18,7 +19,7 @@ export interface LateWorkDeps {
   recorder: EventRecorder;
   bus: Bus;
   clock: Clock;
-  logger: { warn(obj: object, msg?: string): void };
+  logger: { warn(obj: object, msg?: string): void; debug(obj: object, msg?: string): void };
 }
 
 /** CPU reports are summed per source and written together this often, not one commit per report. */
@@ -42,15 +43,21 @@ export class LateWorkRecorder {
   /** The executor's `onLateWork`. Never throws. */
   report(work: LateWork): void {
     if (this.#closed) return;
-    if (work.cpuMs > 0) {
-      this.#cpu.set(work.sourceId, (this.#cpu.get(work.sourceId) ?? 0) + work.cpuMs);
-      this.#timer ??= setTimeout(() => void this.flush(), FLUSH_MS).unref();
-    }
+    if (work.cpuMs > 0) this.#charge(work.sourceId, work.cpuMs);
     if (work.error && this.#allowError(work.sourceId)) {
-      this.#recordError(work.sourceId, work.error).catch((err: unknown) =>
-        this.#d.logger.warn({ err, sourceId: work.sourceId }, "recording late work failed"),
-      );
+      this.#recordError(work.sourceId, work.error).catch((err: unknown) => {
+        // A lost store is logged once by app.ts; the note is dropped like one over the window's limit.
+        if (isStoreUnavailable(err))
+          this.#d.logger.debug({ err, sourceId: work.sourceId }, "recording late work failed");
+        else this.#d.logger.warn({ err, sourceId: work.sourceId }, "recording late work failed");
+      });
     }
+  }
+
+  /** Adds CPU time to a source's pending charge and makes sure a flush will write it. */
+  #charge(sourceId: string, cpuMs: number): void {
+    this.#cpu.set(sourceId, (this.#cpu.get(sourceId) ?? 0) + cpuMs);
+    this.#timer ??= setTimeout(() => void this.flush(), FLUSH_MS).unref();
   }
 
   /** Writes the CPU time summed so far to each source creator's usage. */
@@ -60,7 +67,7 @@ export class LateWorkRecorder {
     const pending = [...this.#cpu];
     this.#cpu.clear();
     const day = usageDay(this.#d.clock.now());
-    for (const [sourceId, ms] of pending) {
+    for (const [i, [sourceId, ms]] of pending.entries()) {
       try {
         const source = await this.#d.store.getSource(sourceId);
         // Options calls and inspections run under ids that are no source: nothing to charge.
@@ -69,6 +76,12 @@ export class LateWorkRecorder {
           tx.addUsage(source.createdBy, day, { invocations: 0, computeMs: Math.ceil(ms) }),
         );
       } catch (err) {
+        if (isStoreUnavailable(err) && !this.#closed) {
+          // The store is lost (logged once by app.ts): this and the remaining charges wait for the next flush.
+          this.#d.logger.debug({ err }, "charging late work deferred: the store is unavailable");
+          for (const [id, left] of pending.slice(i)) this.#charge(id, left);
+          return;
+        }
         this.#d.logger.warn({ err, sourceId }, "charging late work failed");
       }
     }

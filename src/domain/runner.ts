@@ -21,6 +21,7 @@ import type {
   InvokeResult,
   LogEntry,
 } from "../runtime/types.ts";
+import { isStoreUnavailable } from "../storage/health.ts";
 import type { Storage, StorageOps } from "../storage/port.ts";
 import type { Bus } from "./bus.ts";
 import { normalizeChannelLoose } from "./channels.ts";
@@ -387,6 +388,13 @@ export class SourceRunner {
         },
       )
       .catch((err) => {
+        if (isStoreUnavailable(err)) {
+          // The store is out of reach (logged once by app.ts). The cached db is kept: the executor's copy
+          // holds the same writes, and invocations already handed over build on it; dropping ours would
+          // let their results land on an empty db. They reach the store with the next commit that writes the db.
+          this.#d.logger.debug({ err, sourceId: source.id }, "commit of an invocation failed");
+          throw err;
+        }
         // The store refused the commit: the cached db and clock may hold writes that never landed.
         this.#db.delete(source.id);
         this.#d.recorder.ids.forget(source.id);

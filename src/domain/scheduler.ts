@@ -9,6 +9,7 @@
  */
 import type { FastifyBaseLogger } from "fastify";
 import type { Clock } from "../clock.ts";
+import { isStoreUnavailable } from "../storage/health.ts";
 import type { Storage } from "../storage/port.ts";
 import type { Bus } from "./bus.ts";
 import type { Committer } from "./committer.ts";
@@ -108,11 +109,11 @@ export class TimerScheduler {
       const runs = await this.#pass();
       full = runs.full;
       // Nobody awaits these: a failure is logged here rather than left unhandled.
-      for (const run of runs.started) {
-        run.catch((err) => this.#d.logger.error({ err }, "timer run failed"));
-      }
+      for (const run of runs.started) run.catch((err) => this.#logFailure(err, "timer run failed"));
     } catch (err) {
-      this.#d.logger.error({ err }, "timer tick failed");
+      // With the store lost, no tick is claimed: the loop keeps its pace (at most `maxSleepMs` apart)
+      // and a tick missed meanwhile fires once when the store is back.
+      this.#logFailure(err, "timer tick failed");
     }
     if (!this.#running) return;
     if (full) return this.#schedule(0);
@@ -120,6 +121,12 @@ export class TimerScheduler {
     const now = this.#d.clock.now();
     const gap = Math.max(0, startedMs + minPassGapMs - now);
     this.#schedule(next === undefined ? maxSleepMs : Math.min(maxSleepMs, Math.max(gap, next - now)));
+  }
+
+  /** A lost store is logged once by app.ts; each pass that fails because of it only at debug. */
+  #logFailure(err: unknown, message: string): void {
+    if (isStoreUnavailable(err)) this.#d.logger.debug({ err }, message);
+    else this.#d.logger.error({ err }, message);
   }
 
   /** Fires every timer due now; resolves when their invocations have committed. */
@@ -160,7 +167,7 @@ export class TimerScheduler {
       if (busy) {
         this.#track(
           this.#skip(timer, busy, now).catch((err) =>
-            this.#d.logger.error({ err, sourceId: timer.sourceId }, "note of a skipped timer tick failed"),
+            this.#logFailure(err, `note of a skipped timer tick of ${timer.sourceId} failed`),
           ),
         );
         continue;
@@ -232,6 +239,8 @@ export class TimerScheduler {
     try {
       hold = await runner.checkQuota(source);
     } catch (err) {
+      // Only a used-up quota skips the tick with a note; a lost store fails the run like any other step.
+      if ((err as { code?: unknown }).code !== "quota_exceeded") throw err;
       bus.emit("timer.fired", {
         sourceId: source.id,
         propName: timer.propName,

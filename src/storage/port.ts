@@ -26,6 +26,7 @@ import type {
   WithSeq,
   Workflow,
 } from "../domain/types.ts";
+import type { StoreHealth } from "./health.ts";
 
 export interface StorageCapabilities {
   /** Can wake other processes on change (PostgreSQL LISTEN/NOTIFY). */
@@ -298,6 +299,8 @@ export interface Storage extends StorageOps {
   readonly capabilities: StorageCapabilities;
   /** Present with `listenNotify`: what lets several nodes share the store. */
   readonly cluster?: ClusterStore;
+  /** Whether the store answers now (a networked store can be lost while running; see health.ts). */
+  readonly health: StoreHealth;
   /** Runs `fn` in one transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(fn: (tx: StorageOps) => Promise<T>): Promise<T>;
   /** Cheap round trip for readiness checks. */

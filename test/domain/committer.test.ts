@@ -9,6 +9,7 @@ import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { Committer } from "../../src/domain/committer.ts";
+import { StoreUnavailableError } from "../../src/storage/health.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
 
 const store = () => openSqliteStorage({ dataDir: mkdtempSync(path.join(os.tmpdir(), "fount-commit-")) });
@@ -32,6 +33,32 @@ test("jobs of one turn share a transaction; a failing one fails alone", async ()
   );
   assert.equal((await s.getUsage("u_a", day)).invocations, 1);
   assert.equal((await s.getUsage("u_b", day)).invocations, 1);
+  await s.close();
+});
+
+test("a batch that finds the store unavailable fails every job at once, none retried alone", async () => {
+  const s = await store();
+  const committer = new Committer(s);
+  let runs = 0;
+  const add = (user: string) =>
+    committer.submit(async (tx) => {
+      runs++;
+      await tx.addUsage(user, day, { invocations: 1, computeMs: 0 });
+    });
+  const results = await Promise.allSettled([
+    add("u_a"),
+    committer.submit(async () => {
+      throw new StoreUnavailableError("connection lost");
+    }),
+    add("u_b"),
+  ]);
+  assert.deepEqual(
+    results.map((r) => (r.status === "rejected" ? (r.reason as { code: string }).code : r.status)),
+    ["store_unavailable", "store_unavailable", "store_unavailable"],
+  );
+  // Only the first job ran, once, in the batch: a lost store names no culprit to look for alone.
+  assert.equal(runs, 1);
+  assert.equal((await s.getUsage("u_a", day)).invocations, 0);
   await s.close();
 });
 

@@ -71,11 +71,13 @@ test("the text format has every family, each series labelled with the node", asy
     "fount_executors_memory_bytes",
     "fount_sse_clients",
     "fount_store_commit_duration_seconds",
+    "fount_store_up",
     "fount_process_resident_memory_bytes",
   ]) {
     assert.match(text, new RegExp(`^# TYPE ${family} `, "m"), family);
   }
   assert.equal(sample(text, "fount_delivery_backlog", { node: "node-a", state: "pending" }), 0);
+  assert.equal(sample(text, "fount_store_up", { node: "node-a" }), 1);
 });
 
 test("the figures move as the server works", async () => {

@@ -2,6 +2,13 @@
 import type { Socket } from "node:net";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { AppError, type ErrorCode } from "../../errors.ts";
+import { isStoreUnavailable } from "../../storage/health.ts";
+
+/**
+ * `Retry-After` of a `store_unavailable` answer, in seconds: the store is probed every second while it
+ * is lost, and a database that restarts is usually back within a few.
+ */
+export const storeRetryAfterSeconds = 5;
 
 const byStatus: Record<number, ErrorCode> = {
   400: "invalid_parameter",
@@ -32,6 +39,12 @@ export function toAppError(err: unknown): AppError {
   // Plugins that must throw their own error type (rate limiting) carry ours along.
   const carried = (err as { appError?: unknown } | null)?.appError;
   if (carried instanceof AppError) return carried;
+  if (isStoreUnavailable(err)) {
+    return new AppError("store_unavailable", undefined, {
+      cause: err,
+      headers: { "retry-after": String(storeRetryAfterSeconds) },
+    });
+  }
   const e = err as FastifyError & { statusCode?: number };
   if (e.validation && e.validation.length > 0) {
     const v = e.validation[0]!;
@@ -81,7 +94,9 @@ export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err, request: FastifyRequest, reply) => {
     const appError = toAppError(err);
-    if (appError.status >= 500) request.log.error({ err }, "request failed");
+    // A lost store is logged once, when it is found lost (app.ts); each refused request only at info.
+    if (appError.status >= 500 && appError.code !== "store_unavailable")
+      request.log.error({ err }, "request failed");
     // The message goes in `msg` itself: a `msg` key in the object would be a second one, and the
     // reader of the JSON line would keep only the last ("request refused").
     else

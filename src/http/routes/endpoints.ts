@@ -16,6 +16,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { AppError } from "../../errors.ts";
 import type { HttpResponse } from "../../runtime/types.ts";
 import type { Services } from "../../services.ts";
+import { toAppError } from "../plugins/errors.ts";
 
 /** Bodies above this get 413, as on Pipedream. */
 export const endpointBodyLimit = 512 * 1024;
@@ -249,9 +250,12 @@ export function endpointHandler(
       "x-request-id": typeof given === "string" && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID(),
     };
     handle(req, res, base).catch((err: unknown) => {
-      const known = err instanceof AppError;
-      if (!known) logger.error({ err, reqId: base["x-request-id"] }, "request failed");
-      fail(req, res, base, known ? err : new AppError("internal"));
+      // Catalogue errors, and a lost store (503 with Retry-After, logged once when it was found lost).
+      const known = toAppError(err);
+      if (known.code === "internal") logger.error({ err, reqId: base["x-request-id"] }, "request failed");
+      // The body may not have been read (the store failed before): drained, the connection stays usable.
+      req.resume();
+      fail(req, res, base, known);
     });
   };
 }

@@ -1,7 +1,12 @@
-/** Liveness and readiness probes. */
+/**
+ * Liveness and readiness probes. A node whose database is lost stays live (restarting it would not
+ * bring the database back, and it recovers by itself) but is not ready, so that a load balancer sends
+ * its traffic to nodes that can serve it.
+ */
 import type { FastifyInstance } from "fastify";
 import { Type } from "typebox";
 import { executorAccessProblem } from "../../runtime/executor-access.ts";
+import { isStoreUnavailable, type StoreUnavailableError } from "../../storage/health.ts";
 
 export async function healthRoutes(app: FastifyInstance): Promise<void> {
   const ok = Type.Object({ status: Type.String() });
@@ -25,10 +30,16 @@ export async function healthRoutes(app: FastifyInstance): Promise<void> {
       },
     },
     async (_request, reply) => {
+      const { store } = app.fount;
+      // Known lost: no round trip (the probe in the driver tells when it is back).
+      if (!store.health.available) {
+        return reply.code(503).send({ status: `storage unreachable: ${store.health.reason}` });
+      }
       try {
-        await app.fount.store.ping();
-      } catch {
-        return reply.code(503).send({ status: "storage unreachable" });
+        await store.ping();
+      } catch (err) {
+        const reason = isStoreUnavailable(err) ? `: ${(err as StoreUnavailableError).reason}` : "";
+        return reply.code(503).send({ status: `storage unreachable${reason}` });
       }
       // Executors under uids of their own must still reach the data dir (a chmod after start).
       const { config } = app.fount;

@@ -14,6 +14,7 @@ import { clusterStore } from "./cluster.ts";
 import { DeferringClient } from "./deferred.ts";
 import { deliveryOps } from "./deliveries.ts";
 import { eventOps } from "./events.ts";
+import { PostgresHealth, probeOnce } from "./health.ts";
 import { migrate, quoteIdent } from "./migrate.ts";
 import { sourceOps } from "./sources.ts";
 import { type Queryable, Sql } from "./sql.ts";
@@ -29,6 +30,11 @@ export interface PostgresOptions {
   schema?: string;
   /** Connections in the pool. */
   poolSize?: number;
+  /**
+   * How long an operation may wait for a pooled connection, and a statement for its answer, before it
+   * fails as `store_unavailable` (ms; default 5 s).
+   */
+  timeoutMs?: number;
 }
 
 /**
@@ -39,6 +45,19 @@ const defaultPoolSize = 10;
 
 /** How long a start waits for PostgreSQL to answer before it gives up with a one-line error. */
 const connectTimeoutMs = 10_000;
+
+/**
+ * Once running, an operation waits this long for a connection or an answer before the caller gets 503:
+ * long enough for a query on a loaded machine (round trips of 40 ms were seen), short enough that a
+ * client of a node whose database went away gets its answer in a few seconds rather than hanging.
+ */
+const defaultTimeoutMs = 5_000;
+
+/** The client-side bound of a query lies this far past the server's `statement_timeout` (network). */
+const queryTimeoutSlackMs = 1_000;
+
+/** How often a lost database is probed until it answers again. */
+const probeIntervalMs = 1_000;
 
 /** BIGINT (OID 20) as a JS number: IDs, counts and epoch milliseconds all stay below 2^53. */
 const types = {
@@ -79,8 +98,11 @@ function opsOn(db: Queryable, inTransaction = false): StorageOps {
  * corrupted; a crash of PostgreSQL or of the machine may lose the last moment of commits (at most three
  * `wal_writer_delay`s, 0.6 s by default) — like the SQLite store's `synchronous=NORMAL` on a power loss.
  */
-function sessionSettings(options: PostgresOptions): { connectionString: string; serverOptions: string } {
-  const settings = ["-c synchronous_commit=off"];
+function sessionSettings(
+  options: PostgresOptions,
+  extra: string[] = [],
+): { connectionString: string; serverOptions: string } {
+  const settings = ["-c synchronous_commit=off", ...extra];
   if (options.schema !== undefined) settings.push(`-c search_path=${quoteIdent(options.schema)}`);
   let connectionString = options.url;
   try {
@@ -110,22 +132,20 @@ function describe(url: string): string {
 /** Connects, applies migrations and returns the store; a database that cannot be reached throws StoreOpenError. */
 export async function openPostgresStorage(options: PostgresOptions): Promise<Storage> {
   const { connectionString, serverOptions } = sessionSettings(options);
-  const pool = new pg.Pool({
+  // Migrations run on a connection of their own, without the running store's timeouts: a node may wait
+  // for another's migration lock, and a migration of a large table may take long.
+  const client = new pg.Client({
     connectionString,
     options: serverOptions,
-    max: options.poolSize ?? defaultPoolSize,
     connectionTimeoutMillis: connectTimeoutMs,
     types,
   });
-  // An idle connection that breaks (a restart of PostgreSQL) is dropped by the pool; without a listener
-  // its error would end the process. The next query opens a fresh connection or fails on its own.
-  pool.on("error", () => undefined);
-
-  let client: pg.PoolClient;
+  // A connection error is also emitted as an event; unheard, it would end the process.
+  client.on("error", () => undefined);
   try {
-    client = await pool.connect();
+    await client.connect();
   } catch (err) {
-    await pool.end().catch(() => undefined);
+    await client.end().catch(() => undefined);
     throw new StoreOpenError(
       "store_unreachable",
       `cannot reach PostgreSQL at ${describe(options.url)}: ${(err as Error).message || (err as Error).name}`,
@@ -134,18 +154,41 @@ export async function openPostgresStorage(options: PostgresOptions): Promise<Sto
   }
   try {
     await migrate(client, options.schema);
-  } catch (err) {
-    client.release();
-    await pool.end().catch(() => undefined);
-    throw err;
+  } finally {
+    await client.end().catch(() => undefined);
   }
-  client.release();
 
-  const ops = opsOn(pool as unknown as Queryable);
-  const cluster = clusterStore(new Sql(pool as unknown as Queryable), {
-    connectionString,
-    options: serverOptions,
-    connectionTimeoutMillis: connectTimeoutMs,
+  // Every operation is bounded (docs/operations.md, "When the database goes away"): waiting for a
+  // pooled connection, and each statement, on the server (`statement_timeout`) and in the client.
+  const timeoutMs = options.timeoutMs ?? defaultTimeoutMs;
+  const running = sessionSettings(options, [`-c statement_timeout=${timeoutMs}`]);
+  const pool = new pg.Pool({
+    connectionString: running.connectionString,
+    options: running.serverOptions,
+    max: options.poolSize ?? defaultPoolSize,
+    connectionTimeoutMillis: timeoutMs,
+    query_timeout: timeoutMs + queryTimeoutSlackMs,
+    types,
+  });
+  // An idle connection that breaks (a restart of PostgreSQL) is dropped by the pool; without a listener
+  // its error would end the process. The next query opens a fresh connection or fails on its own.
+  pool.on("error", () => undefined);
+  const health = new PostgresHealth({
+    probe: () =>
+      probeOnce({
+        connectionString: running.connectionString,
+        options: running.serverOptions,
+        connectionTimeoutMillis: timeoutMs,
+        query_timeout: timeoutMs + queryTimeoutSlackMs,
+      }),
+    intervalMs: probeIntervalMs,
+  });
+
+  const ops = opsOn(health.guarded(pool as unknown as Queryable));
+  const cluster = clusterStore(new Sql(health.guarded(pool as unknown as Queryable)), {
+    connectionString: running.connectionString,
+    options: running.serverOptions,
+    connectionTimeoutMillis: timeoutMs,
   });
   let closed = false;
   return {
@@ -153,10 +196,17 @@ export async function openPostgresStorage(options: PostgresOptions): Promise<Sto
     driver: "postgres",
     capabilities: { listenNotify: true, skipLocked: true },
     cluster,
+    health,
     transaction: async <T>(fn: (tx: StorageOps) => Promise<T>): Promise<T> => {
-      const tx = await pool.connect();
+      const tx = await health.guard(() => pool.connect());
       const deferring = new DeferringClient(tx);
       let broken = false;
+      // A checked-out connection that breaks emits "error" besides failing its query; unheard, that
+      // would end the process. The connection is then closed, not returned to the pool.
+      const onError = () => {
+        broken = true;
+      };
+      tx.on("error", onError);
       try {
         // BEGIN is sent with the transaction's first statement.
         deferring.defer("BEGIN", []);
@@ -167,22 +217,26 @@ export async function openPostgresStorage(options: PostgresOptions): Promise<Sto
           return result;
         } catch (err) {
           deferring.discard();
-          await tx.query("ROLLBACK").catch(() => {
-            broken = true;
-          });
-          throw err;
+          if (!broken) {
+            await tx.query("ROLLBACK").catch(() => {
+              broken = true;
+            });
+          }
+          throw health.classify(err);
         }
       } finally {
+        tx.removeListener("error", onError);
         // A connection whose ROLLBACK failed is in an unknown state: the pool closes it.
         tx.release(broken);
       }
     },
     ping: async () => {
-      await pool.query("SELECT 1");
+      await health.guard(() => pool.query("SELECT 1"));
     },
     close: async () => {
       if (closed) return;
       closed = true;
+      health.close();
       await pool.end();
     },
   };

@@ -4,7 +4,7 @@
  */
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
-import type { PoolClient } from "pg";
+import type { ClientBase } from "pg";
 import { migrationFiles, refuseNewerSchema } from "../schema-version.ts";
 
 const migrationsDir = path.join(import.meta.dirname, "migrations");
@@ -13,7 +13,7 @@ const migrationsDir = path.join(import.meta.dirname, "migrations");
  * Applies the migrations not yet recorded, each in its own transaction; returns the versions applied.
  * `schema`, when given, is created first (under the same lock) and must be the connection's search path.
  */
-export async function migrate(client: PoolClient, schema?: string): Promise<number[]> {
+export async function migrate(client: ClientBase, schema?: string): Promise<number[]> {
   // A search_path naming a schema that does not exist yet (DATABASE_URL's `options=-c search_path=fount`)
   // means that schema: it is created below, as an explicit `schema` is.
   const current = (await client.query("SELECT current_schema() AS s")).rows[0].s as string | null;
@@ -65,7 +65,7 @@ export async function migrate(client: PoolClient, schema?: string): Promise<numb
 }
 
 /** The first schema the search path names (when none of them exists yet). */
-async function firstSearchPathSchema(client: PoolClient): Promise<string> {
+async function firstSearchPathSchema(client: ClientBase): Promise<string> {
   const path = (await client.query("SHOW search_path")).rows[0].search_path as string;
   const first = path
     .split(",")

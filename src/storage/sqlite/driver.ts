@@ -30,6 +30,7 @@ import type {
   WithSeq,
   Workflow,
 } from "../../domain/types.ts";
+import { alwaysAvailable } from "../health.ts";
 import { AsyncLock } from "../lock.ts";
 import type {
   DeliveryClaim,
@@ -1006,6 +1007,8 @@ export function openSqliteStorage(options: { dataDir: string; file?: string }): 
     getSource: cacheFirst((id) => ops.cachedSource(id), locked.getSource),
     driver: "sqlite",
     capabilities: { listenNotify: false, skipLocked: false },
+    // The file lives with the process: it cannot go away while the server runs.
+    health: alwaysAvailable,
     transaction: <T>(fn: (tx: StorageOps) => Promise<T>): Promise<T> =>
       lock.run(async () => {
         db.exec("BEGIN IMMEDIATE");
