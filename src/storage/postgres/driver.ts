@@ -14,6 +14,7 @@ import { DeferringClient } from "./deferred.ts";
 import { deliveryOps } from "./deliveries.ts";
 import { eventOps } from "./events.ts";
 import { migrate, quoteIdent } from "./migrate.ts";
+import { nodeOps } from "./node-ops.ts";
 import { sourceOps } from "./sources.ts";
 import { type Queryable, Sql } from "./sql.ts";
 import { subscriptionOps } from "./subscriptions.ts";
@@ -63,6 +64,7 @@ function opsOn(db: Queryable, inTransaction = false): StorageOps {
     ...appAccountOps(q),
     ...workflowOps(q),
     ...deliveryOps(q),
+    ...nodeOps(q),
   };
 }
 
