@@ -4,6 +4,7 @@
  */
 import { randomUUID } from "node:crypto";
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
+import path from "node:path";
 import rateLimit from "@fastify/rate-limit";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
@@ -21,6 +22,7 @@ import { Bus } from "./domain/bus.ts";
 import { Committer } from "./domain/committer.ts";
 import { ComponentCatalog } from "./domain/components.ts";
 import { logErrors } from "./domain/error-log.ts";
+import { checkEncryptionKey } from "./domain/key-check.ts";
 import { LateWorkRecorder } from "./domain/late-work.ts";
 import { EventRecorder } from "./domain/recorder.ts";
 import { publishRegistryFolder } from "./domain/registry.ts";
@@ -103,6 +105,16 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const clock = options.clock ?? systemClock;
   const store = options.store ?? (await openStorage(config));
   const secrets = SecretBox.fromEnvOrFile(process.env.FOUNT_ENCRYPTION_KEY, config.dataDir);
+  try {
+    await checkEncryptionKey(
+      store,
+      secrets,
+      process.env.FOUNT_ENCRYPTION_KEY ? "FOUNT_ENCRYPTION_KEY" : path.join(config.dataDir, "secret.key"),
+    );
+  } catch (err) {
+    if (!options.store) await store.close();
+    throw err;
+  }
   const accounts = new Accounts(store, clock);
   const created = options.deferBootstrap ? undefined : await accounts.bootstrap(config.bootstrapApiKey);
   // Executors under uids of their own (as root, unless turned off) need a uid range no other Fount
