@@ -39,6 +39,7 @@ import {
   sendError,
 } from "./http/plugins/errors.ts";
 import { relaxFilteredResponses } from "./http/plugins/filtered-responses.ts";
+import { sharedRateLimitStore } from "./http/plugins/rate-limit-store.ts";
 import { applyRequestRules } from "./http/plugins/request-rules.ts";
 import { RouteIndex } from "./http/plugins/route-index.ts";
 import { openSession, readCookie, sessionCookie, sessionKey } from "./http/plugins/session.ts";
@@ -386,6 +387,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         await v1.register(rateLimit, {
           max: config.rateLimit,
           timeWindow: 60_000,
+          // Nodes sharing the store count together in it; a store error lets the request through to
+          // its route, which answers for the store itself.
+          ...(store.capabilities.sharedByNodes
+            ? { store: sharedRateLimitStore(store, () => clock.now()), skipOnError: true }
+            : {}),
           // Per API key (hashed, so the limiter's memory never holds secrets); per address without one.
           keyGenerator: (request) => {
             const key =

@@ -32,6 +32,11 @@ export interface StorageCapabilities {
   listenNotify: boolean;
   /** Several processes can claim work rows concurrently (PostgreSQL FOR UPDATE SKIP LOCKED). */
   skipLocked: boolean;
+  /**
+   * Several Fount nodes may serve this store at once (PostgreSQL), so what they count together (API
+   * rate limits) is counted in it; one process serves a SQLite store and may count in memory.
+   */
+  sharedByNodes: boolean;
 }
 
 export interface SourcePatch {

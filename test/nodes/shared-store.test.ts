@@ -40,3 +40,16 @@ test("nodes starting at once on an empty store all come up, and exactly one crea
     assert.equal(me.body.data.username, "admin");
   }
 });
+
+test("the API rate limit counts the requests of a key on every node together", async () => {
+  const nodes = await startNodes(2, { FOUNT_RATE_LIMIT: "5" });
+  const statuses: number[] = [];
+  for (let i = 0; i < 8; i++) statuses.push((await nodes[i % 2]!.api("GET", "/v1/users/me")).status);
+  // Alone, each node would have let 5 through: 10 in all.
+  assert.deepEqual(statuses, [200, 200, 200, 200, 200, 429, 429, 429]);
+  const limited = await nodes[1]!.api("GET", "/v1/users/me");
+  assert.equal(limited.body.code, "rate_limited", limited.text);
+  assert.ok(Number(limited.headers.get("retry-after")) > 0);
+  // Requests without a key are counted per address, in a window of their own.
+  assert.equal((await nodes[0]!.api("GET", "/v1/users/me", { key: null })).status, 401);
+});

@@ -147,7 +147,7 @@ export async function openPostgresStorage(options: PostgresOptions): Promise<Sto
   return {
     ...ops,
     driver: "postgres",
-    capabilities: { listenNotify: true, skipLocked: true },
+    capabilities: { listenNotify: true, skipLocked: true, sharedByNodes: true },
     transaction: async <T>(fn: (tx: StorageOps) => Promise<T>): Promise<T> => {
       const tx = await pool.connect();
       const deferring = new DeferringClient(tx);

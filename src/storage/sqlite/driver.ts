@@ -1043,7 +1043,7 @@ export function openSqliteStorage(options: { dataDir: string; file?: string }): 
     getUser: cacheFirst((id) => ops.cachedUser(id), locked.getUser),
     getSource: cacheFirst((id) => ops.cachedSource(id), locked.getSource),
     driver: "sqlite",
-    capabilities: { listenNotify: false, skipLocked: false },
+    capabilities: { listenNotify: false, skipLocked: false, sharedByNodes: false },
     transaction: <T>(fn: (tx: StorageOps) => Promise<T>): Promise<T> =>
       lock.run(async () => {
         db.exec("BEGIN IMMEDIATE");
