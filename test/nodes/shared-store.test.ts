@@ -1,10 +1,11 @@
 /**
  * Several nodes on one PostgreSQL schema, as a cluster runs them: they start at once on an empty store
- * (exactly one admin), and count API rate limits together.
+ * (exactly one admin), and count API rate limits and daily quotas together.
  */
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, test } from "node:test";
+import { deploy, fixture, hit } from "../fixtures/components/fixtures.ts";
 import { startServer, type TestServer } from "../helpers.ts";
 import { dropSchema, freshSchema, openTestPostgres } from "../pg-schemas.ts";
 
@@ -52,4 +53,18 @@ test("the API rate limit counts the requests of a key on every node together", a
   assert.ok(Number(limited.headers.get("retry-after")) > 0);
   // Requests without a key are counted per address, in a window of their own.
   assert.equal((await nodes[0]!.api("GET", "/v1/users/me", { key: null })).status, 401);
+});
+
+test("a free account's daily invocations are counted for all nodes together, also for hits at once", async () => {
+  const nodes = await startNodes(2, { FOUNT_FREE_DAILY_INVOCATIONS: "3" });
+  const user = await nodes[0]!.createUser("quota-cluster");
+  const source = await deploy(nodes[0]!, { component_code: fixture("http-echo.mjs") }, user.key);
+  const path = new URL(source.configured_props.http.endpoint_url).pathname;
+  const statuses = await Promise.all(
+    Array.from({ length: 10 }, (_, i) => hit(`${nodes[i % 2]!.url}${path}`, { method: "POST" })),
+  ).then((hits) => hits.map((h) => h.status).sort());
+  // Each node alone would have let 3 through: 6 in all.
+  assert.deepEqual(statuses, [200, 200, 200, ...Array(7).fill(429)]);
+  const me = await nodes[1]!.api("GET", "/v1/users/me", { key: user.key });
+  assert.equal(me.body.data.daily_invocations_used, 3);
 });
