@@ -32,6 +32,11 @@ export interface DispatcherOptions {
   minClaimGapMs: number;
   /** How long one HTTP attempt may take, answer included. */
   timeoutMs: number;
+  /**
+   * A claim's lease outlasts one attempt (`timeoutMs`) by this much, so that a node that stalls between
+   * renewals (a long GC pause, a slow commit) does not lose its claims to another node.
+   */
+  leaseMarginMs: number;
   /** Longest sleep between looks for due retries. */
   pollMs: number;
   /** Finished deliveries are kept this long for the deliveries API, then pruned. */
@@ -50,6 +55,7 @@ export const defaultDispatcherOptions: DispatcherOptions = {
   maxHeld: 512,
   minClaimGapMs: 2,
   timeoutMs: 15_000,
+  leaseMarginMs: 30_000,
   pollMs: 1_000,
   retentionMs: 7 * 24 * 3_600_000,
   random: Math.random,
@@ -70,12 +76,6 @@ export interface DispatcherDeps {
    */
   nodeId?: string;
 }
-
-/**
- * A claim's lease outlasts one attempt (`timeoutMs`) by this much, so that a node that stalls between
- * renewals (a long GC pause, a slow commit) does not lose its claims to another node.
- */
-const leaseMarginMs = 30_000;
 
 /** A delivery that waited longer than this for a slot reads its listener again before sending. */
 const staleAfterWaitMs = 1_000;
@@ -132,7 +132,7 @@ export class DeliveryDispatcher {
 
   /** How long a claim holds: one attempt and a margin, renewed every third of it while held. */
   get #leaseMs(): number {
-    return this.options.timeoutMs + leaseMarginMs;
+    return this.options.timeoutMs + this.options.leaseMarginMs;
   }
 
   /**
