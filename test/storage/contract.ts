@@ -377,5 +377,5 @@ export function storageContract(name: string, open: () => Promise<Storage>): voi
   });
 
   deliveryContract(withStore, unique);
-  sharedStateContract(withStore, unique);
+  sharedStateContract(withStore, unique, () => user());
 }

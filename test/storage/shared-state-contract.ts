@@ -9,17 +9,12 @@ import type { Storage } from "../../src/storage/port.ts";
 
 type WithStore = (title: string, fn: (s: Storage) => Promise<void>) => void;
 
-export function sharedStateContract(withStore: WithStore, unique: (prefix: string) => string): void {
-  const user = (): User => ({
-    id: unique("u"),
-    username: unique("name"),
-    email: "a@example.com",
-    plan: "free",
-    isAdmin: false,
-    createdAt: 1,
-    updatedAt: 1,
-  });
-
+export function sharedStateContract(
+  withStore: WithStore,
+  unique: (prefix: string) => string,
+  /** A new user with unique names (contract.ts). */
+  user: () => User,
+): void {
   withStore("a meta key keeps the first value put", async (s) => {
     assert.equal(await s.getMeta("check"), undefined);
     assert.equal(await s.putMetaIfAbsent("check", "first"), "first");
