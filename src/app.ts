@@ -4,6 +4,7 @@
  */
 import { randomUUID } from "node:crypto";
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
+import path from "node:path";
 import rateLimit from "@fastify/rate-limit";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
@@ -23,6 +24,7 @@ import { Committer } from "./domain/committer.ts";
 import { ComponentCatalog } from "./domain/components.ts";
 import { DynamicProps } from "./domain/dynamic-props.ts";
 import { logErrors } from "./domain/error-log.ts";
+import { checkEncryptionKey } from "./domain/key-check.ts";
 import { LateWorkRecorder } from "./domain/late-work.ts";
 import { EventRecorder } from "./domain/recorder.ts";
 import { publishRegistryFolder } from "./domain/registry.ts";
@@ -40,6 +42,7 @@ import {
   sendError,
 } from "./http/plugins/errors.ts";
 import { relaxFilteredResponses } from "./http/plugins/filtered-responses.ts";
+import { sharedRateLimitStore } from "./http/plugins/rate-limit-store.ts";
 import { applyRequestRules } from "./http/plugins/request-rules.ts";
 import { RouteIndex } from "./http/plugins/route-index.ts";
 import { openSession, readCookie, sessionCookie, sessionKey } from "./http/plugins/session.ts";
@@ -108,6 +111,16 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const clock = options.clock ?? systemClock;
   const store = options.store ?? (await openStorage(config));
   const secrets = SecretBox.fromEnvOrFile(process.env.FOUNT_ENCRYPTION_KEY, config.dataDir);
+  try {
+    await checkEncryptionKey(
+      store,
+      secrets,
+      process.env.FOUNT_ENCRYPTION_KEY ? "FOUNT_ENCRYPTION_KEY" : path.join(config.dataDir, "secret.key"),
+    );
+  } catch (err) {
+    if (!options.store) await store.close();
+    throw err;
+  }
   const accounts = new Accounts(store, clock);
   const created = options.deferBootstrap ? undefined : await accounts.bootstrap(config.bootstrapApiKey);
   // Executors under uids of their own (as root, unless turned off) need a uid range no other Fount
@@ -423,6 +436,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         await v1.register(rateLimit, {
           max: config.rateLimit,
           timeWindow: 60_000,
+          // Nodes sharing the store count together in it; a store error lets the request through to
+          // its route, which answers for the store itself.
+          ...(store.capabilities.sharedByNodes
+            ? { store: sharedRateLimitStore(store, () => clock.now()), skipOnError: true }
+            : {}),
           // Per API key (hashed, so the limiter's memory never holds secrets); per address without one.
           keyGenerator: (request) => {
             const key =

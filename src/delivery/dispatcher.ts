@@ -33,6 +33,11 @@ export interface DispatcherOptions {
   minClaimGapMs: number;
   /** How long one HTTP attempt may take, answer included. */
   timeoutMs: number;
+  /**
+   * A claim's lease outlasts one attempt (`timeoutMs`) by this much, so that a node that stalls between
+   * renewals (a long GC pause, a slow commit) does not lose its claims to another node.
+   */
+  leaseMarginMs: number;
   /** Longest sleep between looks for due retries. */
   pollMs: number;
   /** Finished deliveries are kept this long for the deliveries API, then pruned. */
@@ -51,6 +56,7 @@ export const defaultDispatcherOptions: DispatcherOptions = {
   maxHeld: 512,
   minClaimGapMs: 2,
   timeoutMs: 15_000,
+  leaseMarginMs: 30_000,
   pollMs: 1_000,
   retentionMs: 7 * 24 * 3_600_000,
   random: Math.random,
@@ -65,6 +71,11 @@ export interface DispatcherDeps {
   logger?: FastifyBaseLogger;
   /** Runs when the dispatcher stops, after the last attempt (closes connection pools). */
   onStop?: () => Promise<void>;
+  /**
+   * This node's name (`FOUNT_NODE_ID`), which marks its claims: a start releases the claims an earlier
+   * run of the same node left, and never another node's. Default: a name of its own for each dispatcher.
+   */
+  nodeId?: string;
 }
 
 /** A delivery that waited longer than this for a slot reads its listener again before sending. */
@@ -87,8 +98,9 @@ export class DeliveryDispatcher {
   /** Mutable so tests can shorten the timeout or pin the jitter. */
   readonly options: DispatcherOptions;
   readonly #d: DispatcherDeps;
-  /** Marks this run's claims; a restart resets claims of any earlier run. */
-  readonly #claimToken = randomUUID();
+  /** Marks this node's claims; a restart of the node releases the claims its earlier run left. */
+  readonly #claimToken: string;
+  #renewTimer: NodeJS.Timeout | undefined;
   readonly #inflight = new Set<Promise<void>>();
   /** In-flight deliveries per destination key. */
   readonly #perKey = new Map<string, number>();
@@ -122,15 +134,28 @@ export class DeliveryDispatcher {
   constructor(deps: DispatcherDeps, options: Partial<DispatcherOptions> = {}) {
     this.#d = deps;
     this.options = { ...defaultDispatcherOptions, ...options };
+    this.#claimToken = deps.nodeId ?? randomUUID();
   }
 
-  /** Starts the loop; claims left by a crashed run are released first. Idempotent. */
+  /** How long a claim holds: one attempt and a margin, renewed every third of it while held. */
+  get #leaseMs(): number {
+    return this.options.timeoutMs + this.options.leaseMarginMs;
+  }
+
+  /**
+   * Starts the loop; claims this node's crashed run left are released first (other nodes' claims are
+   * theirs until their lease runs out). Idempotent.
+   */
   async start(): Promise<void> {
     if (this.#started) return;
     this.#started = true;
     this.#stop = new AbortController();
-    const reset = await this.#d.store.resetDeliveryClaims();
+    const reset = await this.#d.store.resetDeliveryClaims(this.#claimToken);
     if (reset > 0) this.#d.logger?.warn({ reset }, "released deliveries claimed by an earlier run");
+    // Deliveries wait in memory for a slot of their host for longer than one lease: the node keeps
+    // its claims alive while it holds them, and a node that died stops renewing.
+    this.#renewTimer = setInterval(() => void this.#renew(), Math.ceil(this.#leaseMs / 3));
+    this.#renewTimer.unref();
     this.#unsubscribe = this.#d.bus.on("event.stored", (e) => {
       if (queuedDeliveries(e)) this.wake();
     });
@@ -144,6 +169,8 @@ export class DeliveryDispatcher {
     this.#unsubscribe = undefined;
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
+    clearInterval(this.#renewTimer);
+    this.#renewTimer = undefined;
     this.#stop.abort();
     const waiters = this.#waiters;
     this.#waiters = [];
@@ -242,6 +269,15 @@ export class DeliveryDispatcher {
     this.#timer.unref();
   }
 
+  async #renew(): Promise<void> {
+    if (this.#inflight.size === 0) return;
+    try {
+      await this.#d.store.renewDeliveryClaims(this.#claimToken, this.#d.clock.now() + this.#leaseMs);
+    } catch (err) {
+      this.#d.logger?.warn({ err }, "could not renew this node's delivery claims; retrying");
+    }
+  }
+
   async #maybePrune(): Promise<void> {
     const now = this.#d.clock.now();
     if (now - this.#lastPruneMs < pruneEveryMs) return;
@@ -281,6 +317,7 @@ export class DeliveryDispatcher {
       limit: free,
       perListener: perHost,
       claimToken: this.#claimToken,
+      leaseUntilMs: now + this.#leaseMs,
       exceptListeners: except,
       room,
       scanLimit: thorough ? undefined : Math.min(free, perHost) * 2 + 64,

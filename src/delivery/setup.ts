@@ -46,6 +46,7 @@ export function setUpDelivery(s: DeliverySetup): DeliveryDispatcher {
       deliverers: { webhook: http, workflow: http, source: new SourceDeliverer(s.store, s.runner) },
       logger: s.logger,
       onStop: () => sender.close(),
+      nodeId: s.config.nodeId,
     },
     s.options,
   );

@@ -27,10 +27,12 @@ export class Accounts {
 
   /**
    * On an empty store, creates the admin user and its first key (the given bootstrap key, or a new
-   * one). Returns the key's secret only when it was created now, so that it is shown once.
+   * one). Returns the key's secret only when it was created now, so that it is shown once. Nodes
+   * starting at once on an empty store take turns: one creates the admin, the others find it.
    */
   async bootstrap(bootstrapKey: string | undefined): Promise<{ user: User; secret: string } | undefined> {
     return this.#store.transaction(async (tx) => {
+      await tx.acquireTransactionLock("bootstrap");
       if ((await tx.countUsers()) > 0) return undefined;
       const now = this.#now();
       const user: User = {

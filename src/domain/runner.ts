@@ -77,12 +77,15 @@ interface InvokeConfig extends Pick<InvokeRequest, "props" | "dbProps" | "httpPr
   endpoint: string;
 }
 
-/** One invocation's place in its owner's daily quota, held from the check to the commit. */
+/** One invocation's place in its owner's daily quota, taken at the check. */
 export interface QuotaHold {
+  /** The check counted the invocation in its day's usage already: its commit adds the compute time only. */
+  readonly counted: boolean;
+  /** The invocation ended without a commit: a counted invocation is given back. */
   release(): void;
 }
 
-const noHold: QuotaHold = { release: () => undefined };
+const noHold: QuotaHold = { counted: false, release: () => undefined };
 
 /** What the PostgreSQL store raises when a commit's run lease moved on (migration 006, fount_assert_lease). */
 const leaseLostSqlState = "FL001";
@@ -96,8 +99,6 @@ export class SourceRunner {
   readonly #db = new Map<string, { data: Record<string, unknown>; version: number }>();
   /** Per-source chain: the next invocation starts when the previous one has its result. */
   readonly #chains = new Map<string, Promise<unknown>>();
-  /** Per free user: invocations that passed the quota check and are not committed yet. */
-  readonly #quotaHeld = new Map<string, number>();
   /**
    * What the executor gets besides the invocation, per source row and component definition: rows read
    * through the source cache are the same frozen object until the source changes, so hits of one source
@@ -123,17 +124,20 @@ export class SourceRunner {
 
   /**
    * Throws `quota_exceeded` when the free account that created the source used up its day; otherwise
-   * holds one invocation of its quota until `invoke` (given the hold) has committed. The check and the
-   * hold are one synchronous step after the reads, so concurrent hits cannot all pass on the same count.
+   * counts the invocation in the day's usage at once, in one statement of the store, so that hits
+   * checked at the same time, on this node or any other, cannot all pass on the same count.
    */
   async checkQuota(source: SourceRecord): Promise<QuotaHold> {
     const user = await this.#d.store.getUser(source.createdBy);
     if (user?.plan !== "free") return noHold;
-    const usage = await this.#d.store.getUsage(user.id, usageDay(this.#d.clock.now()));
+    const day = usageDay(this.#d.clock.now());
     const limits = planLimits(this.#d.config);
-    const held = this.#quotaHeld.get(user.id) ?? 0;
-    if (usage.invocations + held >= limits.dailyInvocations || usage.computeMs >= limits.dailyComputeMs) {
-      const tomorrow = new Date(usageDay(this.#d.clock.now())).getTime() + 86_400_000;
+    const reserved = await this.#d.store.reserveInvocation(user.id, day, {
+      invocations: limits.dailyInvocations,
+      computeMs: limits.dailyComputeMs,
+    });
+    if (!reserved) {
+      const tomorrow = new Date(day).getTime() + 86_400_000;
       throw new AppError(
         "quota_exceeded",
         "The daily invocation or compute-time quota of this account is used up",
@@ -142,15 +146,15 @@ export class SourceRunner {
         },
       );
     }
-    this.#quotaHeld.set(user.id, held + 1);
     let released = false;
     return {
+      counted: true,
       release: () => {
         if (released) return;
         released = true;
-        const left = (this.#quotaHeld.get(user.id) ?? 1) - 1;
-        if (left > 0) this.#quotaHeld.set(user.id, left);
-        else this.#quotaHeld.delete(user.id);
+        this.#d.store.addUsage(user.id, day, { invocations: -1, computeMs: 0 }).catch((err) => {
+          this.#d.logger.warn({ err, userId: user.id }, "could not give back an invocation that never ran");
+        });
       },
     };
   }
@@ -162,7 +166,7 @@ export class SourceRunner {
       trigger: Trigger;
       onRespond?: (r: HttpResponse) => void;
       timeoutMs?: number;
-      /** From `checkQuota`: released once this invocation's usage is committed (or it failed). */
+      /** From `checkQuota`: the invocation is counted already, and given back when it never commits. */
       hold?: QuotaHold;
     } = {
       trigger: "manual",
@@ -225,10 +229,22 @@ export class SourceRunner {
     const outcome = submitted.then(async ({ record, result }) => {
       const r = await result;
       const dbAfter = this.#applyDbWrites(source.id, r);
-      return this.#commit(source, record.meta, invocation, options.trigger, r, dbAfter, started, gen);
+      const counted = options.hold?.counted ?? false;
+      return this.#commit(
+        source,
+        record.meta,
+        invocation,
+        options.trigger,
+        r,
+        dbAfter,
+        started,
+        gen,
+        counted,
+      );
     });
     const hold = options.hold;
-    if (hold) void outcome.then(hold.release, hold.release);
+    // A run that resolved has committed its usage; one that failed to load or commit gives it back.
+    if (hold) void outcome.catch(() => hold.release());
     if (leases) {
       const exit = () => {
         if (gen !== undefined) leases.exit(source.id);
@@ -326,6 +342,8 @@ export class SourceRunner {
     dbAfter: { data: Record<string, unknown>; version: number } | undefined,
     startedMs: number,
     leaseGen: number | undefined,
+    /** The quota check counted this invocation already (`QuotaHold.counted`). */
+    counted = false,
   ): Promise<RunOutcome> {
     const stored: EventRecord[] = [];
     const outcome = (): RunOutcome => ({
@@ -371,7 +389,7 @@ export class SourceRunner {
             if (dbAfter) await tx.putSourceDb(source.id, dbAfter.data, dbAfter.version);
           }
           await tx.addUsage(source.createdBy, usageDay(now), {
-            invocations: 1,
+            invocations: counted ? 0 : 1,
             computeMs: Math.ceil(result.durationMs),
           });
           return outcome();

@@ -33,6 +33,11 @@ export interface StorageCapabilities {
   listenNotify: boolean;
   /** Several processes can claim work rows concurrently (PostgreSQL FOR UPDATE SKIP LOCKED). */
   skipLocked: boolean;
+  /**
+   * Several Fount nodes may serve this store at once (PostgreSQL), so what they count together (API
+   * rate limits) is counted in it; one process serves a SQLite store and may count in memory.
+   */
+  sharedByNodes: boolean;
 }
 
 export interface SourcePatch {
@@ -71,8 +76,17 @@ export interface DeliveryClaim {
   limit: number;
   /** At most this many of one listener (the per-destination limit). */
   perListener: number;
-  /** Marks the claimed rows, so that a crashed run's claims can be told apart and reset. */
+  /**
+   * Marks the claimed rows with the claiming node (its `FOUNT_NODE_ID`), so that its next start can
+   * release what a crashed run left, and so that claims of other nodes count against `perListener`.
+   */
   claimToken: string;
+  /**
+   * The claim's lease: until then no other claimer takes the rows; after it, any claimer may (their node
+   * died). The claimer renews it while it works on them (`renewDeliveryClaims`). Default: `nowMs` plus
+   * `defaultClaimLeaseMs`.
+   */
+  leaseUntilMs?: number;
   /** Listeners whose destination is busy: their deliveries stay for a later claim. */
   exceptListeners: string[];
   /** Listeners whose destination has some deliveries in flight: how many more each may take now. */
@@ -83,6 +97,22 @@ export interface DeliveryClaim {
    * of the busy listeners (the dispatcher does that now and then so that others are not stuck behind).
    */
   scanLimit?: number;
+}
+
+/** How long a claim holds when the claimer names no lease (see `DeliveryClaim.leaseUntilMs`). */
+export const defaultClaimLeaseMs = 60_000;
+
+/** The daily quota a reserved invocation must fit in (`reserveInvocation`). */
+export interface UsageLimits {
+  invocations: number;
+  computeMs: number;
+}
+
+/** An API rate-limit key's window as `countRateLimitHit` left it. */
+export interface RateLimitCount {
+  /** Requests in the window, this one included. */
+  count: number;
+  windowStartMs: number;
 }
 
 /** The operations; inside `transaction` the same operations run on one connection, all or nothing. */
@@ -134,6 +164,30 @@ export interface StorageOps {
   // Usage
   getUsage(userId: string, day: string): Promise<Usage>;
   addUsage(userId: string, day: string, delta: Usage): Promise<void>;
+  /**
+   * Counts one invocation of the day for `userId` when the day's usage is below both limits; returns
+   * whether it did. One statement, so that nodes checking at once cannot all pass on the same count.
+   */
+  reserveInvocation(userId: string, day: string, limits: UsageLimits): Promise<boolean>;
+
+  // The store itself and work shared by nodes
+  getMeta(key: string): Promise<string | undefined>;
+  /** Stores `value` unless the key has one; returns the value stored now (this one or the earlier). */
+  putMetaIfAbsent(key: string, value: string): Promise<string>;
+  /** Some sealed secret of the store (a signing secret, credentials, a secret prop), if any. */
+  anySealedSecret(): Promise<string | undefined>;
+  /**
+   * Inside a transaction: waits until no other transaction (of any node) holds the lock `name`, then
+   * holds it until this transaction ends. SQLite runs one transaction at a time and needs nothing.
+   */
+  acquireTransactionLock(name: string): Promise<void>;
+  /**
+   * Counts a request of `key`: in the key's window when it began less than `windowMs` before `nowMs`,
+   * otherwise in a new window starting now. One statement, so that every node counts into one window.
+   */
+  countRateLimitHit(key: string, nowMs: number, windowMs: number): Promise<RateLimitCount>;
+  /** Forgets the windows that began before `beforeMs`; returns how many. */
+  pruneRateLimits(beforeMs: number): Promise<number>;
 
   // Components (owner `registry` holds published ones)
   insertComponent(component: ComponentRecord): Promise<void>;
@@ -221,15 +275,18 @@ export interface StorageOps {
   insertDeliveries(deliveries: Delivery[]): Promise<void>;
   getDelivery(id: string): Promise<Delivery | undefined>;
   /**
-   * Takes pending deliveries due at `nowMs`, soonest first, and marks them with the claim token. Skipped:
-   * claimed ones, those of inactive webhooks and sources (they wait), those of `exceptListeners`, and a
-   * source listener's delivery while an older one of its subscription is still pending (in order, one at a time).
+   * Takes pending deliveries due at `nowMs`, soonest first, and marks them with the claim token and
+   * lease. Other claimers' live claims count against `perListener`. Skipped: ones claimed under a live
+   * lease, those of inactive webhooks and sources (they wait), those of `exceptListeners`, and a source
+   * listener's delivery while an older one of its subscription is still pending (in order, one at a time).
    */
   claimDeliveries(claim: DeliveryClaim): Promise<Delivery[]>;
   /** Gives claimed deliveries back untouched (the dispatcher stopped, or the destination was busy). */
   releaseDeliveries(ids: string[]): Promise<void>;
-  /** Releases every claim (a crashed run's); returns how many there were. */
-  resetDeliveryClaims(): Promise<number>;
+  /** Releases the claims marked with `claimToken` (a crashed run of this node left them); returns how many. */
+  resetDeliveryClaims(claimToken: string): Promise<number>;
+  /** Extends the lease of every delivery `claimToken` holds to `untilMs`; returns how many. */
+  renewDeliveryClaims(claimToken: string, untilMs: number): Promise<number>;
   /** Stores an attempt's result and releases the claim; false when the delivery no longer exists. */
   updateDelivery(id: string, patch: DeliveryPatch): Promise<boolean>;
   insertDeliveryAttempt(attempt: DeliveryAttempt): Promise<void>;

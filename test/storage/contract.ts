@@ -7,6 +7,7 @@ import { test } from "node:test";
 import type { EventRecord, User, Webhook } from "../../src/domain/types.ts";
 import type { Storage } from "../../src/storage/port.ts";
 import { deliveryContract } from "./delivery-contract.ts";
+import { sharedStateContract } from "./shared-state-contract.ts";
 
 let counter = 0;
 const unique = (prefix: string) => `${prefix}_${process.pid}x${++counter}`;
@@ -376,4 +377,5 @@ export function storageContract(name: string, open: () => Promise<Storage>): voi
   });
 
   deliveryContract(withStore, unique);
+  sharedStateContract(withStore, unique, () => user());
 }

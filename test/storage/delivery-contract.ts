@@ -82,14 +82,22 @@ export function deliveryContract(withStore: WithStore, unique: (prefix: string) 
   const claim = (
     s: Storage,
     nowMs: number,
-    extra: { limit?: number; perListener?: number; except?: string[] } = {},
+    extra: {
+      limit?: number;
+      perListener?: number;
+      except?: string[];
+      /** The claiming node (default `run-1`). */
+      token?: string;
+      leaseUntilMs?: number;
+    } = {},
   ) =>
     s.claimDeliveries({
       nowMs,
       limit: extra.limit ?? 100,
       perListener: extra.perListener ?? 100,
-      claimToken: "run-1",
+      claimToken: extra.token ?? "run-1",
       exceptListeners: extra.except ?? [],
+      ...(extra.leaseUntilMs === undefined ? {} : { leaseUntilMs: extra.leaseUntilMs }),
     });
 
   const ids = (list: Array<{ id: string }>) => list.map((d) => d.id);
@@ -236,8 +244,8 @@ export function deliveryContract(withStore: WithStore, unique: (prefix: string) 
     await s.releaseDeliveries([due.id]);
     assert.deepEqual(ids(await claim(s, 2000)), [due.id], "released, it can be claimed again");
     assert.deepEqual(ids(await claim(s, 6000)), [later.id]);
-    assert.equal(await s.resetDeliveryClaims(), 2);
-    assert.equal(await s.resetDeliveryClaims(), 0);
+    assert.equal(await s.resetDeliveryClaims("run-1"), 2);
+    assert.equal(await s.resetDeliveryClaims("run-1"), 0);
     assert.deepEqual(ids(await claim(s, 6000, { limit: 1 })), [due.id], "soonest first, up to the limit");
   });
 
@@ -259,12 +267,92 @@ export function deliveryContract(withStore: WithStore, unique: (prefix: string) 
       ]);
       assert.deepEqual(await claim(s, 2000, { except: [active.id] }), []);
       assert.deepEqual(ids(await claim(s, 2000, { perListener: 2 })), ids(a.slice(0, 2)));
-      await s.resetDeliveryClaims();
+      await s.resetDeliveryClaims("run-1");
       await s.updateWebhook(inactive.id, { active: true, updatedAt: 2 });
       const claimed = await claim(s, 2000);
       assert.equal(claimed.length, 4, "reactivated, the waiting delivery goes out");
     },
   );
+
+  withStore("two nodes claiming at once never get the same delivery", async (s) => {
+    const owner = unique("u");
+    const hooks = [webhook(owner), webhook(owner), webhook(owner)];
+    for (const h of hooks) await s.insertWebhook(h);
+    const made = Array.from({ length: 60 }, (_, i) =>
+      delivery(hooks[i % 3]!.id, { nextAttemptMs: 1000 + i }),
+    );
+    await s.insertDeliveries(made);
+    // Twelve claims at once, alternating nodes, each taking a few; then more until none is left (rows a
+    // concurrent claim looked at are skipped, not waited for, so a round may come back short).
+    const rounds: Array<{ token: string; got: Delivery[] }> = [];
+    for (let left = made.length; left > 0; ) {
+      const tokens = Array.from({ length: 12 }, (_, i) => (i % 2 ? "node-b" : "node-a"));
+      const got = await Promise.all(tokens.map((token) => claim(s, 5000, { limit: 5, token })));
+      for (const [i, token] of tokens.entries()) rounds.push({ token, got: got[i]! });
+      const n = got.flat().length;
+      assert.ok(n > 0, "claims make progress");
+      left -= n;
+    }
+    const taken = rounds.flatMap((r) => r.got);
+    assert.equal(new Set(ids(taken)).size, taken.length, "no delivery handed to two claims");
+    assert.deepEqual(ids(taken).sort(), ids(made).sort());
+    for (const r of rounds) for (const d of r.got) assert.equal(d.claimedBy, r.token);
+    assert.deepEqual(await claim(s, 5000, { token: "node-c" }), [], "nothing is left for a third node");
+  });
+
+  withStore("a node's reset releases its own claims and leaves another node's", async (s) => {
+    const hook = webhook(unique("u"));
+    await s.insertWebhook(hook);
+    const made = [1, 2, 3, 4].map((i) => delivery(hook.id, { nextAttemptMs: 1000 + i }));
+    await s.insertDeliveries(made);
+    const a = await claim(s, 2000, { limit: 2, token: "node-a" });
+    const b = await claim(s, 2000, { limit: 2, token: "node-b" });
+    assert.deepEqual(ids([...a, ...b]), ids(made));
+    assert.equal(await s.resetDeliveryClaims("node-a"), 2, "node A restarted: its own claims");
+    assert.equal(await s.resetDeliveryClaims("node-a"), 0);
+    assert.deepEqual(ids(await claim(s, 2000, { token: "node-c" })), ids(a), "B's claims stay B's");
+    assert.equal((await s.getDelivery(made[3]!.id))?.claimedBy, "node-b");
+  });
+
+  withStore("a claim whose lease ran out can be taken by another node; a renewed one cannot", async (s) => {
+    const hook = webhook(unique("u"));
+    await s.insertWebhook(hook);
+    const [lapsed, renewed] = [delivery(hook.id), delivery(hook.id)];
+    await s.insertDeliveries([lapsed, renewed]);
+    assert.deepEqual(ids(await claim(s, 2000, { token: "node-a", leaseUntilMs: 5000, limit: 1 })), [
+      lapsed.id,
+    ]);
+    assert.deepEqual(ids(await claim(s, 2000, { token: "node-b", leaseUntilMs: 5000 })), [renewed.id]);
+    assert.deepEqual(await claim(s, 4999, { token: "node-c" }), [], "both leases are live");
+    // Node B keeps working and renews; node A died and does not.
+    assert.equal(await s.renewDeliveryClaims("node-b", 20_000), 1);
+    const taken = await claim(s, 5000, { token: "node-c", leaseUntilMs: 9000 });
+    assert.deepEqual(ids(taken), [lapsed.id], "the dead node's delivery, and only it");
+    assert.equal(taken[0]!.claimedBy, "node-c");
+    assert.equal(await s.renewDeliveryClaims("node-a", 30_000), 0, "A lost its claim for good");
+    assert.equal((await s.getDelivery(renewed.id))?.claimedBy, "node-b");
+  });
+
+  withStore("other nodes' live claims count against the per-listener limit", async (s) => {
+    const owner = unique("u");
+    const [busy, calm] = [webhook(owner), webhook(owner)];
+    await s.insertWebhook(busy);
+    await s.insertWebhook(calm);
+    await s.insertDeliveries([
+      ...Array.from({ length: 6 }, (_, i) => delivery(busy.id, { nextAttemptMs: 1000 + i })),
+      delivery(calm.id, { nextAttemptMs: 1100 }),
+    ]);
+    const lease = { leaseUntilMs: 5000 };
+    const a = await claim(s, 2000, { token: "node-a", perListener: 3, ...lease });
+    assert.equal(a.filter((d) => d.listenerId === busy.id).length, 3);
+    const b = await claim(s, 2000, { token: "node-b", perListener: 3, ...lease });
+    assert.deepEqual(ids(b), [], "A holds the busy listener's 3; the calm one's went to A too");
+    assert.equal((await claim(s, 2000, { token: "node-b", perListener: 4, ...lease })).length, 1);
+    // Once the leases ran out (A died), A's rows count no more and may be taken.
+    const later = await claim(s, 6000, { token: "node-b", perListener: 4 });
+    assert.equal(later.filter((d) => d.listenerId === busy.id).length, 4);
+    assert.equal(later.filter((d) => d.listenerId === calm.id).length, 1);
+  });
 
   withStore("a source listener gets its subscription's deliveries in order, one at a time", async (s) => {
     const listener = source(unique("u"));

@@ -23,6 +23,7 @@ export type AccountOps = Pick<
   | "revokeApiKey"
   | "getUsage"
   | "addUsage"
+  | "reserveInvocation"
 >;
 
 export function accountOps(q: Sql): AccountOps {
@@ -122,5 +123,16 @@ export function accountOps(q: Sql): AccountOps {
           deltas.reduce((n, x) => n + x.computeMs, 0),
         ],
       })),
+
+    // The check and the count in one statement: the row is locked by the upsert, so concurrent
+    // reservations (of any node) queue and each sees the count the one before left.
+    reserveInvocation: async (userId, day, limits) =>
+      (await q.run(
+        `INSERT INTO usage_daily AS u (user_id, day, invocations, compute_ms)
+           SELECT $1, $2, 1, 0 WHERE $3::bigint > 0 AND $4::bigint > 0
+         ON CONFLICT (user_id, day) DO UPDATE SET invocations = u.invocations + 1
+           WHERE u.invocations < $3::bigint AND u.compute_ms < $4::bigint`,
+        [userId, day, limits.invocations, limits.computeMs],
+      )) > 0,
   };
 }

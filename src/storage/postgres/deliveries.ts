@@ -1,9 +1,10 @@
 /**
  * The deliveries outbox and its attempts. Claims are one statement that locks the rows it takes with
- * `FOR UPDATE SKIP LOCKED`, so dispatchers of several processes never take the same delivery.
+ * `FOR UPDATE SKIP LOCKED`, so dispatchers of several processes never take the same delivery; a claim
+ * holds under a lease its node renews, and a lease that ran out (the node died) frees the row.
  */
 import type { Delivery } from "../../domain/types.ts";
-import type { StorageOps } from "../port.ts";
+import { defaultClaimLeaseMs, type StorageOps } from "../port.ts";
 import { toAttempt, toDelivery } from "../rows.ts";
 import type { Row, Sql } from "./sql.ts";
 
@@ -14,6 +15,7 @@ export type DeliveryOps = Pick<
   | "claimDeliveries"
   | "releaseDeliveries"
   | "resetDeliveryClaims"
+  | "renewDeliveryClaims"
   | "updateDelivery"
   | "insertDeliveryAttempt"
   | "listDeliveries"
@@ -73,14 +75,16 @@ const insertColumns = [
 const insertChunk = 500;
 
 /**
- * The claim in one statement: due candidates in due order, locked and skipped when another claim holds
- * them; then at most `cap` per listener (the per-destination limit, or the room a busy one has left)
- * and `limit` in all; those are marked with the claim token and returned.
+ * The claim in one statement: due candidates in due order (unclaimed, or claimed under a lease that ran
+ * out), locked and skipped when another claim holds them; then at most `cap` per listener (the
+ * per-destination limit, or the room a busy one has left, less what other nodes hold of it under a live
+ * lease) and `limit` in all; those are marked with the claim token and lease and returned.
  */
 const claimSql = (skipBusyInScan: boolean) => `
 WITH candidates AS (
   SELECT d.id, d.listener_id, d.next_attempt_ms, d.seq FROM deliveries d
-  WHERE d.status = 'pending' AND d.claimed_by IS NULL AND d.next_attempt_ms <= $1
+  WHERE d.status = 'pending' AND d.next_attempt_ms <= $1
+    AND (d.claimed_by IS NULL OR d.claimed_until IS NULL OR d.claimed_until <= $1)
     ${skipBusyInScan ? "AND NOT (d.listener_id = ANY($2::text[]))" : ""}
     AND (d.listener_kind <> 'source' OR NOT EXISTS (
       SELECT 1 FROM deliveries e
@@ -91,15 +95,21 @@ WITH candidates AS (
   ORDER BY d.next_attempt_ms, d.seq
   LIMIT $3
   FOR UPDATE OF d SKIP LOCKED
+), others AS (
+  -- Claimed rows are few (what dispatchers hold in memory), found through their partial index.
+  SELECT listener_id, count(*)::int AS n FROM deliveries
+  WHERE claimed_by IS NOT NULL AND claimed_by <> $7 AND claimed_until > $1
+  GROUP BY listener_id
 ), ranked AS (
-  SELECT id, next_attempt_ms, seq,
-    row_number() OVER (PARTITION BY listener_id ORDER BY next_attempt_ms, seq) AS k,
-    LEAST($4::int, COALESCE(($5::jsonb ->> listener_id)::int, $4::int)) AS cap
-  FROM candidates WHERE NOT (listener_id = ANY($2::text[]))
+  SELECT c.id, c.next_attempt_ms, c.seq,
+    row_number() OVER (PARTITION BY c.listener_id ORDER BY c.next_attempt_ms, c.seq) AS k,
+    LEAST($4::int, COALESCE(($5::jsonb ->> c.listener_id)::int, $4::int)) - COALESCE(o.n, 0) AS cap
+  FROM candidates c LEFT JOIN others o ON o.listener_id = c.listener_id
+  WHERE NOT (c.listener_id = ANY($2::text[]))
 ), chosen AS (
   SELECT id FROM ranked WHERE k <= cap ORDER BY next_attempt_ms, seq LIMIT $6
 )
-UPDATE deliveries d SET claimed_by = $7 FROM chosen WHERE d.id = chosen.id
+UPDATE deliveries d SET claimed_by = $7, claimed_until = $8 FROM chosen WHERE d.id = chosen.id
 RETURNING d.*`;
 
 /** Parks the pending deliveries of a listener made inactive; makes parked ones due at `nowMs` when active. */
@@ -186,6 +196,7 @@ export function deliveryOps(q: Sql): DeliveryOps {
           JSON.stringify(c.room ?? {}),
           c.limit,
           c.claimToken,
+          c.leaseUntilMs ?? c.nowMs + defaultClaimLeaseMs,
         ],
         toDelivery,
       );
@@ -195,17 +206,23 @@ export function deliveryOps(q: Sql): DeliveryOps {
 
     releaseDeliveries: async (ids) => {
       if (ids.length === 0) return;
-      await q.run("UPDATE deliveries SET claimed_by = NULL WHERE id = ANY($1::text[])", [ids]);
+      await q.run(
+        "UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL WHERE id = ANY($1::text[])",
+        [ids],
+      );
     },
 
-    resetDeliveryClaims: () =>
-      q.run("UPDATE deliveries SET claimed_by = NULL WHERE claimed_by IS NOT NULL", []),
+    resetDeliveryClaims: (token) =>
+      q.run("UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by = $1", [token]),
+
+    renewDeliveryClaims: (token, untilMs) =>
+      q.run("UPDATE deliveries SET claimed_until = $2 WHERE claimed_by = $1", [token, untilMs]),
 
     updateDelivery: async (id, p) =>
       (await q.run(
         `UPDATE deliveries SET status = $1, attempts = $2, round_attempts = $3,
            next_attempt_ms = ${dueUnlessParked("listener_id", "$4")}, last_status_code = $5, last_error = $6,
-           last_duration_ms = $7, updated_ms = $8, claimed_by = NULL
+           last_duration_ms = $7, updated_ms = $8, claimed_by = NULL, claimed_until = NULL
          WHERE id = $9`,
         [
           p.status,

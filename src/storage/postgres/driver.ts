@@ -16,6 +16,7 @@ import { deliveryOps } from "./deliveries.ts";
 import { eventOps } from "./events.ts";
 import { PostgresHealth, probeOnce } from "./health.ts";
 import { migrate, quoteIdent } from "./migrate.ts";
+import { nodeOps } from "./node-ops.ts";
 import { sourceOps } from "./sources.ts";
 import { type Queryable, Sql } from "./sql.ts";
 import { subscriptionOps } from "./subscriptions.ts";
@@ -83,6 +84,7 @@ function opsOn(db: Queryable, inTransaction = false): StorageOps {
     ...appAccountOps(q),
     ...workflowOps(q),
     ...deliveryOps(q),
+    ...nodeOps(q),
   };
 }
 
@@ -194,7 +196,7 @@ export async function openPostgresStorage(options: PostgresOptions): Promise<Sto
   return {
     ...ops,
     driver: "postgres",
-    capabilities: { listenNotify: true, skipLocked: true },
+    capabilities: { listenNotify: true, skipLocked: true, sharedByNodes: true },
     cluster,
     health,
     transaction: async <T>(fn: (tx: StorageOps) => Promise<T>): Promise<T> => {

@@ -13,7 +13,7 @@ import type {
   WithSeq,
   Workflow,
 } from "../../domain/types.ts";
-import type { DeliveryClaim, DeliveryPatch } from "../port.ts";
+import { type DeliveryClaim, type DeliveryPatch, defaultClaimLeaseMs } from "../port.ts";
 import { toAttempt, toDelivery, toSubscription, toWorkflow } from "../rows.ts";
 import { limitParam, type Row } from "./rows.ts";
 
@@ -148,7 +148,8 @@ export class SqliteDeliveryOps {
     const scan = c.scanLimit ?? c.limit + c.perListener * 8;
     const candidates = this.#q.all(
       `SELECT d.id, d.listener_id FROM deliveries d
-       WHERE d.status = 'pending' AND d.claimed_by IS NULL AND d.next_attempt_ms <= ? ${notIn}
+       WHERE d.status = 'pending' AND d.next_attempt_ms <= ?
+         AND (d.claimed_by IS NULL OR d.claimed_until IS NULL OR d.claimed_until <= ?) ${notIn}
          AND (d.listener_kind <> 'source' OR NOT EXISTS (
            SELECT 1 FROM deliveries e WHERE e.subscription_id = d.subscription_id AND e.status = 'pending' AND e.seq < d.seq
              AND (e.attempts > 0 OR e.next_attempt_ms IS NULL OR e.next_attempt_ms <= ?)))
@@ -156,10 +157,19 @@ export class SqliteDeliveryOps {
        ${limitParam}`,
       // An older delivery not yet due for its first attempt (a `delivery_ts` in the future) is scheduled,
       // not queued: later events of the subscription go ahead of it.
-      [c.nowMs, ...(notIn ? c.exceptListeners : []), c.nowMs, scan],
+      [c.nowMs, c.nowMs, ...(notIn ? c.exceptListeners : []), c.nowMs, scan],
       (r) => ({ id: r.id as string, listenerId: r.listener_id as string }),
     );
-    const taken = new Map<string, number>();
+    // What other claimers hold under a live lease counts against each listener's cap (the limit holds
+    // for all nodes together). Claimed rows are few and found through their partial index.
+    const taken = new Map<string, number>(
+      this.#q.all(
+        `SELECT listener_id, count(*) AS n FROM deliveries
+         WHERE claimed_by IS NOT NULL AND claimed_by <> ? AND claimed_until > ? GROUP BY listener_id`,
+        [c.claimToken, c.nowMs],
+        (r) => [r.listener_id as string, Number(r.n)] as const,
+      ),
+    );
     const ids: string[] = [];
     for (const d of candidates) {
       if (except.has(d.listenerId)) continue;
@@ -170,7 +180,11 @@ export class SqliteDeliveryOps {
       if (ids.length >= c.limit) break;
     }
     if (ids.length === 0) return [];
-    this.#q.run(`UPDATE deliveries SET claimed_by = ? WHERE id IN (${list(ids)})`, [c.claimToken, ...ids]);
+    this.#q.run(`UPDATE deliveries SET claimed_by = ?, claimed_until = ? WHERE id IN (${list(ids)})`, [
+      c.claimToken,
+      c.leaseUntilMs ?? c.nowMs + defaultClaimLeaseMs,
+      ...ids,
+    ]);
     const rows = this.#q.all(
       `SELECT * FROM deliveries WHERE id IN (${list(ids)}) ORDER BY next_attempt_ms, seq`,
       ids,
@@ -181,18 +195,27 @@ export class SqliteDeliveryOps {
 
   releaseDeliveries(ids: string[]): void {
     if (ids.length === 0) return;
-    this.#q.run(`UPDATE deliveries SET claimed_by = NULL WHERE id IN (${list(ids)})`, ids);
+    this.#q.run(
+      `UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL WHERE id IN (${list(ids)})`,
+      ids,
+    );
   }
 
-  resetDeliveryClaims(): number {
-    return this.#q.run("UPDATE deliveries SET claimed_by = NULL WHERE claimed_by IS NOT NULL", []);
+  resetDeliveryClaims(token: string): number {
+    return this.#q.run("UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by = ?", [
+      token,
+    ]);
+  }
+
+  renewDeliveryClaims(token: string, untilMs: number): number {
+    return this.#q.run("UPDATE deliveries SET claimed_until = ? WHERE claimed_by = ?", [untilMs, token]);
   }
 
   updateDelivery(id: string, p: DeliveryPatch): boolean {
     return (
       this.#q.run(
         `UPDATE deliveries SET status = ?, attempts = ?, round_attempts = ?, next_attempt_ms = ${dueUnlessParked("listener_id")}, last_status_code = ?,
-           last_error = ?, last_duration_ms = ?, updated_ms = ?, claimed_by = NULL WHERE id = ?`,
+           last_error = ?, last_duration_ms = ?, updated_ms = ?, claimed_by = NULL, claimed_until = NULL WHERE id = ?`,
         [
           p.status,
           p.attempts,

@@ -35,9 +35,11 @@ import { AsyncLock } from "../lock.ts";
 import type {
   DeliveryClaim,
   DeliveryPatch,
+  RateLimitCount,
   SourcePatch,
   Storage,
   StorageOps,
+  UsageLimits,
   WebhookPatch,
 } from "../port.ts";
 import {
@@ -55,6 +57,7 @@ import {
 } from "../rows.ts";
 import { SqliteDeliveryOps } from "./delivery-ops.ts";
 import { migrate } from "./migrate.ts";
+import { SqliteNodeOps } from "./node-ops.ts";
 import { limitParam, type Row } from "./rows.ts";
 
 /** `?, ?, ?` for an IN list (never empty: an empty list matches nothing). */
@@ -96,6 +99,7 @@ export class SqliteOps implements StorageOps {
   readonly db: DatabaseSync;
   readonly #statements = new Map<string, ReturnType<DatabaseSync["prepare"]>>();
   readonly #delivery: SqliteDeliveryOps;
+  readonly #node: SqliteNodeOps;
   /**
    * Rows read on every source endpoint hit, kept frozen. While the server runs, this connection is the
    * only writer of `sources` (users are never updated or deleted): a write to `sources`, or a rolled-back
@@ -131,12 +135,15 @@ export class SqliteOps implements StorageOps {
 
   constructor(db: DatabaseSync) {
     this.db = db;
-    this.#delivery = new SqliteDeliveryOps({
-      get: (text, params, map) => this.get(text, params, map),
-      all: (text, params, map) => this.all(text, params, map),
-      run: (text, params) => this.run(text, params),
-      page: (table, where, params, q, map) => this.page(table, where, params, q, map),
-    });
+    const helpers = {
+      get: <T>(text: string, params: SQLInputValue[], map: (r: Row) => T) => this.get(text, params, map),
+      all: <T>(text: string, params: SQLInputValue[], map: (r: Row) => T) => this.all(text, params, map),
+      run: (text: string, params: SQLInputValue[]) => this.run(text, params),
+      page: <T>(table: string, where: string, params: SQLInputValue[], q: PageQuery, map: (r: Row) => T) =>
+        this.page(table, where, params, q, map),
+    };
+    this.#delivery = new SqliteDeliveryOps(helpers);
+    this.#node = new SqliteNodeOps(helpers);
   }
 
   /** Prepared statements are cached by SQL text. */
@@ -457,6 +464,37 @@ export class SqliteOps implements StorageOps {
       sum.invocations += d.invocations;
       sum.computeMs += d.computeMs;
     } else held.set(key, { userId, day, invocations: d.invocations, computeMs: d.computeMs });
+  }
+
+  async reserveInvocation(userId: string, day: string, limits: UsageLimits): Promise<boolean> {
+    this.#settle();
+    return (
+      this.run(
+        `INSERT INTO usage_daily (user_id, day, invocations, compute_ms)
+           SELECT ?1, ?2, 1, 0 WHERE ?3 > 0 AND ?4 > 0
+         ON CONFLICT (user_id, day) DO UPDATE SET invocations = invocations + 1
+           WHERE invocations < ?3 AND compute_ms < ?4`,
+        [userId, day, limits.invocations, limits.computeMs],
+      ) > 0
+    );
+  }
+
+  async getMeta(key: string): Promise<string | undefined> {
+    return this.#node.getMeta(key);
+  }
+  async putMetaIfAbsent(key: string, value: string): Promise<string> {
+    return this.#node.putMetaIfAbsent(key, value);
+  }
+  async anySealedSecret(): Promise<string | undefined> {
+    return this.#node.anySealedSecret();
+  }
+  /** One connection runs one transaction at a time: every transaction holds every lock already. */
+  async acquireTransactionLock(_name: string): Promise<void> {}
+  async countRateLimitHit(key: string, nowMs: number, windowMs: number): Promise<RateLimitCount> {
+    return this.#node.countRateLimitHit(key, nowMs, windowMs);
+  }
+  async pruneRateLimits(beforeMs: number): Promise<number> {
+    return this.#node.pruneRateLimits(beforeMs);
   }
 
   #addUsage(userId: string, day: string, d: Usage): void {
@@ -923,8 +961,11 @@ export class SqliteOps implements StorageOps {
   async releaseDeliveries(ids: string[]): Promise<void> {
     this.#delivery.releaseDeliveries(ids);
   }
-  async resetDeliveryClaims(): Promise<number> {
-    return this.#delivery.resetDeliveryClaims();
+  async resetDeliveryClaims(claimToken: string): Promise<number> {
+    return this.#delivery.resetDeliveryClaims(claimToken);
+  }
+  async renewDeliveryClaims(claimToken: string, untilMs: number): Promise<number> {
+    return this.#delivery.renewDeliveryClaims(claimToken, untilMs);
   }
   async updateDelivery(id: string, patch: DeliveryPatch): Promise<boolean> {
     return this.#delivery.updateDelivery(id, patch);
@@ -1006,7 +1047,7 @@ export function openSqliteStorage(options: { dataDir: string; file?: string }): 
     getUser: cacheFirst((id) => ops.cachedUser(id), locked.getUser),
     getSource: cacheFirst((id) => ops.cachedSource(id), locked.getSource),
     driver: "sqlite",
-    capabilities: { listenNotify: false, skipLocked: false },
+    capabilities: { listenNotify: false, skipLocked: false, sharedByNodes: false },
     // The file lives with the process: it cannot go away while the server runs.
     health: alwaysAvailable,
     transaction: <T>(fn: (tx: StorageOps) => Promise<T>): Promise<T> =>

@@ -1,0 +1,70 @@
+/**
+ * A node's delivery claims stay its own while it works on them: deliveries waiting in memory longer than
+ * one lease have it renewed, so another node cannot take them; a node's restart takes back its own.
+ */
+import assert from "node:assert/strict";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { after, test } from "node:test";
+import { startServer } from "../helpers.ts";
+import { createWebhook, deliveries, deploySource, emit, hookSourceCode, subscribe } from "./receiver.ts";
+
+/** Answers every request with 200 after `holdMs`. */
+async function slowReceiver(holdMs: number): Promise<{ url: string; close: () => Promise<void> }> {
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on("end", () => setTimeout(() => res.end("ok"), holdMs));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+test("deliveries held longer than one lease are renewed, so another node cannot take them", async () => {
+  const receiver = await slowReceiver(1500);
+  const server = await startServer(
+    { webhookAllowPrivate: true },
+    { FOUNT_NODE_ID: "node-a" },
+    { startDispatcher: false },
+  );
+  after(async () => {
+    await server.close();
+    await receiver.close();
+  });
+  const { dispatcher, store } = server.built.services;
+  // A lease of 2.1 s, renewed every 0.7 s; one send at a time, so the second waits 1.5 s for the first.
+  Object.assign(dispatcher.options, { timeoutMs: 2000, leaseMarginMs: 100, maxPerHost: 1 });
+  await dispatcher.start();
+
+  const source = await deploySource(server, hookSourceCode);
+  const hook = await createWebhook(server, receiver.url);
+  await subscribe(server, { emitter_id: source.id, listener_id: hook.id });
+  await emit(source.endpoint, { n: 1 });
+  await emit(source.endpoint, { n: 2 });
+
+  // Past the first lease (claimed at once, 2.1 s) and before the second send ends (about 3 s).
+  await new Promise((resolve) => setTimeout(resolve, 2500));
+  const other = await store.claimDeliveries({
+    nowMs: Date.now(),
+    limit: 10,
+    perListener: 10,
+    claimToken: "node-b",
+    exceptListeners: [],
+  });
+  assert.deepEqual(other, [], "node A's claims were renewed");
+  const claimed = (await deliveries(server, hook.id)).filter((d) => d.status === "pending");
+  assert.ok(claimed.length > 0, "the second delivery is still node A's, in flight");
+
+  // Both go out once, from node A.
+  for (let i = 0; i < 100; i++) {
+    const list = await deliveries(server, hook.id);
+    if (list.length === 2 && list.every((d) => d.status === "succeeded")) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  assert.fail("the deliveries did not succeed");
+});
