@@ -5,6 +5,7 @@
  * time, in call order, so each sees the db the previous one left.
  */
 import type { FastifyBaseLogger } from "fastify";
+import { BoundedCache } from "../bounded-cache.ts";
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import type { SecretBox } from "../crypto/secret-box.ts";
@@ -97,6 +98,12 @@ export class SourceRunner {
   readonly #d: RunnerDeps;
   /** Each source's db as its last finished invocation left it (the store has it too once committed). */
   readonly #db = new Map<string, { data: Record<string, unknown>; version: number }>();
+  /**
+   * The version a source's db had when its cache was dropped (a failed commit, another node took the
+   * source, the source was deleted). The executor may hold that version or a later one, built on writes
+   * that never landed: the db read back from the store gets a version above it, so the executor takes it.
+   */
+  readonly #dropped = new BoundedCache<string, number>(10_000);
   /** Per-source chain: the next invocation starts when the previous one has its result. */
   readonly #chains = new Map<string, Promise<unknown>>();
   /**
@@ -118,8 +125,16 @@ export class SourceRunner {
 
   /** Drops cached state of a deleted or replaced source, or of one another node ran since. */
   forget(sourceId: string): void {
-    this.#db.delete(sourceId);
+    this.#drop(sourceId);
     this.#d.recorder.ids.forget(sourceId);
+  }
+
+  /** Drops the cached db, remembering its version (see `#dropped`). */
+  #drop(sourceId: string): void {
+    const version = this.#db.get(sourceId)?.version;
+    this.#db.delete(sourceId);
+    if (version !== undefined)
+      this.#dropped.set(sourceId, Math.max(version, this.#dropped.get(sourceId) ?? 0));
   }
 
   /**
@@ -258,6 +273,11 @@ export class SourceRunner {
     let db = this.#db.get(sourceId);
     if (!db) {
       db = await this.#d.store.getSourceDb(sourceId);
+      const dropped = this.#dropped.get(sourceId);
+      if (dropped !== undefined) {
+        db = { data: db.data, version: Math.max(db.version, dropped + 1) };
+        this.#dropped.delete(sourceId);
+      }
       this.#db.set(sourceId, db);
     }
     return db;
@@ -273,7 +293,18 @@ export class SourceRunner {
     result: InvokeResult,
   ): { data: Record<string, unknown>; version: number } | undefined {
     if (result.error || Object.keys(result.dbWrites).length === 0) return undefined;
-    const current = this.#db.get(sourceId) ?? { data: {}, version: 0 };
+    const current = this.#db.get(sourceId);
+    if (!current) {
+      // The cache was dropped while this run was out (an earlier commit failed, or the source moved):
+      // its writes build on a db that never landed, and on an empty one they would replace the stored db.
+      this.#dropped.set(sourceId, (this.#dropped.get(sourceId) ?? 0) + 1);
+      result.error = {
+        code: "db_stale",
+        message:
+          "An earlier invocation of this source failed to commit while this one ran; its db writes and emits were discarded",
+      };
+      return undefined;
+    }
     const next = { data: { ...current.data, ...result.dbWrites }, version: current.version + 1 };
     for (const [k, v] of Object.entries(result.dbWrites)) if (v === undefined) delete next.data[k];
     const size = Buffer.byteLength(JSON.stringify(next.data));
@@ -414,7 +445,7 @@ export class SourceRunner {
           throw err;
         }
         // The store refused the commit: the cached db and clock may hold writes that never landed.
-        this.#db.delete(source.id);
+        this.#drop(source.id);
         this.#d.recorder.ids.forget(source.id);
         if ((err as { code?: unknown }).code === leaseLostSqlState && leaseGen !== undefined) {
           this.#d.leases?.lost(source.id, leaseGen);
