@@ -16,6 +16,8 @@ import {
   UsageError,
 } from "./command.ts";
 import { commands as registry, groups as registryGroups } from "./commands/index.ts";
+import { failureText } from "./output.ts";
+import { painterFor } from "./terminal.ts";
 
 /** Options every command takes, before or after its name. */
 export const globalOptions: Record<string, OptionSpec> = {
@@ -310,33 +312,22 @@ async function dispatch(reg: Registry, argv: string[], io: Io): Promise<number> 
 /** Prints a failure the one way the CLI does and picks its exit code. */
 function report(err: unknown, io: Io): number {
   const e = err instanceof Error ? err : new Error(String(err));
+  const fount = painterFor(io.stderr, io.env)("red", "fount:");
   if (e instanceof UsageError) {
     const help = e.command ? `fount ${e.command} --help` : "fount help";
-    io.stderr.write(`fount: ${e.message}\nRun \`${help}\` for usage.\n`);
+    io.stderr.write(`${fount} ${e.message}\nRun \`${help}\` for usage.\n`);
     return 2;
   }
   if (e instanceof CliError) {
-    io.stderr.write(`fount: ${e.message}\n`);
+    io.stderr.write(`${fount} ${e.message}\n`);
     return e.exitCode;
   }
   if (e.name === "AbortError") {
     io.stderr.write("fount: interrupted\n");
     return 130;
   }
-  const code = (e as Error & { code?: unknown }).code;
   // ApiError from the server, AppError from the domain (admin commands), system errors (EACCES…).
-  const message = `${where((e as Error & { details?: unknown }).details)}${e.message}`;
-  io.stderr.write(typeof code === "string" ? `fount: ${message} (${code})\n` : `fount: ${message}\n`);
+  io.stderr.write(`${fount} ${failureText(e)}\n`);
   if (io.env.FOUNT_DEBUG && e.stack) io.stderr.write(`${e.stack}\n`);
   return 1;
-}
-
-/**
- * `file:line:column: ` of a local bundling error (`fount deploy <file>`): the failing file may be one
- * the component imports (`../../acme.app.mjs`), not the one named on the command line.
- */
-function where(details: unknown): string {
-  const d = details as { file?: unknown; line?: unknown; column?: unknown } | undefined;
-  if (typeof d?.file !== "string" || typeof d.line !== "number") return "";
-  return `${d.file}:${d.line}${typeof d.column === "number" ? `:${d.column}` : ""}: `;
 }

@@ -61,6 +61,12 @@ function describeSource(ctx: Context, s: Source): void {
   }
 }
 
+/** What the progress line says while the server saves, builds (installing packages) and deploys. */
+export function deployingLabel(target: string, component: ComponentFields): string {
+  const what = "key" in component ? `${target} from the registry` : target;
+  return `Deploying ${what} (the server installs the packages it imports)…`;
+}
+
 const deploy: Command = {
   name: "deploy",
   summary: "Deploy a source from a local file, a URL or a registry key",
@@ -95,11 +101,13 @@ const deploy: Command = {
     const props = parseProps(ctx.flags.prop, ctx.command.name);
     const component = await componentFields(target);
     const client = ctx.client();
-    const res = await client.post<{ data: Source }>("/v1/sources", {
-      ...component,
-      name: ctx.string("name"),
-      configured_props: props,
-    });
+    const res = await ctx.progress(deployingLabel(target, component), () =>
+      client.post<{ data: Source }>("/v1/sources", {
+        ...component,
+        name: ctx.string("name"),
+        configured_props: props,
+      }),
+    );
     const s = res.data;
     ctx.output(s, () => {
       ctx.print(`Deployed ${s.name_slug} (${s.id}).`);
@@ -195,7 +203,9 @@ const update: Command = {
         "Nothing to update: give code, --name, --prop, --activate or --deactivate",
         ctx.command.name,
       );
-    const res = await client.put<{ data: Source }>(sourcePath(source), body);
+    const res = await ctx.progress(`Updating ${source}…`, () =>
+      client.put<{ data: Source }>(sourcePath(source), body),
+    );
     const s = res.data;
     ctx.output(s, () => {
       ctx.print(`Updated ${s.name_slug} (${s.id}).`);
@@ -314,11 +324,13 @@ const run: Command = {
       ctx.print(
         `${o.ok ? "Ran" : "Failed"} in ${Math.round(o.duration_ms)} ms: ${n} event${n === 1 ? "" : "s"} emitted.`,
       );
-      for (const e of o.emits) ctx.print(formatEntry(e));
+      for (const e of o.emits) ctx.print(formatEntry(e, ctx.paint));
       for (const l of o.logs) {
-        ctx.print(formatLogEntry({ id: "", indexed_at_ms: l.ts, event: l, metadata: { name: "$logs" } }));
+        ctx.print(
+          formatLogEntry({ id: "", indexed_at_ms: l.ts, event: l, metadata: { name: "$logs" } }, ctx.paint),
+        );
       }
-      if (o.error) ctx.print(`Error: ${o.error.code}: ${o.error.message}`);
+      if (o.error) ctx.print(ctx.paint("red", `Error: ${o.error.code}: ${o.error.message}`));
     });
     return o.ok ? 0 : 1;
   },
