@@ -7,6 +7,7 @@ import { adminCommands } from "../admin.ts";
 import type { Command } from "../command.ts";
 import { accountCommands } from "./accounts.ts";
 import { authCommands } from "./auth.ts";
+import { devCommands } from "./dev.ts";
 import { eventCommands } from "./events.ts";
 import { registryCommands } from "./registry.ts";
 import { sourceCommands } from "./sources.ts";
@@ -16,6 +17,7 @@ import { webhookCommands } from "./webhooks.ts";
 export const commands: Command[] = [
   ...authCommands,
   ...sourceCommands,
+  ...devCommands,
   ...eventCommands,
   ...accountCommands,
   ...webhookCommands,
