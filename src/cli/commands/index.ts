@@ -9,6 +9,7 @@ import { accountCommands } from "./accounts.ts";
 import { authCommands } from "./auth.ts";
 import { devCommands } from "./dev.ts";
 import { eventCommands } from "./events.ts";
+import { initCommands } from "./init.ts";
 import { registryCommands } from "./registry.ts";
 import { sourceCommands } from "./sources.ts";
 import { subscriptionCommands } from "./subscriptions.ts";
@@ -18,6 +19,7 @@ export const commands: Command[] = [
   ...authCommands,
   ...sourceCommands,
   ...devCommands,
+  ...initCommands,
   ...eventCommands,
   ...accountCommands,
   ...webhookCommands,
