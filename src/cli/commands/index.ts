@@ -7,6 +7,7 @@ import { adminCommands } from "../admin.ts";
 import type { Command } from "../command.ts";
 import { accountCommands } from "./accounts.ts";
 import { authCommands } from "./auth.ts";
+import { deliveryCommands } from "./deliveries.ts";
 import { devCommands } from "./dev.ts";
 import { eventCommands } from "./events.ts";
 import { initCommands } from "./init.ts";
@@ -23,6 +24,7 @@ export const commands: Command[] = [
   ...eventCommands,
   ...accountCommands,
   ...webhookCommands,
+  ...deliveryCommands,
   ...subscriptionCommands,
   ...adminCommands,
   ...registryCommands,
