@@ -74,7 +74,7 @@ test("deliveries lists a webhook's deliveries by ID or URL, and --redeliver / --
   );
   const source = await json("deploy", file, "--name", "emitter");
   const hook = await json("webhook", "create", hookUrl, "--name", "receiver");
-  await json("subscribe", source.id, hook.id);
+  await json("subscribe", "emitter", hook.id); // a source name works as its ID
   await json("run", source.id);
   await json("run", source.id);
 
