@@ -3,7 +3,6 @@
  * failures into messages and exit codes — 0 success, 1 failure (`fount: <message> (<code>)` on stderr),
  * 2 usage error (with a hint to the help), 130 interrupted.
  */
-import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import {
   CliError,
@@ -18,6 +17,7 @@ import {
 import { commands as registry, groups as registryGroups } from "./commands/index.ts";
 import { failureText } from "./output.ts";
 import { painterFor } from "./terminal.ts";
+import { readVersion } from "./version.ts";
 
 /** Options every command takes, before or after its name. */
 export const globalOptions: Record<string, OptionSpec> = {
@@ -40,17 +40,6 @@ export const globalOptions: Record<string, OptionSpec> = {
 
 export function processIo(): Io {
   return { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env };
-}
-
-function readVersion(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
-      version?: string;
-    };
-    return pkg.version ?? "unknown";
-  } catch {
-    return "unknown";
-  }
 }
 
 interface Entry {

@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const nodeBin = path.join(root, "node_modules", ".bin", "node");
-const entry = path.join(root, "bin", "fount.ts");
+const entry = path.join(root, "bin", "fount.mjs");
 
 export interface CliResult {
   code: number;
