@@ -11,7 +11,7 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { startServer, type TestServer } from "../helpers.ts";
-import { fount } from "./run.ts";
+import { fount, fountJson } from "./run.ts";
 
 let server: TestServer;
 let env: Record<string, string>;
@@ -49,11 +49,8 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function json(...args: string[]): Promise<any> {
-  const res = await fount([...args, "--json"], env, 60_000);
-  assert.equal(res.code, 0, `fount ${args.join(" ")}: ${res.stderr}`);
-  return JSON.parse(res.stdout);
-}
+/** `fount <args> --json` as this test's user. */
+const json = (...args: string[]) => fountJson(env, ...args);
 
 /** `fount deliveries <ref> --json` until `done` holds of the list (30 s at most). */
 async function deliveriesWhen(ref: string, done: (list: any[]) => boolean): Promise<any[]> {

@@ -46,6 +46,13 @@ export function fount(
   });
 }
 
+/** `fount <args> --json`, which must succeed (a deploy may take long on a loaded machine); its parsed stdout. */
+export async function fountJson(env: Record<string, string>, ...args: string[]): Promise<any> {
+  const res = await fount([...args, "--json"], env, 60_000);
+  assert.equal(res.code, 0, `fount ${args.join(" ")}: ${res.stderr}`);
+  return JSON.parse(res.stdout);
+}
+
 /** A `fount` process left running (following commands, `fount dev`), with its output as it arrives. */
 export class RunningFount {
   readonly proc: ChildProcess;

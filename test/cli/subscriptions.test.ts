@@ -5,7 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { startServer, type TestServer } from "../helpers.ts";
-import { fount } from "./run.ts";
+import { fount, fountJson } from "./run.ts";
 
 let server: TestServer;
 let env: Record<string, string>;
@@ -23,11 +23,8 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function json(...args: string[]): Promise<any> {
-  const res = await fount([...args, "--json"], env, 60_000);
-  assert.equal(res.code, 0, `fount ${args.join(" ")}: ${res.stderr}`);
-  return JSON.parse(res.stdout);
-}
+/** `fount <args> --json` as this test's user. */
+const json = (...args: string[]) => fountJson(env, ...args);
 
 async function deploy(name: string, code: string): Promise<{ id: string }> {
   const file = path.join(dir, `${name}.mjs`);

@@ -6,6 +6,7 @@ import type { ApiClient } from "../client.ts";
 import { CliError, type Command, UsageError } from "../command.ts";
 import { formatTime, table } from "../output.ts";
 import type { Painter } from "../terminal.ts";
+import { count, maxEvents } from "./events.ts";
 
 /** A delivery as GET /v1/webhooks/{id}/deliveries renders it. */
 interface Delivery {
@@ -22,8 +23,6 @@ interface Delivery {
   created_at: number;
 }
 
-/** The API's largest page. */
-const maxCount = 100;
 const webhookId = /^wh_[A-Za-z0-9]+$/;
 const deliveryId = /^del_[A-Za-z0-9]+$/;
 const statuses = ["pending", "succeeded", "failed"] as const;
@@ -90,7 +89,7 @@ const deliveries: Command = {
       type: "string",
       short: "n",
       value: "count",
-      description: `How many, newest first (1–${maxCount}, default 20)`,
+      description: `How many, newest first (1–${maxEvents}, default 20)`,
     },
     status: {
       type: "string",
@@ -142,13 +141,7 @@ const deliveries: Command = {
         ctx.command.name,
       );
     const status = ctx.choice("status", statuses);
-    const rawCount = ctx.string("n");
-    const count = rawCount === undefined ? 20 : Number(rawCount);
-    if (!Number.isInteger(count) || count < 1 || count > maxCount)
-      throw new UsageError(
-        `-n must be an integer from 1 to ${maxCount}, not "${rawCount}"`,
-        ctx.command.name,
-      );
+    const limit = count(ctx, 20);
 
     const client = ctx.client();
     const webhook = await resolveWebhook(client, ref);
@@ -169,7 +162,7 @@ const deliveries: Command = {
       );
       return 0;
     }
-    const items = await client.listAll<Delivery>(`${base}/deliveries`, { status }, count);
+    const items = await client.listAll<Delivery>(`${base}/deliveries`, { status }, limit);
     ctx.output(items, () => {
       if (items.length === 0) return ctx.print(`No deliveries to ${webhook}${status ? ` (${status})` : ""}.`);
       ctx.print(deliveryTable(items, ctx.paint));

@@ -5,7 +5,7 @@ import { compareEventIds, followSource, type StreamEntry, untilInterrupted } fro
 import { type Painter, plain } from "../terminal.ts";
 
 /** The API's largest page, and so the most `-n` can ask for. */
-const maxEvents = 100;
+export const maxEvents = 100;
 
 function time(ms: unknown): string {
   return typeof ms === "number" && Number.isFinite(ms) ? new Date(ms).toISOString() : "";
@@ -52,7 +52,8 @@ export function formatAnyEntry(e: StreamEntry, paint: Painter = plain): string {
   return name === "$logs" || name === "$errors" ? formatLogEntry(e, paint) : formatEntry(e, paint);
 }
 
-function count(ctx: Context, fallback: number): number {
+/** The `-n <count>` option (1 to the API's largest page), or `fallback` without it. */
+export function count(ctx: Context, fallback: number): number {
   const raw = ctx.string("n");
   if (raw === undefined) return fallback;
   const n = Number(raw);
