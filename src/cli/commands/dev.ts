@@ -54,12 +54,19 @@ class Reloader {
   #running: Promise<void> | undefined;
   #again = false;
 
-  constructor(ctx: Context, client: ApiClient, file: string, source: Source, code: string) {
+  constructor(
+    ctx: Context,
+    client: ApiClient,
+    file: string,
+    source: Source,
+    code: string,
+    given: Record<string, unknown>,
+  ) {
     this.#ctx = ctx;
     this.#client = client;
     this.#file = file;
     this.#source = source;
-    this.#given = parseProps(ctx.flags.prop, ctx.command.name);
+    this.#given = given;
     this.#lastCode = code;
     this.watcher = new FileWatcher((files) => this.changed(files));
   }
@@ -194,7 +201,7 @@ const dev: Command = {
     }
 
     const stop = untilInterrupted();
-    const reloader = new Reloader(ctx, client, file, s, first.code);
+    const reloader = new Reloader(ctx, client, file, s, first.code, given);
     try {
       reloader.watcher.watch(first.inputs);
       const n = reloader.watcher.size;
