@@ -73,7 +73,7 @@ test("off a terminal a deploy shows one plain progress line and no colour", asyn
   assert.equal(res.code, 0, res.stderr);
   assert.equal(
     res.stderr,
-    `Deploying ${file} (the server installs the packages it imports)…\n`,
+    `Deploying ${file} (the server builds it and installs any packages it imports)…\n`,
     "one line, no spinner",
   );
   assert.ok(!res.stdout.includes(esc) && !res.stderr.includes(esc));

@@ -38,7 +38,7 @@ const publishRegistry: Command = {
     const code = await bundleLocalComponent(file);
     const client = ctx.client();
     const res = await ctx.progress(
-      `Publishing ${file} (the server builds it and installs its packages)…`,
+      `Publishing ${file} (the server builds it and installs any packages it imports)…`,
       () => client.post<{ data: Published }>("/v1/admin/registry", { component_code: code }),
     );
     const c = res.data;

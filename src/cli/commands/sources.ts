@@ -64,7 +64,7 @@ export function describeSource(ctx: Context, s: Source): void {
 /** What the progress line says while the server saves, builds (installing packages) and deploys. */
 export function deployingLabel(target: string, component: ComponentFields): string {
   const what = "key" in component ? `${target} from the registry` : target;
-  return `Deploying ${what} (the server installs the packages it imports)…`;
+  return `Deploying ${what} (the server builds it and installs any packages it imports)…`;
 }
 
 const deploy: Command = {
