@@ -3,7 +3,7 @@
  * targets. Every server under test runs in its own process, started fresh for its part.
  *
  *   npm run bench                         all parts
- *   npm run bench -- --only http,sse      some parts (http, manual, deploy, webhooks, sse, timers, sibling)
+ *   npm run bench -- --only http,sse      some parts (http, manual, deploy, webhooks, sse, timers, sibling, cli)
  *   npm run bench -- --duration 5         shorter load runs
  *   npm run bench -- --json out.json      also write every figure and raw detail
  *   npm run bench -- --cpu-prof dir       write the Fount servers' CPU profiles to dir
@@ -16,6 +16,7 @@ import { parseArgs } from "node:util";
 import type { Figure, PartResult } from "./lib/report.ts";
 import { table } from "./lib/report.ts";
 import { deployToFirstEvent, manualRun } from "./parts/api-latency.ts";
+import { cliStart } from "./parts/cli-start.ts";
 import { type BenchSettings, PartContext } from "./parts/context.ts";
 import { httpIngest } from "./parts/http-ingest.ts";
 import { sibling } from "./parts/sibling.ts";
@@ -33,6 +34,7 @@ const parts: Record<string, { title: string; run: Part }> = {
   sse: { title: "SSE fan-out", run: sseFanOut },
   timers: { title: "Timers", run: timers },
   sibling: { title: "Sibling", run: sibling },
+  cli: { title: "CLI start", run: cliStart },
 };
 
 const { values } = parseArgs({

@@ -1,5 +1,2 @@
-#!/usr/bin/env node
-/** The `fount` command line; everything lives in src/cli. */
-import { main } from "../src/cli/main.ts";
-
-process.exitCode = await main(process.argv.slice(2));
+/** The former entry, kept so that `node bin/fount.ts` still works; the CLI starts in fount.mjs. */
+import "./fount.mjs";

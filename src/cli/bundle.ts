@@ -22,6 +22,19 @@ const RESOLVE_EXTENSIONS = [".ts", ".mts", ".cts", ".js", ".mjs", ".cjs", ".json
  * over as `x` instead of its default export.
  */
 export async function bundleLocalComponent(file: string): Promise<string> {
+  return (await bundleLocalFiles(file)).code;
+}
+
+/** A bundled local component and the local files it was built from. */
+export interface LocalBundle {
+  /** One ES module, with an inline source map naming the author's files when it fits. */
+  code: string;
+  /** Absolute paths of every local file the bundle read (the entry first): what `fount dev` watches. */
+  inputs: string[];
+}
+
+/** `bundleLocalComponent`, also naming the files read. A bundling error throws `component_invalid`. */
+export async function bundleLocalFiles(file: string): Promise<LocalBundle> {
   const entry = path.resolve(file);
   const workingDir = path.dirname(entry);
   // `.mjs` files that use `module.exports` next to `import` exist among real components; esbuild
@@ -34,11 +47,45 @@ export async function bundleLocalComponent(file: string): Promise<string> {
   );
   const outcome = mixed.size === 0 ? first : await runBuild(entry, workingDir, mixed);
   if (outcome.error) throw buildFailure(outcome.error, true);
-  return outcome.code ?? "";
+  const inputs = [entry, ...(outcome.inputs ?? []).filter((f) => f !== entry)];
+  return { code: withSourceMap(outcome.code ?? "", outcome.map, workingDir), inputs };
+}
+
+// The API takes component code up to 1 MiB; a map that would push a bundle past it is left out.
+const MAX_CODE_BYTES = 1024 * 1024;
+
+/**
+ * The bundle with its source map inlined, the map's file names made relative to the deepest folder
+ * holding them all (`sources/hello/hello.mjs`, `hello.app.mjs`): the server chains this map into its
+ * own, so that stack traces in `$errors` name the author's files and lines, without local paths.
+ */
+function withSourceMap(code: string, map: string | undefined, workingDir: string): string {
+  if (map === undefined) return code;
+  const parsed = JSON.parse(map) as { sources: string[]; sourceRoot?: string };
+  const absolute = parsed.sources.map((s) => path.resolve(workingDir, s));
+  const root = commonFolder(absolute);
+  parsed.sources = absolute.map((s) => path.relative(root, s).split(path.sep).join("/"));
+  delete parsed.sourceRoot;
+  const comment = `\n//# sourceMappingURL=data:application/json;base64,${Buffer.from(JSON.stringify(parsed)).toString("base64")}\n`;
+  const withMap = code.replace(/\n?$/, comment);
+  return Buffer.byteLength(withMap) <= MAX_CODE_BYTES ? withMap : code;
+}
+
+/** The deepest folder that holds every one of `files`. */
+function commonFolder(files: string[]): string {
+  const split = files.map((f) => path.dirname(f).split(path.sep));
+  const first = split[0] ?? [];
+  let n = 0;
+  while (n < first.length && split.every((parts) => parts[n] === first[n])) n++;
+  return first.slice(0, n).join(path.sep) || path.sep;
 }
 
 interface BuildOutcome {
   code?: string;
+  /** The source map (JSON) of `code`. */
+  map?: string;
+  /** Absolute paths of the local files read. */
+  inputs?: string[];
   error?: esbuild.BuildFailure;
   warnings: esbuild.Message[];
 }
@@ -49,6 +96,8 @@ async function runBuild(entry: string, workingDir: string, mixedFiles: Set<strin
     const result = await esbuild.build({
       entryPoints: [entry],
       absWorkingDir: workingDir,
+      // Names the map's output; nothing is written.
+      outfile: path.join(workingDir, "component.bundle.mjs"),
       bundle: true,
       format: "esm",
       platform: "node",
@@ -56,10 +105,20 @@ async function runBuild(entry: string, workingDir: string, mixedFiles: Set<strin
       charset: "utf8",
       resolveExtensions: RESOLVE_EXTENSIONS,
       write: false,
+      metafile: true,
+      sourcemap: "external",
+      sourcesContent: false,
       logLevel: "silent",
       plugins: [externalPackages(requiredExternals), mixedModules(mixedFiles)],
     });
-    return { code: revealRequires(result.outputFiles[0].text, requiredExternals), warnings: result.warnings };
+    const js = result.outputFiles.find((f) => !f.path.endsWith(".map"));
+    const map = result.outputFiles.find((f) => f.path.endsWith(".map"));
+    return {
+      code: revealRequires(js?.text ?? "", requiredExternals),
+      map: map?.text,
+      inputs: Object.keys(result.metafile.inputs).map((f) => path.resolve(workingDir, f)),
+      warnings: result.warnings,
+    };
   } catch (err) {
     if (!isBuildFailure(err)) throw err;
     return { error: err, warnings: err.warnings };

@@ -5,6 +5,7 @@
 import { ApiClient } from "./client.ts";
 import { ConfigFile, configPath, defaultProfile, type Profile } from "./config.ts";
 import { formatJson } from "./output.ts";
+import { type Painter, painterFor, plain, withProgress } from "./terminal.ts";
 
 /** One option of a command, in `util.parseArgs` terms plus its help text. */
 export interface OptionSpec {
@@ -124,6 +125,21 @@ export class Context {
 
   get json(): boolean {
     return this.globals.json;
+  }
+
+  /** Colours for stdout: none off a terminal, with NO_COLOR, or under --json. */
+  get paint(): Painter {
+    return this.json ? plain : painterFor(this.io.stdout, this.io.env);
+  }
+
+  /** Colours for stderr. */
+  get paintErr(): Painter {
+    return painterFor(this.io.stderr, this.io.env);
+  }
+
+  /** Runs `work` while stderr shows `label`: a spinner on a terminal, one plain line elsewhere. */
+  progress<T>(label: string, work: () => Promise<T>): Promise<T> {
+    return withProgress(this.io.stderr, label, this.paintErr, work);
   }
 
   /** A line (or lines) on stdout. */

@@ -3,7 +3,6 @@
  * failures into messages and exit codes — 0 success, 1 failure (`fount: <message> (<code>)` on stderr),
  * 2 usage error (with a hint to the help), 130 interrupted.
  */
-import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import {
   CliError,
@@ -16,6 +15,9 @@ import {
   UsageError,
 } from "./command.ts";
 import { commands as registry, groups as registryGroups } from "./commands/index.ts";
+import { failureText } from "./output.ts";
+import { painterFor } from "./terminal.ts";
+import { readVersion } from "./version.ts";
 
 /** Options every command takes, before or after its name. */
 export const globalOptions: Record<string, OptionSpec> = {
@@ -38,17 +40,6 @@ export const globalOptions: Record<string, OptionSpec> = {
 
 export function processIo(): Io {
   return { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env };
-}
-
-function readVersion(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
-      version?: string;
-    };
-    return pkg.version ?? "unknown";
-  } catch {
-    return "unknown";
-  }
 }
 
 interface Entry {
@@ -310,33 +301,22 @@ async function dispatch(reg: Registry, argv: string[], io: Io): Promise<number> 
 /** Prints a failure the one way the CLI does and picks its exit code. */
 function report(err: unknown, io: Io): number {
   const e = err instanceof Error ? err : new Error(String(err));
+  const fount = painterFor(io.stderr, io.env)("red", "fount:");
   if (e instanceof UsageError) {
     const help = e.command ? `fount ${e.command} --help` : "fount help";
-    io.stderr.write(`fount: ${e.message}\nRun \`${help}\` for usage.\n`);
+    io.stderr.write(`${fount} ${e.message}\nRun \`${help}\` for usage.\n`);
     return 2;
   }
   if (e instanceof CliError) {
-    io.stderr.write(`fount: ${e.message}\n`);
+    io.stderr.write(`${fount} ${e.message}\n`);
     return e.exitCode;
   }
   if (e.name === "AbortError") {
     io.stderr.write("fount: interrupted\n");
     return 130;
   }
-  const code = (e as Error & { code?: unknown }).code;
   // ApiError from the server, AppError from the domain (admin commands), system errors (EACCES…).
-  const message = `${where((e as Error & { details?: unknown }).details)}${e.message}`;
-  io.stderr.write(typeof code === "string" ? `fount: ${message} (${code})\n` : `fount: ${message}\n`);
+  io.stderr.write(`${fount} ${failureText(e)}\n`);
   if (io.env.FOUNT_DEBUG && e.stack) io.stderr.write(`${e.stack}\n`);
   return 1;
-}
-
-/**
- * `file:line:column: ` of a local bundling error (`fount deploy <file>`): the failing file may be one
- * the component imports (`../../acme.app.mjs`), not the one named on the command line.
- */
-function where(details: unknown): string {
-  const d = details as { file?: unknown; line?: unknown; column?: unknown } | undefined;
-  if (typeof d?.file !== "string" || typeof d.line !== "number") return "";
-  return `${d.file}:${d.line}${typeof d.column === "number" ? `:${d.column}` : ""}: `;
 }

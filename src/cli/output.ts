@@ -45,3 +45,17 @@ export function fields(entries: Array<[string, unknown]>): string {
   const width = Math.max(...entries.map(([k]) => k.length)) + 1;
   return entries.map(([k, v]) => `${`${k}:`.padEnd(width)} ${cell(v)}`).join("\n");
 }
+
+/**
+ * A failure as one line: `message (code)`, led by `file:line:column: ` for a local bundling error
+ * (`fount deploy <file>`), whose failing file may be one the component imports (`../../acme.app.mjs`).
+ */
+export function failureText(e: Error): string {
+  const { code, details } = e as Error & { code?: unknown; details?: unknown };
+  const d = details as { file?: unknown; line?: unknown; column?: unknown } | undefined;
+  const where =
+    typeof d?.file === "string" && typeof d.line === "number"
+      ? `${d.file}:${d.line}${typeof d.column === "number" ? `:${d.column}` : ""}: `
+      : "";
+  return typeof code === "string" ? `${where}${e.message} (${code})` : `${where}${e.message}`;
+}

@@ -243,17 +243,36 @@ async function bundleServerCode(
       target: "node24",
       charset: "utf8",
       banner: { js: REQUIRE_BANNER },
-      // The executor maps load errors and stack traces back to the author's own lines with this.
-      sourcemap: "inline",
+      // The executor maps load errors and stack traces back to the author's own lines with this;
+      // a map that came with the code (`fount deploy <file>`'s) is chained in, naming their files.
+      sourcemap: "external",
       sourcesContent: false,
+      // Names the map's output; nothing is written.
+      outfile: path.join(workingDir, "component.mjs"),
       write: false,
       logLevel: "silent",
       plugins: [plugin],
     });
-    return { bundle: result.outputFiles[0].text, imports };
+    const js = result.outputFiles.find((f) => !f.path.endsWith(".map"))!;
+    const map = result.outputFiles.find((f) => f.path.endsWith(".map"));
+    return { bundle: map ? inlineMap(js.text, map.text) : js.text, imports };
   } catch (err) {
     throw isBuildFailure(err) ? buildFailure(err) : err;
   }
+}
+
+/**
+ * `code` with `map` inlined. File names of a map that came with the code stay inside the bundle's
+ * folder (`../../x.mjs` → `x.mjs`, `/home/a/x.mjs` → `x.mjs`), so that resolved against the bundle
+ * they never name a folder of the server in a stack trace.
+ */
+function inlineMap(code: string, map: string): string {
+  const parsed = JSON.parse(map) as { sources: string[] };
+  parsed.sources = parsed.sources.map((s) =>
+    path.posix.isAbsolute(s) || /^[a-z]+:/i.test(s) ? path.posix.basename(s) : s.replace(/^(?:\.\.\/)+/, ""),
+  );
+  const data = Buffer.from(JSON.stringify(parsed)).toString("base64");
+  return `${code.replace(/\n?$/, "\n")}//# sourceMappingURL=data:application/json;base64,${data}\n`;
 }
 
 function rejectImport(spec: string, message: string): esbuild.OnResolveResult {

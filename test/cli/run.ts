@@ -1,5 +1,6 @@
 /** Runs the `fount` CLI as a separate process, as a user would, with a clean environment. */
-import { execFile } from "node:child_process";
+import assert from "node:assert/strict";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -7,7 +8,7 @@ import { fileURLToPath } from "node:url";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const nodeBin = path.join(root, "node_modules", ".bin", "node");
-const entry = path.join(root, "bin", "fount.ts");
+const entry = path.join(root, "bin", "fount.mjs");
 
 export interface CliResult {
   code: number;
@@ -43,4 +44,58 @@ export function fount(
       },
     );
   });
+}
+
+/** `fount <args> --json`, which must succeed (a deploy may take long on a loaded machine); its parsed stdout. */
+export async function fountJson(env: Record<string, string>, ...args: string[]): Promise<any> {
+  const res = await fount([...args, "--json"], env, 60_000);
+  assert.equal(res.code, 0, `fount ${args.join(" ")}: ${res.stderr}`);
+  return JSON.parse(res.stdout);
+}
+
+/** A `fount` process left running (following commands, `fount dev`), with its output as it arrives. */
+export class RunningFount {
+  readonly proc: ChildProcess;
+  stdout = "";
+  stderr = "";
+  readonly exited: Promise<number | null>;
+
+  constructor(env: Record<string, string>, args: string[], cwd = root) {
+    this.proc = spawn(nodeBin, [entry, ...args], {
+      cwd,
+      env: { PATH: process.env.PATH, HOME: os.tmpdir(), ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    this.proc.stdout!.on("data", (c: Buffer) => (this.stdout += c.toString()));
+    this.proc.stderr!.on("data", (c: Buffer) => (this.stderr += c.toString()));
+    this.exited = new Promise((resolve) => this.proc.on("exit", (code) => resolve(code)));
+  }
+
+  /**
+   * Waits until `pattern` shows in stdout or stderr, in the output after character `from` (checked as
+   * output arrives, 60 s at most: a loaded machine may take long to build and deploy).
+   */
+  async waitFor(pattern: RegExp, where: "stdout" | "stderr" = "stdout", from = 0): Promise<string> {
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const match = pattern.exec(this[where].slice(from));
+      if (match) return match[0];
+      if (Date.now() > deadline || this.proc.exitCode !== null)
+        assert.fail(`no ${pattern} in ${where}; stdout: ${this.stdout}\nstderr: ${this.stderr}`);
+      await new Promise((resolve) => {
+        const timer = setTimeout(resolve, Math.max(0, deadline - Date.now()) + 10);
+        const done = () => {
+          clearTimeout(timer);
+          resolve(undefined);
+        };
+        this.proc[where]!.once("data", done).once("close", done);
+      });
+    }
+  }
+
+  /** Sends `signal` (SIGTERM by default) and resolves to the exit code. */
+  async stop(signal: NodeJS.Signals = "SIGTERM"): Promise<number | null> {
+    this.proc.kill(signal);
+    return this.exited;
+  }
 }

@@ -3,16 +3,14 @@
  * `delete`, `run`, `accounts …`), run as a process against a real server, as a user would.
  */
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { fileURLToPath } from "node:url";
 import { adminKey, startServer, type TestServer } from "../helpers.ts";
-import { fount } from "./run.ts";
+import { fount, RunningFount } from "./run.ts";
 
 /** An app file with a propDefinition and a method reading `$auth`, as Pipedream's app files have. */
 const appFile = `export default {
@@ -135,47 +133,6 @@ async function deployHello(name: string, ...extra: string[]): Promise<any> {
   );
 }
 
-/** A `fount` process left running (the following commands), with its output as it arrives. */
-class Running {
-  readonly proc: ChildProcess;
-  stdout = "";
-  stderr = "";
-  readonly exited: Promise<number | null>;
-
-  constructor(args: string[]) {
-    const root = fileURLToPath(new URL("../..", import.meta.url));
-    this.proc = spawn(
-      path.join(root, "node_modules", ".bin", "node"),
-      [path.join(root, "bin", "fount.ts"), ...args],
-      {
-        cwd: root,
-        env: { PATH: process.env.PATH, HOME: os.tmpdir(), ...env },
-        stdio: ["ignore", "pipe", "pipe"],
-      },
-    );
-    this.proc.stdout!.on("data", (c: Buffer) => (this.stdout += c.toString()));
-    this.proc.stderr!.on("data", (c: Buffer) => (this.stderr += c.toString()));
-    this.exited = new Promise((resolve) => this.proc.on("exit", (code) => resolve(code)));
-  }
-
-  /** Waits until `pattern` shows in stdout or stderr (checked as output arrives, 20 s at most). */
-  async waitFor(pattern: RegExp, where: "stdout" | "stderr" = "stdout"): Promise<string> {
-    const deadline = Date.now() + 20_000;
-    for (;;) {
-      const match = pattern.exec(this[where]);
-      if (match) return match[0];
-      if (Date.now() > deadline || this.proc.exitCode !== null)
-        assert.fail(`no ${pattern} in ${where}; stdout: ${this.stdout}\nstderr: ${this.stderr}`);
-      await new Promise((resolve) => this.proc[where]!.once("data", resolve).once("close", resolve));
-    }
-  }
-
-  async stop(): Promise<number | null> {
-    this.proc.kill("SIGTERM");
-    return this.exited;
-  }
-}
-
 test("deploy bundles a local file with its relative imports, takes --prop values and prints id, name and endpoint", async () => {
   const apn = await account("p:");
   const res = await fount(
@@ -287,7 +244,7 @@ test("events shows the last N oldest first, with the deploy hook's emit; --json 
 
 test("events -f prints the last events, then new ones as they are emitted", async () => {
   const s = await deployHello("Followed");
-  const proc = new Running(["events", s.id, "-n", "1", "-f"]);
+  const proc = new RunningFount(env, ["events", s.id, "-n", "1", "-f"]);
   try {
     await proc.waitFor(/Listening for new events/, "stderr");
     assert.match(proc.stdout, /deploy hook/);
@@ -308,7 +265,7 @@ test("events -f prints the last events, then new ones as they are emitted", asyn
 
 test("logs follows $logs and $errors together", async () => {
   const s = await deployHello("Logged");
-  const proc = new Running(["logs", s.id]);
+  const proc = new RunningFount(env, ["logs", s.id]);
   try {
     await proc.waitFor(/Listening for new events/, "stderr");
     await fount(["run", s.id, "--event", '{"fail": true}'], env);
@@ -321,7 +278,7 @@ test("logs follows $logs and $errors together", async () => {
 
 test("deploy --follow prints the deploy hook's events, then new ones", async () => {
   const apn = await account("f:");
-  const proc = new Running([
+  const proc = new RunningFount(env, [
     "deploy",
     sourcePath,
     "--name",

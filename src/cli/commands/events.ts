@@ -2,9 +2,10 @@
 import type { ApiClient } from "../client.ts";
 import { type Command, type Context, UsageError } from "../command.ts";
 import { compareEventIds, followSource, type StreamEntry, untilInterrupted } from "../sse.ts";
+import { type Painter, plain } from "../terminal.ts";
 
 /** The API's largest page, and so the most `-n` can ask for. */
-const maxEvents = 100;
+export const maxEvents = 100;
 
 function time(ms: unknown): string {
   return typeof ms === "number" && Number.isFinite(ms) ? new Date(ms).toISOString() : "";
@@ -16,28 +17,43 @@ function oneLine(value: unknown): string {
 }
 
 /** An emitted event for people: time, ID, channel when not the default, summary; then its data. */
-export function formatEntry(e: StreamEntry): string {
+export function formatEntry(e: StreamEntry, paint: Painter = plain): string {
   const channel =
-    typeof e.metadata?.name === "string" && e.metadata.name !== "" ? `[${e.metadata.name}]` : "";
-  const summary = typeof e.metadata?.summary === "string" ? e.metadata.summary : "";
-  const head = [time(e.indexed_at_ms), e.id, channel, summary].filter(Boolean).join("  ");
+    typeof e.metadata?.name === "string" && e.metadata.name !== ""
+      ? paint("cyan", `[${e.metadata.name}]`)
+      : "";
+  const summary = typeof e.metadata?.summary === "string" ? paint("bold", e.metadata.summary) : "";
+  const head = [paint("dim", time(e.indexed_at_ms)), paint("dim", e.id), channel, summary]
+    .filter(Boolean)
+    .join("  ");
   return `${head}\n  ${oneLine(e.event)}`;
 }
 
+const levelStyles: Record<string, Parameters<Painter>[0]> = { error: "red", warn: "yellow", debug: "dim" };
+
 /** A `$logs` or `$errors` entry as one line (an error's stack follows, indented). */
-export function formatLogEntry(e: StreamEntry): string {
+export function formatLogEntry(e: StreamEntry, paint: Painter = plain): string {
   const ev = (e.event ?? {}) as Record<string, any>;
   if (e.metadata?.name === "$errors") {
     const err = (ev.error ?? {}) as Record<string, unknown>;
-    const head = `${time(e.indexed_at_ms)}  [error] ${err.code ?? "error"}: ${oneLine(err.message ?? "")}`;
+    const what = paint("red", `[error] ${err.code ?? "error"}:`);
+    const head = `${paint("dim", time(e.indexed_at_ms))}  ${what} ${oneLine(err.message ?? "")}`;
     const stack = typeof err.stack === "string" ? err.stack.split("\n").slice(1, 6) : [];
-    return [head, ...stack.map((l) => `    ${l.trim()}`)].join("\n");
+    return [head, ...stack.map((l) => paint("dim", `    ${l.trim()}`))].join("\n");
   }
   const level = typeof ev.level === "string" ? ev.level : "log";
-  return `${time(typeof ev.ts === "number" ? ev.ts : e.indexed_at_ms)}  [${level}] ${String(ev.message ?? oneLine(ev))}`;
+  const tag = levelStyles[level] ? paint(levelStyles[level], `[${level}]`) : `[${level}]`;
+  return `${paint("dim", time(typeof ev.ts === "number" ? ev.ts : e.indexed_at_ms))}  ${tag} ${String(ev.message ?? oneLine(ev))}`;
 }
 
-function count(ctx: Context, fallback: number): number {
+/** Any entry: `$logs` and `$errors` as log lines, the rest as events (the one view of `fount dev`). */
+export function formatAnyEntry(e: StreamEntry, paint: Painter = plain): string {
+  const name = e.metadata?.name;
+  return name === "$logs" || name === "$errors" ? formatLogEntry(e, paint) : formatEntry(e, paint);
+}
+
+/** The `-n <count>` option (1 to the API's largest page), or `fallback` without it. */
+export function count(ctx: Context, fallback: number): number {
   const raw = ctx.string("n");
   if (raw === undefined) return fallback;
   const n = Number(raw);
@@ -47,7 +63,7 @@ function count(ctx: Context, fallback: number): number {
 }
 
 /** The last `n` entries of a channel, oldest first. */
-async function recent(
+export async function recent(
   client: ApiClient,
   source: string,
   n: number,
@@ -69,18 +85,20 @@ export function newestOf(shown: StreamEntry[]): string {
 }
 
 /**
- * Follows channels of a source until Ctrl-C, printing each entry as it comes (one JSON document per
- * line under `--json`). `since` maps each channel to the last ID already shown.
+ * Follows channels of a source until Ctrl-C (or `signal`), printing each entry as it comes (one JSON
+ * document per line under `--json`). `since` maps each channel to the last ID already shown.
  */
 export async function follow(
   ctx: Context,
   source: string,
   channels: Array<string | undefined>,
   since: Map<string | undefined, string>,
-  print: (e: StreamEntry) => string,
+  print: (e: StreamEntry, paint: Painter) => string,
+  signal?: AbortSignal,
 ): Promise<void> {
   const client = ctx.client();
-  const stop = untilInterrupted();
+  const stop = signal ? { signal, dispose: () => {} } : untilInterrupted();
+  const paint = ctx.paint;
   let open = 0;
   try {
     await Promise.all(
@@ -93,7 +111,7 @@ export async function follow(
             if (++open === channels.length)
               ctx.note(`Listening for new events of ${source} (Ctrl-C to stop)…`);
           },
-          onEntry: (e) => ctx.print(ctx.json ? JSON.stringify(e) : print(e)),
+          onEntry: (e) => ctx.print(ctx.json ? JSON.stringify(e) : print(e, paint)),
         }),
       ),
     );
@@ -140,7 +158,7 @@ const events: Command = {
       ctx.print(JSON.stringify(shown, null, 2));
       return 0;
     }
-    for (const e of shown) ctx.print(ctx.json ? JSON.stringify(e) : formatEntry(e));
+    for (const e of shown) ctx.print(ctx.json ? JSON.stringify(e) : formatEntry(e, ctx.paint));
     if (!following) {
       if (shown.length === 0 && !ctx.json) ctx.note("No events yet.");
       return 0;
@@ -185,7 +203,7 @@ const logs: Command = {
       ctx.print(JSON.stringify(merged, null, 2));
       return 0;
     }
-    for (const e of merged) ctx.print(ctx.json ? JSON.stringify(e) : formatLogEntry(e));
+    for (const e of merged) ctx.print(ctx.json ? JSON.stringify(e) : formatLogEntry(e, ctx.paint));
     if (ctx.boolean("no-follow")) {
       if (merged.length === 0 && !ctx.json) ctx.note("No logs or errors yet.");
       return 0;

@@ -7,7 +7,10 @@ import { adminCommands } from "../admin.ts";
 import type { Command } from "../command.ts";
 import { accountCommands } from "./accounts.ts";
 import { authCommands } from "./auth.ts";
+import { deliveryCommands } from "./deliveries.ts";
+import { devCommands } from "./dev.ts";
 import { eventCommands } from "./events.ts";
+import { initCommands } from "./init.ts";
 import { registryCommands } from "./registry.ts";
 import { sourceCommands } from "./sources.ts";
 import { subscriptionCommands } from "./subscriptions.ts";
@@ -16,9 +19,12 @@ import { webhookCommands } from "./webhooks.ts";
 export const commands: Command[] = [
   ...authCommands,
   ...sourceCommands,
+  ...devCommands,
+  ...initCommands,
   ...eventCommands,
   ...accountCommands,
   ...webhookCommands,
+  ...deliveryCommands,
   ...subscriptionCommands,
   ...adminCommands,
   ...registryCommands,

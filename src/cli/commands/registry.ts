@@ -36,7 +36,11 @@ const publishRegistry: Command = {
     // Loaded on use: esbuild is only needed by the commands that bundle.
     const { bundleLocalComponent } = await import("../bundle.ts");
     const code = await bundleLocalComponent(file);
-    const res = await ctx.client().post<{ data: Published }>("/v1/admin/registry", { component_code: code });
+    const client = ctx.client();
+    const res = await ctx.progress(
+      `Publishing ${file} (the server builds it and installs any packages it imports)…`,
+      () => client.post<{ data: Published }>("/v1/admin/registry", { component_code: code }),
+    );
     const c = res.data;
     ctx.output(c, () => {
       ctx.print(

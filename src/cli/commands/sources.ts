@@ -9,7 +9,7 @@ import { type ComponentFields, componentFields, parseProps } from "../source-inp
 import { follow, formatEntry, formatLogEntry } from "./events.ts";
 
 /** A source as the API renders it. */
-interface Source {
+export interface Source {
   id: string;
   owner_id: string;
   component_id: string;
@@ -33,16 +33,16 @@ interface Component {
   configurable_props: Array<{ name: string; type: string; secret?: boolean }>;
 }
 
-const sourcePath = (source: string) => `/v1/sources/${encodeURIComponent(source)}`;
+export const sourcePath = (source: string) => `/v1/sources/${encodeURIComponent(source)}`;
 
-const propOption = {
+export const propOption = {
   type: "string",
   multiple: true,
   value: "name=value",
   description: "A prop value (repeatable): JSON when it parses, apn_… for app accounts, else a string",
 } as const;
 
-function describeSource(ctx: Context, s: Source): void {
+export function describeSource(ctx: Context, s: Source): void {
   ctx.print(
     fields([
       ["ID", s.id],
@@ -59,6 +59,12 @@ function describeSource(ctx: Context, s: Source): void {
     ctx.print("Props:");
     for (const [name, value] of props) ctx.print(`  ${name}: ${JSON.stringify(value)}`);
   }
+}
+
+/** What the progress line says while the server saves, builds (installing packages) and deploys. */
+export function deployingLabel(target: string, component: ComponentFields): string {
+  const what = "key" in component ? `${target} from the registry` : target;
+  return `Deploying ${what} (the server builds it and installs any packages it imports)…`;
 }
 
 const deploy: Command = {
@@ -95,11 +101,13 @@ const deploy: Command = {
     const props = parseProps(ctx.flags.prop, ctx.command.name);
     const component = await componentFields(target);
     const client = ctx.client();
-    const res = await client.post<{ data: Source }>("/v1/sources", {
-      ...component,
-      name: ctx.string("name"),
-      configured_props: props,
-    });
+    const res = await ctx.progress(deployingLabel(target, component), () =>
+      client.post<{ data: Source }>("/v1/sources", {
+        ...component,
+        name: ctx.string("name"),
+        configured_props: props,
+      }),
+    );
     const s = res.data;
     ctx.output(s, () => {
       ctx.print(`Deployed ${s.name_slug} (${s.id}).`);
@@ -145,6 +153,31 @@ async function targetComponent(
   return (await client.post<{ data: Component }>("/v1/components", fields)).data;
 }
 
+/**
+ * The body of PUT /v1/sources/{id} for new code (`fields`) and props: `given` merged over the current
+ * props, which takes saving new code first to learn the props it declares.
+ */
+export async function updateBody(
+  client: ApiClient,
+  source: string,
+  fields: ComponentFields | undefined,
+  given: Record<string, unknown>,
+): Promise<Record<string, unknown>> {
+  const body: Record<string, unknown> = { ...fields };
+  if (Object.keys(given).length === 0) return body;
+  const current = (await client.get<{ data: Source }>(sourcePath(source))).data;
+  const component = await targetComponent(client, fields, current);
+  if (fields) {
+    // Saved already: the update points at it rather than sending (and building) the code twice.
+    delete body.component_code;
+    delete body.component_url;
+    delete body.key;
+    body.component_id = component.id;
+  }
+  body.configured_props = mergedProps(component, current, given);
+  return body;
+}
+
 const update: Command = {
   name: "update",
   summary: "Update a source: new code, props, name, or turn it on or off",
@@ -171,31 +204,20 @@ const update: Command = {
       throw new UsageError("Give --activate or --deactivate, not both", ctx.command.name);
     const given = parseProps(ctx.flags.prop, ctx.command.name);
     const target = ctx.args[1];
-    const body: Record<string, unknown> = {};
     const fields = target === undefined ? undefined : await componentFields(target);
-    if (fields) Object.assign(body, fields);
+    const client = ctx.client();
+    const body = await updateBody(client, source, fields, given);
     if (ctx.string("name") !== undefined) body.name = ctx.string("name");
     if (ctx.boolean("activate")) body.active = true;
     if (ctx.boolean("deactivate")) body.active = false;
-    const client = ctx.client();
-    if (Object.keys(given).length > 0) {
-      const current = (await client.get<{ data: Source }>(sourcePath(source))).data;
-      const component = await targetComponent(client, fields, current);
-      if (fields) {
-        // Saved already: the update points at it rather than sending (and building) the code twice.
-        delete body.component_code;
-        delete body.component_url;
-        delete body.key;
-        body.component_id = component.id;
-      }
-      body.configured_props = mergedProps(component, current, given);
-    }
     if (Object.keys(body).length === 0)
       throw new UsageError(
         "Nothing to update: give code, --name, --prop, --activate or --deactivate",
         ctx.command.name,
       );
-    const res = await client.put<{ data: Source }>(sourcePath(source), body);
+    const res = await ctx.progress(`Updating ${source}…`, () =>
+      client.put<{ data: Source }>(sourcePath(source), body),
+    );
     const s = res.data;
     ctx.output(s, () => {
       ctx.print(`Updated ${s.name_slug} (${s.id}).`);
@@ -314,11 +336,13 @@ const run: Command = {
       ctx.print(
         `${o.ok ? "Ran" : "Failed"} in ${Math.round(o.duration_ms)} ms: ${n} event${n === 1 ? "" : "s"} emitted.`,
       );
-      for (const e of o.emits) ctx.print(formatEntry(e));
+      for (const e of o.emits) ctx.print(formatEntry(e, ctx.paint));
       for (const l of o.logs) {
-        ctx.print(formatLogEntry({ id: "", indexed_at_ms: l.ts, event: l, metadata: { name: "$logs" } }));
+        ctx.print(
+          formatLogEntry({ id: "", indexed_at_ms: l.ts, event: l, metadata: { name: "$logs" } }, ctx.paint),
+        );
       }
-      if (o.error) ctx.print(`Error: ${o.error.code}: ${o.error.message}`);
+      if (o.error) ctx.print(ctx.paint("red", `Error: ${o.error.code}: ${o.error.message}`));
     });
     return o.ok ? 0 : 1;
   },

@@ -1,4 +1,5 @@
 /** `fount list subscriptions`, `fount subscribe`, `fount unsubscribe`. */
+import type { ApiClient } from "../client.ts";
 import type { Command, OptionSpec } from "../command.ts";
 import { table } from "../output.ts";
 
@@ -11,6 +12,22 @@ interface Subscription {
 }
 
 const channelLabel = (name: string) => (name === "" ? "default" : name);
+
+const emitterId = /^(dc|p)_([A-Za-z0-9]+|\*)$/;
+const listenerId = /^(dc|p|wh)_[A-Za-z0-9]+$/;
+
+/** An ID as given, or the ID of the source with that name slug (as `fount events` takes either). */
+async function idOf(client: ApiClient, ref: string, idPattern: RegExp): Promise<string> {
+  if (idPattern.test(ref)) return ref;
+  const res = await client.get<{ data: { id: string } }>(`/v1/sources/${encodeURIComponent(ref)}`);
+  return res.data.id;
+}
+
+/** The emitter and listener of a subscription command, names resolved to IDs. */
+async function ends(client: ApiClient, emitter: string, listener: string) {
+  const [e, l] = await Promise.all([idOf(client, emitter, emitterId), idOf(client, listener, listenerId)]);
+  return { emitter_id: e, listener_id: l };
+}
 
 const eventNameOption: OptionSpec = {
   type: "string",
@@ -44,23 +61,21 @@ const listSubscriptions: Command = {
 const subscribe: Command = {
   name: "subscribe",
   summary: "Route an emitter's channel to a listener (source, workflow or webhook)",
-  usage: "<emitter_id> <listener_id> [--event-name <name>]",
+  usage: "<emitter> <listener> [--event-name <name>]",
   args: { min: 2, max: 2 },
   options: { "event-name": eventNameOption },
   description: [
-    "The emitter is a source (dc_…) or workflow (p_…) ID, or dc_* / p_* for all of them; the listener a",
-    "source, workflow or webhook (wh_…) ID. Subscribing twice is not an error.",
+    "The emitter is a source (dc_… or its name) or workflow (p_…), or dc_* / p_* for all of them; the",
+    "listener a source (dc_… or its name), workflow or webhook (wh_…). Subscribing twice is not an error.",
     "",
     "Examples:",
-    "  fount subscribe dc_4fRt7YpQ1mZx wh_2bXq9LmP0aZt",
+    "  fount subscribe new-order wh_2bXq9LmP0aZt",
     "  fount subscribe 'dc_*' wh_2bXq9LmP0aZt --event-name '$errors'",
   ].join("\n"),
   async run(ctx) {
-    const emitterId = ctx.arg(0, "<emitter_id>");
-    const listenerId = ctx.arg(1, "<listener_id>");
-    const res = await ctx.client().post<{ data: Subscription }>("/v1/subscriptions", {
-      emitter_id: emitterId,
-      listener_id: listenerId,
+    const client = ctx.client();
+    const res = await client.post<{ data: Subscription }>("/v1/subscriptions", {
+      ...(await ends(client, ctx.arg(0, "<emitter>"), ctx.arg(1, "<listener>"))),
       event_name: ctx.string("event-name"),
     });
     const s = res.data;
@@ -75,16 +90,15 @@ const subscribe: Command = {
 const unsubscribe: Command = {
   name: "unsubscribe",
   summary: "Remove a subscription",
-  usage: "<emitter_id> <listener_id> [--event-name <name>]",
+  usage: "<emitter> <listener> [--event-name <name>]",
   args: { min: 2, max: 2 },
   options: { "event-name": eventNameOption },
-  description: "Example:\n  fount unsubscribe dc_4fRt7YpQ1mZx wh_2bXq9LmP0aZt",
+  description:
+    "Sources may be named by ID or name, as for subscribe.\n\nExample:\n  fount unsubscribe new-order wh_2bXq9LmP0aZt",
   async run(ctx) {
-    const emitterId = ctx.arg(0, "<emitter_id>");
-    const listenerId = ctx.arg(1, "<listener_id>");
-    const res = await ctx.client().delete<{ data: Subscription[] }>("/v1/subscriptions", {
-      emitter_id: emitterId,
-      listener_id: listenerId,
+    const client = ctx.client();
+    const res = await client.delete<{ data: Subscription[] }>("/v1/subscriptions", {
+      ...(await ends(client, ctx.arg(0, "<emitter>"), ctx.arg(1, "<listener>"))),
       event_name: ctx.string("event-name"),
     });
     ctx.output(res.data, () => {

@@ -231,7 +231,9 @@ const runnerDir = path.dirname(fileURLToPath(import.meta.url));
 
 /**
  * Stacks go to the component's owner: frames of the runner itself are dropped, and the package-cache
- * path of the bundle becomes plain `component` (source maps already give the author's line numbers).
+ * path of the bundle goes. Source maps already give the author's lines; names from a map the CLI sent
+ * (`sources/hello/hello.mjs`) resolve below the bundle's folder and keep their relative path, and a
+ * bundle without one is plain `component`.
  */
 function cleanStack(stack: string): string {
   return stack
@@ -239,8 +241,8 @@ function cleanStack(stack: string): string {
     .filter((line) => !line.includes(runnerDir))
     .map((line) =>
       line.replace(
-        /(?:file:\/\/)?\/[^\s()]*?\/packages\/[^\s()/]+\/components\/(?:[0-9a-f]{64}\.mjs|component)/g,
-        "component",
+        /(?:file:\/\/)?\/[^\s()]*?\/packages\/[^\s()/]+\/components\/([0-9a-f]{64}\.mjs)?/g,
+        (_, bundle: string | undefined) => (bundle ? "component" : ""),
       ),
     )
     .join("\n");

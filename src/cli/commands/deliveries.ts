@@ -1,0 +1,174 @@
+/**
+ * `fount deliveries <webhook>`: a webhook's deliveries (status, attempts, last answer, next attempt),
+ * and sending them again (`--redeliver <del_…>`, `--redeliver-failed [--since <time>]`).
+ */
+import type { ApiClient } from "../client.ts";
+import { CliError, type Command, UsageError } from "../command.ts";
+import { formatTime, table } from "../output.ts";
+import type { Painter } from "../terminal.ts";
+import { count, maxEvents } from "./events.ts";
+
+/** A delivery as GET /v1/webhooks/{id}/deliveries renders it. */
+interface Delivery {
+  id: string;
+  event_id: string;
+  emitter_id: string;
+  event_name: string;
+  status: "pending" | "succeeded" | "failed";
+  attempts: number;
+  last_status_code: number | null;
+  last_error: string | null;
+  duration_ms: number | null;
+  next_attempt_at: number | null;
+  created_at: number;
+}
+
+const webhookId = /^wh_[A-Za-z0-9]+$/;
+const deliveryId = /^del_[A-Za-z0-9]+$/;
+const statuses = ["pending", "succeeded", "failed"] as const;
+const units: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400 };
+
+/**
+ * A point in time as epoch seconds: a duration back from now (`90s`, `30m`, `2h`, `7d`), epoch seconds,
+ * or a date or date-time (`2026-11-22`, `2026-11-22T21:40:00Z`); undefined when it is none of them.
+ */
+export function parseSince(raw: string, nowMs = Date.now()): number | undefined {
+  const text = raw.trim();
+  const ago = /^(\d+)\s*([smhd])$/.exec(text);
+  if (ago) return Math.max(0, Math.floor(nowMs / 1000) - Number(ago[1]) * units[ago[2]!]!);
+  if (/^\d+$/.test(text)) return Number(text);
+  const ms = Date.parse(text);
+  return Number.isNaN(ms) || !/^\d{4}-\d{2}-\d{2}/.test(text) ? undefined : Math.floor(ms / 1000);
+}
+
+/** The webhook named by its ID or by its URL (which must match exactly one of yours). */
+async function resolveWebhook(client: ApiClient, ref: string): Promise<string> {
+  if (webhookId.test(ref)) return ref;
+  if (!/^https?:\/\//i.test(ref))
+    throw new UsageError(`Name the webhook by its wh_… ID or its URL, not "${ref}"`, "deliveries");
+  const all = await client.listAll<{ id: string; url: string }>("/v1/users/me/webhooks");
+  const same = (u: string) => u.replace(/\/+$/, "") === ref.replace(/\/+$/, "");
+  const matches = all.filter((w) => same(w.url));
+  if (matches.length === 1) return matches[0]!.id;
+  if (matches.length === 0) throw new CliError(`No webhook of yours has the URL ${ref}`, "not_found");
+  throw new CliError(
+    `Several webhooks have the URL ${ref} (${matches.map((w) => w.id).join(", ")}); name one by its ID`,
+    "ambiguous_webhook",
+  );
+}
+
+const statusStyle = { pending: "yellow", succeeded: "green", failed: "red" } as const;
+
+function deliveryTable(items: Delivery[], paint: Painter): string {
+  const shorten = (text: string | null) =>
+    text === null ? "" : text.length > 48 ? `${text.slice(0, 47)}…` : text;
+  return table(items, [
+    { header: "ID", value: (d) => d.id },
+    { header: "STATUS", value: (d) => d.status },
+    { header: "ATTEMPTS", value: (d) => d.attempts },
+    { header: "CODE", value: (d) => d.last_status_code ?? "" },
+    { header: "DURATION", value: (d) => (d.duration_ms === null ? "" : `${d.duration_ms} ms`) },
+    { header: "NEXT ATTEMPT", value: (d) => formatTime(d.next_attempt_at) },
+    { header: "CREATED", value: (d) => formatTime(d.created_at) },
+    { header: "EVENT", value: (d) => `${d.emitter_id} ${d.event_id}` },
+    { header: "LAST ERROR", value: (d) => shorten(d.last_error) },
+    // Colour is added after the widths are measured, so escapes do not skew the columns.
+  ]).replace(/│ (pending|succeeded|failed)( +)│/g, (_, status: keyof typeof statusStyle, pad: string) => {
+    return `│ ${paint(statusStyle[status], status)}${pad}│`;
+  });
+}
+
+const deliveries: Command = {
+  name: "deliveries",
+  summary: "List a webhook's deliveries, or send some again",
+  usage:
+    "<wh_…|url> [-n <count>] [--status <status>] [--redeliver <del_…> | --redeliver-failed [--since <time>]]",
+  args: { min: 1, max: 1 },
+  options: {
+    n: {
+      type: "string",
+      short: "n",
+      value: "count",
+      description: `How many, newest first (1–${maxEvents}, default 20)`,
+    },
+    status: {
+      type: "string",
+      value: "pending|succeeded|failed",
+      description: "Only deliveries in this state",
+    },
+    redeliver: {
+      type: "string",
+      value: "del_…",
+      description: "Send this delivery again now (any status), with a fresh retry schedule",
+    },
+    "redeliver-failed": {
+      type: "boolean",
+      description: "Send again every failed delivery created since --since",
+    },
+    since: {
+      type: "string",
+      value: "time",
+      description:
+        "With --redeliver-failed: 30m, 2h, 7d ago, a date or date-time, epoch seconds (default: all kept)",
+    },
+  },
+  description: [
+    "The webhook is named by its ID or its URL. Columns: status, attempts made, the last answer's HTTP",
+    "code and duration, when the next attempt is due (pending ones), the routed event, the last error.",
+    "A redelivery keeps the delivery's ID, so the receiver sees the same webhook-id header. Finished",
+    "deliveries are kept 7 days.",
+    "",
+    "Examples:",
+    "  fount deliveries wh_AqcxIUtDafgp --status failed",
+    "  fount deliveries https://example.com/hook --redeliver del_0Fh2kQ9xAbCdEfGh1234",
+    "  fount deliveries wh_AqcxIUtDafgp --redeliver-failed --since 2h",
+  ].join("\n"),
+  async run(ctx) {
+    const ref = ctx.arg(0, "<wh_…|url>");
+    const one = ctx.string("redeliver");
+    const failed = ctx.boolean("redeliver-failed");
+    if (one !== undefined && failed)
+      throw new UsageError("Give --redeliver or --redeliver-failed, not both", ctx.command.name);
+    if (one !== undefined && !deliveryId.test(one))
+      throw new UsageError(`--redeliver takes a del_… ID, not "${one}"`, ctx.command.name);
+    const rawSince = ctx.string("since");
+    if (rawSince !== undefined && !failed)
+      throw new UsageError("--since goes with --redeliver-failed", ctx.command.name);
+    const since = rawSince === undefined ? 0 : parseSince(rawSince);
+    if (since === undefined)
+      throw new UsageError(
+        `--since takes 30m, 2h, 7d, a date, a date-time or epoch seconds, not "${rawSince}"`,
+        ctx.command.name,
+      );
+    const status = ctx.choice("status", statuses);
+    const limit = count(ctx, 20);
+
+    const client = ctx.client();
+    const webhook = await resolveWebhook(client, ref);
+    const base = `/v1/webhooks/${encodeURIComponent(webhook)}`;
+    if (one !== undefined) {
+      const res = await client.post<{ data: Delivery }>(
+        `${base}/deliveries/${encodeURIComponent(one)}/redeliver`,
+      );
+      ctx.output(res.data, () => ctx.print(`Redelivering ${one}: it is ${res.data.status} again, due now.`));
+      return 0;
+    }
+    if (failed) {
+      const res = await client.post<{ data: { count: number } }>(`${base}/redeliver`, { since });
+      const n = res.data.count;
+      const from = since === 0 ? "" : ` created since ${formatTime(since)}`;
+      ctx.output(res.data, () =>
+        ctx.print(`Redelivering ${n} failed deliver${n === 1 ? "y" : "ies"} of ${webhook}${from}.`),
+      );
+      return 0;
+    }
+    const items = await client.listAll<Delivery>(`${base}/deliveries`, { status }, limit);
+    ctx.output(items, () => {
+      if (items.length === 0) return ctx.print(`No deliveries to ${webhook}${status ? ` (${status})` : ""}.`);
+      ctx.print(deliveryTable(items, ctx.paint));
+    });
+    return 0;
+  },
+};
+
+export const deliveryCommands: Command[] = [deliveries];
