@@ -133,16 +133,19 @@ export interface FountOptions {
   root?: string;
 }
 
-/** A Fount server in its own process with a fresh SQLite store in a temp dir. */
+/** A Fount server in its own process with a fresh data dir in a temp dir (and its SQLite store unless DATABASE_URL is set). */
 export class FountProcess {
   readonly url: string;
   readonly dataDir: string;
+  /** The server's PostgreSQL store (with its schema), unset when it runs on SQLite. */
+  readonly databaseUrl: string | undefined;
   readonly process: ChildProcess;
   readonly #output: string[] = [];
 
-  private constructor(url: string, dataDir: string, child: ChildProcess) {
+  private constructor(url: string, dataDir: string, child: ChildProcess, databaseUrl: string | undefined) {
     this.url = url;
     this.dataDir = dataDir;
+    this.databaseUrl = databaseUrl;
     this.process = child;
     for (const stream of [child.stdout!, child.stderr!]) {
       stream.setEncoding("utf8").on("data", (s: string) => {
@@ -172,7 +175,7 @@ export class FountProcess {
         ...options.env,
       },
     });
-    const server = new FountProcess(`http://127.0.0.1:${port}`, dataDir, child);
+    const server = new FountProcess(`http://127.0.0.1:${port}`, dataDir, child, options.env?.DATABASE_URL);
     try {
       await withTimeout(server.#ready(), 30_000, "Fount start");
     } catch (err) {
@@ -331,15 +334,18 @@ export interface CpuSplit {
   otherS: number;
 }
 
-/** Starts counting; the returned function gives the split since then. */
-export function cpuMeter(serverPid: number): () => CpuSplit {
+/** Starts counting; the returned function gives the split since then. Several servers (nodes) add up. */
+export function cpuMeter(serverPids: number | number[]): () => CpuSplit {
+  const pids = typeof serverPids === "number" ? [serverPids] : serverPids;
+  const servers = (stats: Map<number, ProcStat>) =>
+    pids.reduce((sum, pid) => sum + treeCpuSeconds(pid, stats), 0);
   const start = readProcStats();
-  const s0 = treeCpuSeconds(serverPid, start);
+  const s0 = servers(start);
   const b0 = treeCpuSeconds(process.pid, start);
   const m0 = machineBusySeconds();
   return () => {
     const now = readProcStats();
-    const serverS = treeCpuSeconds(serverPid, now) - s0;
+    const serverS = servers(now) - s0;
     // The bench's tree holds the server too.
     const benchS = treeCpuSeconds(process.pid, now) - b0 - serverS;
     const otherS = Math.max(0, machineBusySeconds() - m0 - serverS - benchS);
