@@ -3,8 +3,8 @@
  * helper children (baseline server, webhook receiver, SSE clients) that talk to the bench over IPC.
  * Every wait has a timeout, and every process is stopped by the part that started it.
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -133,6 +133,35 @@ export interface FountOptions {
   root?: string;
 }
 
+/**
+ * Lazily unmounts what is mounted below `dir`: the executors' scratch tmpfs folders, which a server
+ * killed after its grace period (a slow stop on a loaded machine) leaves mounted, so the data dir could
+ * not be removed and the mounts would pile up.
+ */
+function unmountUnder(dir: string): void {
+  let prefix: string;
+  let mounts: string;
+  try {
+    prefix = `${realpathSync(dir)}/`;
+    mounts = readFileSync("/proc/self/mounts", "utf8");
+  } catch {
+    return;
+  }
+  const points = mounts
+    .split("\n")
+    .map((line) => line.split(" ")[1] ?? "")
+    .filter((point) => point.startsWith(prefix))
+    // Deepest first, should mounts nest.
+    .sort((a, b) => b.length - a.length);
+  for (const point of points) {
+    try {
+      execFileSync("umount", ["-l", point], { stdio: "ignore" });
+    } catch {
+      // Not allowed, or gone already: the removal below says so if it matters.
+    }
+  }
+}
+
 /** A Fount server in its own process with a fresh data dir in a temp dir (and its SQLite store unless DATABASE_URL is set). */
 export class FountProcess {
   readonly url: string;
@@ -238,6 +267,7 @@ export class FountProcess {
   /** SIGTERM (a graceful stop, which also writes a --cpu-prof profile), then the data dir goes. */
   async stop(): Promise<void> {
     await stopProcess(this.process, 10_000);
+    unmountUnder(this.dataDir);
     rmSync(this.dataDir, { recursive: true, force: true });
   }
 }
