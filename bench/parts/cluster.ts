@@ -13,8 +13,7 @@
 import os from "node:os";
 import { type InterleavedResult, interleavedLoads, type LoadTarget } from "../lib/interleave.ts";
 import { type Leg, runSpread } from "../lib/load.ts";
-import type { FountProcess } from "../lib/processes.ts";
-import { sleep } from "../lib/processes.ts";
+import { cpuMeter, type FountProcess, sleep } from "../lib/processes.ts";
 import { type Figure, figure } from "../lib/report.ts";
 import { emitterCode, type PartContext, payloadText } from "./context.ts";
 
@@ -25,6 +24,8 @@ const sliceS = 2;
 const clusterNodes = 3;
 /** Sources of the spread load: enough that every node always has some whose lease it holds. */
 const spreadSources = 30;
+/** Seconds over which the setups' CPU is measured without load. */
+const idleS = 5;
 /** Deploys in flight at once while setting up (31 sources per setup). */
 const deployBatch = 8;
 
@@ -121,6 +122,13 @@ export async function cluster(
     },
     oneNodeTarget: false,
   });
+
+  // What the setups' servers use with no load at all (heartbeats, pollers, LISTEN): on two cores, three
+  // nodes' share of it comes out of what serves the hits.
+  ctx.log(`${part}: ${idleS} s without load`);
+  const idleMeters = setups.map((s) => cpuMeter(pids(s)));
+  await sleep(idleS * 1_000);
+  const idleCpuS = idleMeters.map((meter) => meter().serverS);
 
   ctx.log(`${part}: warm-up ${warmupS} s for each of ${loads.length} loads`);
   for (const load of loads) {
@@ -224,6 +232,18 @@ export async function cluster(
       ),
     );
   }
+  for (const [i, setup] of setups.entries()) {
+    out.figures.push(
+      figure(
+        part,
+        `server CPU without load, ${setup.label}`,
+        (100 * idleCpuS[i]!) / idleS,
+        "% of a core",
+        undefined,
+        `over ${idleS} s, before the warm-up`,
+      ),
+    );
+  }
   out.figures.push(
     figure(
       part,
@@ -241,6 +261,7 @@ function note(r: InterleavedResult): string {
     r.legOk.length > 1 ? `; per node ${r.legOk.map((n) => n.toLocaleString("en-US")).join(" / ")}` : "";
   return (
     `${r.ok.toLocaleString("en-US")} ok, ${r.non2xx} non-2xx, ${r.errors} errors in ${r.durationS.toFixed(1)} s${perNode}; ` +
-    `slices ${r.sliceRates.join(" ")}; server CPU ${r.cpu.serverS.toFixed(1)} s, other ${r.cpu.otherS.toFixed(1)} s`
+    `slices ${r.sliceRates.join(" ")}; server CPU ${r.cpu.serverS.toFixed(1)} s (${Math.round((1e6 * r.cpu.serverS) / r.ok)} µs per hit), ` +
+    `other ${r.cpu.otherS.toFixed(1)} s`
   );
 }
