@@ -3,7 +3,8 @@
  * targets. Every server under test runs in its own process, started fresh for its part.
  *
  *   npm run bench                         all parts
- *   npm run bench -- --only http,sse      some parts (http, manual, deploy, webhooks, sse, timers, sibling, cli)
+ *   npm run bench -- --only http,sse      some parts (http, manual, deploy, webhooks, sse, timers, sibling,
+ *                                         cli, cluster)
  *   npm run bench -- --duration 5         shorter load runs
  *   npm run bench -- --json out.json      also write every figure and raw detail
  *   npm run bench -- --cpu-prof dir       write the Fount servers' CPU profiles to dir
@@ -17,6 +18,7 @@ import type { Figure, PartResult } from "./lib/report.ts";
 import { table } from "./lib/report.ts";
 import { deployToFirstEvent, manualRun } from "./parts/api-latency.ts";
 import { cliStart } from "./parts/cli-start.ts";
+import { cluster } from "./parts/cluster.ts";
 import { type BenchSettings, PartContext } from "./parts/context.ts";
 import { httpIngest } from "./parts/http-ingest.ts";
 import { sibling } from "./parts/sibling.ts";
@@ -35,6 +37,7 @@ const parts: Record<string, { title: string; run: Part }> = {
   timers: { title: "Timers", run: timers },
   sibling: { title: "Sibling", run: sibling },
   cli: { title: "CLI start", run: cliStart },
+  cluster: { title: "Cluster", run: cluster },
 };
 
 const { values } = parseArgs({
@@ -75,6 +78,7 @@ const settings: BenchSettings = {
   sseRate: positive("sse-rate", values["sse-rate"]),
   cpuProfDir: values["cpu-prof"],
   store: values.store === "postgres" ? { driver: "postgres", url: values["pg-url"] } : { driver: "sqlite" },
+  pgUrl: values["pg-url"],
 };
 if (values.store !== "sqlite" && values.store !== "postgres") {
   console.error(`--store must be sqlite or postgres, got ${values.store}`);
@@ -92,7 +96,10 @@ for (const name of selected) {
 const log = (message: string) => process.stderr.write(`[bench] ${message}\n`);
 log(
   `${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? "?"}), ${Math.round(os.totalmem() / 2 ** 30)} GiB, ` +
-    `Node ${process.version}; store: ${settings.store.driver}; parts: ${selected.join(", ")}`,
+    `Node ${process.version}; load average ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" ")}; store: ${settings.store.driver}; parts: ${selected.join(", ")}`,
 );
 
 const results: PartResult[] = [];
@@ -124,7 +131,8 @@ const misses = results.flatMap((r) => r.figures).filter((f) => f.verdict === "MI
 const failed = results.filter((r) => r.error);
 console.log(
   `\n${results.flatMap((r) => r.figures).filter((f) => f.verdict === "PASS").length} targets met, ${misses.length} missed, ` +
-    `${failed.length} parts failed; ${settings.durationS} s load runs at ${settings.connections} connections.`,
+    `${failed.length} parts failed; ${settings.durationS} s load runs at ${settings.connections} connections; ` +
+    `store ${settings.store.driver}; load average ${os.loadavg()[0]!.toFixed(2)} at the end.`,
 );
 if (values.json) {
   writeFileSync(

@@ -1,17 +1,18 @@
 /**
- * Two servers measured under the same load in alternating short slices (A B, B A, A B, …) rather than
- * one long run after the other. This machine's speed drifts by a third or more within minutes, so two
+ * Servers measured under the same load in alternating short slices (A B, B A, A B, …; with more
+ * targets A B C, C B A, …) rather than one long run after the other. This machine's speed drifts by a third or more within minutes, so two
  * back-to-back 10 s runs can compare a fast minute with a slow one; slices of a few seconds in ABBA order
  * put both servers through the same minutes, and their ratio stops moving with the drift.
  */
-import { type LoadResult, runLoad } from "./load.ts";
+import { type Leg, type LoadResult, runSpread } from "./load.ts";
 import { type CpuSplit, cpuMeter } from "./processes.ts";
 import { type Distribution, distribution } from "./stats.ts";
 
 export interface LoadTarget {
-  url: string;
-  /** The server process whose CPU (with its children) is counted. */
-  pid: number;
+  /** One URL, or several servers sharing the connections (bench/lib/load.ts, `runSpread`). */
+  url: string | Leg[];
+  /** The server processes whose CPU (with their children) is counted. */
+  pid: number | number[];
 }
 
 /** The counts of every slice added up (as `LoadResult` has them for one run), with merged latencies. */
@@ -21,6 +22,8 @@ export interface InterleavedResult extends Omit<LoadResult, "latencyMs" | "statu
   cpu: CpuSplit;
   /** Acknowledged requests per second of each slice, in order. */
   sliceRates: number[];
+  /** Acknowledged requests of each leg (each server of a spread target), all slices added. */
+  legOk: number[];
 }
 
 export interface InterleaveOptions {
@@ -36,7 +39,16 @@ export async function interleavedLoad(
   b: LoadTarget,
   o: InterleaveOptions,
 ): Promise<[InterleavedResult, InterleavedResult]> {
-  const results = [a, b].map((): InterleavedResult & { samples: number[] } => ({
+  const [ra, rb] = await interleavedLoads([a, b], o);
+  return [ra!, rb!];
+}
+
+/** Each target gets `o.slices` slices; odd rounds go through the targets in reverse order. */
+export async function interleavedLoads(
+  targets: LoadTarget[],
+  o: InterleaveOptions,
+): Promise<InterleavedResult[]> {
+  const results = targets.map((t): InterleavedResult & { samples: number[] } => ({
     ok: 0,
     non2xx: 0,
     errors: 0,
@@ -46,16 +58,17 @@ export async function interleavedLoad(
     latencyMs: distribution([]),
     cpu: { serverS: 0, benchS: 0, otherS: 0 },
     sliceRates: [],
+    legOk: typeof t.url === "string" ? [0] : t.url.map(() => 0),
     samples: [],
   }));
-  const targets = [a, b];
+  const forward = targets.map((_, i) => i);
+  const backward = [...forward].reverse();
   for (let i = 0; i < o.slices; i++) {
-    const order = i % 2 === 0 ? [0, 1] : [1, 0];
-    for (const t of order) {
+    for (const t of i % 2 === 0 ? forward : backward) {
       const r = results[t]!;
-      const meter = cpuMeter(targets[t]!.pid);
-      const load = await runLoad({
-        url: targets[t]!.url,
+      const target = targets[t]!;
+      const meter = cpuMeter(target.pid);
+      const load = await runSpread(typeof target.url === "string" ? [{ url: target.url }] : target.url, {
         body: o.body,
         connections: o.connections,
         durationS: o.sliceS,
@@ -68,15 +81,17 @@ export async function interleavedLoad(
       r.timeouts += load.timeouts;
       r.durationS += load.durationS;
       r.sliceRates.push(Math.round(load.okPerS));
+      load.legOk.forEach((n, leg) => {
+        r.legOk[leg]! += n;
+      });
       r.cpu.serverS += cpu.serverS;
       r.cpu.benchS += cpu.benchS;
       r.cpu.otherS += cpu.otherS;
     }
   }
-  const [ra, rb] = results.map(({ samples, ...r }) => ({
+  return results.map(({ samples, ...r }) => ({
     ...r,
     okPerS: r.ok / r.durationS,
     latencyMs: distribution(samples),
   }));
-  return [ra!, rb!];
 }

@@ -3,8 +3,8 @@
  * helper children (baseline server, webhook receiver, SSE clients) that talk to the bench over IPC.
  * Every wait has a timeout, and every process is stopped by the part that started it.
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -133,16 +133,48 @@ export interface FountOptions {
   root?: string;
 }
 
-/** A Fount server in its own process with a fresh SQLite store in a temp dir. */
+/**
+ * Lazily unmounts what is mounted below `dir`: the executors' scratch tmpfs folders, which a server
+ * killed after its grace period (a slow stop on a loaded machine) leaves mounted, so the data dir could
+ * not be removed and the mounts would pile up.
+ */
+function unmountUnder(dir: string): void {
+  let prefix: string;
+  let mounts: string;
+  try {
+    prefix = `${realpathSync(dir)}/`;
+    mounts = readFileSync("/proc/self/mounts", "utf8");
+  } catch {
+    return;
+  }
+  const points = mounts
+    .split("\n")
+    .map((line) => line.split(" ")[1] ?? "")
+    .filter((point) => point.startsWith(prefix))
+    // Deepest first, should mounts nest.
+    .sort((a, b) => b.length - a.length);
+  for (const point of points) {
+    try {
+      execFileSync("umount", ["-l", point], { stdio: "ignore" });
+    } catch {
+      // Not allowed, or gone already: the removal below says so if it matters.
+    }
+  }
+}
+
+/** A Fount server in its own process with a fresh data dir in a temp dir (and its SQLite store unless DATABASE_URL is set). */
 export class FountProcess {
   readonly url: string;
   readonly dataDir: string;
+  /** The server's PostgreSQL store (with its schema), unset when it runs on SQLite. */
+  readonly databaseUrl: string | undefined;
   readonly process: ChildProcess;
   readonly #output: string[] = [];
 
-  private constructor(url: string, dataDir: string, child: ChildProcess) {
+  private constructor(url: string, dataDir: string, child: ChildProcess, databaseUrl: string | undefined) {
     this.url = url;
     this.dataDir = dataDir;
+    this.databaseUrl = databaseUrl;
     this.process = child;
     for (const stream of [child.stdout!, child.stderr!]) {
       stream.setEncoding("utf8").on("data", (s: string) => {
@@ -172,7 +204,7 @@ export class FountProcess {
         ...options.env,
       },
     });
-    const server = new FountProcess(`http://127.0.0.1:${port}`, dataDir, child);
+    const server = new FountProcess(`http://127.0.0.1:${port}`, dataDir, child, options.env?.DATABASE_URL);
     try {
       await withTimeout(server.#ready(), 30_000, "Fount start");
     } catch (err) {
@@ -235,6 +267,7 @@ export class FountProcess {
   /** SIGTERM (a graceful stop, which also writes a --cpu-prof profile), then the data dir goes. */
   async stop(): Promise<void> {
     await stopProcess(this.process, 10_000);
+    unmountUnder(this.dataDir);
     rmSync(this.dataDir, { recursive: true, force: true });
   }
 }
@@ -331,15 +364,18 @@ export interface CpuSplit {
   otherS: number;
 }
 
-/** Starts counting; the returned function gives the split since then. */
-export function cpuMeter(serverPid: number): () => CpuSplit {
+/** Starts counting; the returned function gives the split since then. Several servers (nodes) add up. */
+export function cpuMeter(serverPids: number | number[]): () => CpuSplit {
+  const pids = typeof serverPids === "number" ? [serverPids] : serverPids;
+  const servers = (stats: Map<number, ProcStat>) =>
+    pids.reduce((sum, pid) => sum + treeCpuSeconds(pid, stats), 0);
   const start = readProcStats();
-  const s0 = treeCpuSeconds(serverPid, start);
+  const s0 = servers(start);
   const b0 = treeCpuSeconds(process.pid, start);
   const m0 = machineBusySeconds();
   return () => {
     const now = readProcStats();
-    const serverS = treeCpuSeconds(serverPid, now) - s0;
+    const serverS = servers(now) - s0;
     // The bench's tree holds the server too.
     const benchS = treeCpuSeconds(process.pid, now) - b0 - serverS;
     const otherS = Math.max(0, machineBusySeconds() - m0 - serverS - benchS);

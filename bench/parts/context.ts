@@ -1,10 +1,14 @@
 /** What every bench part is given: the run's settings, a logger, and cleanups that always run. */
+import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { FountProcess, HelperChild } from "../lib/processes.ts";
 
+/** Schemas made by this process, so that two made in the same millisecond differ. */
+let schemas = 0;
+
 /** A new, empty schema for one bench server on PostgreSQL. */
 async function createSchema(url: string): Promise<string> {
-  const schema = `fount_bench_${process.pid}_${Date.now().toString(36)}`;
+  const schema = `fount_bench_${process.pid}_${Date.now().toString(36)}_${(schemas++).toString(36)}`;
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
@@ -40,8 +44,13 @@ export interface BenchSettings {
   /** Where the Fount servers write `--cpu-prof` profiles; unset means no profiling. */
   cpuProfDir?: string;
   /** The servers' store: a fresh SQLite file, or a fresh schema of this PostgreSQL URL. */
-  store: { driver: "sqlite" } | { driver: "postgres"; url: string };
+  store: BenchStore;
+  /** The PostgreSQL of parts that compare both stores (`cluster`), whatever `store` is. */
+  pgUrl: string;
 }
+
+/** Where a bench server keeps its data. */
+export type BenchStore = { driver: "sqlite" } | { driver: "postgres"; url: string };
 
 /** The component every part deploys: an HTTP source that emits the request body, stamped. */
 export function emitterCode(name: string, stamp: boolean): string {
@@ -84,18 +93,43 @@ export class PartContext {
     this.#log(message);
   }
 
-  /** A Fount server that is stopped when the part ends, whatever happens. */
-  async fount(): Promise<FountProcess> {
-    const dir = this.settings.cpuProfDir;
+  /** A Fount server that is stopped when the part ends, whatever happens; on the run's store by default. */
+  async fount(store: BenchStore = this.settings.store): Promise<FountProcess> {
     const env: Record<string, string> = {};
-    const { store } = this.settings;
-    if (store.driver === "postgres") {
-      const schema = await createSchema(store.url);
-      this.#cleanups.push(() => dropSchema(store.url, schema));
-      const url = new URL(store.url);
-      url.searchParams.set("options", `-c search_path=${schema}`);
-      env.DATABASE_URL = url.toString();
-    }
+    if (store.driver === "postgres") env.DATABASE_URL = await this.#schemaUrl(store.url);
+    return this.#start(env);
+  }
+
+  /**
+   * `nodes` Fount servers on one fresh PostgreSQL schema, as docs/operations.md says nodes share a
+   * store: the same DATABASE_URL and FOUNT_ENCRYPTION_KEY, each its own data dir and FOUNT_NODE_ID.
+   * The first creates the schema and the admin before the others join.
+   */
+  async cluster(nodes: number, pgUrl: string): Promise<FountProcess[]> {
+    const shared = {
+      DATABASE_URL: await this.#schemaUrl(pgUrl),
+      FOUNT_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
+    };
+    const first = await this.#start({ ...shared, FOUNT_NODE_ID: "bench-n1" });
+    const others = await Promise.all(
+      Array.from({ length: nodes - 1 }, (_, i) =>
+        this.#start({ ...shared, FOUNT_NODE_ID: `bench-n${i + 2}` }),
+      ),
+    );
+    return [first, ...others];
+  }
+
+  /** A fresh schema, dropped when the part ends, as a DATABASE_URL. */
+  async #schemaUrl(pgUrl: string): Promise<string> {
+    const schema = await createSchema(pgUrl);
+    this.#cleanups.push(() => dropSchema(pgUrl, schema));
+    const url = new URL(pgUrl);
+    url.searchParams.set("options", `-c search_path=${schema}`);
+    return url.toString();
+  }
+
+  async #start(env: Record<string, string>): Promise<FountProcess> {
+    const dir = this.settings.cpuProfDir;
     const server = await FountProcess.start({
       nodeArgs: dir ? ["--cpu-prof", `--cpu-prof-dir=${dir}`] : [],
       env,

@@ -11,6 +11,7 @@
 
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
+import pg from "pg";
 import { httpCall } from "../lib/http-client.ts";
 import type { FountProcess } from "../lib/processes.ts";
 import { sleep } from "../lib/processes.ts";
@@ -87,18 +88,28 @@ async function deployMany(fount: FountProcess, key: string, code: string, n: num
   return ids;
 }
 
-/** Each timer's phase: the milliseconds of its schedule within a second. */
-function phases(fount: FountProcess): Map<string, number> {
-  const db = new DatabaseSync(path.join(fount.dataDir, "fount.db"), { readOnly: true });
-  try {
-    const rows = db.prepare("SELECT source_id, next_run_ms FROM timers").all() as Array<{
-      source_id: string;
-      next_run_ms: number;
-    }>;
-    return new Map(rows.map((r) => [r.source_id, r.next_run_ms % 1000]));
-  } finally {
-    db.close();
+/** Each timer's phase: the milliseconds of its schedule within a second, read from the server's store. */
+async function phases(fount: FountProcess): Promise<Map<string, number>> {
+  const sql = "SELECT source_id, next_run_ms FROM timers";
+  let rows: Array<{ source_id: string; next_run_ms: number | string }>;
+  if (fount.databaseUrl) {
+    const client = new pg.Client({ connectionString: fount.databaseUrl });
+    await client.connect();
+    try {
+      rows = (await client.query(sql)).rows;
+    } finally {
+      await client.end();
+    }
+  } else {
+    const db = new DatabaseSync(path.join(fount.dataDir, "fount.db"), { readOnly: true });
+    try {
+      rows = db.prepare(sql).all() as typeof rows;
+    } finally {
+      db.close();
+    }
   }
+  // PostgreSQL's BIGINT arrives as a string.
+  return new Map(rows.map((r) => [r.source_id, Number(r.next_run_ms) % 1000]));
 }
 
 interface Lateness {
@@ -121,7 +132,7 @@ async function lateness(
   fromMs: number,
   toMs: number,
 ): Promise<Lateness> {
-  const phase = phases(fount);
+  const phase = await phases(fount);
   const result: Lateness = { startMs: [], commitMs: [], due: 0, missed: 0 };
   let next = 0;
   const worker = async () => {
