@@ -28,6 +28,8 @@ export function clusterStore(q: Sql, listenConfig: ListenConfig): ClusterStore {
          ON CONFLICT (id) DO UPDATE SET heartbeat_ms = excluded.heartbeat_ms`,
         [nodeId],
       );
+      // Every process is a member of its own name, so killed ones leave rows behind: gone after a day.
+      await q.run(`DELETE FROM nodes WHERE heartbeat_ms < ${dbNowMs} - 86400000`, []);
     },
 
     liveNodes: (deadAfterMs) =>
