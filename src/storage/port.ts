@@ -349,6 +349,13 @@ export interface ClusterStore {
     onMessage: (payload: string) => void,
     onGap?: (err: Error) => void,
   ): Promise<() => Promise<void>>;
+  /**
+   * Calls `listener` with the kinds of cached rows (`sources`, `users`, `subscriptions`) that a change
+   * made through this node made stale, once the change is committed: the other nodes must forget theirs.
+   */
+  onStale(listener: (kinds: string[]) => void): void;
+  /** Forgets cached rows of `kinds` (every kind when omitted): another node changed them, or its messages were missed. */
+  forgetCached(kinds?: string[]): void;
 }
 
 export interface Storage extends StorageOps {
