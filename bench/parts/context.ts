@@ -3,7 +3,7 @@ import pg from "pg";
 import { FountProcess, HelperChild } from "../lib/processes.ts";
 
 /** A new, empty schema for one bench server on PostgreSQL. */
-async function createSchema(url: string): Promise<string> {
+export async function createSchema(url: string): Promise<string> {
   const schema = `fount_bench_${process.pid}_${Date.now().toString(36)}`;
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -15,7 +15,7 @@ async function createSchema(url: string): Promise<string> {
   return schema;
 }
 
-async function dropSchema(url: string, schema: string): Promise<void> {
+export async function dropSchema(url: string, schema: string): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
@@ -23,6 +23,13 @@ async function dropSchema(url: string, schema: string): Promise<void> {
   } finally {
     await client.end();
   }
+}
+
+/** `url` with the connection's search path set to `schema`: a server's DATABASE_URL. */
+export function urlWithSchema(url: string, schema: string): string {
+  const u = new URL(url);
+  u.searchParams.set("options", `-c search_path=${schema}`);
+  return u.toString();
 }
 
 export interface BenchSettings {
@@ -92,9 +99,7 @@ export class PartContext {
     if (store.driver === "postgres") {
       const schema = await createSchema(store.url);
       this.#cleanups.push(() => dropSchema(store.url, schema));
-      const url = new URL(store.url);
-      url.searchParams.set("options", `-c search_path=${schema}`);
-      env.DATABASE_URL = url.toString();
+      env.DATABASE_URL = urlWithSchema(store.url, schema);
     }
     const server = await FountProcess.start({
       nodeArgs: dir ? ["--cpu-prof", `--cpu-prof-dir=${dir}`] : [],
