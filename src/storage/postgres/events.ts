@@ -25,7 +25,7 @@ export type EventOps = Pick<
  * The cut is the `keep`+1-th newest of the window's newest `keep`+1 rows and the new ones: a backward
  * scan of the primary key that stops after `keep`+1 entries, never reaching the old end of the window
  * where the rows deleted by earlier commits wait for vacuum. It is a scalar subquery, computed once, so
- * the DELETE reads only the key range it deletes (docs/architecture.md, "Row caches" and after).
+ * the DELETE reads only the key range it deletes (docs/architecture.md, "A window's trim by key range").
  */
 function insertAndTrim(events: EventRecord[], keep: number): { text: string; params: unknown[] } {
   const first = events[0]!;
