@@ -198,3 +198,12 @@ export const toAttempt = (r: Row): DeliveryAttempt => ({
   response: (r.response as string | null) ?? null,
   outcome: r.outcome as DeliveryAttempt["outcome"],
 });
+
+/** Freezes `value` and everything in it, so a cached row handed to many callers cannot be changed by one. */
+export function deepFreeze<T>(value: T): T {
+  if (value && typeof value === "object" && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}

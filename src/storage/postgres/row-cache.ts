@@ -13,6 +13,7 @@
 import { BoundedCache } from "../../bounded-cache.ts";
 import type { Subscription } from "../../domain/types.ts";
 import type { StorageOps } from "../port.ts";
+import { deepFreeze } from "../rows.ts";
 
 /** What a change clears: rows of sources and workflows, of users, of subscriptions. */
 export type CacheKind = "sources" | "users" | "subscriptions";
@@ -29,15 +30,6 @@ export const rowCacheTtlMs = 500;
 
 /** Entries per kind; a cache that grew past this starts over (endpoint probes cannot grow it). */
 const maxEntries = 10_000;
-
-/** Freezes `value` and everything in it, so a cached row handed to many callers cannot be changed by one. */
-function deepFreeze<T>(value: T): T {
-  if (value && typeof value === "object" && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const v of Object.values(value)) deepFreeze(v);
-  }
-  return value;
-}
 
 interface Entry {
   value: unknown;
