@@ -290,6 +290,12 @@ export interface StorageOps {
   /** Stores an attempt's result and releases the claim; false when the delivery no longer exists. */
   updateDelivery(id: string, patch: DeliveryPatch): Promise<boolean>;
   insertDeliveryAttempt(attempt: DeliveryAttempt): Promise<void>;
+  /**
+   * `updateDelivery` and `insertDeliveryAttempt` when nobody needs to know whether the delivery still
+   * exists (a deleted one is left deleted, its attempt not stored): inside a transaction the driver may
+   * hold both writes back, as it does emits, instead of waiting for the update's answer.
+   */
+  settleDelivery(id: string, patch: DeliveryPatch, attempt: DeliveryAttempt | undefined): Promise<void>;
   /** A listener's deliveries, newest first, optionally of one status. */
   listDeliveries(
     listenerId: string,

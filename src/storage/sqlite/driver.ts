@@ -965,6 +965,13 @@ export class SqliteOps implements StorageOps {
   async insertDeliveryAttempt(attempt: DeliveryAttempt): Promise<void> {
     this.#delivery.insertDeliveryAttempt(attempt);
   }
+  async settleDelivery(
+    id: string,
+    patch: DeliveryPatch,
+    attempt: DeliveryAttempt | undefined,
+  ): Promise<void> {
+    if (this.#delivery.updateDelivery(id, patch) && attempt) this.#delivery.insertDeliveryAttempt(attempt);
+  }
   async listDeliveries(
     listenerId: string,
     q: PageQuery,
