@@ -21,6 +21,7 @@ import type {
   WithSeq,
   Workflow,
 } from "../domain/types.ts";
+import type { DeliveryPatch } from "./port.ts";
 
 /** A row as either driver returns it. */
 export type Row = Record<string, unknown>;
@@ -206,4 +207,23 @@ export function deepFreeze<T>(value: T): T {
     for (const v of Object.values(value)) deepFreeze(v);
   }
   return value;
+}
+
+/**
+ * The values of a delivery's settlement update, in the order both drivers' statements bind them:
+ * status, attempts, round_attempts, next_attempt_ms, last_status_code, last_error, last_duration_ms,
+ * updated_ms, then the delivery's ID.
+ */
+export function deliveryPatchParams(id: string, p: DeliveryPatch): Array<string | number | null> {
+  return [
+    p.status,
+    p.attempts,
+    p.roundAttempts,
+    p.nextAttemptMs,
+    p.lastStatusCode,
+    p.lastError,
+    p.lastDurationMs,
+    p.updatedMs,
+    id,
+  ];
 }

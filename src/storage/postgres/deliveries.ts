@@ -4,8 +4,8 @@
  * holds under a lease its node renews, and a lease that ran out (the node died) frees the row.
  */
 import type { Delivery, DeliveryAttempt } from "../../domain/types.ts";
-import { type DeliveryPatch, defaultClaimLeaseMs, type StorageOps } from "../port.ts";
-import { toAttempt, toDelivery } from "../rows.ts";
+import { defaultClaimLeaseMs, type StorageOps } from "../port.ts";
+import { deliveryPatchParams, toAttempt, toDelivery } from "../rows.ts";
 import type { Row, Sql } from "./sql.ts";
 
 export type DeliveryOps = Pick<
@@ -139,18 +139,6 @@ const updateSql = `UPDATE deliveries SET status = $1, attempts = $2, round_attem
   last_duration_ms = $7, updated_ms = $8, claimed_by = NULL, claimed_until = NULL
 WHERE id = $9`;
 
-const updateParams = (id: string, p: DeliveryPatch): unknown[] => [
-  p.status,
-  p.attempts,
-  p.roundAttempts,
-  p.nextAttemptMs,
-  p.lastStatusCode,
-  p.lastError,
-  p.lastDurationMs,
-  p.updatedMs,
-  id,
-];
-
 const attemptColumns = "(delivery_id, n, started_ms, duration_ms, status_code, error, response, outcome)";
 const attemptValues = "($1, $2, $3, $4, $5, $6, $7, $8)";
 const attemptParams = (a: DeliveryAttempt): unknown[] => [
@@ -250,7 +238,7 @@ export function deliveryOps(q: Sql): DeliveryOps {
     renewDeliveryClaims: (token, untilMs) =>
       q.run("UPDATE deliveries SET claimed_until = $2 WHERE claimed_by = $1", [token, untilMs]),
 
-    updateDelivery: async (id, p) => (await q.run(updateSql, updateParams(id, p))) > 0,
+    updateDelivery: async (id, p) => (await q.run(updateSql, deliveryPatchParams(id, p))) > 0,
 
     insertDeliveryAttempt: async (a) => {
       await q.run(
@@ -262,7 +250,7 @@ export function deliveryOps(q: Sql): DeliveryOps {
     // Both writes held back in a transaction (one round trip per group commit, not one per settlement);
     // the attempt is stored only if the delivery still exists, as updateDelivery's answer would decide.
     settleDelivery: async (id, p, a) => {
-      await q.defer(updateSql, updateParams(id, p));
+      await q.defer(updateSql, deliveryPatchParams(id, p));
       if (a)
         await q.defer(
           `INSERT INTO delivery_attempts ${attemptColumns} SELECT ${attemptValues.slice(1, -1)}
