@@ -5,6 +5,7 @@
  * falls on both alike. Prints each one's rate, latency and CPU per hit, and the ratio.
  *
  *   node bench/compare.ts [--base HEAD] [--slices 6] [--slice 2] [--connections 50] [--node-args="…"]
+ *                         [--store sqlite|postgres] [--pg-url <url>]
  *
  * `--node-args` are given to the working tree's server only, so the same commit compared with itself
  * measures a Node or V8 flag: `--base HEAD --node-args=--single-threaded-gc` (with `=`, as the value
@@ -18,7 +19,7 @@ import { parseArgs } from "node:util";
 import { type InterleavedResult, interleavedLoad } from "./lib/interleave.ts";
 import { runLoad } from "./lib/load.ts";
 import { FountProcess, repoRoot } from "./lib/processes.ts";
-import { emitterCode, payloadText } from "./parts/context.ts";
+import { createSchema, dropSchema, emitterCode, payloadText, urlWithSchema } from "./parts/context.ts";
 
 const { values } = parseArgs({
   options: {
@@ -27,8 +28,27 @@ const { values } = parseArgs({
     slice: { type: "string", default: "2" },
     connections: { type: "string", default: "50" },
     "node-args": { type: "string", default: "" },
+    store: { type: "string", default: "sqlite" },
+    "pg-url": {
+      type: "string",
+      default: process.env.FOUNT_BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test",
+    },
   },
 });
+if (values.store !== "sqlite" && values.store !== "postgres") {
+  console.error(`--store must be sqlite or postgres, got ${values.store}`);
+  process.exit(2);
+}
+const pgUrl = values["pg-url"];
+/** Schemas made for the servers (with --store postgres), dropped at the end. */
+const schemas: string[] = [];
+/** The environment of a server: on PostgreSQL, a fresh schema of its own. */
+async function storeEnv(): Promise<Record<string, string>> {
+  if (values.store !== "postgres") return {};
+  const schema = await createSchema(pgUrl);
+  schemas.push(schema);
+  return { DATABASE_URL: urlWithSchema(pgUrl, schema) };
+}
 const connections = Number(values.connections);
 
 const git = (...args: string[]) => execFileSync("git", args, { cwd: repoRoot, encoding: "utf8" }).trim();
@@ -41,9 +61,12 @@ symlinkSync(path.join(repoRoot, "node_modules"), path.join(worktree, "node_modul
 
 const servers: FountProcess[] = [];
 try {
-  const base = await FountProcess.start({ root: worktree });
+  const base = await FountProcess.start({ root: worktree, env: await storeEnv() });
   servers.push(base);
-  const work = await FountProcess.start({ nodeArgs: values["node-args"].split(" ").filter(Boolean) });
+  const work = await FountProcess.start({
+    nodeArgs: values["node-args"].split(" ").filter(Boolean),
+    env: await storeEnv(),
+  });
   servers.push(work);
   const urls: string[] = [];
   for (const server of servers) {
@@ -66,6 +89,7 @@ try {
   );
 } finally {
   for (const server of servers) await server.stop();
+  for (const schema of schemas) await dropSchema(pgUrl, schema);
   git("worktree", "remove", "--force", worktree);
   rmSync(worktree, { recursive: true, force: true });
 }

@@ -7,7 +7,7 @@ import { FountProcess, HelperChild } from "../lib/processes.ts";
 let schemas = 0;
 
 /** A new, empty schema for one bench server on PostgreSQL. */
-async function createSchema(url: string): Promise<string> {
+export async function createSchema(url: string): Promise<string> {
   const schema = `fount_bench_${process.pid}_${Date.now().toString(36)}_${(schemas++).toString(36)}`;
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -19,7 +19,7 @@ async function createSchema(url: string): Promise<string> {
   return schema;
 }
 
-async function dropSchema(url: string, schema: string): Promise<void> {
+export async function dropSchema(url: string, schema: string): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
@@ -27,6 +27,13 @@ async function dropSchema(url: string, schema: string): Promise<void> {
   } finally {
     await client.end();
   }
+}
+
+/** `url` with the connection's search path set to `schema`: a server's DATABASE_URL. */
+export function urlWithSchema(url: string, schema: string): string {
+  const u = new URL(url);
+  u.searchParams.set("options", `-c search_path=${schema}`);
+  return u.toString();
 }
 
 export interface BenchSettings {
@@ -123,9 +130,7 @@ export class PartContext {
   async #schemaUrl(pgUrl: string): Promise<string> {
     const schema = await createSchema(pgUrl);
     this.#cleanups.push(() => dropSchema(pgUrl, schema));
-    const url = new URL(pgUrl);
-    url.searchParams.set("options", `-c search_path=${schema}`);
-    return url.toString();
+    return urlWithSchema(pgUrl, schema);
   }
 
   async #start(env: Record<string, string>): Promise<FountProcess> {

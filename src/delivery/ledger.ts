@@ -43,12 +43,20 @@ export class DeliveryLedger {
     const exists = await deliveryContext.run({ hops: delivery.hops }, () =>
       committer.submit(async (tx) => {
         stored = undefined;
+        const report = s.failure && delivery.channel !== "$errors";
+        if (!report && !s.deactivate) {
+          // The usual settlement writes only: the driver may hold it back with the rest of the group
+          // commit instead of waiting for the update's answer. A delivery deleted meanwhile stays
+          // deleted and its attempt is not stored, but `delivery.settled` is still published: the
+          // attempt was made.
+          await tx.settleDelivery(delivery.id, s.patch, s.attempt);
+          return true;
+        }
         if (!(await tx.updateDelivery(delivery.id, s.patch))) return false;
         if (s.attempt) await tx.insertDeliveryAttempt(s.attempt);
         if (s.deactivate && delivery.listenerKind === "webhook") {
           await tx.updateWebhook(delivery.listenerId, { active: false, updatedAt: Math.floor(nowMs / 1000) });
         }
-        const report = s.failure && delivery.channel !== "$errors";
         // An emitter deleted since is left alone: its streams are gone with it.
         if (report && (await tx.resourceOwner(delivery.emitterId)) !== undefined) {
           stored = await recorder.store(tx, {

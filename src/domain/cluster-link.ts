@@ -1,7 +1,9 @@
 /**
  * This node's link to the others on the same database (drivers with `cluster`): its heartbeat, and one
  * LISTEN/NOTIFY channel that carries the events stored here to the other nodes' SSE streams, deleted
- * sources (their streams end everywhere), and the run lease requests of source-leases.ts.
+ * sources (their streams end everywhere), the run lease requests of source-leases.ts, and which kinds of
+ * cached rows a change made stale (the store's row caches; a node that may have missed messages forgets
+ * all of them).
  */
 import type { FastifyBaseLogger } from "fastify";
 import type { ClusterStore, Storage } from "../storage/port.ts";
@@ -21,7 +23,8 @@ type Message =
   | ({ n: string } & LeaseMessage)
   | { n: string; t: "events"; e: EventRecord[] }
   | { n: string; t: "event-ref"; r: Array<[emitterId: string, channel: string, ms: number, seq: number]> }
-  | { n: string; t: "deleted"; s: string };
+  | { n: string; t: "deleted"; s: string }
+  | { n: string; t: "stale"; k: string[] };
 
 export interface ClusterLinkDeps {
   store: Storage;
@@ -55,14 +58,19 @@ export class ClusterLink {
     await this.#beat();
     this.#heartbeat = setInterval(() => void this.#beat(), heartbeatMs);
     this.#heartbeat.unref();
+    // Sent whether or not other nodes were alive at the last heartbeat: one that just started caches too.
+    this.#d.cluster.onStale((kinds) => void this.#send({ n: this.#d.nodeId, t: "stale", k: kinds }));
     this.#stopListening = await this.#d.cluster.listen(
       channel,
       (payload) => this.#receive(payload),
-      (err) =>
+      (err) => {
+        // Changes made meanwhile through other nodes went unheard.
+        this.#d.cluster.forgetCached();
         this.#d.logger.warn(
           { err },
           "cluster channel broke; opening it again (live events from other nodes may be missed meanwhile)",
-        ),
+        );
+      },
     );
     this.#offBus.push(
       this.#d.bus.on("event.stored", (e) => this.#queue(e)),
@@ -184,6 +192,9 @@ export class ClusterLink {
         break;
       case "event-ref":
         void this.#fetch(message.r);
+        break;
+      case "stale":
+        this.#d.cluster.forgetCached(message.k);
         break;
       case "deleted":
         this.#d.onDeleted(message.s);

@@ -290,6 +290,12 @@ export interface StorageOps {
   /** Stores an attempt's result and releases the claim; false when the delivery no longer exists. */
   updateDelivery(id: string, patch: DeliveryPatch): Promise<boolean>;
   insertDeliveryAttempt(attempt: DeliveryAttempt): Promise<void>;
+  /**
+   * `updateDelivery` and `insertDeliveryAttempt` when nobody needs to know whether the delivery still
+   * exists (a deleted one is left deleted, its attempt not stored): inside a transaction the driver may
+   * hold both writes back, as it does emits, instead of waiting for the update's answer.
+   */
+  settleDelivery(id: string, patch: DeliveryPatch, attempt: DeliveryAttempt | undefined): Promise<void>;
   /** A listener's deliveries, newest first, optionally of one status. */
   listDeliveries(
     listenerId: string,
@@ -349,6 +355,13 @@ export interface ClusterStore {
     onMessage: (payload: string) => void,
     onGap?: (err: Error) => void,
   ): Promise<() => Promise<void>>;
+  /**
+   * Calls `listener` with the kinds of cached rows (`sources`, `users`, `subscriptions`) that a change
+   * made through this node made stale, once the change is committed: the other nodes must forget theirs.
+   */
+  onStale(listener: (kinds: string[]) => void): void;
+  /** Forgets cached rows of `kinds` (every kind when omitted): another node changed them, or its messages were missed. */
+  forgetCached(kinds?: string[]): void;
 }
 
 export interface Storage extends StorageOps {

@@ -21,6 +21,7 @@ import type {
   WithSeq,
   Workflow,
 } from "../domain/types.ts";
+import type { DeliveryPatch } from "./port.ts";
 
 /** A row as either driver returns it. */
 export type Row = Record<string, unknown>;
@@ -198,3 +199,31 @@ export const toAttempt = (r: Row): DeliveryAttempt => ({
   response: (r.response as string | null) ?? null,
   outcome: r.outcome as DeliveryAttempt["outcome"],
 });
+
+/** Freezes `value` and everything in it, so a cached row handed to many callers cannot be changed by one. */
+export function deepFreeze<T>(value: T): T {
+  if (value && typeof value === "object" && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
+
+/**
+ * The values of a delivery's settlement update, in the order both drivers' statements bind them:
+ * status, attempts, round_attempts, next_attempt_ms, last_status_code, last_error, last_duration_ms,
+ * updated_ms, then the delivery's ID.
+ */
+export function deliveryPatchParams(id: string, p: DeliveryPatch): Array<string | number | null> {
+  return [
+    p.status,
+    p.attempts,
+    p.roundAttempts,
+    p.nextAttemptMs,
+    p.lastStatusCode,
+    p.lastError,
+    p.lastDurationMs,
+    p.updatedMs,
+    id,
+  ];
+}

@@ -372,6 +372,52 @@ export function deliveryContract(withStore: WithStore, unique: (prefix: string) 
     assert.deepEqual(ids(await claim(s, 9000)), [two.id]);
   });
 
+  withStore("a settlement stores the result and its attempt, in or out of a transaction", async (s) => {
+    const hook = webhook(unique("u"));
+    await s.insertWebhook(hook);
+    const [one, two] = [delivery(hook.id), delivery(hook.id)];
+    await s.insertDeliveries([one, two]);
+    assert.equal((await claim(s, 2000)).length, 2);
+    const done = {
+      status: "succeeded" as const,
+      attempts: 1,
+      roundAttempts: 1,
+      nextAttemptMs: null,
+      lastStatusCode: 200,
+      lastError: null,
+      lastDurationMs: 4,
+      updatedMs: 2000,
+    };
+    const attempt = (deliveryId: string) => ({
+      deliveryId,
+      n: 1,
+      startedMs: 1996,
+      durationMs: 4,
+      statusCode: 200,
+      error: null,
+      response: "it's ok",
+      outcome: "succeeded" as const,
+    });
+    await s.settleDelivery(one.id, done, attempt(one.id));
+    await s.transaction(async (tx) => {
+      await tx.settleDelivery(two.id, done, attempt(two.id));
+      // A delivery no longer there stays absent, and no attempt is stored for it.
+      await tx.settleDelivery("del_missing", done, attempt("del_missing"));
+    });
+    for (const d of [one, two]) {
+      const stored = await s.getDelivery(d.id);
+      assert.equal(stored?.status, "succeeded");
+      assert.equal(stored?.lastStatusCode, 200);
+      assert.equal(stored?.claimedBy, null, "the claim is released");
+    }
+    assert.equal(await s.getDelivery("del_missing"), undefined);
+    const attempts = await s.listDeliveryAttempts([one.id, two.id, "del_missing"]);
+    assert.deepEqual(
+      attempts.map((a) => [a.deliveryId, a.response]),
+      [one.id, two.id].sort().map((id) => [id, "it's ok"]),
+    );
+  });
+
   withStore(
     "attempts are recorded, deliveries listed newest first by status, and failed ones requeued",
     async (s) => {

@@ -20,7 +20,11 @@ const dbNowMs = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 /** Waits before a broken listening connection is opened again: 0.1 s, doubling up to 5 s. */
 const reconnectDelaysMs = { first: 100, max: 5_000 };
 
-export function clusterStore(q: Sql, listenConfig: ListenConfig): ClusterStore {
+/** The cluster operations on the database; the row caches' part (`onStale`, `forgetCached`) is the driver's. */
+export function clusterStore(
+  q: Sql,
+  listenConfig: ListenConfig,
+): Omit<ClusterStore, "onStale" | "forgetCached"> {
   return {
     heartbeat: async (nodeId) => {
       await q.run(

@@ -3,9 +3,9 @@
  * `FOR UPDATE SKIP LOCKED`, so dispatchers of several processes never take the same delivery; a claim
  * holds under a lease its node renews, and a lease that ran out (the node died) frees the row.
  */
-import type { Delivery } from "../../domain/types.ts";
+import type { Delivery, DeliveryAttempt } from "../../domain/types.ts";
 import { defaultClaimLeaseMs, type StorageOps } from "../port.ts";
-import { toAttempt, toDelivery } from "../rows.ts";
+import { deliveryPatchParams, toAttempt, toDelivery } from "../rows.ts";
 import type { Row, Sql } from "./sql.ts";
 
 export type DeliveryOps = Pick<
@@ -18,6 +18,7 @@ export type DeliveryOps = Pick<
   | "renewDeliveryClaims"
   | "updateDelivery"
   | "insertDeliveryAttempt"
+  | "settleDelivery"
   | "listDeliveries"
   | "listDeliveryAttempts"
   | "cancelDeliveries"
@@ -132,6 +133,25 @@ export async function parkDeliveries(
   }
 }
 
+/** A settlement's update of its delivery: the attempt's result, and the claim released. */
+const updateSql = `UPDATE deliveries SET status = $1, attempts = $2, round_attempts = $3,
+  next_attempt_ms = ${dueUnlessParked("listener_id", "$4")}, last_status_code = $5, last_error = $6,
+  last_duration_ms = $7, updated_ms = $8, claimed_by = NULL, claimed_until = NULL
+WHERE id = $9`;
+
+const attemptColumns = "(delivery_id, n, started_ms, duration_ms, status_code, error, response, outcome)";
+const attemptValues = "($1, $2, $3, $4, $5, $6, $7, $8)";
+const attemptParams = (a: DeliveryAttempt): unknown[] => [
+  a.deliveryId,
+  a.n,
+  a.startedMs,
+  a.durationMs,
+  a.statusCode,
+  a.error,
+  a.response,
+  a.outcome,
+];
+
 export function deliveryOps(q: Sql): DeliveryOps {
   return {
     insertDeliveries: async (deliveries) => {
@@ -218,31 +238,25 @@ export function deliveryOps(q: Sql): DeliveryOps {
     renewDeliveryClaims: (token, untilMs) =>
       q.run("UPDATE deliveries SET claimed_until = $2 WHERE claimed_by = $1", [token, untilMs]),
 
-    updateDelivery: async (id, p) =>
-      (await q.run(
-        `UPDATE deliveries SET status = $1, attempts = $2, round_attempts = $3,
-           next_attempt_ms = ${dueUnlessParked("listener_id", "$4")}, last_status_code = $5, last_error = $6,
-           last_duration_ms = $7, updated_ms = $8, claimed_by = NULL, claimed_until = NULL
-         WHERE id = $9`,
-        [
-          p.status,
-          p.attempts,
-          p.roundAttempts,
-          p.nextAttemptMs,
-          p.lastStatusCode,
-          p.lastError,
-          p.lastDurationMs,
-          p.updatedMs,
-          id,
-        ],
-      )) > 0,
+    updateDelivery: async (id, p) => (await q.run(updateSql, deliveryPatchParams(id, p))) > 0,
 
     insertDeliveryAttempt: async (a) => {
       await q.run(
-        `INSERT INTO delivery_attempts (delivery_id, n, started_ms, duration_ms, status_code, error, response, outcome)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-        [a.deliveryId, a.n, a.startedMs, a.durationMs, a.statusCode, a.error, a.response, a.outcome],
+        `INSERT INTO delivery_attempts ${attemptColumns} VALUES ${attemptValues}`,
+        attemptParams(a),
       );
+    },
+
+    // Both writes held back in a transaction (one round trip per group commit, not one per settlement);
+    // the attempt is stored only if the delivery still exists, as updateDelivery's answer would decide.
+    settleDelivery: async (id, p, a) => {
+      await q.defer(updateSql, deliveryPatchParams(id, p));
+      if (a)
+        await q.defer(
+          `INSERT INTO delivery_attempts ${attemptColumns} SELECT ${attemptValues.slice(1, -1)}
+           WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = $1)`,
+          attemptParams(a),
+        );
     },
 
     listDeliveries: (listenerId, page, status) =>

@@ -2,8 +2,10 @@
  * The networked store: PostgreSQL through a `pg` pool. Operations outside a transaction each take a
  * pooled connection; a transaction holds one connection from BEGIN to COMMIT.
  *
- * Unlike the SQLite driver, nothing here is an authority kept in process memory (no row caches, no
- * window slots): several processes may write the same database, so every answer comes from it.
+ * Unlike the SQLite driver, nothing here is an authority kept in process memory (no window slots, no
+ * row caches trusted for long): several processes may write the same database. The rows every hit and
+ * commit reads are cached for half a second at most, and cleared on every node by a change made through
+ * any of them (row-cache.ts).
  */
 import pg from "pg";
 import type { Storage, StorageOps } from "../port.ts";
@@ -17,6 +19,7 @@ import { eventOps } from "./events.ts";
 import { PostgresHealth, probeOnce } from "./health.ts";
 import { migrate, quoteIdent } from "./migrate.ts";
 import { nodeOps } from "./node-ops.ts";
+import { type CacheKind, cacheKinds, RowCache, withRowCache } from "./row-cache.ts";
 import { sourceOps } from "./sources.ts";
 import { type Queryable, Sql } from "./sql.ts";
 import { subscriptionOps } from "./subscriptions.ts";
@@ -36,6 +39,8 @@ export interface PostgresOptions {
    * fails as `store_unavailable` (ms; default 5 s).
    */
   timeoutMs?: number;
+  /** How long a cached row is trusted without hearing of a change (ms; default `rowCacheTtlMs`). */
+  rowCacheTtlMs?: number;
 }
 
 /**
@@ -186,12 +191,18 @@ export async function openPostgresStorage(options: PostgresOptions): Promise<Sto
     intervalMs: probeIntervalMs,
   });
 
-  const ops = opsOn(health.guarded(pool as unknown as Queryable));
-  const cluster = clusterStore(new Sql(health.guarded(pool as unknown as Queryable)), {
-    connectionString: running.connectionString,
-    options: running.serverOptions,
-    connectionTimeoutMillis: timeoutMs,
-  });
+  const rows = new RowCache({ ttlMs: options.rowCacheTtlMs });
+  const ops = withRowCache(opsOn(health.guarded(pool as unknown as Queryable)), rows);
+  const cluster = {
+    ...clusterStore(new Sql(health.guarded(pool as unknown as Queryable)), {
+      connectionString: running.connectionString,
+      options: running.serverOptions,
+      connectionTimeoutMillis: timeoutMs,
+    }),
+    onStale: (listener: (kinds: string[]) => void) => rows.onChange(listener),
+    forgetCached: (kinds?: string[]) =>
+      rows.forget(kinds === undefined ? cacheKinds : cacheKinds.filter((k) => kinds.includes(k))),
+  };
   let closed = false;
   return {
     ...ops,
@@ -202,6 +213,7 @@ export async function openPostgresStorage(options: PostgresOptions): Promise<Sto
     transaction: async <T>(fn: (tx: StorageOps) => Promise<T>): Promise<T> => {
       const tx = await health.guard(() => pool.connect());
       const deferring = new DeferringClient(tx);
+      const written = new Set<CacheKind>();
       let broken = false;
       // A checked-out connection that breaks emits "error" besides failing its query; unheard, that
       // would end the process. The connection is then closed, not returned to the pool.
@@ -213,7 +225,7 @@ export async function openPostgresStorage(options: PostgresOptions): Promise<Sto
         // BEGIN is sent with the transaction's first statement.
         deferring.defer("BEGIN", []);
         try {
-          const result = await fn(opsOn(deferring, true));
+          const result = await fn(withRowCache(opsOn(deferring, true), rows, { written }));
           // The held-back writes and the COMMIT in one round trip.
           await deferring.flush("COMMIT");
           return result;
@@ -227,6 +239,8 @@ export async function openPostgresStorage(options: PostgresOptions): Promise<Sto
           throw health.classify(err);
         }
       } finally {
+        // Committed or not, what it wrote is visible now (or never was): cached rows are read afresh.
+        rows.changed(written);
         tx.removeListener("error", onError);
         // A connection whose ROLLBACK failed is in an unknown state: the pool closes it.
         tx.release(broken);

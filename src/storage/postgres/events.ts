@@ -21,6 +21,11 @@ export type EventOps = Pick<
  * statement. A data-modifying CTE's rows are invisible to the rest of its statement, so the cut is
  * taken over the rows there were plus the new ones, and only the newest `keep` of the new ones are
  * inserted (older ones would be cut at once, and the DELETE could not see them).
+ *
+ * The cut is the `keep`+1-th newest of the window's newest `keep`+1 rows and the new ones: a backward
+ * scan of the primary key that stops after `keep`+1 entries, never reaching the old end of the window
+ * where the rows deleted by earlier commits wait for vacuum. It is a scalar subquery, computed once, so
+ * the DELETE reads only the key range it deletes (docs/architecture.md, "A window's trim by key range").
  */
 function insertAndTrim(events: EventRecord[], keep: number): { text: string; params: unknown[] } {
   const first = events[0]!;
@@ -54,14 +59,14 @@ WITH added AS (
   INSERT INTO events (emitter_id, channel, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json)
   VALUES ${rows.join(", ")}
   RETURNING id_ms, id_seq
-), window_ids AS (
-  SELECT id_ms, id_seq FROM events WHERE emitter_id = $1 AND channel = $2
-  UNION ALL SELECT id_ms, id_seq FROM added
-), cut AS (
-  SELECT id_ms, id_seq FROM window_ids ORDER BY id_ms DESC, id_seq DESC OFFSET $3 LIMIT 1
 )
-DELETE FROM events e USING cut
-WHERE e.emitter_id = $1 AND e.channel = $2 AND (e.id_ms, e.id_seq) <= (cut.id_ms, cut.id_seq)`,
+DELETE FROM events
+WHERE emitter_id = $1 AND channel = $2 AND (id_ms, id_seq) <= (
+  SELECT id_ms, id_seq FROM (
+    (SELECT id_ms, id_seq FROM events WHERE emitter_id = $1 AND channel = $2
+     ORDER BY id_ms DESC, id_seq DESC LIMIT $3::int + 1)
+    UNION ALL SELECT id_ms, id_seq FROM added
+  ) w ORDER BY id_ms DESC, id_seq DESC OFFSET $3 LIMIT 1)`,
     params,
   };
 }

@@ -177,8 +177,12 @@ export function sourceOps(q: Sql): SourceOps {
       );
     },
 
-    // Held back with the commit's other writes; it raises FL001 (lease_lost) if the lease moved on.
+    // Held back with the commit's other writes; it raises FL001 (lease_lost) if the lease moved on. The
+    // runs of one source in a group commit hold one lease: it is checked once for all of them.
     assertSourceLease: (sourceId, nodeId, gen) =>
-      q.defer("SELECT fount_assert_lease($1, $2, $3)", [sourceId, nodeId, gen]),
+      q.deferMerged(`lease\0${sourceId}\0${nodeId}\0${gen}`, null, () => ({
+        text: "SELECT fount_assert_lease($1, $2, $3)",
+        params: [sourceId, nodeId, gen],
+      })),
   };
 }

@@ -14,7 +14,7 @@ import type {
   Workflow,
 } from "../../domain/types.ts";
 import { type DeliveryClaim, type DeliveryPatch, defaultClaimLeaseMs } from "../port.ts";
-import { toAttempt, toDelivery, toSubscription, toWorkflow } from "../rows.ts";
+import { deliveryPatchParams, toAttempt, toDelivery, toSubscription, toWorkflow } from "../rows.ts";
 import { limitParam, type Row } from "./rows.ts";
 
 /** The statement helpers of `SqliteOps` (prepared-statement cache, row mapping, newest-first pages). */
@@ -216,17 +216,7 @@ export class SqliteDeliveryOps {
       this.#q.run(
         `UPDATE deliveries SET status = ?, attempts = ?, round_attempts = ?, next_attempt_ms = ${dueUnlessParked("listener_id")}, last_status_code = ?,
            last_error = ?, last_duration_ms = ?, updated_ms = ?, claimed_by = NULL, claimed_until = NULL WHERE id = ?`,
-        [
-          p.status,
-          p.attempts,
-          p.roundAttempts,
-          p.nextAttemptMs,
-          p.lastStatusCode,
-          p.lastError,
-          p.lastDurationMs,
-          p.updatedMs,
-          id,
-        ],
+        deliveryPatchParams(id, p),
       ) > 0
     );
   }

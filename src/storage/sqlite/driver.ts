@@ -43,6 +43,7 @@ import type {
   WebhookPatch,
 } from "../port.ts";
 import {
+  deepFreeze,
   toAppAccount,
   toAutoSubscription,
   toComponent,
@@ -67,15 +68,6 @@ function placeholders(values: readonly unknown[]): string {
 
 /** Rows cached per connection; a cache that grew past this starts over (endpoint probes cannot grow it). */
 const maxCachedRows = 10_000;
-
-/** Freezes `value` and everything in it, so a cached row handed to many callers cannot be changed by one. */
-function deepFreeze<T>(value: T): T {
-  if (value && typeof value === "object" && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const v of Object.values(value)) deepFreeze(v);
-  }
-  return value;
-}
 
 /** Tables that hold ID-addressed resources with an owner, by ID prefix. Later migrations add kinds here. */
 const ownedTables: Record<string, string> = {
@@ -972,6 +964,13 @@ export class SqliteOps implements StorageOps {
   }
   async insertDeliveryAttempt(attempt: DeliveryAttempt): Promise<void> {
     this.#delivery.insertDeliveryAttempt(attempt);
+  }
+  async settleDelivery(
+    id: string,
+    patch: DeliveryPatch,
+    attempt: DeliveryAttempt | undefined,
+  ): Promise<void> {
+    if (this.#delivery.updateDelivery(id, patch) && attempt) this.#delivery.insertDeliveryAttempt(attempt);
   }
   async listDeliveries(
     listenerId: string,
