@@ -21,7 +21,10 @@ CREATE TABLE source_leases (
 CREATE FUNCTION fount_assert_lease(p_source TEXT, p_node TEXT, p_gen BIGINT) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-  IF NOT EXISTS (SELECT 1 FROM source_leases WHERE source_id = p_source AND node_id = p_node AND gen = p_gen) THEN
+  -- FOR SHARE keeps the row as checked until this transaction ends: a taking waits for this commit,
+  -- so it never lands between the check and the COMMIT.
+  PERFORM 1 FROM source_leases WHERE source_id = p_source AND node_id = p_node AND gen = p_gen FOR SHARE;
+  IF NOT FOUND THEN
     RAISE EXCEPTION 'the run lease of source % was taken by another node', p_source USING ERRCODE = 'FL001';
   END IF;
 END $$;
