@@ -211,10 +211,14 @@ describe("on a live server", () => {
     await subscribe(server, { emitter_id: source.id, listener_id: hook.id, backfill: true });
     await emit(source.endpoint, { n: 4 });
     await dispatcher.drain();
-    assert.deepEqual(
-      r.requests.map((q) => q.json.n),
-      [1, 2, 3, 4],
-    );
+    // Webhook deliveries of one listener go out concurrently (docs/delivery.md), so arrivals may swap;
+    // the backfill queues them oldest first, the live one after.
+    assert.deepEqual(r.requests.map((q) => q.json.n).sort(), [1, 2, 3, 4]);
+    const queued = (await deliveries(server, hook.id)).reverse().map((d) => d.event_id as string);
+    const ids = (await server.api("GET", `/v1/sources/${source.id}/event_summaries?limit=10`)).body.data
+      .map((e: { id: string }) => e.id)
+      .reverse();
+    assert.deepEqual(queued, ids, "one delivery per default-channel event, queued oldest first");
     await r.close();
   });
 
