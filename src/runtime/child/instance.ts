@@ -88,19 +88,20 @@ export class Invocation {
       throw new TypeError(`$emit: the event is not JSON-serializable (${(err as Error).message})`);
     }
     json ??= "null";
-    if (jsonTextTooDeep(json, maxValueDepth)) {
-      this.countWarning(
-        "emit_too_deep",
-        `An event nested deeper than ${maxValueDepth} levels was not emitted: it could not be stored`,
-      );
-      return;
-    }
     // A UTF-16 code unit is at most 3 UTF-8 bytes, so short strings skip the byte count.
     const bytes = json.length * 3 <= maxBytes ? json.length : Buffer.byteLength(json);
     if (bytes > maxBytes) {
       this.countWarning(
         "emit_too_large",
         `An event of ${bytes} bytes was not emitted: the limit is ${maxBytes} bytes`,
+      );
+      return;
+    }
+    // After the size check: an event over the limit is refused without scanning all of it.
+    if (jsonTextTooDeep(json, maxValueDepth)) {
+      this.countWarning(
+        "emit_too_deep",
+        `An event nested deeper than ${maxValueDepth} levels was not emitted: it could not be stored`,
       );
       return;
     }
