@@ -177,7 +177,9 @@ test("measured mode: an owner over the limit has its executor stopped (scratch_f
       return got[0]?.event.error;
     });
     assert.equal(error.code, "scratch_full");
-    assert.match(error.message, /scratch folder held 3 MB \(limit 1 MB\)/);
+    // The check may catch the 3 MiB file while it is still being written (seen beside three CPU burners).
+    const held = Number(/scratch folder held ([\d.]+) MB \(limit 1 MB\)/.exec(error.message)?.[1]);
+    assert.ok(held > 1 && held <= 3, error.message);
 
     // The folder was emptied; the hog's next invocation runs; the neighbour never noticed.
     assert.equal((await measured.api("GET", "/healthz")).status, 200);
