@@ -142,15 +142,18 @@ export class ClusterLink {
           batch = [];
           size = 0;
         };
+        // What the events of one message may take, leaving room for its envelope.
+        const room = maxPayloadBytes - 200;
         for (const e of events) {
           const json = JSON.stringify(e);
-          if (Buffer.byteLength(json) > maxPayloadBytes - 200) {
+          const bytes = Buffer.byteLength(json) + 1;
+          if (bytes > room) {
             refs.push([e.emitterId, e.channel, e.idMs, e.idSeq]);
             continue;
           }
-          if (size + json.length + 1 > maxPayloadBytes - 200) sendBatch();
+          if (size + bytes > room) sendBatch();
           batch.push(json);
-          size += Buffer.byteLength(json) + 1;
+          size += bytes;
         }
         sendBatch();
         for (let i = 0; i < refs.length; i += 100)
