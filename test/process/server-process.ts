@@ -68,7 +68,12 @@ export function startProcess(env: NodeJS.ProcessEnv, how: "node" | "npm" = "node
     proc,
     output: () => text,
     waitFor,
-    url: async () => (await waitFor(/Server listening at (http:\/\/127\.0\.0\.1:\d+)/))[1]!,
+    // Fastify logs "Server listening" before the admin of a first start is made; Fount's own line comes
+    // after it, so a request sent then finds the bootstrap key.
+    url: async () => {
+      await waitFor(/^Fount is listening on /m);
+      return (await waitFor(/Server listening at (http:\/\/127\.0\.0\.1:\d+)/))[1]!;
+    },
     serverPid,
     exited,
     kill: async () => {
