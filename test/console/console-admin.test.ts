@@ -116,7 +116,7 @@ test("accounts, an app prop choosing one, remote options, a propDefinition, and 
   await page.getByLabel("Source name (optional)").fill("demo");
   await axe(page, "new source form with an app prop and remote options");
   await page.getByRole("button", { name: "Deploy" }).click();
-  await page.getByRole("heading", { name: "demo", level: 1 }).waitFor({ timeout: wait });
+  await page.getByRole("heading", { name: "demo", exact: true, level: 1 }).waitFor({ timeout: wait });
   const sourceId = /#\/sources\/(dc_\w+)/.exec(page.url())?.[1];
   assert.ok(sourceId, page.url());
   const created = await suite.server.api("GET", `/v1/sources/${sourceId}`, { key: carol.key });
