@@ -1,6 +1,7 @@
 /**
  * The real process (`src/main.ts`): what the first and later starts print, and a SIGTERM that lets the
- * request in flight finish, exits 0 and leaves a store that opens again.
+ * request in flight finish, exits 0 and leaves a store that opens again. With FOUNT_TEST_STORE=postgres
+ * (test/http-postgres) the process runs on a fresh schema of the local PostgreSQL.
  */
 import assert from "node:assert/strict";
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
@@ -10,7 +11,9 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
+import { openPostgresStorage } from "../../src/storage/postgres/driver.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
+import { dropSchema, freshSchema, testPgUrl } from "../pg-schemas.ts";
 
 const root = path.resolve(import.meta.dirname, "../..");
 const nodeBin = path.join(root, "node_modules/.bin/node");
@@ -19,10 +22,22 @@ const nodeBin = path.join(root, "node_modules/.bin/node");
 const processTimeoutMs = 30_000;
 
 let dataDir: string;
+/** The PostgreSQL schema of the process's store, on that driver (created by its first start). */
+const schema = process.env.FOUNT_TEST_STORE === "postgres" ? freshSchema("fount_shutdown") : undefined;
 before(() => {
   dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-shutdown-"));
 });
-after(() => rmSync(dataDir, { recursive: true, force: true }));
+after(async () => {
+  rmSync(dataDir, { recursive: true, force: true });
+  if (schema) await dropSchema(schema);
+});
+
+/** DATABASE_URL of the schema: a missing search_path schema is created at start. */
+function databaseUrl(name: string): string {
+  const url = new URL(testPgUrl);
+  url.searchParams.set("options", `-c search_path=${name}`);
+  return url.toString();
+}
 
 /** A port nobody listens on: the kernel picks one, then it is released for the child to take. */
 async function freePort(): Promise<number> {
@@ -58,6 +73,7 @@ async function startFount(): Promise<Fount> {
   }
   Object.assign(env, {
     FOUNT_DATA_DIR: dataDir,
+    ...(schema ? { DATABASE_URL: databaseUrl(schema) } : {}),
     FOUNT_NPM_CACHE: path.join(os.tmpdir(), "fount-test-npm-cache"),
     PORT: String(port),
     HOST: "127.0.0.1",
@@ -211,7 +227,9 @@ test("the first start prints the URL and an admin key that works, and SIGTERM le
   }
 
   // The store is consistent: it opens, and holds what the last request wrote.
-  const store = openSqliteStorage({ dataDir });
+  const store = schema
+    ? await openPostgresStorage({ url: testPgUrl, schema, poolSize: 1 })
+    : openSqliteStorage({ dataDir });
   try {
     await store.ping();
     assert.equal((await store.getWebhook(inFlightWebhook))?.name, "in flight");
