@@ -329,6 +329,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     scheduler,
     dispatcher,
     metrics,
+    streamInterest: cluster?.link,
   };
   metrics.attach({
     store,

@@ -13,6 +13,7 @@ import type { EventRecorder } from "./domain/recorder.ts";
 import type { SourceRunner } from "./domain/runner.ts";
 import type { TimerScheduler } from "./domain/scheduler.ts";
 import type { SourceService } from "./domain/sources.ts";
+import type { StreamInterest } from "./domain/stream-hub.ts";
 import type { Metrics } from "./metrics.ts";
 import type { Executor } from "./runtime/types.ts";
 import type { Storage } from "./storage/port.ts";
@@ -35,6 +36,8 @@ export interface Services {
   scheduler: TimerScheduler;
   dispatcher: DeliveryDispatcher;
   metrics: Metrics;
+  /** Several nodes: tells the others which emitters this node's SSE clients stream. */
+  streamInterest?: StreamInterest;
 }
 
 declare module "fastify" {

@@ -4,12 +4,20 @@
  * sources (their streams end everywhere), the run lease requests of source-leases.ts, and which kinds of
  * cached rows a change made stale (the store's row caches; a node that may have missed messages forgets
  * all of them).
+ *
+ * Events go only where a stream waits for them: a node announces the emitters its SSE clients stream
+ * (`watch`, again every `interestRefreshMs`), and the others send an emitter's events while such an
+ * announcement is younger than `interestTtlMs`. A new stream goes live once every other live node has
+ * confirmed the announcement, so an emit made anywhere after its headers reach it. A node that may not
+ * know every announcement (just started, or its channel broke) sends all events for `interestTtlMs`.
  */
 import type { FastifyBaseLogger } from "fastify";
+import { randomString } from "../ids.ts";
 import type { ClusterStore, Storage } from "../storage/port.ts";
 import type { Bus } from "./bus.ts";
 import type { EventRecorder } from "./recorder.ts";
 import { type LeaseMessage, nodeDeadAfterMs, SourceLeases } from "./source-leases.ts";
+import type { StreamInterest } from "./stream-hub.ts";
 import type { EventRecord } from "./types.ts";
 
 const channel = "fount_cluster";
@@ -17,6 +25,24 @@ const channel = "fount_cluster";
 const heartbeatMs = 1_000;
 /** NOTIFY payloads must stay under PostgreSQL's 8,000 bytes. */
 const maxPayloadBytes = 7_800;
+/** Emitter IDs per `watch` message (an ID is about 26 bytes). */
+const watchBatch = 200;
+
+/** How streams' interest travels between nodes (tests shorten it). */
+export interface InterestTimings {
+  /** An announcement of streamed emitters is trusted this long (ms). */
+  ttlMs: number;
+  /** A node announces the emitters it streams this often (ms). */
+  refreshMs: number;
+  /** A new stream waits at most this long for the other nodes' confirmations (ms). */
+  ackTimeoutMs: number;
+}
+
+export const defaultInterestTimings: InterestTimings = {
+  ttlMs: 15_000,
+  refreshMs: 5_000,
+  ackTimeoutMs: 1_000,
+};
 
 /** What goes over the channel; `n` is the sending node. */
 type Message =
@@ -24,7 +50,10 @@ type Message =
   | { n: string; t: "events"; e: EventRecord[] }
   | { n: string; t: "event-ref"; r: Array<[emitterId: string, channel: string, ms: number, seq: number]> }
   | { n: string; t: "deleted"; s: string }
-  | { n: string; t: "stale"; k: string[] };
+  | { n: string; t: "stale"; k: string[] }
+  /** Emitters the sender streams; `a` asks every receiver to confirm with an `ack`. */
+  | { n: string; t: "watch"; e: string[]; a?: string }
+  | { n: string; t: "ack"; a: string; to: string };
 
 export interface ClusterLinkDeps {
   store: Storage;
@@ -36,9 +65,11 @@ export interface ClusterLinkDeps {
   onLeaseMessage: (message: LeaseMessage) => void;
   /** A source was deleted through another node. */
   onDeleted: (sourceId: string) => void;
+  interest?: Partial<InterestTimings>;
+  now?: () => number;
 }
 
-export class ClusterLink {
+export class ClusterLink implements StreamInterest {
   readonly #d: ClusterLinkDeps;
   #stopListening: (() => Promise<void>) | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
@@ -48,9 +79,25 @@ export class ClusterLink {
   #outbox: EventRecord[] = [];
   #flushing = false;
   #heartbeatFailing = false;
+  readonly #timings: InterestTimings;
+  readonly #now: () => number;
+  /** Open streams on this node, by emitter. */
+  readonly #watching = new Map<string, number>();
+  /** Announcements of the first stream of an emitter, waiting for confirmations. */
+  readonly #announcing = new Map<string, Promise<void>>();
+  /** Confirmations awaited, by request: the nodes that confirmed, and what to call once all did. */
+  readonly #acks = new Map<string, { from: Set<string>; done: () => void }>();
+  /** Other nodes' streamed emitters, until when the announcement holds. */
+  readonly #interest = new Map<string, number>();
+  /** Until then every event is sent (see the file comment); Infinity while the channel is down. */
+  #sendAllUntil: number;
+  #refresh: NodeJS.Timeout | undefined;
 
   constructor(deps: ClusterLinkDeps) {
     this.#d = deps;
+    this.#timings = { ...defaultInterestTimings, ...deps.interest };
+    this.#now = deps.now ?? Date.now;
+    this.#sendAllUntil = Number.POSITIVE_INFINITY;
   }
 
   /** Starts the heartbeat and the channel; the first heartbeat is written before it resolves. */
@@ -64,14 +111,21 @@ export class ClusterLink {
       channel,
       (payload) => this.#receive(payload),
       (err) => {
-        // Changes made meanwhile through other nodes went unheard.
+        // Changes made meanwhile through other nodes went unheard, and so may announcements of streams.
         this.#d.cluster.forgetCached();
+        this.#sendAllUntil = Number.POSITIVE_INFINITY;
         this.#d.logger.warn(
           { err },
           "cluster channel broke; opening it again (live events from other nodes may be missed meanwhile)",
         );
       },
+      () => {
+        // Listening (again): within a TTL every live announcement has been repeated.
+        this.#sendAllUntil = this.#now() + this.#timings.ttlMs;
+      },
     );
+    this.#refresh = setInterval(() => this.#refreshInterest(), this.#timings.refreshMs);
+    this.#refresh.unref();
     this.#offBus.push(
       this.#d.bus.on("event.stored", (e) => this.#queue(e)),
       this.#d.bus.on("source.deleted", ({ sourceId, remote }) => {
@@ -85,6 +139,74 @@ export class ClusterLink {
     return this.#peers;
   }
 
+  /**
+   * An SSE client of this node streams `emitterId`: once `ready`, every other live node sends its
+   * events here. `release` when the stream ends.
+   */
+  watch(emitterId: string): { ready: Promise<void>; release: () => void } {
+    const count = this.#watching.get(emitterId) ?? 0;
+    this.#watching.set(emitterId, count + 1);
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      const left = (this.#watching.get(emitterId) ?? 1) - 1;
+      if (left > 0) this.#watching.set(emitterId, left);
+      else this.#watching.delete(emitterId);
+    };
+    let ready = this.#announcing.get(emitterId);
+    if (!ready) {
+      // Already announced (refreshed since), or nobody else to tell: a node that joins later sends
+      // everything until this one's next refresh has reached it.
+      if (count > 0 || this.#peers === 0) ready = Promise.resolve();
+      else {
+        ready = this.#announce(emitterId).finally(() => this.#announcing.delete(emitterId));
+        this.#announcing.set(emitterId, ready);
+      }
+    }
+    return { ready, release };
+  }
+
+  /** Announces a newly streamed emitter; resolves once every live peer confirmed, or after the timeout. */
+  #announce(emitterId: string): Promise<void> {
+    const request = randomString(12);
+    const expected = this.#peers;
+    return new Promise<void>((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const done = () => {
+        if (timer) clearTimeout(timer);
+        this.#acks.delete(request);
+        resolve();
+      };
+      this.#acks.set(request, {
+        from: new Set(),
+        done: () => {
+          if (this.#acks.get(request)!.from.size >= expected) done();
+        },
+      });
+      // A node that died since the last heartbeat never answers.
+      timer = setTimeout(done, this.#timings.ackTimeoutMs);
+      timer.unref();
+      void this.#send({ n: this.#d.nodeId, t: "watch", e: [emitterId], a: request });
+    });
+  }
+
+  /** Announces again every emitter streamed here, and forgets other nodes' expired announcements. */
+  #refreshInterest(): void {
+    const now = this.#now();
+    for (const [emitterId, until] of this.#interest) if (until <= now) this.#interest.delete(emitterId);
+    if (this.#peers === 0 || this.#watching.size === 0) return;
+    const ids = [...this.#watching.keys()];
+    for (let i = 0; i < ids.length; i += watchBatch)
+      void this.#send({ n: this.#d.nodeId, t: "watch", e: ids.slice(i, i + watchBatch) });
+  }
+
+  /** Whether another node may stream this emitter's events. */
+  #wanted(emitterId: string): boolean {
+    const now = this.#now();
+    return now < this.#sendAllUntil || (this.#interest.get(emitterId) ?? 0) > now;
+  }
+
   /** Sends a lease message to the other nodes. */
   sendLease(message: LeaseMessage): Promise<void> {
     return this.#send({ n: this.#d.nodeId, ...message });
@@ -95,6 +217,8 @@ export class ClusterLink {
     for (const off of this.#offBus) off();
     this.#offBus = [];
     if (this.#heartbeat) clearInterval(this.#heartbeat);
+    if (this.#refresh) clearInterval(this.#refresh);
+    for (const { done } of this.#acks.values()) done();
     await this.#flush();
     await this.#stopListening?.();
     await this.#d.cluster.leave(this.#d.nodeId).catch(() => undefined);
@@ -118,7 +242,7 @@ export class ClusterLink {
   }
 
   #queue(event: EventRecord): void {
-    if (this.#peers === 0) return;
+    if (this.#peers === 0 || !this.#wanted(event.emitterId)) return;
     this.#outbox.push(event);
     if (this.#outbox.length === 1 && !this.#flushing) setImmediate(() => void this.#flush());
   }
@@ -198,6 +322,20 @@ export class ClusterLink {
         break;
       case "stale":
         this.#d.cluster.forgetCached(message.k);
+        break;
+      case "watch": {
+        const until = this.#now() + this.#timings.ttlMs;
+        for (const emitterId of message.e) this.#interest.set(emitterId, until);
+        // Confirmed once registered: an event this node stores from now on is sent.
+        if (message.a) void this.#send({ n: this.#d.nodeId, t: "ack", a: message.a, to: message.n });
+        break;
+      }
+      case "ack":
+        if (message.to === this.#d.nodeId) {
+          const waiting = this.#acks.get(message.a);
+          waiting?.from.add(message.n);
+          waiting?.done();
+        }
         break;
       case "deleted":
         this.#d.onDeleted(message.s);

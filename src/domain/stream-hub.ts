@@ -41,6 +41,14 @@ export const defaultStreamHubOptions: StreamHubOptions = {
 /** Over this many times a queue bound, a client is dropped without waiting for `stallMs`. */
 const hardBoundFactor = 4;
 
+/**
+ * Where streams' events come from besides this process (cluster-link.ts): `watch` says a stream of an
+ * emitter opened here; it goes live once `ready`, and calls `release` when it ends.
+ */
+export interface StreamInterest {
+  watch(emitterId: string): { ready: Promise<void>; release: () => void };
+}
+
 /** Counters of a hub, for tests, logs and benchmarks. */
 export interface StreamHubStats {
   /** Open streams. */

@@ -348,12 +348,14 @@ export interface ClusterStore {
   notify(channel: string, payload: string): Promise<void>;
   /**
    * Calls `onMessage` for each message on `channel` on a connection of its own, which is opened again
-   * when it breaks (`onGap` then says messages may have been missed). Returns a function that stops.
+   * when it breaks (`onGap` then says messages may have been missed; `onListening` follows each time
+   * the connection listens, the first included). Returns a function that stops.
    */
   listen(
     channel: string,
     onMessage: (payload: string) => void,
     onGap?: (err: Error) => void,
+    onListening?: () => void,
   ): Promise<() => Promise<void>>;
   /**
    * Calls `listener` with the kinds of cached rows (`sources`, `users`, `subscriptions`) that a change

@@ -55,7 +55,7 @@ export async function streamRoutes(
   app: FastifyInstance,
   options: Partial<StreamHubOptions> = {},
 ): Promise<void> {
-  const { store, bus } = app.fount;
+  const { store, bus, streamInterest } = app.fount;
   const hub = new StreamHub(bus, sseFrame, options);
   hubs.set(app.fount, hub);
   // Before the server waits for its connections to end: open streams would hold it forever.
@@ -161,10 +161,15 @@ export async function streamRoutes(
     const source = await visibleSource(app, request, id);
 
     // Subscribed before reading the store: an event committed meanwhile is either read or held (or
-    // both, and then sent once), so the seam between replay and live has no gap.
+    // both, and then sent once), so the seam between replay and live has no gap. With several nodes,
+    // the others send this emitter's events once they confirmed the stream (cluster-link.ts), before
+    // the store is read and the headers go out.
+    const interest = streamInterest?.watch(source.id);
+    reply.raw.once("close", () => interest?.release());
     const clients = channels.map((channel) => hub.open(source.id, channel, reply.raw, after));
     const stored: EventRecord[][] = [];
     try {
+      await interest?.ready;
       for (const channel of channels) {
         if (!after) stored.push([]);
         else {

@@ -83,7 +83,7 @@ export function clusterStore(
       await q.run("SELECT pg_notify($1, $2)", [channel, payload]);
     },
 
-    listen: async (channel, onMessage, onGap) => {
+    listen: async (channel, onMessage, onGap, onListening) => {
       let stopped = false;
       let client: pg.Client | undefined;
       let delay = reconnectDelaysMs.first;
@@ -111,6 +111,7 @@ export function clusterStore(
         }
         client = c;
         delay = reconnectDelaysMs.first;
+        onListening?.();
       };
       const schedule = () => {
         retry = setTimeout(() => {
