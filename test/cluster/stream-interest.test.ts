@@ -1,7 +1,8 @@
 /**
  * Events travel between nodes only where a stream waits for them (src/domain/cluster-link.ts): two real
  * ClusterLinks on one PostgreSQL schema stand for two nodes; the events a node stores are what its bus
- * says, and what the other's streams would get is what its bus hears as `event.replicated`.
+ * says, and what the other's streams would get is what its bus hears as `event.replicated`. Other test
+ * files run clusters on other schemas of the same database at the same time: they must not be heard.
  */
 import assert from "node:assert/strict";
 import { after, test } from "node:test";
@@ -11,6 +12,7 @@ import { Bus } from "../../src/domain/bus.ts";
 import { ClusterLink, type InterestTimings } from "../../src/domain/cluster-link.ts";
 import type { EventRecord } from "../../src/domain/types.ts";
 import type { Storage } from "../../src/storage/port.ts";
+import { schemaChannel } from "../../src/storage/postgres/cluster.ts";
 import { openTestPostgres } from "../pg-schemas.ts";
 
 const silent = pino({ level: "silent" }) as unknown as FastifyBaseLogger;
@@ -148,4 +150,31 @@ test("without other nodes a stream is ready at once and nothing is sent", async 
   const w = alone.link.watch("dc_x");
   await within(w.ready, 100, "a stream of a node alone");
   w.release();
+});
+
+test("clusters on two schemas of one database never hear each other", async () => {
+  const timings = { ttlMs: 60_000, refreshMs: 300, ackTimeoutMs: 60_000 };
+  const [a1, a2] = await twoNodes(timings);
+  const [b1, b2] = await twoNodes(timings);
+  // Both clusters are in the window in which every event is sent to the cluster's other node.
+  a1.bus.emit("event.stored", event("dc_of_cluster_a"));
+  await until("a2 hears a1", () => a2.heard.length === 1);
+  // Sent after a1's: on a shared channel b2 would hear a1's event first.
+  b1.bus.emit("event.stored", event("dc_of_cluster_b"));
+  await until("b2 hears b1", () => b2.heard.length > 0);
+  assert.deepEqual(
+    b2.heard.map((e) => e.emitterId),
+    ["dc_of_cluster_b"],
+  );
+  assert.deepEqual(
+    a2.heard.map((e) => e.emitterId),
+    ["dc_of_cluster_a"],
+  );
+});
+
+test("a channel's name carries its schema, hashed when the name would pass PostgreSQL's 63 bytes", () => {
+  assert.equal(schemaChannel("fount_cluster", "tenant_a"), "fount_cluster:tenant_a");
+  const long = schemaChannel("fount_cluster", "s".repeat(80));
+  assert.equal(Buffer.byteLength(long), 63);
+  assert.notEqual(long, schemaChannel("fount_cluster", `${"s".repeat(79)}t`));
 });

@@ -2,7 +2,11 @@
  * What several nodes on one database share: heartbeats, source run leases, and LISTEN/NOTIFY messages.
  * A listener holds a connection of its own (a pooled one would be handed to other work between
  * messages), opened again with a growing delay when it breaks.
+ *
+ * NOTIFY channels belong to the database, not to a schema: a channel's name is suffixed with the
+ * store's schema, so that Fount clusters on different schemas of one database never hear each other.
  */
+import { createHash } from "node:crypto";
 import pg from "pg";
 import type { ClusterStore } from "../port.ts";
 import type { Sql } from "./sql.ts";
@@ -20,11 +24,33 @@ const dbNowMs = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 /** Waits before a broken listening connection is opened again: 0.1 s, doubling up to 5 s. */
 const reconnectDelaysMs = { first: 100, max: 5_000 };
 
+/** PostgreSQL truncates identifiers, channel names included, to 63 bytes. */
+const maxChannelBytes = 63;
+
+/** `channel` of the store in `schema`: the schema's name, or its hash when that would not fit. */
+export function schemaChannel(channel: string, schema: string): string {
+  const named = `${channel}:${schema}`;
+  if (Buffer.byteLength(named) <= maxChannelBytes) return named;
+  const room = maxChannelBytes - Buffer.byteLength(channel) - 1;
+  return `${channel}:${createHash("sha256").update(schema).digest("hex").slice(0, room)}`;
+}
+
 /** The cluster operations on the database; the row caches' part (`onStale`, `forgetCached`) is the driver's. */
 export function clusterStore(
   q: Sql,
   listenConfig: ListenConfig,
 ): Omit<ClusterStore, "onStale" | "forgetCached"> {
+  let schema: Promise<string> | undefined;
+  /** The store's name for `channel` (the schema is read once; a failed read is tried again). */
+  const scoped = async (channel: string): Promise<string> => {
+    schema ??= q.get("SELECT current_schema() AS s", [], (r) => r.s as string).then((s) => s ?? "public");
+    try {
+      return schemaChannel(channel, await schema);
+    } catch (err) {
+      schema = undefined;
+      throw err;
+    }
+  };
   return {
     heartbeat: async (nodeId) => {
       await q.run(
@@ -80,10 +106,11 @@ export function clusterStore(
     },
 
     notify: async (channel, payload) => {
-      await q.run("SELECT pg_notify($1, $2)", [channel, payload]);
+      await q.run("SELECT pg_notify($1, $2)", [await scoped(channel), payload]);
     },
 
-    listen: async (channel, onMessage, onGap, onListening) => {
+    listen: async (name, onMessage, onGap, onListening) => {
+      const channel = await scoped(name);
       let stopped = false;
       let client: pg.Client | undefined;
       let delay = reconnectDelaysMs.first;
