@@ -210,6 +210,39 @@ export function deepFreeze<T>(value: T): T {
 }
 
 /**
+ * The values of a new delivery's row, in the order both drivers' INSERTs bind them: id, owner_id,
+ * subscription_id, emitter_id, event_id, channel, listener_id, listener_kind, event_json, meta_json,
+ * indexed_at_ms, hops, status, attempts, round_attempts, next_attempt_ms (index 15), last_status_code,
+ * last_error, last_duration_ms, claimed_by, created_ms, updated_ms.
+ */
+export function deliveryRowValues(d: Delivery): Array<string | number | null> {
+  return [
+    d.id,
+    d.ownerId,
+    d.subscriptionId,
+    d.emitterId,
+    d.eventId,
+    d.channel,
+    d.listenerId,
+    d.listenerKind,
+    JSON.stringify(d.event ?? null),
+    JSON.stringify(d.meta),
+    d.indexedAtMs,
+    d.hops,
+    d.status,
+    d.attempts,
+    d.roundAttempts,
+    d.nextAttemptMs,
+    d.lastStatusCode,
+    d.lastError,
+    d.lastDurationMs,
+    d.claimedBy,
+    d.createdMs,
+    d.updatedMs,
+  ];
+}
+
+/**
  * The values of a delivery's settlement update, in the order both drivers' statements bind them:
  * status, attempts, round_attempts, next_attempt_ms, last_status_code, last_error, last_duration_ms,
  * updated_ms, then the delivery's ID.
