@@ -5,7 +5,7 @@
  */
 import type { Delivery, DeliveryAttempt } from "../../domain/types.ts";
 import { defaultClaimLeaseMs, type StorageOps } from "../port.ts";
-import { deliveryPatchParams, toAttempt, toDelivery } from "../rows.ts";
+import { deliveryPatchParams, deliveryRowValues, toAttempt, toDelivery } from "../rows.ts";
 import type { Row, Sql } from "./sql.ts";
 
 export type DeliveryOps = Pick<
@@ -152,49 +152,77 @@ const attemptParams = (a: DeliveryAttempt): unknown[] => [
   a.outcome,
 ];
 
+/** `rows` of parameters as `VALUES` tuples of placeholders numbered from $1; the parameters in order. */
+function valuesOf(rows: unknown[][]): { tuples: string; params: unknown[] } {
+  const params: unknown[] = [];
+  const tuples = rows.map((row) => {
+    const first = params.length + 1;
+    params.push(...row);
+    return `(${row.map((_, i) => `$${first + i}`).join(", ")})`;
+  });
+  return { tuples: tuples.join(", "), params };
+}
+
+/** One INSERT of `deliveries`, each due unless its listener is inactive (parked). */
+function insertDeliveriesSql(deliveries: Delivery[]): { text: string; params: unknown[] } {
+  const params: unknown[] = [];
+  const tuples: string[] = [];
+  for (const d of deliveries) {
+    const values = deliveryRowValues(d);
+    const first = params.length + 1;
+    params.push(...values);
+    const refs = values.map((_, i) => `$${first + i}`);
+    const listener = `${refs[6]}::text`;
+    refs[15] = dueUnlessParked(listener, refs[15]!);
+    tuples.push(`(${refs.join(", ")})`);
+  }
+  return {
+    text: `INSERT INTO deliveries (${insertColumns.join(", ")}) VALUES ${tuples.join(", ")}`,
+    params,
+  };
+}
+
+/**
+ * One UPDATE for settlements (`deliveryPatchParams` rows): the columns `updateSql` sets, from a VALUES
+ * list (cast, since a column of NULLs alone would be text).
+ */
+function settleSql(rows: unknown[][]): { text: string; params: unknown[] } {
+  const { tuples, params } = valuesOf(rows);
+  return {
+    text: `UPDATE deliveries d SET status = v.status::text, attempts = v.attempts::int,
+      round_attempts = v.round_attempts::int,
+      next_attempt_ms = ${dueUnlessParked("d.listener_id", "v.next_attempt_ms")},
+      last_status_code = v.last_status_code::int, last_error = v.last_error::text,
+      last_duration_ms = v.last_duration_ms::bigint, updated_ms = v.updated_ms::bigint,
+      claimed_by = NULL, claimed_until = NULL
+    FROM (VALUES ${tuples}) AS v(status, attempts, round_attempts, next_attempt_ms, last_status_code,
+      last_error, last_duration_ms, updated_ms, id)
+    WHERE d.id = v.id::text`,
+    params,
+  };
+}
+
+/** One INSERT of attempts (`attemptParams` rows), leaving out those of deliveries deleted meanwhile. */
+function attemptsSql(rows: unknown[][]): { text: string; params: unknown[] } {
+  const { tuples, params } = valuesOf(rows);
+  return {
+    text: `INSERT INTO delivery_attempts ${attemptColumns}
+      SELECT v.delivery_id::text, v.n::int, v.started_ms::bigint, v.duration_ms::bigint,
+        v.status_code::int, v.error::text, v.response::text, v.outcome::text
+      FROM (VALUES ${tuples}) AS v${attemptColumns}
+      WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = v.delivery_id::text)`,
+    params,
+  };
+}
+
 export function deliveryOps(q: Sql): DeliveryOps {
   return {
+    // Inside a transaction, the deliveries its events route are inserted by one statement.
     insertDeliveries: async (deliveries) => {
-      for (let start = 0; start < deliveries.length; start += insertChunk) {
-        const params: unknown[] = [];
-        const tuples: string[] = [];
-        for (const d of deliveries.slice(start, start + insertChunk)) {
-          const values = [
-            d.id,
-            d.ownerId,
-            d.subscriptionId,
-            d.emitterId,
-            d.eventId,
-            d.channel,
-            d.listenerId,
-            d.listenerKind,
-            JSON.stringify(d.event ?? null),
-            JSON.stringify(d.meta),
-            d.indexedAtMs,
-            d.hops,
-            d.status,
-            d.attempts,
-            d.roundAttempts,
-            d.nextAttemptMs,
-            d.lastStatusCode,
-            d.lastError,
-            d.lastDurationMs,
-            d.claimedBy,
-            d.createdMs,
-            d.updatedMs,
-          ];
-          const first = params.length + 1;
-          params.push(...values);
-          const refs = values.map((_, i) => `$${first + i}`);
-          const listener = `${refs[6]}::text`;
-          refs[15] = dueUnlessParked(listener, refs[15]!);
-          tuples.push(`(${refs.join(", ")})`);
-        }
-        await q.defer(
-          `INSERT INTO deliveries (${insertColumns.join(", ")}) VALUES ${tuples.join(", ")}`,
-          params,
+      for (let start = 0; start < deliveries.length; start += insertChunk)
+        await q.deferMerged("deliveries", deliveries.slice(start, start + insertChunk), (chunks) =>
+          insertDeliveriesSql(chunks.flat()),
         );
-      }
     },
 
     getDelivery: (id) => q.get("SELECT * FROM deliveries WHERE id = $1", [id], plainDelivery),
@@ -249,14 +277,12 @@ export function deliveryOps(q: Sql): DeliveryOps {
 
     // Both writes held back in a transaction (one round trip per group commit, not one per settlement);
     // the attempt is stored only if the delivery still exists, as updateDelivery's answer would decide.
+    // Inside a transaction (a group commit), its settlements are one UPDATE and their attempts one
+    // INSERT: held-back statements go as SQL text, which PostgreSQL plans once per statement, and one
+    // per delivery cost more in planning than in running.
     settleDelivery: async (id, p, a) => {
-      await q.defer(updateSql, deliveryPatchParams(id, p));
-      if (a)
-        await q.defer(
-          `INSERT INTO delivery_attempts ${attemptColumns} SELECT ${attemptValues.slice(1, -1)}
-           WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = $1)`,
-          attemptParams(a),
-        );
+      await q.deferMerged("settle", deliveryPatchParams(id, p), settleSql);
+      if (a) await q.deferMerged("attempts", attemptParams(a), attemptsSql);
     },
 
     listDeliveries: (listenerId, page, status) =>
