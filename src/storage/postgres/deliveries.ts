@@ -77,25 +77,30 @@ const insertChunk = 500;
 
 /**
  * The claim in one statement: due candidates in due order (unclaimed, or claimed under a lease that ran
- * out), locked and skipped when another claim holds them; then at most `cap` per listener (the
- * per-destination limit, or the room a busy one has left, less what other nodes hold of it under a live
- * lease) and `limit` in all; those are marked with the claim token and lease and returned.
+ * out); then at most `cap` per listener (the per-destination limit, or the room a busy one has left, less
+ * what other nodes hold of it under a live lease) and `limit` in all; those are locked, skipped when
+ * another claim holds or took them, marked with the claim token and lease, and returned.
  */
-const claimSql = (skipBusyInScan: boolean) => `
-WITH candidates AS (
-  SELECT d.id, d.listener_id, d.next_attempt_ms, d.seq FROM deliveries d
-  WHERE d.status = 'pending' AND d.next_attempt_ms <= $1
-    AND (d.claimed_by IS NULL OR d.claimed_until IS NULL OR d.claimed_until <= $1)
+const claimSql = (skipBusyInScan: boolean) => {
+  const claimable = `d.status = 'pending' AND d.next_attempt_ms <= $1
     ${skipBusyInScan ? "AND NOT (d.listener_id = ANY($2::text[]))" : ""}
     AND (d.listener_kind <> 'source' OR NOT EXISTS (
       SELECT 1 FROM deliveries e
       WHERE e.subscription_id = d.subscription_id AND e.status = 'pending' AND e.seq < d.seq
         -- An older delivery not yet due for its first attempt (a \`delivery_ts\` in the future) is
         -- scheduled, not queued: later events of the subscription go ahead of it.
-        AND (e.attempts > 0 OR e.next_attempt_ms IS NULL OR e.next_attempt_ms <= $1)))
-  ORDER BY d.next_attempt_ms, d.seq
-  LIMIT $3
-  FOR UPDATE OF d SKIP LOCKED
+        AND (e.attempts > 0 OR e.next_attempt_ms IS NULL OR e.next_attempt_ms <= $1)))`;
+  return `
+WITH candidates AS (
+  -- Nobody's: the claimable index holds only these, so the rows in flight are not walked again.
+  (SELECT d.id, d.listener_id, d.next_attempt_ms, d.seq FROM deliveries d
+   WHERE d.claimed_by IS NULL AND ${claimable}
+   ORDER BY d.next_attempt_ms, d.seq LIMIT $3)
+  UNION ALL
+  -- Claimed by a node whose lease ran out (it died): found by the lease's index, usually none.
+  (SELECT d.id, d.listener_id, d.next_attempt_ms, d.seq FROM deliveries d
+   WHERE d.claimed_by IS NOT NULL AND (d.claimed_until IS NULL OR d.claimed_until <= $1) AND ${claimable}
+   ORDER BY d.next_attempt_ms, d.seq LIMIT $3)
 ), others AS (
   -- Claimed rows are few (what dispatchers hold in memory), found through their partial index.
   SELECT listener_id, count(*)::int AS n FROM deliveries
@@ -109,9 +114,17 @@ WITH candidates AS (
   WHERE NOT (c.listener_id = ANY($2::text[]))
 ), chosen AS (
   SELECT id FROM ranked WHERE k <= cap ORDER BY next_attempt_ms, seq LIMIT $6
+), locked AS (
+  -- Only the chosen rows are locked; one another claimer holds, or took since this statement began
+  -- (the lock reads the row's newest version against these conditions), is left to it.
+  SELECT d.id FROM deliveries d
+  WHERE d.id IN (SELECT id FROM chosen) AND d.status = 'pending'
+    AND (d.claimed_by IS NULL OR d.claimed_until IS NULL OR d.claimed_until <= $1)
+  FOR UPDATE OF d SKIP LOCKED
 )
-UPDATE deliveries d SET claimed_by = $7, claimed_until = $8 FROM chosen WHERE d.id = chosen.id
+UPDATE deliveries d SET claimed_by = $7, claimed_until = $8 FROM locked WHERE d.id = locked.id
 RETURNING d.*`;
+};
 
 /** Parks the pending deliveries of a listener made inactive; makes parked ones due at `nowMs` when active. */
 export async function parkDeliveries(
