@@ -117,8 +117,9 @@ WITH candidates AS (
 ), locked AS (
   -- Only the chosen rows are locked; one another claimer holds, or took since this statement began
   -- (the lock reads the row's newest version against these conditions), is left to it.
+  -- By ID: as a join, the planner read every pending row to match the few chosen.
   SELECT d.id FROM deliveries d
-  WHERE d.id IN (SELECT id FROM chosen) AND d.status = 'pending'
+  WHERE d.id = ANY(ARRAY(SELECT id FROM chosen)) AND d.status = 'pending'
     AND (d.claimed_by IS NULL OR d.claimed_until IS NULL OR d.claimed_until <= $1)
   FOR UPDATE OF d SKIP LOCKED
 )
@@ -247,8 +248,11 @@ export function deliveryOps(q: Sql): DeliveryOps {
       // skipped in the scan itself.
       const bounded = c.scanLimit !== undefined;
       const scan = c.scanLimit ?? c.limit + c.perListener * 8;
-      const rows = await q.all(
-        claimSql(!bounded && c.exceptListeners.length > 0),
+      const skipBusy = !bounded && c.exceptListeners.length > 0;
+      // Prepared: planning the claim took longer than running it (3 ms against 2 ms).
+      const rows = await q.allPrepared(
+        skipBusy ? "fount_claim_skipping_busy" : "fount_claim",
+        claimSql(skipBusy),
         [
           c.nowMs,
           c.exceptListeners,

@@ -192,9 +192,14 @@ export async function openPostgresStorage(options: PostgresOptions): Promise<Sto
   });
 
   const rows = new RowCache({ ttlMs: options.rowCacheTtlMs });
-  const ops = withRowCache(opsOn(health.guarded(pool as unknown as Queryable)), rows);
+  // A named statement goes to `pg` as a query config: it prepares it once per connection.
+  const pooled: Queryable = {
+    query: (text, params, name) =>
+      name === undefined ? pool.query(text, params) : pool.query({ name, text, values: params }),
+  };
+  const ops = withRowCache(opsOn(health.guarded(pooled)), rows);
   const cluster = {
-    ...clusterStore(new Sql(health.guarded(pool as unknown as Queryable)), {
+    ...clusterStore(new Sql(health.guarded(pooled)), {
       connectionString: running.connectionString,
       options: running.serverOptions,
       connectionTimeoutMillis: timeoutMs,

@@ -112,7 +112,7 @@ export class PostgresHealth implements StoreHealth {
 
   /** `queryable` with every query guarded. */
   guarded(queryable: Queryable): Queryable {
-    return { query: (text, params) => this.guard(() => queryable.query(text, params)) };
+    return { query: (text, params, name) => this.guard(() => queryable.query(text, params, name)) };
   }
 
   /** `err` as a StoreUnavailableError when it means the store is out of reach (then probed); else `err`. */

@@ -6,7 +6,11 @@ export type Row = Record<string, unknown>;
 
 /** What the operations run on: the pool outside a transaction, the transaction's client inside one. */
 export interface Queryable {
-  query(text: string, params?: unknown[]): Promise<{ rows: Row[]; rowCount: number | null }>;
+  /**
+   * Runs a statement. With `name`, a connection parses and plans it once and reuses that (a prepared
+   * statement): for statements that run all the time and take longer to plan than to run.
+   */
+  query(text: string, params?: unknown[], name?: string): Promise<{ rows: Row[]; rowCount: number | null }>;
   /** Holds a write back to be sent with later ones (a transaction's connection, deferred.ts). */
   defer?(text: string, params: unknown[]): void;
   /** Holds a write back, merged with the others of its key into one statement (deferred.ts). */
@@ -28,6 +32,12 @@ export class Sql {
 
   async all<T>(text: string, params: unknown[], map: (r: Row) => T): Promise<T[]> {
     const { rows } = await this.db.query(text, params);
+    return rows.map(map);
+  }
+
+  /** `all` as a prepared statement named `name` (see `Queryable.query`). */
+  async allPrepared<T>(name: string, text: string, params: unknown[], map: (r: Row) => T): Promise<T[]> {
+    const { rows } = await this.db.query(text, params, name);
     return rows.map(map);
   }
 
