@@ -47,7 +47,10 @@ const schemasByDataDir = new Map<string, string>();
 
 /**
  * The PostgreSQL store of a test server: a fresh schema, dropped when the server closes, or for a data
- * folder the test gave (to restart a server on it) one schema per folder, kept until the file's tests end.
+ * folder the test gave (to restart a server on it) one schema per folder, kept until the test that
+ * first used it ends (`after` called inside a test runs when that test ends, so every test that adds a
+ * folder's schema while none is kept registers the drop anew; a schema left behind by a later test was
+ * what leaked before).
  */
 export async function testPostgresFor(dataDir: string | undefined): Promise<Storage> {
   if (dataDir === undefined) return openTestPostgres();
@@ -55,7 +58,11 @@ export async function testPostgresFor(dataDir: string | undefined): Promise<Stor
   if (schema === undefined) {
     schema = freshSchema();
     if (schemasByDataDir.size === 0) {
-      after(() => Promise.all([...schemasByDataDir.values()].map(dropSchema)).then(() => undefined));
+      after(async () => {
+        const kept = [...schemasByDataDir.values()];
+        schemasByDataDir.clear();
+        await Promise.all(kept.map(dropSchema));
+      });
     }
     schemasByDataDir.set(dataDir, schema);
   }
