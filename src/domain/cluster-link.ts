@@ -85,8 +85,8 @@ export class ClusterLink implements StreamInterest {
   readonly #watching = new Map<string, number>();
   /** Announcements of the first stream of an emitter, waiting for confirmations. */
   readonly #announcing = new Map<string, Promise<void>>();
-  /** Confirmations awaited, by request: the nodes that confirmed, and what to call once all did. */
-  readonly #acks = new Map<string, { from: Set<string>; done: () => void }>();
+  /** Confirmations awaited, by request: how many, the nodes that confirmed, and what ends the wait. */
+  readonly #acks = new Map<string, { expected: number; from: Set<string>; finish: () => void }>();
   /** Other nodes' streamed emitters, until when the announcement holds. */
   readonly #interest = new Map<string, number>();
   /** Until then every event is sent (see the file comment); Infinity while the channel is down. */
@@ -170,23 +170,16 @@ export class ClusterLink implements StreamInterest {
   /** Announces a newly streamed emitter; resolves once every live peer confirmed, or after the timeout. */
   #announce(emitterId: string): Promise<void> {
     const request = randomString(12);
-    const expected = this.#peers;
     return new Promise<void>((resolve) => {
-      let timer: NodeJS.Timeout | undefined;
-      const done = () => {
-        if (timer) clearTimeout(timer);
+      const finish = () => {
+        clearTimeout(timer);
         this.#acks.delete(request);
         resolve();
       };
-      this.#acks.set(request, {
-        from: new Set(),
-        done: () => {
-          if (this.#acks.get(request)!.from.size >= expected) done();
-        },
-      });
       // A node that died since the last heartbeat never answers.
-      timer = setTimeout(done, this.#timings.ackTimeoutMs);
+      const timer = setTimeout(finish, this.#timings.ackTimeoutMs);
       timer.unref();
+      this.#acks.set(request, { expected: this.#peers, from: new Set(), finish });
       void this.#send({ n: this.#d.nodeId, t: "watch", e: [emitterId], a: request });
     });
   }
@@ -218,7 +211,7 @@ export class ClusterLink implements StreamInterest {
     this.#offBus = [];
     if (this.#heartbeat) clearInterval(this.#heartbeat);
     if (this.#refresh) clearInterval(this.#refresh);
-    for (const { done } of this.#acks.values()) done();
+    for (const { finish } of [...this.#acks.values()]) finish();
     await this.#flush();
     await this.#stopListening?.();
     await this.#d.cluster.leave(this.#d.nodeId).catch(() => undefined);
@@ -334,7 +327,7 @@ export class ClusterLink implements StreamInterest {
         if (message.to === this.#d.nodeId) {
           const waiting = this.#acks.get(message.a);
           waiting?.from.add(message.n);
-          waiting?.done();
+          if (waiting && waiting.from.size >= waiting.expected) waiting.finish();
         }
         break;
       case "deleted":

@@ -165,7 +165,7 @@ export async function streamRoutes(
     // the others send this emitter's events once they confirmed the stream (cluster-link.ts), before
     // the store is read and the headers go out.
     const interest = streamInterest?.watch(source.id);
-    reply.raw.once("close", () => interest?.release());
+    if (interest) reply.raw.once("close", interest.release);
     const clients = channels.map((channel) => hub.open(source.id, channel, reply.raw, after));
     const stored: EventRecord[][] = [];
     try {
