@@ -16,6 +16,16 @@ export function freshSchema(prefix = "fount_test"): string {
   return `${prefix}_${process.pid}_${Date.now().toString(36)}_${++counter}`;
 }
 
+/**
+ * The `DATABASE_URL` of a Fount process whose store is `schema` (its `search_path`; a start creates the
+ * schema when it is missing).
+ */
+export function schemaUrl(schema: string): string {
+  const url = new URL(testPgUrl);
+  url.searchParams.set("options", `-c search_path=${schema}`);
+  return url.toString();
+}
+
 /** Drops a test schema and everything in it. */
 export async function dropSchema(name: string): Promise<void> {
   const client = new pg.Client({ connectionString: testPgUrl });

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { adminKey, unmountScratchUnder } from "../helpers.ts";
-import { dropSchema, freshSchema, testPgUrl } from "../pg-schemas.ts";
+import { dropSchema, freshSchema, schemaUrl } from "../pg-schemas.ts";
 import { type ServerProcess, startProcess } from "../process/server-process.ts";
 
 export interface Node {
@@ -26,9 +26,7 @@ export interface Cluster {
 
 export async function startCluster(names: string[], env: NodeJS.ProcessEnv = {}): Promise<Cluster> {
   const schema = freshSchema("fount_cluster");
-  const url = new URL(testPgUrl);
-  url.searchParams.set("options", `-c search_path=${schema}`);
-  const databaseUrl = url.toString();
+  const databaseUrl = schemaUrl(schema);
   const dirs = new Map<string, string>();
   // Every node must open the secrets the others sealed (webhook signing secrets, secret props).
   const encryptionKey = randomBytes(32).toString("base64");

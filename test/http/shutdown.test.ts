@@ -13,7 +13,7 @@ import path from "node:path";
 import { after, before, test } from "node:test";
 import { openPostgresStorage } from "../../src/storage/postgres/driver.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
-import { dropSchema, freshSchema, testPgUrl } from "../pg-schemas.ts";
+import { dropSchema, freshSchema, schemaUrl, testPgUrl } from "../pg-schemas.ts";
 
 const root = path.resolve(import.meta.dirname, "../..");
 const nodeBin = path.join(root, "node_modules/.bin/node");
@@ -31,13 +31,6 @@ after(async () => {
   rmSync(dataDir, { recursive: true, force: true });
   if (schema) await dropSchema(schema);
 });
-
-/** DATABASE_URL of the schema: a missing search_path schema is created at start. */
-function databaseUrl(name: string): string {
-  const url = new URL(testPgUrl);
-  url.searchParams.set("options", `-c search_path=${name}`);
-  return url.toString();
-}
 
 /** A port nobody listens on: the kernel picks one, then it is released for the child to take. */
 async function freePort(): Promise<number> {
@@ -73,7 +66,7 @@ async function startFount(): Promise<Fount> {
   }
   Object.assign(env, {
     FOUNT_DATA_DIR: dataDir,
-    ...(schema ? { DATABASE_URL: databaseUrl(schema) } : {}),
+    ...(schema ? { DATABASE_URL: schemaUrl(schema) } : {}),
     FOUNT_NPM_CACHE: path.join(os.tmpdir(), "fount-test-npm-cache"),
     PORT: String(port),
     HOST: "127.0.0.1",

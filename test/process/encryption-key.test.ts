@@ -10,7 +10,7 @@ import path from "node:path";
 import { after, test } from "node:test";
 import pg from "pg";
 import { unmountScratchUnder } from "../helpers.ts";
-import { dropSchema, freshSchema, testPgUrl } from "../pg-schemas.ts";
+import { dropSchema, freshSchema, schemaUrl, testPgUrl } from "../pg-schemas.ts";
 import { type ServerProcess, startProcess } from "./server-process.ts";
 
 const adminKey = "fnt_keychecktestkey0000000000000000";
@@ -101,8 +101,6 @@ test("postgres: a node with another encryption key than the cluster's is refused
   await client.connect();
   await client.query(`CREATE SCHEMA "${schema}"`);
   await client.end();
-  const url = new URL(testPgUrl);
-  url.searchParams.set("options", `-c search_path=${schema}`);
   // Each start has a data dir of its own, as separate nodes do: only the database is shared.
-  await refusesAnotherKey({ DATABASE_URL: url.toString(), FOUNT_DATA_DIR: tempDir() });
+  await refusesAnotherKey({ DATABASE_URL: schemaUrl(schema), FOUNT_DATA_DIR: tempDir() });
 });

@@ -13,7 +13,7 @@ import { DatabaseSync } from "node:sqlite";
 import { test } from "node:test";
 import pg from "pg";
 import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
-import { dropSchema, freshSchema, testPgUrl } from "../pg-schemas.ts";
+import { dropSchema, freshSchema, schemaUrl, testPgUrl } from "../pg-schemas.ts";
 
 const root = path.resolve(import.meta.dirname, "../..");
 const nodeBin = path.join(root, "node_modules/.bin/node");
@@ -95,11 +95,9 @@ test("DATABASE_URL=postgres://… starts on PostgreSQL: the admin made at first 
   await client.connect();
   try {
     await client.query(`CREATE SCHEMA "${schema}"`);
-    const url = new URL(testPgUrl);
-    url.searchParams.set("options", `-c search_path=${schema}`);
     const fount = await start({
       FOUNT_DATA_DIR: dataDir,
-      DATABASE_URL: url.toString(),
+      DATABASE_URL: schemaUrl(schema),
       FOUNT_BOOTSTRAP_API_KEY: adminKey,
     });
     try {
