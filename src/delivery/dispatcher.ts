@@ -102,6 +102,8 @@ export class DeliveryDispatcher {
   readonly #claimToken: string;
   #renewTimer: NodeJS.Timeout | undefined;
   readonly #inflight = new Set<Promise<void>>();
+  /** Deliveries handled to the end (settled, released or left claimed), for `drain`. */
+  #finished = 0;
   /** In-flight deliveries per destination key. */
   readonly #perKey = new Map<string, number>();
   /** Claimed deliveries per destination key, in flight or waiting for a slot. */
@@ -219,8 +221,11 @@ export class DeliveryDispatcher {
   /** Delivers everything due now, and what that causes (chains of sources), until nothing due is left. */
   async drain(): Promise<void> {
     for (;;) {
+      const finishedBefore = this.#finished;
       const claimed = await this.tick();
-      if (claimed === 0 && this.#inflight.size === 0) return;
+      // A delivery that finished while the claim ran may have made another due (the next event of a
+      // listener source's subscription): the claim did not see it, so look again.
+      if (claimed === 0 && this.#inflight.size === 0 && this.#finished === finishedBefore) return;
       if (this.#inflight.size > 0) await Promise.race(this.#inflight);
     }
   }
@@ -377,6 +382,7 @@ export class DeliveryDispatcher {
       })
       .finally(() => {
         this.#inflight.delete(task);
+        this.#finished++;
         this.wake();
       });
     this.#inflight.add(task);
