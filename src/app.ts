@@ -201,6 +201,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     carried: [deliveryContext],
     observe: (ms, jobs) => metrics.commit(ms, jobs),
   });
+  // On a store whose transactions run side by side (PostgreSQL), deliveries' results commit on a
+  // connection of their own, beside the emits (docs/architecture.md, "Performance").
+  const settlements = store.capabilities.sharedByNodes
+    ? new Committer(store, { carried: [deliveryContext], observe: (ms, jobs) => metrics.commit(ms, jobs) })
+    : undefined;
   const recorder = new EventRecorder();
   const builder = new ComponentBuilder({ dataDir: config.dataDir, npmCacheDir: config.npmCacheDir });
   const lateWork = new LateWorkRecorder({ store, committer, recorder, bus, clock, logger: app.log });
@@ -303,6 +308,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const dispatcher = setUpDelivery({
     store,
     committer,
+    settlements,
     recorder,
     bus,
     runner,
@@ -495,6 +501,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     await dispatcher.stop();
     await lateWork.close();
     await committer.drain();
+    await settlements?.drain();
     await executor.close();
     await cluster?.close();
     await egress?.close();

@@ -6,7 +6,7 @@
 import { BoundedCache } from "../bounded-cache.ts";
 import type { SecretBox } from "../crypto/secret-box.ts";
 import type { QuotaHold, SourceRunner } from "../domain/runner.ts";
-import type { Delivery, ListenerKind } from "../domain/types.ts";
+import type { Delivery, ListenerKind, Webhook } from "../domain/types.ts";
 import type { AppError } from "../errors.ts";
 import type { Storage } from "../storage/port.ts";
 import type { HttpSender } from "./http-sender.ts";
@@ -40,6 +40,8 @@ export class HttpDeliverer implements Deliverer {
 
   /** Opened signing secrets by sealed value (a new secret is a new sealed value). */
   readonly #opened = new BoundedCache<string, string>(1_000);
+  /** Webhook reads issued in the current turn of the event loop, by ID (see `#webhook`). */
+  readonly #reads = new Map<string, Promise<Webhook | undefined>>();
 
   constructor(store: Storage, secrets: SecretBox, sender: HttpSender) {
     this.#store = store;
@@ -47,11 +49,27 @@ export class HttpDeliverer implements Deliverer {
     this.#sender = sender;
   }
 
+  /**
+   * The webhook, read from the store for this delivery. Deliveries started in the same turn of the
+   * event loop (those of one group commit) share one read: still a read made after each of them
+   * started, so a change committed before a delivery starts is always seen by it, for one query
+   * instead of one per delivery.
+   */
+  #webhook(id: string): Promise<Webhook | undefined> {
+    let read = this.#reads.get(id);
+    if (!read) {
+      if (this.#reads.size === 0) queueMicrotask(() => this.#reads.clear());
+      read = this.#store.getWebhook(id);
+      this.#reads.set(id, read);
+    }
+    return read;
+  }
+
   async prepare(d: Delivery): Promise<PreparedDelivery | AttemptOutcome> {
     let url: string;
     let sealed: string;
     if (d.listenerKind === "webhook") {
-      const webhook = await this.#store.getWebhook(d.listenerId);
+      const webhook = await this.#webhook(d.listenerId);
       if (!webhook) return deleted("webhook");
       // Deactivated since the claim: the delivery waits, like the others of an inactive webhook.
       if (!webhook.active) return { kind: "release" };

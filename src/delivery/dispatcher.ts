@@ -14,7 +14,7 @@ import type { Storage } from "../storage/port.ts";
 import type { Deliverers, PreparedDelivery } from "./deliverers.ts";
 import type { DeliveryLedger, Settlement } from "./ledger.ts";
 import type { AttemptOutcome } from "./outcome.ts";
-import { deliveryContext, queuedDeliveries } from "./routing.ts";
+import { deliveriesClaimedAtRouting, deliveryContext, queuedDeliveries } from "./routing.ts";
 import { maxAttempts, retryDelay } from "./schedule.ts";
 
 export interface DispatcherOptions {
@@ -91,6 +91,16 @@ function adjust(counts: Map<string, number>, key: string, delta: number): void {
   else counts.delete(key);
 }
 
+/** A listener found inactive is left to the claims for this long before routing claims its deliveries again. */
+const inactiveRecheckMs = 1_000;
+
+/**
+ * A delivery claimed at routing whose transaction did not commit within this time is taken to have
+ * rolled back, and no longer counts against its listener's room (its row, if it did commit after all, is
+ * still this node's and is sent when the commit is published, or claimed by any node once its lease ran out).
+ */
+const routedClaimForgetMs = 60_000;
+
 /** How often finished deliveries past their retention are pruned. */
 const pruneEveryMs = 3_600_000;
 
@@ -126,12 +136,20 @@ export class DeliveryDispatcher {
   #ticking: Promise<number> | undefined;
   #tickAgain = false;
   #lastPruneMs = 0;
+  /** The last claim may have left due work behind for want of room (see `#claimAndStart`). */
+  #starved = false;
   /**
    * Deliveries this run claimed whose result or release could not be written because the store was
    * out of reach: still claimed in the store, so no claim would take them again. They are released
    * once the store answers (before the next claim), and retried from there: none is lost.
    */
   readonly #unsettled = new Set<string>();
+  /** Deliveries claimed at routing whose transaction has not yet committed, by ID (see `claimAtRouting`). */
+  readonly #routedClaims = new Map<string, { listenerId: string; atMs: number }>();
+  /** `#routedClaims` per listener. */
+  readonly #routedPerListener = new Map<string, number>();
+  /** When a delivery last found each listener inactive (see `inactiveRecheckMs`). */
+  readonly #inactiveSeen = new Map<string, number>();
 
   constructor(deps: DispatcherDeps, options: Partial<DispatcherOptions> = {}) {
     this.#d = deps;
@@ -159,6 +177,7 @@ export class DeliveryDispatcher {
     this.#renewTimer = setInterval(() => void this.#renew(), Math.ceil(this.#leaseMs / 3));
     this.#renewTimer.unref();
     this.#unsubscribe = this.#d.bus.on("event.stored", (e) => {
+      for (const d of deliveriesClaimedAtRouting(e)) this.#startRouted(d);
       if (queuedDeliveries(e)) this.wake();
     });
     this.wake();
@@ -180,6 +199,63 @@ export class DeliveryDispatcher {
     await this.#ticking?.catch(() => undefined);
     while (this.#inflight.size > 0) await Promise.allSettled([...this.#inflight]);
     await this.#d.onStop?.();
+  }
+
+  /**
+   * Asked by routing, inside the transaction that stores an event, for each delivery it writes: takes
+   * the delivery when this node can send it at once, so that it needs no claim. The delivery is marked
+   * claimed by this node under a lease and written so; once its transaction committed (`event.stored`),
+   * it is sent as a claimed one would be. A claim costs a statement that walks the due queue (on
+   * PostgreSQL, most of the database's time in the webhook bench) and a second write of the row.
+   * Taken: a webhook's or workflow's delivery due now, while fewer than half of `maxHeldPerHost`
+   * deliveries of its destination are being sent or wait for a slot on this node, and this node holds
+   * fewer than `maxHeld` in all. The other half is
+   * left to the claims, so that retries coming due and a backlog still get their turn while new
+   * deliveries keep a destination busy. Left to the claims: deliveries to sources (their order per subscription is the claim's), those
+   * scheduled later, those of a listener a delivery found inactive in the last second, and all of them
+   * while the dispatcher is stopped.
+   */
+  claimAtRouting(d: Delivery): boolean {
+    if (!this.#started || this.#stop.signal.aborted || d.listenerKind === "source") return false;
+    const now = this.#d.clock.now();
+    if (d.nextAttemptMs === null || d.nextAttemptMs > now) return false;
+    const inactiveAt = this.#inactiveSeen.get(d.listenerId);
+    if (inactiveAt !== undefined) {
+      if (now - inactiveAt < inactiveRecheckMs) return false;
+      this.#inactiveSeen.delete(d.listenerId);
+    }
+    if (this.#inflight.size + this.#routedClaims.size >= this.options.maxHeld) return false;
+    // Deliveries of the destination being sent or waiting for a slot; not those only waiting for their
+    // result's commit, which the group commit shares with the emits and which may take a while.
+    const key = this.#keyOf.get(d.listenerId);
+    const busy =
+      (key === undefined ? 0 : (this.#perKey.get(key) ?? 0) + (this.#waitingPerKey.get(key) ?? 0)) +
+      (this.#routedPerListener.get(d.listenerId) ?? 0);
+    if (busy >= this.options.maxHeldPerHost / 2) return false;
+    d.claimedBy = this.#claimToken;
+    d.claimedUntilMs = now + this.#leaseMs;
+    this.#routedClaims.set(d.id, { listenerId: d.listenerId, atMs: now });
+    adjust(this.#routedPerListener, d.listenerId, 1);
+    return true;
+  }
+
+  /** A delivery claimed at routing no longer counts as waiting for its commit. */
+  #forgetRoutedClaim(id: string): void {
+    const claim = this.#routedClaims.get(id);
+    if (!claim) return;
+    this.#routedClaims.delete(id);
+    adjust(this.#routedPerListener, claim.listenerId, -1);
+  }
+
+  /** Starts a delivery claimed at routing, now that its transaction committed. */
+  #startRouted(d: Delivery): void {
+    if (this.#stop.signal.aborted) {
+      // Stopped meanwhile: the row stays claimed by this node until its next start releases it, or
+      // until its lease runs out for the other nodes.
+      this.#forgetRoutedClaim(d.id);
+      return;
+    }
+    this.#start(d);
   }
 
   /** Asks the loop to look for due deliveries soon (new events, redeliveries). */
@@ -275,6 +351,9 @@ export class DeliveryDispatcher {
   }
 
   async #renew(): Promise<void> {
+    const now = this.#d.clock.now();
+    for (const [id, claim] of this.#routedClaims)
+      if (now - claim.atMs > routedClaimForgetMs) this.#forgetRoutedClaim(id);
     if (this.#inflight.size === 0) return;
     try {
       await this.#d.store.renewDeliveryClaims(this.#claimToken, this.#d.clock.now() + this.#leaseMs);
@@ -302,15 +381,25 @@ export class DeliveryDispatcher {
       );
     }
     const free = this.options.maxHeld - this.#inflight.size;
-    if (free <= 0 || this.#stop.signal.aborted) return 0;
+    if (free <= 0 || this.#stop.signal.aborted) {
+      this.#starved = true;
+      return 0;
+    }
     this.#lastClaimMs = performance.now();
     const perHost = this.options.maxHeldPerHost;
     const except: string[] = [];
     const room: Record<string, number> = {};
     for (const [listener, key] of this.#keyOf) {
-      const left = perHost - (this.#heldPerKey.get(key) ?? 0);
+      // Deliveries claimed at routing count from the start, before they know their destination.
+      const left = perHost - (this.#heldPerKey.get(key) ?? 0) - (this.#routedPerListener.get(listener) ?? 0);
       if (left <= 0) except.push(listener);
       else if (left < perHost) room[listener] = left;
+    }
+    for (const [listener, n] of this.#routedPerListener) {
+      if (this.#keyOf.has(listener)) continue;
+      // A new listener's first deliveries, claimed at routing, whose destination is not known yet.
+      if (n >= perHost) except.push(listener);
+      else room[listener] = perHost - n;
     }
     // Claims look at a bounded page of due rows; now and then one looks past every row of the busy
     // destinations, so that a backlog behind a slow receiver never holds up the others for long.
@@ -327,6 +416,9 @@ export class DeliveryDispatcher {
       room,
       scanLimit: thorough ? undefined : Math.min(free, perHost) * 2 + 64,
     });
+    // Busy destinations were left out, or it took something (a limit may have stopped it): a freed slot
+    // should claim again. A claim that found nothing due, with nobody left out, clears it.
+    this.#starved = except.length > 0 || claimed.length > 0;
     for (const d of claimed) this.#start(d);
     return claimed.length;
   }
@@ -371,27 +463,44 @@ export class DeliveryDispatcher {
   }
 
   #start(d: Delivery): void {
+    let done = false;
     const task = this.#handle(d)
-      .catch((err) => {
-        if (!isStoreUnavailable(err)) {
-          this.#d.logger?.error({ err, deliveryId: d.id }, "delivery handling failed");
-          return;
-        }
-        this.#unsettled.add(d.id);
-        this.#d.logger?.debug({ err, deliveryId: d.id }, "delivery left claimed: the store is unavailable");
-      })
+      .then(
+        (finished) => {
+          done = finished;
+        },
+        (err) => {
+          if (!isStoreUnavailable(err)) {
+            this.#d.logger?.error({ err, deliveryId: d.id }, "delivery handling failed");
+            return;
+          }
+          this.#unsettled.add(d.id);
+          this.#d.logger?.debug({ err, deliveryId: d.id }, "delivery left claimed: the store is unavailable");
+        },
+      )
       .finally(() => {
+        this.#forgetRoutedClaim(d.id);
         this.#inflight.delete(task);
         this.#finished++;
-        this.wake();
+        // Its slot is free: claim again when something may be waiting for one (the last claim left due
+        // work behind for want of room), when it made the next delivery of a source's subscription
+        // claimable, or when it is pending again. Not after every webhook delivery: with deliveries
+        // claimed at routing, that was a claim per delivery that found nothing.
+        if (!done || d.listenerKind === "source" || this.#starved) this.wake();
       });
     this.#inflight.add(task);
   }
 
-  async #handle(d: Delivery): Promise<void> {
+  /** Attempts `d`; resolves true when it is settled for good (succeeded or failed). */
+  async #handle(d: Delivery): Promise<boolean> {
     const { store, clock } = this.#d;
     let prepared = await this.#prepare(d);
-    if (!("key" in prepared)) return this.#finish(d, prepared, clock.now(), 0);
+    // Counted from here in its destination's held deliveries, not as claimed at routing.
+    this.#forgetRoutedClaim(d.id);
+    if (!("key" in prepared)) {
+      if (prepared.kind === "release") this.#inactiveSeen.set(d.listenerId, clock.now());
+      return this.#finish(d, prepared, clock.now(), 0);
+    }
     let { key } = prepared;
     this.#keyOf.set(d.listenerId, key);
     adjust(this.#heldPerKey, key, 1);
@@ -400,7 +509,7 @@ export class DeliveryDispatcher {
       if (!(await this.#slot(key))) {
         // Stopping: the delivery stays pending for the next run.
         await store.releaseDeliveries([d.id]);
-        return;
+        return false;
       }
       if (waitedFrom !== undefined && performance.now() - waitedFrom > staleAfterWaitMs) {
         // It waited long for its host: the listener may have changed (deleted, deactivated, new URL).
@@ -414,7 +523,7 @@ export class DeliveryDispatcher {
           this.#keyOf.set(d.listenerId, key);
           if (!(await this.#slot(key))) {
             await store.releaseDeliveries([d.id]);
-            return;
+            return false;
           }
         }
         prepared = again;
@@ -436,7 +545,7 @@ export class DeliveryDispatcher {
       } finally {
         this.#release(key);
       }
-      await this.#finish(d, outcome, started, Math.round(performance.now() - startedAt));
+      return await this.#finish(d, outcome, started, Math.round(performance.now() - startedAt));
     } finally {
       adjust(this.#heldPerKey, key, -1);
     }
@@ -453,10 +562,15 @@ export class DeliveryDispatcher {
   }
 
   /** Turns an outcome into the delivery's next state and records it. */
-  async #finish(d: Delivery, outcome: AttemptOutcome, startedMs: number, durationMs: number): Promise<void> {
+  async #finish(
+    d: Delivery,
+    outcome: AttemptOutcome,
+    startedMs: number,
+    durationMs: number,
+  ): Promise<boolean> {
     if (outcome.kind === "release") {
       await this.#d.store.releaseDeliveries([d.id]);
-      return;
+      return false;
     }
     const now = this.#d.clock.now();
     const attempted = outcome.kind === "retry" || outcome.attempted !== false;
@@ -512,5 +626,6 @@ export class DeliveryDispatcher {
       };
     }
     await this.#d.ledger.settle(d, s);
+    return s.patch.status !== "pending";
   }
 }

@@ -23,6 +23,12 @@ export interface Settlement {
 
 export interface LedgerDeps {
   committer: Committer;
+  /**
+   * Commits the usual settlements (a result and its attempt, nothing else) when the store runs
+   * transactions side by side (PostgreSQL): they then commit beside the emits instead of between them.
+   * Default: `committer`.
+   */
+  settlements?: Committer;
   recorder: EventRecorder;
   bus: Bus;
 }
@@ -38,13 +44,14 @@ export class DeliveryLedger {
     const { committer, recorder, bus } = this.#d;
     const nowMs = s.patch.updatedMs;
     let stored: EventRecord | undefined;
+    const report = s.failure && delivery.channel !== "$errors";
+    const usual = !report && !s.deactivate;
     // The `$errors` entry is routed one hop further than the delivery that failed, so error routes
     // between sources stay within the loop guard too.
     const exists = await deliveryContext.run({ hops: delivery.hops }, () =>
-      committer.submit(async (tx) => {
+      (usual ? (this.#d.settlements ?? committer) : committer).submit(async (tx) => {
         stored = undefined;
-        const report = s.failure && delivery.channel !== "$errors";
-        if (!report && !s.deactivate) {
+        if (usual) {
           // The usual settlement writes only: the driver may hold it back with the rest of the group
           // commit instead of waiting for the update's answer. A delivery deleted meanwhile stays
           // deleted and its attempt is not stored, but `delivery.settled` is still published: the

@@ -70,11 +70,22 @@ function deliverAt(event: EventRecord, nowMs: number): number {
   return typeof at === "number" && Number.isFinite(at) && at > nowMs ? Math.floor(at) : nowMs;
 }
 
-/** Writes the deliveries of a newly stored event; returns how many. */
-export async function routeEvent(tx: StorageOps, event: EventRecord): Promise<number> {
+/**
+ * Asked, inside the transaction that stores an event, for each delivery routing writes: true when this
+ * node's dispatcher takes it at once (it marked the delivery claimed, so the row is written claimed and
+ * the dispatcher sends it once the transaction committed), false to leave it to the next claim.
+ */
+export type ClaimAtRouting = (d: Delivery) => boolean;
+
+/** Writes the deliveries of a newly stored event; returns them. */
+export async function routeEvent(
+  tx: StorageOps,
+  event: EventRecord,
+  claim?: ClaimAtRouting,
+): Promise<Delivery[]> {
   const owner = await tx.resourceOwner(event.emitterId);
   const subs = await tx.matchSubscriptions(event.emitterId, owner, event.channel);
-  if (subs.length === 0) return 0;
+  if (subs.length === 0) return [];
   const hops = (deliveryContext.getStore()?.hops ?? 0) + 1;
   const deliveries: Delivery[] = [];
   for (const sub of subs) {
@@ -84,22 +95,31 @@ export async function routeEvent(tx: StorageOps, event: EventRecord): Promise<nu
     const d = newDelivery(sub, event, hops, event.indexedAtMs);
     if (d) deliveries.push(d);
   }
+  if (claim) for (const d of deliveries) claim(d);
   await tx.insertDeliveries(deliveries);
-  return deliveries.length;
+  return deliveries;
 }
 
-/** Stored events whose transaction queued at least one delivery. */
-const routed = new WeakSet<EventRecord>();
+/** What storing an event routed: whether some delivery was left to the claims, and those claimed at once. */
+const routed = new WeakMap<EventRecord, { queued: boolean; claimed: Delivery[] }>();
 
-/** Whether storing `event` queued deliveries: the dispatcher wakes for those events only. */
+/** Whether storing `event` queued deliveries for the claims: the dispatcher wakes for those events only. */
 export function queuedDeliveries(event: EventRecord): boolean {
-  return routed.has(event);
+  return routed.get(event)?.queued ?? false;
 }
 
-/** Routes every event the recorder stores, inside its transaction. */
-export function registerRouting(recorder: EventRecorder): void {
+/** The deliveries of `event` that this node's dispatcher claimed as they were routed (`ClaimAtRouting`). */
+export function deliveriesClaimedAtRouting(event: EventRecord): readonly Delivery[] {
+  return routed.get(event)?.claimed ?? [];
+}
+
+/** Routes every event the recorder stores, inside its transaction; `claim` may take deliveries at once. */
+export function registerRouting(recorder: EventRecorder, claim?: ClaimAtRouting): void {
   recorder.onStore(async (tx, event) => {
-    if ((await routeEvent(tx, event)) > 0) routed.add(event);
+    const deliveries = await routeEvent(tx, event, claim);
+    if (deliveries.length === 0) return;
+    const claimed = deliveries.filter((d) => d.claimedBy !== null);
+    routed.set(event, { queued: claimed.length < deliveries.length, claimed });
   });
 }
 

@@ -18,6 +18,8 @@ import { registerRouting } from "./routing.ts";
 export interface DeliverySetup {
   store: Storage;
   committer: Committer;
+  /** Commits the usual settlements, when not `committer` (see `LedgerDeps.settlements`). */
+  settlements?: Committer;
   recorder: EventRecorder;
   bus: Bus;
   runner: SourceRunner;
@@ -30,19 +32,25 @@ export interface DeliverySetup {
 
 /** Routes every stored event into the outbox and returns the (not yet started) dispatcher. */
 export function setUpDelivery(s: DeliverySetup): DeliveryDispatcher {
-  registerRouting(s.recorder);
+  // The dispatcher takes what it can send at once as it is routed (see `claimAtRouting`).
+  registerRouting(s.recorder, (d) => dispatcher.claimAtRouting(d));
   const policy = new AddressPolicy({
     allowPrivate: s.config.webhookAllowPrivate,
     allowHosts: s.config.webhookAllowHosts,
   });
   const sender = new HttpSender(policy, s.clock);
   const http = new HttpDeliverer(s.store, s.secrets, sender);
-  return new DeliveryDispatcher(
+  const dispatcher: DeliveryDispatcher = new DeliveryDispatcher(
     {
       store: s.store,
       bus: s.bus,
       clock: s.clock,
-      ledger: new DeliveryLedger({ committer: s.committer, recorder: s.recorder, bus: s.bus }),
+      ledger: new DeliveryLedger({
+        committer: s.committer,
+        settlements: s.settlements,
+        recorder: s.recorder,
+        bus: s.bus,
+      }),
       deliverers: { webhook: http, workflow: http, source: new SourceDeliverer(s.store, s.runner) },
       logger: s.logger,
       onStop: () => sender.close(),
@@ -50,4 +58,5 @@ export function setUpDelivery(s: DeliverySetup): DeliveryDispatcher {
     },
     s.options,
   );
+  return dispatcher;
 }

@@ -242,6 +242,11 @@ export interface Delivery {
   lastDurationMs: number | null;
   /** The dispatcher run that is attempting it now; null when nobody is. */
   claimedBy: string | null;
+  /**
+   * Set only on a new delivery that its node claims as it routes it (the dispatcher's
+   * `claimAtRouting`): the claim's lease, written with the row.
+   */
+  claimedUntilMs?: number;
   createdMs: number;
   updatedMs: number;
 }

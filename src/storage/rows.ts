@@ -213,7 +213,7 @@ export function deepFreeze<T>(value: T): T {
  * The values of a new delivery's row, in the order both drivers' INSERTs bind them: id, owner_id,
  * subscription_id, emitter_id, event_id, channel, listener_id, listener_kind, event_json, meta_json,
  * indexed_at_ms, hops, status, attempts, round_attempts, next_attempt_ms (index 15), last_status_code,
- * last_error, last_duration_ms, claimed_by, created_ms, updated_ms.
+ * last_error, last_duration_ms, claimed_by, created_ms, updated_ms, claimed_until.
  */
 export function deliveryRowValues(d: Delivery): Array<string | number | null> {
   return [
@@ -239,6 +239,7 @@ export function deliveryRowValues(d: Delivery): Array<string | number | null> {
     d.claimedBy,
     d.createdMs,
     d.updatedMs,
+    d.claimedUntilMs ?? null,
   ];
 }
 

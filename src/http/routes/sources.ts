@@ -226,6 +226,8 @@ export async function sourceRoutes(app: FastifyInstance): Promise<void> {
         active: p.active,
         configuredProps: p.configured_props,
       });
+      // Deliveries parked while it was inactive are due now (it may listen to other emitters).
+      if (p.active) app.fount.dispatcher.wake();
       return { data: await render(updated, true) };
     },
   );

@@ -204,6 +204,8 @@ export async function webhookRoutes(app: FastifyInstance): Promise<void> {
         updatedAt: Math.floor(clock.now() / 1000),
       });
       if (!updated) throw notFound("Webhook", id);
+      // Its parked deliveries are due now: send them without waiting for the dispatcher's next poll.
+      if (p.active) app.fount.dispatcher.wake();
       return { data: renderWebhook(updated, true) };
     },
   );

@@ -25,18 +25,14 @@ export class Sql {
     this.db = db;
   }
 
-  async get<T>(text: string, params: unknown[], map: (r: Row) => T): Promise<T | undefined> {
-    const { rows } = await this.db.query(text, params);
+  /** The first row, mapped; with `name`, as a prepared statement of that name (see `Queryable.query`). */
+  async get<T>(text: string, params: unknown[], map: (r: Row) => T, name?: string): Promise<T | undefined> {
+    const { rows } = await this.db.query(text, params, name);
     return rows[0] ? map(rows[0]) : undefined;
   }
 
-  async all<T>(text: string, params: unknown[], map: (r: Row) => T): Promise<T[]> {
-    const { rows } = await this.db.query(text, params);
-    return rows.map(map);
-  }
-
-  /** `all` as a prepared statement named `name` (see `Queryable.query`). */
-  async allPrepared<T>(name: string, text: string, params: unknown[], map: (r: Row) => T): Promise<T[]> {
+  /** Every row, mapped; with `name`, as a prepared statement of that name (see `Queryable.query`). */
+  async all<T>(text: string, params: unknown[], map: (r: Row) => T, name?: string): Promise<T[]> {
     const { rows } = await this.db.query(text, params, name);
     return rows.map(map);
   }

@@ -29,7 +29,9 @@ export function webhookOps(q: Sql): WebhookOps {
       );
     },
 
-    getWebhook: (id) => q.get("SELECT * FROM webhooks WHERE id = $1", [id], toWebhook),
+    // Prepared: the dispatcher reads the webhook of every delivery, and planning took three times as long
+    // as running it (30 against 10 µs).
+    getWebhook: (id) => q.get("SELECT * FROM webhooks WHERE id = $1", [id], toWebhook, "fount_get_webhook"),
 
     listWebhooks: (ownerIds, page) =>
       q.page("webhooks", "owner_id = ANY($1::text[])", [ownerIds], page, toWebhook),
