@@ -207,13 +207,14 @@ export class DeliveryDispatcher {
    * claimed by this node under a lease and written so; once its transaction committed (`event.stored`),
    * it is sent as a claimed one would be. A claim costs a statement that walks the due queue (on
    * PostgreSQL, most of the database's time in the webhook bench) and a second write of the row.
+   *
    * Taken: a webhook's or workflow's delivery due now, while fewer than half of `maxHeldPerHost`
    * deliveries of its destination are being sent or wait for a slot on this node, and this node holds
-   * fewer than `maxHeld` in all. The other half is
-   * left to the claims, so that retries coming due and a backlog still get their turn while new
-   * deliveries keep a destination busy. Left to the claims: deliveries to sources (their order per subscription is the claim's), those
-   * scheduled later, those of a listener a delivery found inactive in the last second, and all of them
-   * while the dispatcher is stopped.
+   * fewer than `maxHeld` in all. The other half is the claims', so that retries coming due and a
+   * backlog still get their turn while new deliveries keep a destination busy. Also left to the claims:
+   * deliveries to sources (the claim keeps a subscription's deliveries in order), those scheduled
+   * later, those of a listener a delivery found inactive in the last second, and all of them while the
+   * dispatcher is stopped.
    */
   claimAtRouting(d: Delivery): boolean {
     if (!this.#started || this.#stop.signal.aborted || d.listenerKind === "source") return false;
@@ -354,6 +355,8 @@ export class DeliveryDispatcher {
     const now = this.#d.clock.now();
     for (const [id, claim] of this.#routedClaims)
       if (now - claim.atMs > routedClaimForgetMs) this.#forgetRoutedClaim(id);
+    for (const [listener, at] of this.#inactiveSeen)
+      if (now - at >= inactiveRecheckMs) this.#inactiveSeen.delete(listener);
     if (this.#inflight.size === 0) return;
     try {
       await this.#d.store.renewDeliveryClaims(this.#claimToken, this.#d.clock.now() + this.#leaseMs);
