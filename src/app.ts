@@ -502,6 +502,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     await lateWork.close();
     await committer.drain();
     await settlements?.drain();
+    await dispatcher.releaseLeftovers();
     await executor.close();
     await cluster?.close();
     await egress?.close();

@@ -148,6 +148,8 @@ export class DeliveryDispatcher {
   readonly #routedClaims = new Map<string, { listenerId: string; atMs: number }>();
   /** `#routedClaims` per listener. */
   readonly #routedPerListener = new Map<string, number>();
+  /** Deliveries claimed at routing whose commit landed after `stop` (see `releaseLeftovers`). */
+  readonly #leftovers = new Set<string>();
   /** When a delivery last found each listener inactive (see `inactiveRecheckMs`). */
   readonly #inactiveSeen = new Map<string, number>();
 
@@ -170,6 +172,7 @@ export class DeliveryDispatcher {
     if (this.#started) return;
     this.#started = true;
     this.#stop = new AbortController();
+    this.#unsubscribe?.();
     const reset = await this.#d.store.resetDeliveryClaims(this.#claimToken);
     if (reset > 0) this.#d.logger?.warn({ reset }, "released deliveries claimed by an earlier run");
     // Deliveries wait in memory for a slot of their host for longer than one lease: the node keeps
@@ -186,8 +189,8 @@ export class DeliveryDispatcher {
   /** Stops claiming, aborts HTTP attempts in flight (their deliveries stay pending) and waits for the rest. Idempotent. */
   async stop(): Promise<void> {
     this.#started = false;
-    this.#unsubscribe?.();
-    this.#unsubscribe = undefined;
+    // Still listening: deliveries claimed at routing whose commit lands from now on are kept for
+    // `releaseLeftovers`.
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
     clearInterval(this.#renewTimer);
@@ -251,12 +254,34 @@ export class DeliveryDispatcher {
   /** Starts a delivery claimed at routing, now that its transaction committed. */
   #startRouted(d: Delivery): void {
     if (this.#stop.signal.aborted) {
-      // Stopped meanwhile: the row stays claimed by this node until its next start releases it, or
-      // until its lease runs out for the other nodes.
+      // Stopped meanwhile: released by `releaseLeftovers` once the commits in flight have landed.
       this.#forgetRoutedClaim(d.id);
+      this.#leftovers.add(d.id);
       return;
     }
+    // Counted as claimed at routing until it knows its destination (`#handle`).
     this.#start(d);
+  }
+
+  /**
+   * After `stop`, once the commits in flight have landed (the app calls it after draining the
+   * committers): releases the deliveries claimed at routing whose transaction committed after the
+   * dispatcher stopped, so that another node sends them at once instead of after their lease (45 s), and
+   * stops listening for them.
+   */
+  async releaseLeftovers(): Promise<void> {
+    this.#unsubscribe?.();
+    this.#unsubscribe = undefined;
+    const ids = [...this.#leftovers];
+    this.#leftovers.clear();
+    if (ids.length === 0) return;
+    try {
+      await this.#d.store.releaseDeliveries(ids);
+      this.#d.logger?.info({ released: ids.length }, "released deliveries routed while stopping");
+    } catch (err) {
+      // Their lease runs out, or this node's next start releases them: none is lost.
+      this.#d.logger?.warn({ err, ids: ids.length }, "could not release deliveries routed while stopping");
+    }
   }
 
   /** Asks the loop to look for due deliveries soon (new events, redeliveries). */

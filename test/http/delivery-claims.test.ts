@@ -4,8 +4,9 @@
  * destination's hold, deliveries wait in the due queue for the claims; a backlog larger than one claim
  * may take drains without waiting for the dispatcher's poll; a reactivated webhook's deliveries go out at
  * once; the deliveries of one commit share one read of their webhook, and a changed URL is used by every
- * delivery started after the change. Claims and webhook reads are counted by wrapping the store's
- * `claimDeliveries` and `getWebhook`, which the dispatcher and the deliverer call.
+ * delivery started after the change; one whose commit lands after the dispatcher stopped is released
+ * for any node. Claims and webhook reads are counted by wrapping the store's `claimDeliveries` and
+ * `getWebhook`, which the dispatcher and the deliverer call.
  */
 import assert from "node:assert/strict";
 import http from "node:http";
@@ -236,4 +237,42 @@ describe("deliveries claimed as they are routed", () => {
     );
     assert.equal(webhookReads.get(hook.id), 1);
   });
+});
+
+test("a delivery claimed at routing whose commit lands after the dispatcher stopped is released for any node", async () => {
+  const own = await startServer({ webhookAllowPrivate: true });
+  try {
+    const { committer, recorder, bus, dispatcher: stopped, store: ownStore, config } = own.built.services;
+    const receiver = await Receiver.start();
+    closers.push(() => receiver.close());
+    const source = await deploySource(own, hookSourceCode);
+    const hook = await createWebhook(own, receiver.url);
+    await subscribe(own, { emitter_id: source.id, listener_id: hook.id });
+    let stopping: Promise<void> | undefined;
+    await committer.submit(
+      async (tx) => {
+        const event = await recorder.store(tx, {
+          emitterId: source.id,
+          channel: "",
+          event: { n: 1 },
+          nowMs: Date.now(),
+        });
+        // Routed and claimed by this node; the dispatcher stops before the transaction commits.
+        stopping = stopped.stop();
+        return event;
+      },
+      (event) => bus.emit("event.stored", event),
+    );
+    await stopping;
+    const row = async () => (await ownStore.listDeliveries(hook.id, { limit: 10 })).items;
+    assert.equal((await row())[0]?.claimedBy, config.nodeId, "claimed as it was routed, not sent");
+    await stopped.releaseLeftovers();
+    assert.deepEqual(
+      (await row()).map((d) => [d.status, d.claimedBy]),
+      [["pending", null]],
+    );
+    assert.equal(receiver.requests.length, 0);
+  } finally {
+    await own.close();
+  }
 });
