@@ -95,11 +95,13 @@ function adjust(counts: Map<string, number>, key: string, delta: number): void {
 const inactiveRecheckMs = 1_000;
 
 /**
- * A delivery claimed at routing whose transaction did not commit within this time is taken to have
- * rolled back, and no longer counts against its listener's room (its row, if it did commit after all, is
- * still this node's and is sent when the commit is published, or claimed by any node once its lease ran out).
+ * A delivery claimed at routing whose commit was not published within this time is taken to have rolled
+ * back (a failed group commit retries its jobs one by one, routing them again under new IDs), and no
+ * longer counts against its listener's room. Only the count: if its commit is published after all, it is
+ * started as usual; if the commit landed but was never published (its answer lost), nobody renews its
+ * lease, and any node claims it once the lease ran out.
  */
-const routedClaimForgetMs = 60_000;
+const routedClaimForgetMs = 5_000;
 
 /** How often finished deliveries past their retention are pruned. */
 const pruneEveryMs = 3_600_000;
@@ -145,9 +147,21 @@ export class DeliveryDispatcher {
    */
   readonly #unsettled = new Set<string>();
   /** Deliveries claimed at routing whose transaction has not yet committed, by ID (see `claimAtRouting`). */
-  readonly #routedClaims = new Map<string, { listenerId: string; atMs: number }>();
+  readonly #routedClaims = new Map<string, { listenerId: string; atMs: number; started: boolean }>();
+  /** Whether routing may claim: from the end of `start` (claims reset, commits heard) to `stop`. */
+  #routing = false;
+  /** IDs of the deliveries in `#inflight`: the claims this node renews. */
+  readonly #heldIds = new Set<string>();
+  #lastForgetMs = 0;
   /** `#routedClaims` per listener. */
   readonly #routedPerListener = new Map<string, number>();
+  /**
+   * Deliveries a claim took that have not yet looked up their destination (so are not yet in
+   * `#heldPerKey`), per listener: counted against the listener's room meanwhile, so that the next claim,
+   * 2 ms later, does not take their places again.
+   */
+  readonly #preparing = new Set<string>();
+  readonly #preparingPerListener = new Map<string, number>();
   /** Deliveries claimed at routing whose commit landed after `stop` (see `releaseLeftovers`). */
   readonly #leftovers = new Set<string>();
   /** When a delivery last found each listener inactive (see `inactiveRecheckMs`). */
@@ -183,12 +197,17 @@ export class DeliveryDispatcher {
       for (const d of deliveriesClaimedAtRouting(e)) this.#startRouted(d);
       if (queuedDeliveries(e)) this.wake();
     });
+    // Only now: a delivery claimed at routing before the reset, or before its commit could be heard,
+    // would never be sent by this run.
+    this.#leftovers.clear();
+    this.#routing = true;
     this.wake();
   }
 
   /** Stops claiming, aborts HTTP attempts in flight (their deliveries stay pending) and waits for the rest. Idempotent. */
   async stop(): Promise<void> {
     this.#started = false;
+    this.#routing = false;
     // Still listening: deliveries claimed at routing whose commit lands from now on are kept for
     // `releaseLeftovers`.
     if (this.#timer) clearTimeout(this.#timer);
@@ -220,8 +239,9 @@ export class DeliveryDispatcher {
    * dispatcher is stopped.
    */
   claimAtRouting(d: Delivery): boolean {
-    if (!this.#started || this.#stop.signal.aborted || d.listenerKind === "source") return false;
+    if (!this.#routing || this.#stop.signal.aborted || d.listenerKind === "source") return false;
     const now = this.#d.clock.now();
+    if (now - this.#lastForgetMs >= routedClaimForgetMs) this.#forgetUnpublished(now);
     if (d.nextAttemptMs === null || d.nextAttemptMs > now) return false;
     const inactiveAt = this.#inactiveSeen.get(d.listenerId);
     if (inactiveAt !== undefined) {
@@ -234,13 +254,31 @@ export class DeliveryDispatcher {
     const key = this.#keyOf.get(d.listenerId);
     const busy =
       (key === undefined ? 0 : (this.#perKey.get(key) ?? 0) + (this.#waitingPerKey.get(key) ?? 0)) +
-      (this.#routedPerListener.get(d.listenerId) ?? 0);
+      this.#unprepared(d.listenerId);
     if (busy >= this.options.maxHeldPerHost / 2) return false;
     d.claimedBy = this.#claimToken;
     d.claimedUntilMs = now + this.#leaseMs;
-    this.#routedClaims.set(d.id, { listenerId: d.listenerId, atMs: now });
+    this.#routedClaims.set(d.id, { listenerId: d.listenerId, atMs: now, started: false });
     adjust(this.#routedPerListener, d.listenerId, 1);
     return true;
+  }
+
+  /** Forgets the claims made at routing whose commit was not published in time (`routedClaimForgetMs`). */
+  #forgetUnpublished(now: number): void {
+    this.#lastForgetMs = now;
+    for (const [id, claim] of this.#routedClaims)
+      if (!claim.started && now - claim.atMs > routedClaimForgetMs) this.#forgetRoutedClaim(id);
+  }
+
+  /** Deliveries of `listener` held but not yet counted per destination: claimed at routing or preparing. */
+  #unprepared(listener: string): number {
+    return (this.#routedPerListener.get(listener) ?? 0) + (this.#preparingPerListener.get(listener) ?? 0);
+  }
+
+  /** A claimed delivery knows its destination (or will not be sent): it no longer counts as preparing. */
+  #prepared(d: Delivery): void {
+    this.#forgetRoutedClaim(d.id);
+    if (this.#preparing.delete(d.id)) adjust(this.#preparingPerListener, d.listenerId, -1);
   }
 
   /** A delivery claimed at routing no longer counts as waiting for its commit. */
@@ -260,6 +298,8 @@ export class DeliveryDispatcher {
       return;
     }
     // Counted as claimed at routing until it knows its destination (`#handle`).
+    const claim = this.#routedClaims.get(d.id);
+    if (claim) claim.started = true;
     this.#start(d);
   }
 
@@ -276,7 +316,7 @@ export class DeliveryDispatcher {
     this.#leftovers.clear();
     if (ids.length === 0) return;
     try {
-      await this.#d.store.releaseDeliveries(ids);
+      await this.#d.store.releaseDeliveries(ids, this.#claimToken);
       this.#d.logger?.info({ released: ids.length }, "released deliveries routed while stopping");
     } catch (err) {
       // Their lease runs out, or this node's next start releases them: none is lost.
@@ -378,13 +418,17 @@ export class DeliveryDispatcher {
 
   async #renew(): Promise<void> {
     const now = this.#d.clock.now();
-    for (const [id, claim] of this.#routedClaims)
-      if (now - claim.atMs > routedClaimForgetMs) this.#forgetRoutedClaim(id);
+    this.#forgetUnpublished(now);
     for (const [listener, at] of this.#inactiveSeen)
       if (now - at >= inactiveRecheckMs) this.#inactiveSeen.delete(listener);
     if (this.#inflight.size === 0) return;
     try {
-      await this.#d.store.renewDeliveryClaims(this.#claimToken, this.#d.clock.now() + this.#leaseMs);
+      // Only what it works on: a row claimed at routing whose commit was never published is left to
+      // run out, for any node's claim.
+      await this.#d.store.renewDeliveryClaims(this.#claimToken, this.#d.clock.now() + this.#leaseMs, [
+        ...this.#heldIds,
+        ...this.#unsettled,
+      ]);
     } catch (err) {
       this.#d.logger?.warn({ err }, "could not renew this node's delivery claims; retrying");
     }
@@ -401,7 +445,7 @@ export class DeliveryDispatcher {
   async #claimAndStart(): Promise<number> {
     if (this.#unsettled.size > 0 && !this.#stop.signal.aborted) {
       const ids = [...this.#unsettled];
-      await this.#d.store.releaseDeliveries(ids);
+      await this.#d.store.releaseDeliveries(ids, this.#claimToken);
       for (const id of ids) this.#unsettled.delete(id);
       this.#d.logger?.info(
         { released: ids.length },
@@ -418,14 +462,18 @@ export class DeliveryDispatcher {
     const except: string[] = [];
     const room: Record<string, number> = {};
     for (const [listener, key] of this.#keyOf) {
-      // Deliveries claimed at routing count from the start, before they know their destination.
-      const left = perHost - (this.#heldPerKey.get(key) ?? 0) - (this.#routedPerListener.get(listener) ?? 0);
+      // Deliveries claimed count from the start, before they know their destination.
+      const left = perHost - (this.#heldPerKey.get(key) ?? 0) - this.#unprepared(listener);
       if (left <= 0) except.push(listener);
       else if (left < perHost) room[listener] = left;
     }
-    for (const [listener, n] of this.#routedPerListener) {
+    for (const listener of new Set([
+      ...this.#routedPerListener.keys(),
+      ...this.#preparingPerListener.keys(),
+    ])) {
       if (this.#keyOf.has(listener)) continue;
-      // A new listener's first deliveries, claimed at routing, whose destination is not known yet.
+      // A new listener's first deliveries, whose destination is not known yet.
+      const n = this.#unprepared(listener);
       if (n >= perHost) except.push(listener);
       else room[listener] = perHost - n;
     }
@@ -447,7 +495,11 @@ export class DeliveryDispatcher {
     // Busy destinations were left out, or it took something (a limit may have stopped it): a freed slot
     // should claim again. A claim that found nothing due, with nobody left out, clears it.
     this.#starved = except.length > 0 || claimed.length > 0;
-    for (const d of claimed) this.#start(d);
+    for (const d of claimed) {
+      this.#preparing.add(d.id);
+      adjust(this.#preparingPerListener, d.listenerId, 1);
+      this.#start(d);
+    }
     return claimed.length;
   }
 
@@ -507,7 +559,8 @@ export class DeliveryDispatcher {
         },
       )
       .finally(() => {
-        this.#forgetRoutedClaim(d.id);
+        this.#prepared(d);
+        this.#heldIds.delete(d.id);
         this.#inflight.delete(task);
         this.#finished++;
         // Its slot is free: claim again when something may be waiting for one (the last claim left due
@@ -517,14 +570,15 @@ export class DeliveryDispatcher {
         if (!done || d.listenerKind === "source" || this.#starved) this.wake();
       });
     this.#inflight.add(task);
+    this.#heldIds.add(d.id);
   }
 
   /** Attempts `d`; resolves true when it is settled for good (succeeded or failed). */
   async #handle(d: Delivery): Promise<boolean> {
     const { store, clock } = this.#d;
     let prepared = await this.#prepare(d);
-    // Counted from here in its destination's held deliveries, not as claimed at routing.
-    this.#forgetRoutedClaim(d.id);
+    // Counted from here in its destination's held deliveries, not as claimed at routing or preparing.
+    this.#prepared(d);
     if (!("key" in prepared)) {
       if (prepared.kind === "release") this.#inactiveSeen.set(d.listenerId, clock.now());
       return this.#finish(d, prepared, clock.now(), 0);
@@ -536,7 +590,7 @@ export class DeliveryDispatcher {
       const waitedFrom = this.#canSend(key) ? undefined : performance.now();
       if (!(await this.#slot(key))) {
         // Stopping: the delivery stays pending for the next run.
-        await store.releaseDeliveries([d.id]);
+        await store.releaseDeliveries([d.id], this.#claimToken);
         return false;
       }
       if (waitedFrom !== undefined && performance.now() - waitedFrom > staleAfterWaitMs) {
@@ -550,7 +604,7 @@ export class DeliveryDispatcher {
           adjust(this.#heldPerKey, key, 1);
           this.#keyOf.set(d.listenerId, key);
           if (!(await this.#slot(key))) {
-            await store.releaseDeliveries([d.id]);
+            await store.releaseDeliveries([d.id], this.#claimToken);
             return false;
           }
         }
@@ -597,7 +651,7 @@ export class DeliveryDispatcher {
     durationMs: number,
   ): Promise<boolean> {
     if (outcome.kind === "release") {
-      await this.#d.store.releaseDeliveries([d.id]);
+      await this.#d.store.releaseDeliveries([d.id], this.#claimToken);
       return false;
     }
     const now = this.#d.clock.now();

@@ -282,11 +282,15 @@ export interface StorageOps {
    */
   claimDeliveries(claim: DeliveryClaim): Promise<Delivery[]>;
   /** Gives claimed deliveries back untouched (the dispatcher stopped, or the destination was busy). */
-  releaseDeliveries(ids: string[]): Promise<void>;
+  /** Releases the claims `claimToken` holds among `ids` (a claim another node took since stays its). */
+  releaseDeliveries(ids: string[], claimToken: string): Promise<void>;
   /** Releases the claims marked with `claimToken` (a crashed run of this node left them); returns how many. */
   resetDeliveryClaims(claimToken: string): Promise<number>;
-  /** Extends the lease of every delivery `claimToken` holds to `untilMs`; returns how many. */
-  renewDeliveryClaims(claimToken: string, untilMs: number): Promise<number>;
+  /**
+   * Extends to `untilMs` the lease of the deliveries among `ids` that `claimToken` holds (those its
+   * dispatcher is working on; a claimed row it lost track of is left to run out); returns how many.
+   */
+  renewDeliveryClaims(claimToken: string, untilMs: number, ids: string[]): Promise<number>;
   /** Stores an attempt's result and releases the claim; false when the delivery no longer exists. */
   updateDelivery(id: string, patch: DeliveryPatch): Promise<boolean>;
   insertDeliveryAttempt(attempt: DeliveryAttempt): Promise<void>;

@@ -125,6 +125,7 @@ async function stored(hookId: string): Promise<Delivery[]> {
 
 describe("deliveries claimed as they are routed", () => {
   test("a delivery its node can send at once is stored claimed by the node and sent without a claim", async () => {
+    dispatcher.options.timeoutMs = 300_000;
     const gate = await Gate.start();
     closers.push(() => gate.close());
     const { endpoint, hookId } = await wired(gate.url);
@@ -145,8 +146,8 @@ describe("deliveries claimed as they are routed", () => {
   });
 
   test("beyond half of a destination's hold, deliveries wait for the claims, and every one arrives once", async () => {
-    dispatcher.options.maxPerHost = 2;
-    dispatcher.options.maxHeldPerHost = 4;
+    // Held at the gate for as long as the test takes, not timed out and retried.
+    Object.assign(dispatcher.options, { maxPerHost: 2, maxHeldPerHost: 4, timeoutMs: 300_000 });
     const gate = await Gate.start();
     closers.push(() => gate.close());
     const { endpoint, hookId } = await wired(gate.url);

@@ -241,7 +241,9 @@ export function deliveryContract(withStore: WithStore, unique: (prefix: string) 
       "a claimed one is still pending",
     );
     assert.deepEqual(await s.countPendingDeliveries(5000), { pending: 2, due: 2 });
-    await s.releaseDeliveries([due.id]);
+    await s.releaseDeliveries([due.id], "another-run");
+    assert.deepEqual(await claim(s, 2000), [], "only the claim's holder releases it");
+    await s.releaseDeliveries([due.id], "run-1");
     assert.deepEqual(ids(await claim(s, 2000)), [due.id], "released, it can be claimed again");
     assert.deepEqual(ids(await claim(s, 6000)), [later.id]);
     assert.equal(await s.resetDeliveryClaims("run-1"), 2);
@@ -324,12 +326,13 @@ export function deliveryContract(withStore: WithStore, unique: (prefix: string) 
     ]);
     assert.deepEqual(ids(await claim(s, 2000, { token: "node-b", leaseUntilMs: 5000 })), [renewed.id]);
     assert.deepEqual(await claim(s, 4999, { token: "node-c" }), [], "both leases are live");
-    // Node B keeps working and renews; node A died and does not.
-    assert.equal(await s.renewDeliveryClaims("node-b", 20_000), 1);
+    // Node B keeps working and renews what it works on; node A died and does not.
+    assert.equal(await s.renewDeliveryClaims("node-b", 20_000, []), 0, "nothing named, nothing renewed");
+    assert.equal(await s.renewDeliveryClaims("node-b", 20_000, [renewed.id, lapsed.id]), 1, "only its own");
     const taken = await claim(s, 5000, { token: "node-c", leaseUntilMs: 9000 });
     assert.deepEqual(ids(taken), [lapsed.id], "the dead node's delivery, and only it");
     assert.equal(taken[0]!.claimedBy, "node-c");
-    assert.equal(await s.renewDeliveryClaims("node-a", 30_000), 0, "A lost its claim for good");
+    assert.equal(await s.renewDeliveryClaims("node-a", 30_000, [lapsed.id]), 0, "A lost its claim for good");
     assert.equal((await s.getDelivery(renewed.id))?.claimedBy, "node-b");
   });
 

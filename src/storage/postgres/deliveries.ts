@@ -190,16 +190,20 @@ function valuesOf(rows: unknown[][]): { tuples: string; params: unknown[] } {
  * subqueries were planned once per row, and planning the statement took as long as running it.
  */
 function insertDeliveriesSql(deliveries: Delivery[]): { text: string; params: unknown[] } {
-  const { tuples, params } = valuesOf(deliveries.map(deliveryRowValues));
+  // Each row carries its position: the rows are inserted in that order, so that their `seq` (which
+  // orders a subscription's deliveries to a source) follows the order they were routed in.
+  const { tuples, params } = valuesOf(deliveries.map((d, i) => [...deliveryRowValues(d), i]));
+  const names = insertColumns.map(([name]) => name);
   const selected = insertColumns.map(([name, type]) =>
     name === "next_attempt_ms"
       ? dueUnlessParked("v.listener_id::text", "v.next_attempt_ms")
       : `v.${name}::${type}`,
   );
   return {
-    text: `INSERT INTO deliveries (${insertColumns.map(([name]) => name).join(", ")})
+    text: `INSERT INTO deliveries (${names.join(", ")})
       SELECT ${selected.join(", ")}
-      FROM (VALUES ${tuples}) AS v(${insertColumns.map(([name]) => name).join(", ")})`,
+      FROM (VALUES ${tuples}) AS v(${names.join(", ")}, position)
+      ORDER BY v.position::int`,
     params,
   };
 }
@@ -278,19 +282,25 @@ export function deliveryOps(q: Sql): DeliveryOps {
       return rows.map(({ seq: _seq, ...rest }) => rest);
     },
 
-    releaseDeliveries: async (ids) => {
+    releaseDeliveries: async (ids, token) => {
       if (ids.length === 0) return;
       await q.run(
-        "UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL WHERE id = ANY($1::text[])",
-        [ids],
+        "UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by = $2 AND id = ANY($1::text[])",
+        [ids, token],
       );
     },
 
     resetDeliveryClaims: (token) =>
       q.run("UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by = $1", [token]),
 
-    renewDeliveryClaims: (token, untilMs) =>
-      q.run("UPDATE deliveries SET claimed_until = $2 WHERE claimed_by = $1", [token, untilMs]),
+    renewDeliveryClaims: async (token, untilMs, ids) =>
+      ids.length === 0
+        ? 0
+        : q.run("UPDATE deliveries SET claimed_until = $2 WHERE claimed_by = $1 AND id = ANY($3::text[])", [
+            token,
+            untilMs,
+            ids,
+          ]),
 
     updateDelivery: async (id, p) => (await q.run(updateSql, deliveryPatchParams(id, p))) > 0,
 

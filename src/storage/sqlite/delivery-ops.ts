@@ -178,11 +178,11 @@ export class SqliteDeliveryOps {
     return rows.map((r) => plain(r));
   }
 
-  releaseDeliveries(ids: string[]): void {
+  releaseDeliveries(ids: string[], token: string): void {
     if (ids.length === 0) return;
     this.#q.run(
-      `UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL WHERE id IN (${list(ids)})`,
-      ids,
+      `UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by = ? AND id IN (${list(ids)})`,
+      [token, ...ids],
     );
   }
 
@@ -192,8 +192,12 @@ export class SqliteDeliveryOps {
     ]);
   }
 
-  renewDeliveryClaims(token: string, untilMs: number): number {
-    return this.#q.run("UPDATE deliveries SET claimed_until = ? WHERE claimed_by = ?", [untilMs, token]);
+  renewDeliveryClaims(token: string, untilMs: number, ids: string[]): number {
+    if (ids.length === 0) return 0;
+    return this.#q.run(
+      `UPDATE deliveries SET claimed_until = ? WHERE claimed_by = ? AND id IN (${list(ids)})`,
+      [untilMs, token, ...ids],
+    );
   }
 
   updateDelivery(id: string, p: DeliveryPatch): boolean {

@@ -950,14 +950,14 @@ export class SqliteOps implements StorageOps {
   async claimDeliveries(claim: DeliveryClaim): Promise<Delivery[]> {
     return this.#delivery.claimDeliveries(claim);
   }
-  async releaseDeliveries(ids: string[]): Promise<void> {
-    this.#delivery.releaseDeliveries(ids);
+  async releaseDeliveries(ids: string[], claimToken: string): Promise<void> {
+    this.#delivery.releaseDeliveries(ids, claimToken);
   }
   async resetDeliveryClaims(claimToken: string): Promise<number> {
     return this.#delivery.resetDeliveryClaims(claimToken);
   }
-  async renewDeliveryClaims(claimToken: string, untilMs: number): Promise<number> {
-    return this.#delivery.renewDeliveryClaims(claimToken, untilMs);
+  async renewDeliveryClaims(claimToken: string, untilMs: number, ids: string[]): Promise<number> {
+    return this.#delivery.renewDeliveryClaims(claimToken, untilMs, ids);
   }
   async updateDelivery(id: string, patch: DeliveryPatch): Promise<boolean> {
     return this.#delivery.updateDelivery(id, patch);
