@@ -197,15 +197,14 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   });
   const metrics = new Metrics(config.nodeId);
   metrics.listen(bus);
-  const committer = new Committer(store, {
+  const committerOptions = {
     carried: [deliveryContext],
-    observe: (ms, jobs) => metrics.commit(ms, jobs),
-  });
+    observe: (ms: number, jobs: number) => metrics.commit(ms, jobs),
+  };
+  const committer = new Committer(store, committerOptions);
   // On a store whose transactions run side by side (PostgreSQL), deliveries' results commit on a
   // connection of their own, beside the emits (docs/architecture.md, "Performance").
-  const settlements = store.capabilities.sharedByNodes
-    ? new Committer(store, { carried: [deliveryContext], observe: (ms, jobs) => metrics.commit(ms, jobs) })
-    : undefined;
+  const settlements = store.capabilities.sharedByNodes ? new Committer(store, committerOptions) : undefined;
   const recorder = new EventRecorder();
   const builder = new ComponentBuilder({ dataDir: config.dataDir, npmCacheDir: config.npmCacheDir });
   const lateWork = new LateWorkRecorder({ store, committer, recorder, bus, clock, logger: app.log });

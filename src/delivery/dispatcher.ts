@@ -113,7 +113,8 @@ export class DeliveryDispatcher {
   /** Marks this node's claims; a restart of the node releases the claims its earlier run left. */
   readonly #claimToken: string;
   #renewTimer: NodeJS.Timeout | undefined;
-  readonly #inflight = new Set<Promise<void>>();
+  /** Deliveries being handled, by ID: the claims this node works on, and renews. */
+  readonly #inflight = new Map<string, Promise<void>>();
   /** Deliveries handled to the end (settled, released or left claimed), for `drain`. */
   #finished = 0;
   /** In-flight deliveries per destination key. */
@@ -146,22 +147,19 @@ export class DeliveryDispatcher {
    * once the store answers (before the next claim), and retried from there: none is lost.
    */
   readonly #unsettled = new Set<string>();
-  /** Deliveries claimed at routing whose transaction has not yet committed, by ID (see `claimAtRouting`). */
-  readonly #routedClaims = new Map<string, { listenerId: string; atMs: number; started: boolean }>();
+  /**
+   * Claimed deliveries that do not know their destination yet, so are not in `#heldPerKey`, by ID:
+   * those claimed at routing from then on (`published` once their commit was heard), and those a claim
+   * took until they looked their listener up. They count against their listener's room meanwhile, so
+   * that the next claim, 2 ms later, does not take their places again.
+   */
+  readonly #unprepared = new Map<string, { listenerId: string; atMs: number; published: boolean }>();
+  readonly #unpreparedPerListener = new Map<string, number>();
+  /** Entries of `#unprepared` not yet published: claimed at routing, their commit not heard. */
+  #unpublished = 0;
   /** Whether routing may claim: from the end of `start` (claims reset, commits heard) to `stop`. */
   #routing = false;
-  /** IDs of the deliveries in `#inflight`: the claims this node renews. */
-  readonly #heldIds = new Set<string>();
   #lastForgetMs = 0;
-  /** `#routedClaims` per listener. */
-  readonly #routedPerListener = new Map<string, number>();
-  /**
-   * Deliveries a claim took that have not yet looked up their destination (so are not yet in
-   * `#heldPerKey`), per listener: counted against the listener's room meanwhile, so that the next claim,
-   * 2 ms later, does not take their places again.
-   */
-  readonly #preparing = new Set<string>();
-  readonly #preparingPerListener = new Map<string, number>();
   /** Deliveries claimed at routing whose commit landed after `stop` (see `releaseLeftovers`). */
   readonly #leftovers = new Set<string>();
   /** When a delivery last found each listener inactive (see `inactiveRecheckMs`). */
@@ -219,7 +217,7 @@ export class DeliveryDispatcher {
     this.#waiters = [];
     for (const w of waiters) w.start(false);
     await this.#ticking?.catch(() => undefined);
-    while (this.#inflight.size > 0) await Promise.allSettled([...this.#inflight]);
+    while (this.#inflight.size > 0) await Promise.allSettled([...this.#inflight.values()]);
     await this.#d.onStop?.();
   }
 
@@ -248,58 +246,56 @@ export class DeliveryDispatcher {
       if (now - inactiveAt < inactiveRecheckMs) return false;
       this.#inactiveSeen.delete(d.listenerId);
     }
-    if (this.#inflight.size + this.#routedClaims.size >= this.options.maxHeld) return false;
+    if (this.#inflight.size + this.#unpublished >= this.options.maxHeld) return false;
     // Deliveries of the destination being sent or waiting for a slot; not those only waiting for their
     // result's commit, which the group commit shares with the emits and which may take a while.
     const key = this.#keyOf.get(d.listenerId);
     const busy =
       (key === undefined ? 0 : (this.#perKey.get(key) ?? 0) + (this.#waitingPerKey.get(key) ?? 0)) +
-      this.#unprepared(d.listenerId);
+      (this.#unpreparedPerListener.get(d.listenerId) ?? 0);
     if (busy >= this.options.maxHeldPerHost / 2) return false;
     d.claimedBy = this.#claimToken;
     d.claimedUntilMs = now + this.#leaseMs;
-    this.#routedClaims.set(d.id, { listenerId: d.listenerId, atMs: now, started: false });
-    adjust(this.#routedPerListener, d.listenerId, 1);
+    this.#addUnprepared(d, now, false);
     return true;
   }
 
   /** Forgets the claims made at routing whose commit was not published in time (`routedClaimForgetMs`). */
   #forgetUnpublished(now: number): void {
     this.#lastForgetMs = now;
-    for (const [id, claim] of this.#routedClaims)
-      if (!claim.started && now - claim.atMs > routedClaimForgetMs) this.#forgetRoutedClaim(id);
+    for (const [id, claim] of this.#unprepared)
+      if (!claim.published && now - claim.atMs > routedClaimForgetMs) this.#prepared(id);
   }
 
-  /** Deliveries of `listener` held but not yet counted per destination: claimed at routing or preparing. */
-  #unprepared(listener: string): number {
-    return (this.#routedPerListener.get(listener) ?? 0) + (this.#preparingPerListener.get(listener) ?? 0);
+  #addUnprepared(d: Delivery, now: number, published: boolean): void {
+    this.#unprepared.set(d.id, { listenerId: d.listenerId, atMs: now, published });
+    adjust(this.#unpreparedPerListener, d.listenerId, 1);
+    if (!published) this.#unpublished++;
   }
 
-  /** A claimed delivery knows its destination (or will not be sent): it no longer counts as preparing. */
-  #prepared(d: Delivery): void {
-    this.#forgetRoutedClaim(d.id);
-    if (this.#preparing.delete(d.id)) adjust(this.#preparingPerListener, d.listenerId, -1);
-  }
-
-  /** A delivery claimed at routing no longer counts as waiting for its commit. */
-  #forgetRoutedClaim(id: string): void {
-    const claim = this.#routedClaims.get(id);
+  /** A claimed delivery knows its destination, will not be sent, or was forgotten: no longer unprepared. */
+  #prepared(id: string): void {
+    const claim = this.#unprepared.get(id);
     if (!claim) return;
-    this.#routedClaims.delete(id);
-    adjust(this.#routedPerListener, claim.listenerId, -1);
+    this.#unprepared.delete(id);
+    adjust(this.#unpreparedPerListener, claim.listenerId, -1);
+    if (!claim.published) this.#unpublished--;
   }
 
   /** Starts a delivery claimed at routing, now that its transaction committed. */
   #startRouted(d: Delivery): void {
     if (this.#stop.signal.aborted) {
       // Stopped meanwhile: released by `releaseLeftovers` once the commits in flight have landed.
-      this.#forgetRoutedClaim(d.id);
+      this.#prepared(d.id);
       this.#leftovers.add(d.id);
       return;
     }
-    // Counted as claimed at routing until it knows its destination (`#handle`).
-    const claim = this.#routedClaims.get(d.id);
-    if (claim) claim.started = true;
+    // Still unprepared until it knows its destination (`#handle`).
+    const claim = this.#unprepared.get(d.id);
+    if (claim && !claim.published) {
+      claim.published = true;
+      this.#unpublished--;
+    }
     this.#start(d);
   }
 
@@ -368,7 +364,7 @@ export class DeliveryDispatcher {
       // A delivery that finished while the claim ran may have made another due (the next event of a
       // listener source's subscription): the claim did not see it, so look again.
       if (claimed === 0 && this.#inflight.size === 0 && this.#finished === finishedBefore) return;
-      if (this.#inflight.size > 0) await Promise.race(this.#inflight);
+      if (this.#inflight.size > 0) await Promise.race(this.#inflight.values());
     }
   }
 
@@ -426,7 +422,7 @@ export class DeliveryDispatcher {
       // Only what it works on: a row claimed at routing whose commit was never published is left to
       // run out, for any node's claim.
       await this.#d.store.renewDeliveryClaims(this.#claimToken, this.#d.clock.now() + this.#leaseMs, [
-        ...this.#heldIds,
+        ...this.#inflight.keys(),
         ...this.#unsettled,
       ]);
     } catch (err) {
@@ -463,17 +459,14 @@ export class DeliveryDispatcher {
     const room: Record<string, number> = {};
     for (const [listener, key] of this.#keyOf) {
       // Deliveries claimed count from the start, before they know their destination.
-      const left = perHost - (this.#heldPerKey.get(key) ?? 0) - this.#unprepared(listener);
+      const left =
+        perHost - (this.#heldPerKey.get(key) ?? 0) - (this.#unpreparedPerListener.get(listener) ?? 0);
       if (left <= 0) except.push(listener);
       else if (left < perHost) room[listener] = left;
     }
-    for (const listener of new Set([
-      ...this.#routedPerListener.keys(),
-      ...this.#preparingPerListener.keys(),
-    ])) {
+    for (const [listener, n] of this.#unpreparedPerListener) {
       if (this.#keyOf.has(listener)) continue;
       // A new listener's first deliveries, whose destination is not known yet.
-      const n = this.#unprepared(listener);
       if (n >= perHost) except.push(listener);
       else room[listener] = perHost - n;
     }
@@ -496,8 +489,7 @@ export class DeliveryDispatcher {
     // should claim again. A claim that found nothing due, with nobody left out, clears it.
     this.#starved = except.length > 0 || claimed.length > 0;
     for (const d of claimed) {
-      this.#preparing.add(d.id);
-      adjust(this.#preparingPerListener, d.listenerId, 1);
+      this.#addUnprepared(d, now, true);
       this.#start(d);
     }
     return claimed.length;
@@ -559,9 +551,8 @@ export class DeliveryDispatcher {
         },
       )
       .finally(() => {
-        this.#prepared(d);
-        this.#heldIds.delete(d.id);
-        this.#inflight.delete(task);
+        this.#prepared(d.id);
+        this.#inflight.delete(d.id);
         this.#finished++;
         // Its slot is free: claim again when something may be waiting for one (the last claim left due
         // work behind for want of room), when it made the next delivery of a source's subscription
@@ -569,16 +560,15 @@ export class DeliveryDispatcher {
         // claimed at routing, that was a claim per delivery that found nothing.
         if (!done || d.listenerKind === "source" || this.#starved) this.wake();
       });
-    this.#inflight.add(task);
-    this.#heldIds.add(d.id);
+    this.#inflight.set(d.id, task);
   }
 
   /** Attempts `d`; resolves true when it is settled for good (succeeded or failed). */
   async #handle(d: Delivery): Promise<boolean> {
     const { store, clock } = this.#d;
     let prepared = await this.#prepare(d);
-    // Counted from here in its destination's held deliveries, not as claimed at routing or preparing.
-    this.#prepared(d);
+    // Counted from here in its destination's held deliveries.
+    this.#prepared(d.id);
     if (!("key" in prepared)) {
       if (prepared.kind === "release") this.#inactiveSeen.set(d.listenerId, clock.now());
       return this.#finish(d, prepared, clock.now(), 0);

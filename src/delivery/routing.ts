@@ -77,15 +77,15 @@ function deliverAt(event: EventRecord, nowMs: number): number {
  */
 export type ClaimAtRouting = (d: Delivery) => boolean;
 
-/** Writes the deliveries of a newly stored event; returns them. */
+/** Writes the deliveries of a newly stored event; returns them, and those `claim` took. */
 export async function routeEvent(
   tx: StorageOps,
   event: EventRecord,
   claim?: ClaimAtRouting,
-): Promise<Delivery[]> {
+): Promise<{ deliveries: Delivery[]; claimed: Delivery[] }> {
   const owner = await tx.resourceOwner(event.emitterId);
   const subs = await tx.matchSubscriptions(event.emitterId, owner, event.channel);
-  if (subs.length === 0) return [];
+  if (subs.length === 0) return { deliveries: [], claimed: [] };
   const hops = (deliveryContext.getStore()?.hops ?? 0) + 1;
   const deliveries: Delivery[] = [];
   for (const sub of subs) {
@@ -95,9 +95,9 @@ export async function routeEvent(
     const d = newDelivery(sub, event, hops, event.indexedAtMs);
     if (d) deliveries.push(d);
   }
-  if (claim) for (const d of deliveries) claim(d);
+  const claimed = claim ? deliveries.filter((d) => claim(d)) : [];
   await tx.insertDeliveries(deliveries);
-  return deliveries;
+  return { deliveries, claimed };
 }
 
 /** What storing an event routed: whether some delivery was left to the claims, and those claimed at once. */
@@ -116,10 +116,8 @@ export function deliveriesClaimedAtRouting(event: EventRecord): readonly Deliver
 /** Routes every event the recorder stores, inside its transaction; `claim` may take deliveries at once. */
 export function registerRouting(recorder: EventRecorder, claim?: ClaimAtRouting): void {
   recorder.onStore(async (tx, event) => {
-    const deliveries = await routeEvent(tx, event, claim);
-    if (deliveries.length === 0) return;
-    const claimed = deliveries.filter((d) => d.claimedBy !== null);
-    routed.set(event, { queued: claimed.length < deliveries.length, claimed });
+    const { deliveries, claimed } = await routeEvent(tx, event, claim);
+    if (deliveries.length > 0) routed.set(event, { queued: claimed.length < deliveries.length, claimed });
   });
 }
 
