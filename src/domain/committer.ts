@@ -2,6 +2,11 @@
  * Group commit: writes submitted within one event-loop turn share a transaction, which multiplies the
  * rows per second a single SQLite connection sustains (stack-measurements §2). A batch that fails is
  * retried job by job, so one bad job never fails the others.
+ *
+ * With `lingerMs`, a batch waits up to that long for the jobs announced with `expect()` (invocations
+ * handed to an executor, whose results will be committed) before it commits, as PostgreSQL's own
+ * `commit_delay` waits only while `commit_siblings` transactions are open: with nothing announced, a
+ * batch commits at once, so a lone request pays nothing.
  */
 import type { AsyncLocalStorage } from "node:async_hooks";
 import { isStoreUnavailable } from "../storage/health.ts";
@@ -25,6 +30,12 @@ export interface CommitterOptions {
   carried?: AsyncLocalStorage<unknown>[];
   /** Told how long each transaction took to commit, and how many jobs it held (metrics). */
   observe?: (ms: number, jobs: number) => void;
+  /**
+   * How long a batch may wait for the jobs announced with `expect()` (ms; 0, the default, never waits).
+   * Each commit's fixed cost (a round trip, BEGIN and COMMIT, the statements' planning) is then shared by
+   * more jobs, and so is every stage before it, since the answers of one commit go out together.
+   */
+  lingerMs?: number;
 }
 
 export class Committer {
@@ -32,6 +43,11 @@ export class Committer {
   readonly #maxBatch: number;
   readonly #carried: AsyncLocalStorage<unknown>[];
   readonly #observe: ((ms: number, jobs: number) => void) | undefined;
+  readonly #lingerMs: number;
+  /** Jobs announced with `expect()` and not yet submitted (or given up). */
+  #expected = 0;
+  /** Ends the wait of a lingering batch early: everything announced has arrived, or a batch is full. */
+  #stopLinger: (() => void) | undefined;
   #queue: Job[] = [];
   #scheduled = false;
   #running: Promise<void> = Promise.resolve();
@@ -41,6 +57,22 @@ export class Committer {
     this.#maxBatch = options.maxBatch ?? 256;
     this.#carried = options.carried ?? [];
     this.#observe = options.observe;
+    this.#lingerMs = options.lingerMs ?? 0;
+  }
+
+  /**
+   * Announces a job that will be submitted soon (or never: call the returned function either way, once
+   * it is submitted or given up; later calls do nothing). Batches wait for announced jobs up to `lingerMs`.
+   */
+  expect(): () => void {
+    this.#expected += 1;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.#expected -= 1;
+      if (this.#expected === 0) this.#stopLinger?.();
+    };
   }
 
   /** Runs `fn` in a shared transaction; resolves once committed. `after` runs post-commit. */
@@ -59,6 +91,7 @@ export class Committer {
         reject,
         after: after ? () => after(result) : undefined,
       });
+      if (this.#queue.length >= this.#maxBatch) this.#stopLinger?.();
       if (!this.#scheduled) {
         this.#scheduled = true;
         setImmediate(() => {
@@ -89,7 +122,21 @@ export class Committer {
     await this.#running;
   }
 
+  /** Waits up to `lingerMs` while announced jobs are still to come and the batch has room. */
+  async #linger(): Promise<void> {
+    if (this.#lingerMs <= 0 || this.#expected === 0 || this.#queue.length >= this.#maxBatch) return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => this.#stopLinger?.(), this.#lingerMs);
+      this.#stopLinger = () => {
+        clearTimeout(timer);
+        this.#stopLinger = undefined;
+        resolve();
+      };
+    });
+  }
+
   async #flush(): Promise<void> {
+    await this.#linger();
     this.#scheduled = false;
     while (this.#queue.length > 0) {
       const batch = this.#queue.splice(0, this.#maxBatch);

@@ -195,6 +195,10 @@ export class SourceRunner {
     const leases = invocation.kind === "options" ? undefined : this.#d.leases;
     /** The run lease's generation this invocation runs under (several nodes only). */
     let gen: number | undefined;
+    /** Told once this invocation's commit is submitted, or never will be (`Committer.expect`). */
+    let arrived: (() => void) | undefined;
+    // Its commit is coming: a batch of the committer may wait a moment for it (committer.ts).
+    if (invocation.kind !== "options" && invocation.kind !== "props") arrived = this.#d.committer.expect();
     const submitted = previous
       .catch(() => undefined)
       .then(async () => {
@@ -245,7 +249,7 @@ export class SourceRunner {
       const r = await result;
       const dbAfter = this.#applyDbWrites(source.id, r);
       const counted = options.hold?.counted ?? false;
-      return this.#commit(
+      const committed = this.#commit(
         source,
         record.meta,
         invocation,
@@ -256,7 +260,14 @@ export class SourceRunner {
         gen,
         counted,
       );
+      arrived?.();
+      return committed;
     });
+    // A run that failed before its commit was submitted is not waited for any longer.
+    void outcome.then(
+      () => arrived?.(),
+      () => arrived?.(),
+    );
     const hold = options.hold;
     // A run that resolved has committed its usage; one that failed to load or commit gives it back.
     if (hold) void outcome.catch(() => hold.release());
