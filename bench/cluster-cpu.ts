@@ -8,6 +8,9 @@
  * sent on the cluster channel during the run.
  *
  *   node bench/cluster-cpu.ts [--nodes 3] [--sources 30] [--rate 3000] [--duration 6] [--cpu-prof DIR]
+ *                             [--every-node]
+ *
+ * `--every-node` sends every source's hits through every node instead (the run leases then move).
  *
  * Run `--nodes 1` and `--nodes 3` one after the other: at the same rate, what three nodes add per hit
  * shows thread by thread. PostgreSQL is counted whole, so run it on an otherwise idle database server.
@@ -27,6 +30,7 @@ const { values } = parseArgs({
     rate: { type: "string", default: "3000" },
     duration: { type: "string", default: "6" },
     "cpu-prof": { type: "string" },
+    "every-node": { type: "boolean", default: false },
     "pg-url": {
       type: "string",
       default: process.env.FOUNT_BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test",
@@ -116,7 +120,7 @@ try {
       servers.map((server, i) =>
         runLoad({
           url: server.url,
-          paths: paths.filter((_, j) => j % nodes === i),
+          paths: values["every-node"] ? paths : paths.filter((_, j) => j % nodes === i),
           body: payloadText,
           connections: Math.floor(connections / nodes) + (i < connections % nodes ? 1 : 0),
           durationS: seconds,

@@ -61,8 +61,8 @@ export interface ClusterLinkDeps {
   nodeId: string;
   bus: Bus;
   logger: FastifyBaseLogger;
-  /** Lease messages from other nodes. */
-  onLeaseMessage: (message: LeaseMessage) => void;
+  /** Lease messages from other nodes, with the sender's name. */
+  onLeaseMessage: (message: LeaseMessage, from: string) => void;
   /** A source was deleted through another node. */
   onDeleted: (sourceId: string) => void;
   interest?: Partial<InterestTimings>;
@@ -304,8 +304,15 @@ export class ClusterLink implements StreamInterest {
     if (message.n === this.#d.nodeId) return;
     switch (message.t) {
       case "want":
+        this.#d.onLeaseMessage({ t: "want", s: message.s }, message.n);
+        break;
       case "released":
-        this.#d.onLeaseMessage({ t: message.t, s: message.s });
+        this.#d.onLeaseMessage(
+          message.to === undefined
+            ? { t: "released", s: message.s }
+            : { t: "released", s: message.s, to: message.to },
+          message.n,
+        );
         break;
       case "events":
         for (const e of message.e) this.#d.bus.emit("event.replicated", e);
@@ -387,7 +394,7 @@ export function clusterNode(deps: {
   });
   const link: ClusterLink = new ClusterLink({
     ...deps,
-    onLeaseMessage: (m) => leases.receive(m),
+    onLeaseMessage: (m, from) => leases.receive(m, from),
     onDeleted: (sourceId) => {
       deps.forget(sourceId);
       leases.forget(sourceId);

@@ -25,9 +25,20 @@ const retryMs = 200;
 const askEveryMs = 1_000;
 /** A node that gave a lease away waits this long before asking for it again, so the asker gets it. */
 const yieldMs = 25;
+/**
+ * A node keeps a lease it took at least this long before it gives it to a node that asked, so that a
+ * source hit through several nodes moves with a batch of runs, not with one (each move costs round
+ * trips and a fresh read of the source's state). A request that arrives while the lease is being taken
+ * is kept for then, instead of being dropped until the asker repeats it.
+ */
+const minHoldMs = 20;
 
-/** Messages about leases on the cluster channel (cluster-link.ts carries them). */
-export type LeaseMessage = { t: "want"; s: string } | { t: "released"; s: string };
+/**
+ * Messages about leases on the cluster channel (cluster-link.ts carries them). A release names the node
+ * it is meant for (`to`, the first that asked): the other waiting nodes leave it to that node, and ask
+ * it in turn, so that a lease wanted by several nodes goes round them all.
+ */
+export type LeaseMessage = { t: "want"; s: string } | { t: "released"; s: string; to?: string };
 
 export interface SourceLeasesDeps {
   cluster: ClusterStore;
@@ -46,6 +57,12 @@ interface Lease {
   active: number;
   /** Another node asked for it: no new invocation starts, and it is given back once `active` is 0. */
   wanted: boolean;
+  /** When this node took it (`Date.now()`). */
+  takenAt: number;
+  /** Sets `wanted` once the lease was held `minHoldMs`. */
+  wantTimer: NodeJS.Timeout | undefined;
+  /** The nodes that asked for it since this node took it (or began to), first asker first. */
+  askers: string[];
   taking: Promise<void> | undefined;
   releasing: Promise<void> | undefined;
   /** Whoever waits for a change of this lease. */
@@ -99,6 +116,9 @@ export class SourceLeases {
     if (lease?.gen !== gen) return;
     lease.gen = undefined;
     lease.wanted = false;
+    clearTimeout(lease.wantTimer);
+    lease.wantTimer = undefined;
+    lease.askers = [];
     this.#wake(lease);
   }
 
@@ -108,16 +128,38 @@ export class SourceLeases {
     if (lease && lease.active === 0 && !lease.taking) this.#leases.delete(sourceId);
   }
 
-  /** A message from another node. */
-  receive(message: LeaseMessage): void {
+  /** A message from node `from`. */
+  receive(message: LeaseMessage, from: string): void {
     const lease = this.#leases.get(message.s);
     if (!lease) return;
     if (message.t === "released") {
-      this.#wake(lease);
-    } else if (lease.gen !== undefined) {
-      lease.wanted = true;
-      if (lease.active === 0) this.#release(message.s, lease);
+      if (message.to === undefined || message.to === this.#d.nodeId) this.#wake(lease);
+      else if (lease.taking) {
+        // Meant for another node: ask that one, which keeps the request while it takes the lease.
+        void this.#d.send({ t: "want", s: message.s }).catch(() => undefined);
+      }
+    } else if (lease.gen !== undefined || lease.taking) {
+      if (!lease.askers.includes(from)) lease.askers.push(from);
+      this.#want(message.s, lease);
     }
+  }
+
+  /** Another node asked for the lease: it is given back once held `minHoldMs` and its runs finished. */
+  #want(sourceId: string, lease: Lease): void {
+    if (lease.wanted || lease.wantTimer) return;
+    const heldMs = lease.gen === undefined ? 0 : Date.now() - lease.takenAt;
+    const wantNow = () => {
+      lease.wantTimer = undefined;
+      if (lease.gen === undefined) {
+        // Still being taken: asked again once held. Lost or never taken: the asker asks again.
+        if (lease.taking && !this.#closed) lease.wantTimer = setTimeout(wantNow, minHoldMs);
+        return;
+      }
+      lease.wanted = true;
+      if (lease.active === 0) this.#release(sourceId, lease);
+    };
+    if (lease.gen !== undefined && heldMs >= minHoldMs) wantNow();
+    else lease.wantTimer = setTimeout(wantNow, minHoldMs - heldMs);
   }
 
   /** This node's name in the cluster. */
@@ -145,7 +187,11 @@ export class SourceLeases {
   /** Stops taking leases; waiting invocations fail with `shutting_down`. Held leases go with the node's heartbeat. */
   close(): void {
     this.#closed = true;
-    for (const lease of this.#leases.values()) this.#wake(lease);
+    for (const lease of this.#leases.values()) {
+      clearTimeout(lease.wantTimer);
+      lease.wantTimer = undefined;
+      this.#wake(lease);
+    }
   }
 
   #lease(sourceId: string): Lease {
@@ -155,6 +201,9 @@ export class SourceLeases {
         gen: undefined,
         active: 0,
         wanted: false,
+        takenAt: 0,
+        wantTimer: undefined,
+        askers: [],
         taking: undefined,
         releasing: undefined,
         waiters: new Set(),
@@ -170,6 +219,7 @@ export class SourceLeases {
       const gen = await this.#d.cluster.acquireSourceLease(sourceId, this.#d.nodeId, nodeDeadAfterMs);
       if (gen !== undefined) {
         lease.gen = gen;
+        lease.takenAt = Date.now();
         lease.wanted = false;
         this.#d.onTaken(sourceId);
         return;
@@ -187,6 +237,10 @@ export class SourceLeases {
   #release(sourceId: string, lease: Lease): void {
     const gen = lease.gen;
     if (gen === undefined || lease.releasing) return;
+    clearTimeout(lease.wantTimer);
+    lease.wantTimer = undefined;
+    const to = lease.askers[0];
+    lease.askers = [];
     lease.releasing = (async () => {
       try {
         await this.#d.cluster.releaseSourceLease(sourceId, this.#d.nodeId, gen);
@@ -199,7 +253,9 @@ export class SourceLeases {
       lease.wanted = false;
       lease.releasing = undefined;
       this.#wake(lease);
-      await this.#d.send({ t: "released", s: sourceId }).catch(() => undefined);
+      await this.#d
+        .send(to === undefined ? { t: "released", s: sourceId } : { t: "released", s: sourceId, to })
+        .catch(() => undefined);
     })();
   }
 

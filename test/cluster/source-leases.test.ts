@@ -1,0 +1,119 @@
+/**
+ * The run lease of a source wanted by several nodes (src/domain/source-leases.ts): three real cluster
+ * nodes (ClusterLink and SourceLeases, as the server wires them) on one fresh PostgreSQL schema, their
+ * lease messages over the real cluster channel, which the test also listens to. A release names the
+ * first node that asked, and the others ask that node in turn, so the lease goes round every node that
+ * wants it; and a request that reaches a node while it is still taking the lease is kept.
+ */
+import assert from "node:assert/strict";
+import { after, test } from "node:test";
+import type { FastifyBaseLogger } from "fastify";
+import pino from "pino";
+import { Bus } from "../../src/domain/bus.ts";
+import { type ClusterNode, clusterNode } from "../../src/domain/cluster-link.ts";
+import { EventRecorder } from "../../src/domain/recorder.ts";
+import type { Storage } from "../../src/storage/port.ts";
+import { openTestPostgres } from "../pg-schemas.ts";
+
+const silent = pino({ level: "silent" }) as unknown as FastifyBaseLogger;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until(what: string, check: () => boolean, boundMs = 20_000): Promise<void> {
+  const start = Date.now();
+  while (!check()) {
+    assert.ok(Date.now() - start < boundMs, `${what} within ${boundMs} ms`);
+    await sleep(10);
+  }
+}
+
+interface Message {
+  n: string;
+  t: string;
+  s?: string;
+  to?: string;
+}
+
+/** Three nodes on one fresh schema that see each other, and every message on their channel. */
+async function threeNodes(): Promise<{ nodes: Array<ClusterNode & { id: string }>; heard: Message[] }> {
+  const store: Storage = await openTestPostgres();
+  after(() => store.close());
+  const heard: Message[] = [];
+  const unlisten = await store.cluster!.listen("fount_cluster", (payload) => {
+    heard.push(JSON.parse(payload) as Message);
+  });
+  after(unlisten);
+  const nodes: Array<ClusterNode & { id: string }> = [];
+  for (const name of ["a", "b", "c"]) {
+    const id = `${name}/${process.pid}`;
+    const node = clusterNode({
+      store,
+      cluster: store.cluster!,
+      nodeId: id,
+      bus: new Bus(),
+      recorder: new EventRecorder(),
+      logger: silent,
+      forget: () => undefined,
+    });
+    await node.start();
+    after(() => node.close());
+    nodes.push(Object.assign(node, { id }));
+  }
+  await until("each node sees the others", () => nodes.every((n) => n.link.peers === 2));
+  return { nodes, heard };
+}
+
+const leaseMessages = (heard: Message[], source: string) =>
+  heard.filter((m) => m.s === source && (m.t === "want" || m.t === "released"));
+
+test("a lease wanted by two waiting nodes goes to the first that asked, then to the other", async () => {
+  const { nodes, heard } = await threeNodes();
+  const [a, b, c] = nodes as [
+    ClusterNode & { id: string },
+    ClusterNode & { id: string },
+    ClusterNode & { id: string },
+  ];
+  const source = "dc_leaseround";
+  await a.leases.enter(source);
+  const got: string[] = [];
+  const bEntered = b.leases.enter(source).then(() => got.push("b"));
+  await until("b asked", () => leaseMessages(heard, source).some((m) => m.t === "want" && m.n === b.id));
+  const cEntered = c.leases.enter(source).then(() => got.push("c"));
+  await until("c asked", () => leaseMessages(heard, source).some((m) => m.t === "want" && m.n === c.id));
+
+  a.leases.exit(source);
+  await bEntered;
+  assert.ok(b.leases.holds(source));
+  // c waits for b, whatever the timing of the release: b got the lease and has not finished its run.
+  await sleep(300);
+  assert.deepEqual(got, ["b"]);
+  b.leases.exit(source);
+  await cEntered;
+  assert.deepEqual(got, ["b", "c"]);
+  assert.ok(c.leases.holds(source) && !a.leases.holds(source) && !b.leases.holds(source));
+  const releases = leaseMessages(heard, source).filter((m) => m.t === "released");
+  assert.deepEqual(
+    releases.map((m) => [m.n, m.to]),
+    [
+      [a.id, b.id],
+      [b.id, c.id],
+    ],
+  );
+  c.leases.exit(source);
+});
+
+test("a request that reaches a node still taking the lease is kept, and the lease goes to it after the run", async () => {
+  const { nodes, heard } = await threeNodes();
+  const [a, b] = nodes as [ClusterNode & { id: string }, ClusterNode & { id: string }];
+  const source = "dc_leasekept";
+  // The request arrives while a's take is still on its way to the store (enter has just begun it).
+  const entered = a.leases.enter(source);
+  a.leases.receive({ t: "want", s: source }, b.id);
+  await entered;
+  // Its run started under the lease: the request waits for it.
+  assert.ok(a.leases.holds(source));
+  a.leases.exit(source);
+  await until("a gives the lease to b", () =>
+    leaseMessages(heard, source).some((m) => m.t === "released" && m.n === a.id && m.to === b.id),
+  );
+  assert.ok(!a.leases.holds(source));
+});
