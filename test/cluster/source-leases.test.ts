@@ -14,17 +14,14 @@ import { type ClusterNode, clusterNode } from "../../src/domain/cluster-link.ts"
 import { EventRecorder } from "../../src/domain/recorder.ts";
 import type { Storage } from "../../src/storage/port.ts";
 import { openTestPostgres } from "../pg-schemas.ts";
+import { eventually } from "./nodes.ts";
 
 const silent = pino({ level: "silent" }) as unknown as FastifyBaseLogger;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function until(what: string, check: () => boolean, boundMs = 20_000): Promise<void> {
-  const start = Date.now();
-  while (!check()) {
-    assert.ok(Date.now() - start < boundMs, `${what} within ${boundMs} ms`);
-    await sleep(10);
-  }
-}
+/** Waits until `check()` holds (test/cluster/nodes.ts, `eventually`). */
+const until = (what: string, check: () => boolean) =>
+  eventually(what, async () => (check() ? true : undefined));
 
 interface Message {
   n: string;
