@@ -3,7 +3,8 @@
  * realms instead of stopping and starting them: with a budget of 2, six sources hit in rounds all
  * answer, each keeps its own db and order, and the owner's process starts no realm after the first
  * round. When a shared realm dies, the source that caused it gets the specific code and a sharer
- * caught mid-run gets `executor_crash`.
+ * caught mid-run gets `executor_crash`. After a pause, sources past the owner's 16 cached dbs take the
+ * realms their evictions vacated instead of starting workers.
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
@@ -78,5 +79,37 @@ test("a shared realm that dies blames its culprit; a sharer caught mid-run gets 
     assert.equal((await hit(`${slowUrl}?ms=1`, { method: "POST" })).status, 200);
   } finally {
     await solo.close();
+  }
+});
+
+test("after a pause, a source past the owner's 16 cached dbs takes the realm its eviction vacated", async () => {
+  // The default budget: a realm per source. The pool keeps the db (and realm) of 16 sources per owner,
+  // so the 17th and 18th evict the least recently used, whose realms they take.
+  const own = await startServer();
+  try {
+    const owner = await own.createUser("realm-pause");
+    const many: string[] = [];
+    for (let i = 0; i < 18; i++) {
+      const s = await deploy(
+        own,
+        { component_code: fixture("http-echo.mjs"), name: `pause-${i}` },
+        owner.key,
+      );
+      many.push(s.configured_props.http.endpoint_url);
+    }
+    const started = () =>
+      (own.built.services.executor as ExecutorPool).stats().find((o) => o.ownerId === owner.id)
+        ?.realmsStarted ?? 0;
+    const round = async () => {
+      for (const url of many) assert.equal((await hit(url, { method: "POST" })).status, 200);
+    };
+    await round();
+    const before = started();
+    // Longer than a vacant realm is kept after its last batch (5 s), shorter than the spare's 10 s.
+    await new Promise((r) => setTimeout(r, 6_000));
+    await round();
+    assert.equal(started(), before, "no realm was started after the pause");
+  } finally {
+    await own.close();
   }
 });

@@ -75,9 +75,9 @@ const live = new Set<Realm>();
 /** Realms for sources at most; past it sources share them (docs/isolation.md). */
 const budget = Math.max(1, init.realmsPerOwner ?? 16);
 /**
- * A realm whose last source left is kept this long after its last batch, for the next source to
- * reuse: an owner with more busy sources than realms would otherwise stop and start workers all the
- * time (each start costs 50-250 ms of CPU).
+ * A realm whose last source left is kept this long after it left (or after its last batch, whichever
+ * is later), for the next source to reuse: an owner with more busy sources than realms would otherwise
+ * stop and start workers all the time (each start costs 50-250 ms of CPU).
  */
 const VACANT_KEEP_MS = 5000;
 const inspections = new Map<number, Realm>();
@@ -390,8 +390,10 @@ process.on("message", (raw: unknown) => {
       realms.delete(msg.sid);
       realm.sids.delete(msg.sid);
       realm.busyBy.delete(msg.sid);
-      if (realm.sids.size === 0 && Date.now() - realm.lastUsed > VACANT_KEEP_MS) stopRealm(realm);
-      else realm.worker.postMessage({ t: "forget", sid: msg.sid });
+      // Kept from now, not from its last batch: after a pause, the source that evicted this one (the
+      // pool keeps 16 dbs per owner) takes the realm instead of starting a worker.
+      if (realm.sids.size === 0) realm.lastUsed = Date.now();
+      realm.worker.postMessage({ t: "forget", sid: msg.sid });
       break;
     }
     case "shed":
