@@ -19,8 +19,16 @@ import { randomBytes } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import pg from "pg";
+import { schemaChannel } from "../src/storage/postgres/cluster.ts";
 import { runLoad } from "./lib/load.ts";
-import { childPids, FountProcess, sleep, treeCpuSeconds } from "./lib/processes.ts";
+import {
+  childPids,
+  FountProcess,
+  namedCpuSeconds,
+  ownCpuSeconds,
+  sleep,
+  treeCpuSeconds,
+} from "./lib/processes.ts";
 import { createSchema, dropSchema, emitterCode, payloadText, urlWithSchema } from "./parts/context.ts";
 
 const { values } = parseArgs({
@@ -45,38 +53,6 @@ const pgUrl = values["pg-url"];
 const connections = 50;
 /** Past the 15 s in which a new node sends every event on the cluster channel (docs/architecture.md). */
 const settleMs = 16_000;
-const ticksPerSecond = 100;
-
-/** The fields of a /proc stat line after the process name. */
-function statFields(path: string): { name: string; f: string[] } {
-  const stat = readFileSync(path, "utf8");
-  return {
-    name: stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")),
-    f: stat.slice(stat.lastIndexOf(")") + 2).split(" "),
-  };
-}
-
-/** CPU seconds (utime + stime) of one process, its threads included, its children not. */
-function ownSeconds(pid: number): number {
-  const { f } = statFields(`/proc/${pid}/stat`);
-  return (Number(f[11]) + Number(f[12])) / ticksPerSecond;
-}
-
-/** CPU seconds of every PostgreSQL process on the machine. */
-function postgresSeconds(): number {
-  let total = 0;
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const { name, f } = statFields(`/proc/${entry}/stat`);
-      if (name.startsWith("postgres")) total += (Number(f[11]) + Number(f[12])) / ticksPerSecond;
-    } catch {
-      // The process ended while listing.
-    }
-  }
-  return total;
-}
-
 /** Context switches, voluntary or not, of every thread of `pid`. */
 function switches(pid: number): number {
   let n = 0;
@@ -134,17 +110,18 @@ try {
   await watcher.connect();
   let messages = 0;
   watcher.on("notification", () => messages++);
-  await watcher.query(`LISTEN "fount_cluster:${schema}"`);
+  // The nodes' channel (src/domain/cluster-link.ts), named after the schema as the store names it.
+  await watcher.query(`LISTEN "${schemaChannel("fount_cluster", schema)}"`);
   const transactions = async () =>
     Number(
       (await watcher.query("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"))
         .rows[0].xact_commit,
     );
   const sample = async () => ({
-    main: servers.reduce((a, s) => a + ownSeconds(s.pid), 0),
+    main: servers.reduce((a, s) => a + ownCpuSeconds(s.pid), 0),
     executors: servers.reduce((a, s) => a + childPids(s.pid).reduce((b, p) => b + treeCpuSeconds(p), 0), 0),
-    postgres: postgresSeconds(),
-    bench: ownSeconds(process.pid),
+    postgres: namedCpuSeconds("postgres"),
+    bench: ownCpuSeconds(process.pid),
     switches: servers.reduce(
       (a, s) => a + switches(s.pid) + childPids(s.pid).reduce((b, p) => b + switches(p), 0),
       0,

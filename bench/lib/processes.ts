@@ -276,9 +276,12 @@ export class FountProcess {
 const ticksPerSecond = 100;
 
 interface ProcStat {
+  name: string;
   ppid: number;
   /** utime + stime + cutime + cstime, in ticks: the process, and its children already reaped. */
   ticks: number;
+  /** utime + stime, in ticks: the process alone (its threads included). */
+  own: number;
 }
 
 /**
@@ -301,8 +304,13 @@ function readProcStats(): Map<number, ProcStat> {
   for (const entry of entries) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      const { n } = statFields(readFileSync(`/proc/${entry}/stat`, "utf8"));
-      stats.set(Number(entry), { ppid: n(4), ticks: n(14) + n(15) + n(16) + n(17) });
+      const { name, n } = statFields(readFileSync(`/proc/${entry}/stat`, "utf8"));
+      stats.set(Number(entry), {
+        name,
+        ppid: n(4),
+        ticks: n(14) + n(15) + n(16) + n(17),
+        own: n(14) + n(15),
+      });
     } catch {
       // The process ended while listing.
     }
@@ -325,6 +333,18 @@ export function treeCpuSeconds(pid: number, stats = readProcStats()): number {
     ticks += stats.get(p)?.ticks ?? 0;
     todo.push(...(children.get(p) ?? []));
   }
+  return ticks / ticksPerSecond;
+}
+
+/** CPU seconds used by `pid` itself (its threads, not its children). */
+export function ownCpuSeconds(pid: number, stats = readProcStats()): number {
+  return (stats.get(pid)?.own ?? 0) / ticksPerSecond;
+}
+
+/** CPU seconds used by every process whose command name starts with `prefix` (each alone). */
+export function namedCpuSeconds(prefix: string, stats = readProcStats()): number {
+  let ticks = 0;
+  for (const s of stats.values()) if (s.name.startsWith(prefix)) ticks += s.own;
   return ticks / ticksPerSecond;
 }
 
