@@ -421,7 +421,7 @@ export class DeliveryDispatcher {
     try {
       // Only what it works on: a row claimed at routing whose commit was never published is left to
       // run out, for any node's claim.
-      await this.#d.store.renewDeliveryClaims(this.#claimToken, this.#d.clock.now() + this.#leaseMs, [
+      await this.#d.store.renewDeliveryClaims(this.#claimToken, now + this.#leaseMs, [
         ...this.#inflight.keys(),
         ...this.#unsettled,
       ]);

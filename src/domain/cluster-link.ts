@@ -307,12 +307,7 @@ export class ClusterLink implements StreamInterest {
         this.#d.onLeaseMessage({ t: "want", s: message.s }, message.n);
         break;
       case "released":
-        this.#d.onLeaseMessage(
-          message.to === undefined
-            ? { t: "released", s: message.s }
-            : { t: "released", s: message.s, to: message.to },
-          message.n,
-        );
+        this.#d.onLeaseMessage({ t: "released", s: message.s, to: message.to }, message.n);
         break;
       case "events":
         for (const e of message.e) this.#d.bus.emit("event.replicated", e);

@@ -195,10 +195,12 @@ export class SourceRunner {
     const leases = invocation.kind === "options" ? undefined : this.#d.leases;
     /** The run lease's generation this invocation runs under (several nodes only). */
     let gen: number | undefined;
-    /** Told once this invocation's commit is submitted, or never will be (`Committer.expect`). */
-    let arrived: (() => void) | undefined;
-    // Its commit is coming: a batch of the committer may wait a moment for it (committer.ts).
-    if (invocation.kind !== "options" && invocation.kind !== "props") arrived = this.#d.committer.expect();
+    /**
+     * Its commit is coming: a batch of the committer may wait a moment for it (committer.ts). Told once
+     * the commit is submitted, or never will be.
+     */
+    const arrived =
+      invocation.kind !== "options" && invocation.kind !== "props" ? this.#d.committer.expect() : undefined;
     const submitted = previous
       .catch(() => undefined)
       .then(async () => {
@@ -264,10 +266,7 @@ export class SourceRunner {
       return committed;
     });
     // A run that failed before its commit was submitted is not waited for any longer.
-    void outcome.then(
-      () => arrived?.(),
-      () => arrived?.(),
-    );
+    void outcome.catch(() => arrived?.());
     const hold = options.hold;
     // A run that resolved has committed its usage; one that failed to load or commit gives it back.
     if (hold) void outcome.catch(() => hold.release());

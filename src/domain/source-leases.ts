@@ -116,9 +116,7 @@ export class SourceLeases {
     if (lease?.gen !== gen) return;
     lease.gen = undefined;
     lease.wanted = false;
-    clearTimeout(lease.wantTimer);
-    lease.wantTimer = undefined;
-    lease.askers = [];
+    dropRequests(lease);
     this.#wake(lease);
   }
 
@@ -188,8 +186,7 @@ export class SourceLeases {
   close(): void {
     this.#closed = true;
     for (const lease of this.#leases.values()) {
-      clearTimeout(lease.wantTimer);
-      lease.wantTimer = undefined;
+      dropRequests(lease);
       this.#wake(lease);
     }
   }
@@ -237,10 +234,8 @@ export class SourceLeases {
   #release(sourceId: string, lease: Lease): void {
     const gen = lease.gen;
     if (gen === undefined || lease.releasing) return;
-    clearTimeout(lease.wantTimer);
-    lease.wantTimer = undefined;
     const to = lease.askers[0];
-    lease.askers = [];
+    dropRequests(lease);
     lease.releasing = (async () => {
       try {
         await this.#d.cluster.releaseSourceLease(sourceId, this.#d.nodeId, gen);
@@ -253,9 +248,7 @@ export class SourceLeases {
       lease.wanted = false;
       lease.releasing = undefined;
       this.#wake(lease);
-      await this.#d
-        .send(to === undefined ? { t: "released", s: sourceId } : { t: "released", s: sourceId, to })
-        .catch(() => undefined);
+      await this.#d.send({ t: "released", s: sourceId, to }).catch(() => undefined);
     })();
   }
 
@@ -275,6 +268,13 @@ export class SourceLeases {
   #wake(lease: Lease): void {
     for (const done of [...lease.waiters]) done();
   }
+}
+
+/** Forgets the other nodes' requests for the lease: it is given away, lost, or the node stops. */
+function dropRequests(lease: Lease): void {
+  clearTimeout(lease.wantTimer);
+  lease.wantTimer = undefined;
+  lease.askers = [];
 }
 
 function sleep(ms: number): Promise<void> {
