@@ -3,8 +3,11 @@
  * `main.ts` does, and tests build their own app with their own config.
  */
 import { randomUUID } from "node:crypto";
-import http, { type IncomingMessage, type ServerResponse } from "node:http";
+import http, { type IncomingMessage } from "node:http";
+import type { AddressInfo } from "node:net";
+import os from "node:os";
 import path from "node:path";
+import type { Duplex } from "node:stream";
 import rateLimit from "@fastify/rate-limit";
 import swagger from "@fastify/swagger";
 import swaggerUi from "@fastify/swagger-ui";
@@ -24,6 +27,7 @@ import { Committer } from "./domain/committer.ts";
 import { ComponentCatalog } from "./domain/components.ts";
 import { DynamicProps } from "./domain/dynamic-props.ts";
 import { logErrors } from "./domain/error-log.ts";
+import { ForwardedHits, forwardPath } from "./domain/hit-forwarding.ts";
 import { checkEncryptionKey } from "./domain/key-check.ts";
 import { LateWorkRecorder } from "./domain/late-work.ts";
 import { EventRecorder } from "./domain/recorder.ts";
@@ -52,7 +56,7 @@ import { catalogRoutes } from "./http/routes/catalog.ts";
 import { componentRoutes } from "./http/routes/components.ts";
 import { consoleRoutes } from "./http/routes/console.ts";
 import { deliveryRoutes } from "./http/routes/deliveries.ts";
-import { endpointHandler, endpointPrefix } from "./http/routes/endpoints.ts";
+import { type EndpointHandler, endpointHandler, endpointPrefix } from "./http/routes/endpoints.ts";
 import { healthRoutes } from "./http/routes/health.ts";
 import { countRequests, metricsRoutes } from "./http/routes/metrics.ts";
 import { orgRoutes } from "./http/routes/orgs.ts";
@@ -132,16 +136,32 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     : undefined;
 
   // Source endpoints are answered by Node's server directly, before Fastify (routes/endpoints.ts).
-  let endpoints: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
+  let endpoints: EndpointHandler | undefined;
+  // Several nodes: the connections on which the others forward this node's sources' hits.
+  let forwardedHits: ForwardedHits | undefined;
   // From the start of shutdown: new requests get 503, and answers ask clients to close the connection
   // so that keep-alive sockets do not hold the process open.
   let closing = false;
   const app = Fastify({
     logger: options.logger ?? { level: config.logLevel },
     serverFactory: (fastifyHandler, opts) => {
-      const server = http.createServer((req, res) => {
-        if (endpoints && req.url?.startsWith(endpointPrefix)) endpoints(req, res);
-        else fastifyHandler(req, res);
+      const server = http.createServer(
+        // Only the other nodes' forwarding connections are upgraded; any other request asking for an
+        // upgrade (`Upgrade: h2c` from curl --http2, a WebSocket) is answered as a plain request.
+        { shouldUpgradeCallback: (req) => forwardedHits !== undefined && req.url === forwardPath },
+        (req, res) => {
+          if (endpoints && req.url?.startsWith(endpointPrefix)) endpoints.listener(req, res);
+          else fastifyHandler(req, res);
+        },
+      );
+      server.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+        let taken = false;
+        try {
+          taken = forwardedHits?.accept(req, socket, head) ?? false;
+        } catch (err) {
+          app.log.error({ err }, "a forwarding connection failed");
+        }
+        if (!taken) socket.destroy();
       });
       // The timeouts Fastify gives the server it makes itself (it has filled in its defaults by now).
       const timeouts = opts as {
@@ -270,7 +290,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     checkUrl: (url: URL) => addressPolicy.checkUrl(url),
   };
   const catalog = new ComponentCatalog({ store, builder, executor, clock, fetchGuard });
-  // Several nodes on one database: a source runs on one node at a time (domain/source-leases.ts).
+  // Several nodes on one database: a source runs on one node at a time (domain/source-leases.ts), and
+  // its hits go to that node (domain/hit-forwarding.ts) over connections that carry this token.
+  const forwardToken = secrets.derive("fount/forwarded-hits/v1");
   const cluster = store.cluster
     ? clusterNode({
         store,
@@ -281,6 +303,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         recorder,
         logger: app.log,
         forget: (sourceId) => runner.forget(sourceId),
+        forwardToken,
+        invocationTimeoutMs: config.invocationTimeoutMs,
       })
     : undefined;
   const runner: SourceRunner = new SourceRunner({
@@ -340,12 +364,16 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     dispatcher,
     metrics,
     streamInterest: cluster?.link,
+    forwarding: cluster?.forwarding,
   };
   metrics.attach({
     store,
     now: () => clock.now(),
     executors: () => (executor instanceof ExecutorPool ? executor.stats() : []),
     sseClients: () => streamHubOf(services)?.size(),
+    ...(cluster
+      ? { clusterPeers: () => ({ live: cluster.link.peers, forwardable: cluster.link.forwardablePeers }) }
+      : {}),
   });
   app.decorate("fount", services);
   app.decorateRequest("principal", null);
@@ -376,6 +404,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   });
   app.addHook("preClose", async () => {
     closing = true;
+    // Other nodes' hits already taken are answered; new ones are turned down, to run where they came in.
+    await forwardedHits?.close();
   });
   app.addHook("onSend", async (_request, reply) => {
     if (closing) reply.header("connection", "close");
@@ -487,6 +517,13 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     { prefix: "/v1" },
   );
   endpoints = endpointHandler(services, { closing: () => closing });
+  const served = endpoints;
+  if (cluster)
+    forwardedHits = new ForwardedHits({
+      token: forwardToken,
+      serve: (hit) => served.serveForwarded(hit),
+      logger: app.log,
+    });
   await app.register(streamRoutes);
   await app.register(consoleRoutes);
 
@@ -497,6 +534,12 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   app.addHook("onReady", async () => {
     if (options.startScheduler !== false) scheduler.start();
     if (options.startDispatcher !== false) await dispatcher.start();
+  });
+  // Several nodes: once listening, this node tells the others where to forward its sources' hits.
+  app.addHook("onListen", async () => {
+    if (!cluster || config.nodeUrl === "off") return;
+    const url = config.nodeUrl ?? listeningUrl(app.server.address());
+    if (url) cluster.link.advertise(url);
   });
   // Shutdown order: no new timer runs, in-flight commits land, executors stop, then the store closes.
   app.addHook("onClose", async () => {
@@ -579,4 +622,20 @@ function coerceQueryValue(value: unknown, schema: { type?: unknown } | undefined
   if (types.includes("boolean") && (value === "true" || value === "false")) return value === "true";
   if (types.includes("integer") && /^-?\d{1,15}$/.test(value)) return Number(value);
   return value;
+}
+
+/**
+ * Where other nodes reach this one: the address it listens on, or this machine's first non-loopback
+ * IPv4 address when it listens on every address (HOST=0.0.0.0 or ::).
+ */
+function listeningUrl(address: string | AddressInfo | null): string | undefined {
+  if (!address || typeof address === "string") return undefined;
+  let host = address.address;
+  if (host === "0.0.0.0" || host === "::") {
+    const external = Object.values(os.networkInterfaces())
+      .flat()
+      .find((i) => i?.family === "IPv4" && !i.internal);
+    host = external?.address ?? "127.0.0.1";
+  }
+  return `http://${host.includes(":") ? `[${host}]` : host}:${address.port}`;
 }

@@ -63,6 +63,12 @@ export interface Config {
   metricsToken: string | undefined;
   /** This node's name in metrics (FOUNT_NODE_ID); default host name and port. */
   nodeId: string;
+  /**
+   * Several nodes: where the others reach this one with the hits they forward (FOUNT_NODE_URL); when
+   * unset, the address it listens on (HOST, or this machine's first non-loopback IPv4 address when HOST
+   * is a wildcard); `off`: it takes no forwarded hits.
+   */
+  nodeUrl: string | undefined;
 }
 
 export class ConfigError extends Error {}
@@ -118,6 +124,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     "",
   );
   const databaseUrl = env.DATABASE_URL || undefined;
+  const nodeUrl = env.FOUNT_NODE_URL?.replace(/\/+$/, "") || undefined;
+  if (nodeUrl && nodeUrl !== "off" && !/^https?:\/\/[^/]+$/.test(nodeUrl)) {
+    throw new ConfigError(
+      "FOUNT_NODE_URL must be http://host:port (where the other nodes reach this one, no path), or off",
+    );
+  }
   if (databaseUrl && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
     throw new ConfigError(
       "DATABASE_URL must start with postgres:// (leave it unset for the embedded SQLite store)",
@@ -162,6 +174,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     metrics: optionalBool(env, "FOUNT_METRICS") ?? true,
     metricsToken: env.FOUNT_METRICS_TOKEN || undefined,
     nodeId: env.FOUNT_NODE_ID || `${os.hostname()}:${port}`,
+    nodeUrl,
     ...overrides,
   };
 }

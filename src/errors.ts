@@ -36,6 +36,10 @@ export const errorCatalogue = {
     status: 503,
     message: "Another node took this source over while it ran (this node stalled); the run was not stored",
   },
+  node_unreachable: {
+    status: 503,
+    message: "The node running this source stopped answering during the request; retry shortly",
+  },
   store_unavailable: {
     status: 503,
     message: "The server cannot reach its database; the request was not completed, retry shortly",

@@ -22,6 +22,8 @@ export interface MetricSources {
   executors: () => Array<{ pid: number | undefined }>;
   /** Open SSE streams; undefined before the stream routes load. */
   sseClients: () => number | undefined;
+  /** Several nodes: the other live nodes at the last heartbeat, and how many gave a URL for forwarded hits. */
+  clusterPeers?: () => { live: number; forwardable: number };
 }
 
 export class Metrics {
@@ -29,6 +31,7 @@ export class Metrics {
   readonly #httpRequests: Counter<"method" | "route" | "status">;
   readonly #httpDuration: Histogram<"method" | "route">;
   readonly #endpointHits: Counter<"status">;
+  readonly #endpointForwards: Counter<"status">;
   readonly #commitDuration: Histogram;
   readonly #commitJobs: Counter;
   #sources: MetricSources | undefined;
@@ -53,6 +56,12 @@ export class Metrics {
     this.#endpointHits = new Counter({
       name: "fount_endpoint_hits_total",
       help: "Requests to source HTTP endpoints (/e/…), by answer status",
+      labelNames: ["status"],
+      registers: [registry],
+    });
+    this.#endpointForwards = new Counter({
+      name: "fount_endpoint_forwards_total",
+      help: "Several nodes: endpoint requests this node sent on to the node running their source, by answer status (that node counts them as hits)",
       labelNames: ["status"],
       registers: [registry],
     });
@@ -125,6 +134,18 @@ export class Metrics {
       collect() {
         const n = sources()?.sseClients();
         if (n !== undefined) this.set(n);
+      },
+    });
+    new Gauge({
+      name: "fount_cluster_peers",
+      help: "Several nodes: the other live nodes this node saw at its last heartbeat (forwardable: those it can forward hits to)",
+      labelNames: ["state"],
+      registers: [registry],
+      collect() {
+        const peers = sources()?.clusterPeers?.();
+        if (!peers) return;
+        this.set({ state: "live" }, peers.live);
+        this.set({ state: "forwardable" }, peers.forwardable);
       },
     });
   }
@@ -215,6 +236,10 @@ export class Metrics {
 
   endpointHit(status: number): void {
     this.#endpointHits.inc({ status });
+  }
+
+  endpointForwarded(status: number): void {
+    this.#endpointForwards.inc({ status });
   }
 
   commit(ms: number, jobs: number): void {

@@ -9,6 +9,7 @@ import type { Bus } from "./domain/bus.ts";
 import type { Committer } from "./domain/committer.ts";
 import type { ComponentCatalog } from "./domain/components.ts";
 import type { DynamicProps } from "./domain/dynamic-props.ts";
+import type { HitForwarding } from "./domain/hit-forwarding.ts";
 import type { EventRecorder } from "./domain/recorder.ts";
 import type { SourceRunner } from "./domain/runner.ts";
 import type { TimerScheduler } from "./domain/scheduler.ts";
@@ -38,6 +39,8 @@ export interface Services {
   metrics: Metrics;
   /** Several nodes: tells the others which emitters this node's SSE clients stream. */
   streamInterest?: StreamInterest;
+  /** Several nodes: sends a source's endpoint hits to the node that runs it. */
+  forwarding?: HitForwarding;
 }
 
 declare module "fastify" {

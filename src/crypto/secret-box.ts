@@ -1,4 +1,11 @@
-import { createCipheriv, createDecipheriv, createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHash,
+  createHmac,
+  randomBytes,
+  timingSafeEqual,
+} from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 
@@ -20,6 +27,14 @@ export class SecretBox {
     if (!existsSync(file))
       writeFileSync(file, randomBytes(32).toString("base64"), { mode: 0o600, flag: "wx" });
     return new SecretBox(Buffer.from(readFileSync(file, "utf8").trim(), "base64"));
+  }
+
+  /**
+   * A secret for another purpose, derived from the key (HMAC-SHA256 of `label`): the same on every node
+   * that has the key, and it tells nothing about the key.
+   */
+  derive(label: string): string {
+    return createHmac("sha256", this.#key).update(label).digest("base64url");
   }
 
   /** `v1.<iv>.<tag>.<ciphertext>`, all base64url. */

@@ -15,6 +15,7 @@ import type { FastifyBaseLogger } from "fastify";
 import { randomString } from "../ids.ts";
 import type { ClusterStore, Storage } from "../storage/port.ts";
 import type { Bus } from "./bus.ts";
+import { HitForwarding } from "./hit-forwarding.ts";
 import type { EventRecorder } from "./recorder.ts";
 import { type LeaseMessage, nodeDeadAfterMs, SourceLeases } from "./source-leases.ts";
 import type { StreamInterest } from "./stream-hub.ts";
@@ -76,6 +77,10 @@ export class ClusterLink implements StreamInterest {
   #offBus: Array<() => void> = [];
   /** Other live nodes at the last heartbeat: events are sent only when there are some. */
   #peers = 0;
+  /** The URLs other live nodes gave at the last heartbeat (hit-forwarding.ts). */
+  #peerUrls = new Map<string, string>();
+  /** Where the other nodes reach this one, once it listens (undefined: it takes no forwarded hits). */
+  #url: string | undefined;
   #outbox: EventRecord[] = [];
   #flushing = false;
   #heartbeatFailing = false;
@@ -200,6 +205,22 @@ export class ClusterLink implements StreamInterest {
     return now < this.#sendAllUntil || (this.#interest.get(emitterId) ?? 0) > now;
   }
 
+  /** This node listens at `url` for hits forwarded by the others (written with the next heartbeat). */
+  advertise(url: string): void {
+    this.#url = url;
+    void this.#beat();
+  }
+
+  /** Other live nodes that gave a URL for forwarded hits, as of the last heartbeat. */
+  get forwardablePeers(): number {
+    return this.#peerUrls.size;
+  }
+
+  /** The URL another live node gave, as of the last heartbeat. */
+  peerUrl(nodeId: string): string | undefined {
+    return this.#peerUrls.get(nodeId);
+  }
+
   /** Sends a lease message to the other nodes. */
   sendLease(message: LeaseMessage): Promise<void> {
     return this.#send({ n: this.#d.nodeId, ...message });
@@ -219,9 +240,12 @@ export class ClusterLink implements StreamInterest {
 
   async #beat(): Promise<void> {
     try {
-      await this.#d.cluster.heartbeat(this.#d.nodeId);
-      const live = await this.#d.cluster.liveNodes(nodeDeadAfterMs);
-      this.#peers = live.filter((id) => id !== this.#d.nodeId).length;
+      await this.#d.cluster.heartbeat(this.#d.nodeId, this.#url);
+      const others = (await this.#d.cluster.liveNodes(nodeDeadAfterMs)).filter(
+        (n) => n.id !== this.#d.nodeId,
+      );
+      this.#peers = others.length;
+      this.#peerUrls = new Map(others.flatMap((n) => (n.url === undefined ? [] : [[n.id, n.url]])));
       if (this.#heartbeatFailing) this.#d.logger.info("cluster heartbeat written again");
       this.#heartbeatFailing = false;
     } catch (err) {
@@ -358,10 +382,11 @@ export class ClusterLink implements StreamInterest {
   }
 }
 
-/** This node's part in a cluster: its link and its source leases, wired to each other. */
+/** This node's part in a cluster: its link, its source leases and the forwarding of hits, wired together. */
 export interface ClusterNode {
   link: ClusterLink;
   leases: SourceLeases;
+  forwarding: HitForwarding;
   start(): Promise<void>;
   close(): Promise<void>;
 }
@@ -379,6 +404,9 @@ export function clusterNode(deps: {
   recorder: EventRecorder;
   logger: FastifyBaseLogger;
   forget: (sourceId: string) => void;
+  /** The secret forwarded hits carry (SecretBox.derive). */
+  forwardToken: string;
+  invocationTimeoutMs: number;
 }): ClusterNode {
   const leases: SourceLeases = new SourceLeases({
     cluster: deps.cluster,
@@ -386,23 +414,39 @@ export function clusterNode(deps: {
     logger: deps.logger,
     send: (m) => link.sendLease(m),
     onTaken: deps.forget,
+    onReleased: (sourceId, to) => forwarding.moved(sourceId, to),
   });
   const link: ClusterLink = new ClusterLink({
     ...deps,
-    onLeaseMessage: (m, from) => leases.receive(m, from),
+    onLeaseMessage: (m, from) => {
+      leases.receive(m, from);
+      if (m.t === "released") forwarding.moved(m.s, m.to);
+    },
     onDeleted: (sourceId) => {
       deps.forget(sourceId);
       leases.forget(sourceId);
+      forwarding.moved(sourceId);
     },
+  });
+  const forwarding = new HitForwarding({
+    cluster: deps.cluster,
+    leases,
+    nodeId: deps.nodeId,
+    peerUrl: (nodeId) => link.peerUrl(nodeId),
+    token: deps.forwardToken,
+    invocationTimeoutMs: deps.invocationTimeoutMs,
+    logger: deps.logger,
   });
   deps.recorder.ids.shareStore((emitterId) => leases.holds(emitterId));
   return {
     link,
     leases,
+    forwarding,
     start: () => link.start(),
     close: async () => {
       leases.close();
       await link.close();
+      forwarding.close();
     },
   };
 }

@@ -48,6 +48,8 @@ export interface SourceLeasesDeps {
   send: (message: LeaseMessage) => Promise<void>;
   /** This node took a lease it did not hold: what it cached of the source may be stale. */
   onTaken: (sourceId: string) => void;
+  /** This node gave a lease back, meant for node `to`: its hits of the source go there now. */
+  onReleased?: (sourceId: string, to: string | undefined) => void;
 }
 
 interface Lease {
@@ -175,6 +177,20 @@ export class SourceLeases {
     return this.#leases.get(sourceId)?.gen !== undefined;
   }
 
+  /**
+   * Whether this node holds the source's lease or runs invocations under it. A node still waiting to
+   * take it is not: its new hits had better go to the holder than queue behind the hand-over.
+   */
+  engaged(sourceId: string): boolean {
+    const lease = this.#leases.get(sourceId);
+    return lease !== undefined && (lease.gen !== undefined || lease.active > 0);
+  }
+
+  /** Whether this node is taking the source's lease now. */
+  taking(sourceId: string): boolean {
+    return this.#leases.get(sourceId)?.taking !== undefined;
+  }
+
   /** How many leases this node holds (metrics, tests). */
   held(): number {
     let n = 0;
@@ -236,6 +252,7 @@ export class SourceLeases {
     if (gen === undefined || lease.releasing) return;
     const to = lease.askers[0];
     dropRequests(lease);
+    this.#d.onReleased?.(sourceId, to);
     lease.releasing = (async () => {
       try {
         await this.#d.cluster.releaseSourceLease(sourceId, this.#d.nodeId, gen);

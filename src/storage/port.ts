@@ -333,10 +333,13 @@ export interface StorageOps {
  * may run each source now (its run lease), and messages between nodes.
  */
 export interface ClusterStore {
-  /** Records `nodeId` as alive now (the database's clock, so nodes' own clocks never disagree). */
-  heartbeat(nodeId: string): Promise<void>;
-  /** Nodes whose last heartbeat is at most `deadAfterMs` old. */
-  liveNodes(deadAfterMs: number): Promise<string[]>;
+  /**
+   * Records `nodeId` as alive now (the database's clock, so nodes' own clocks never disagree), and the
+   * URL where the other nodes reach it, if it takes forwarded hits.
+   */
+  heartbeat(nodeId: string, url: string | undefined): Promise<void>;
+  /** Nodes whose last heartbeat is at most `deadAfterMs` old, with the URL they gave, if any. */
+  liveNodes(deadAfterMs: number): Promise<Array<{ id: string; url: string | undefined }>>;
   /** Removes a node's heartbeat (it stops): its leases are free at once. */
   leave(nodeId: string): Promise<void>;
   /**
@@ -344,6 +347,8 @@ export interface ClusterStore {
    * most `deadAfterMs` old. Returns the lease's generation (it grows with every taking), or undefined.
    */
   acquireSourceLease(sourceId: string, nodeId: string, deadAfterMs: number): Promise<number | undefined>;
+  /** The live node (heartbeat at most `deadAfterMs` old) that holds the source's run lease, if any. */
+  sourceLeaseHolder(sourceId: string, deadAfterMs: number): Promise<string | undefined>;
   /** Of these sources, those whose lease a live node other than `nodeId` holds. */
   leasedElsewhere(sourceIds: string[], nodeId: string, deadAfterMs: number): Promise<Set<string>>;
   /** Gives a lease back, if `nodeId` still holds it at `gen`. */

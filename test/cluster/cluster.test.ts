@@ -43,11 +43,7 @@ after(async () => {
   await cluster?.stop();
 });
 
-const node = (name: string): Node => {
-  const n = cluster.nodes.find((x) => x.name === name);
-  assert.ok(n, `node ${name} runs`);
-  return n;
-};
+const node = (name: string): Node => cluster.node(name);
 
 async function deploy(through: Node, code: string, props: Record<string, unknown> = {}) {
   const res = await api(through, "POST", "/v1/sources", { component_code: code, configured_props: props });

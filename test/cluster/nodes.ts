@@ -18,6 +18,8 @@ export interface Cluster {
   schema: string;
   databaseUrl: string;
   nodes: Node[];
+  /** The running node called `name` (fails the test when there is none). */
+  node(name: string): Node;
   /** Starts (or starts again) the node called `name`, with its own data dir. */
   start(name: string): Promise<Node>;
   /** Kills every node, drops the schema and the data dirs. */
@@ -34,6 +36,11 @@ export async function startCluster(names: string[], env: NodeJS.ProcessEnv = {})
     schema,
     databaseUrl,
     nodes: [],
+    node(name) {
+      const n = cluster.nodes.find((x) => x.name === name);
+      if (!n) throw new Error(`node ${name} does not run`);
+      return n;
+    },
     async start(name) {
       let dataDir = dirs.get(name);
       if (!dataDir) {

@@ -50,6 +50,8 @@ async function threeNodes(): Promise<{ nodes: Array<ClusterNode & { id: string }
       recorder: new EventRecorder(),
       logger: silent,
       forget: () => undefined,
+      forwardToken: "test",
+      invocationTimeoutMs: 30_000,
     });
     await node.start();
     after(() => node.close());

@@ -58,6 +58,7 @@ test("the text format has every family, each series labelled with the node", asy
     "fount_http_requests_total",
     "fount_http_request_duration_seconds",
     "fount_endpoint_hits_total",
+    "fount_endpoint_forwards_total",
     "fount_invocations_total",
     "fount_invocation_duration_seconds",
     "fount_events_stored_total",

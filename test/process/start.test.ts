@@ -221,3 +221,11 @@ test("a data dir under a folder other uids cannot traverse stops the start, nami
   assert.match(readFileSync(path.join(dataDir, "server.lock.json"), "utf8"), /"pid"/);
   await open.kill();
 });
+
+test("a FOUNT_NODE_URL that is not http://host:port or off stops the start with one line", async () => {
+  for (const value of ["ftp://10.0.0.5:8787", "http://10.0.0.5:8787/fount", "10.0.0.5:8787"]) {
+    const refused = start({ FOUNT_DATA_DIR: tempDir(), FOUNT_NODE_URL: value });
+    assert.equal((await refused.exited).code, 2, refused.output());
+    assert.match(refused.output(), /^fount: FOUNT_NODE_URL must be http:\/\/host:port/m, value);
+  }
+});

@@ -12,7 +12,8 @@
  * bodies, 503 and `connection: close` while shutting down, and one log line per request at `info`.
  */
 import { randomUUID } from "node:crypto";
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
+import type { ForwardedHit, HitAnswer } from "../../domain/hit-forwarding.ts";
 import { AppError } from "../../errors.ts";
 import type { HttpResponse } from "../../runtime/types.ts";
 import type { Services } from "../../services.ts";
@@ -88,32 +89,45 @@ export interface EndpointServing {
   closing(): boolean;
 }
 
-/** The request listener for `/e/…` paths. */
-export function endpointHandler(
-  services: Services,
-  serving: EndpointServing,
-): (req: IncomingMessage, res: ServerResponse) => void {
-  const { store, runner, config, logger } = services;
+/** One request to a source endpoint: from a client, or sent on by another node (domain/hit-forwarding.ts). */
+interface Hit {
+  method: string;
+  /** The request target: `/e/{id}[/path][?query]`. */
+  url: string;
+  headers: IncomingHttpHeaders;
+  /** The whole body, or null once it passes the limit. */
+  readBody(): Promise<Buffer | null>;
+  /** The body will not be read (answered before). */
+  discardBody(): void;
+  /**
+   * Sent on by another node of the cluster: it runs here, never going on to a third, or, when this node
+   * does not run its source, is handed back through this.
+   */
+  elsewhere: (() => void) | undefined;
+}
 
-  const finish = (
-    req: IncomingMessage,
-    res: ServerResponse,
-    status: number,
-    headers: Record<string, string>,
-    body: string | Buffer | null,
-  ) => {
-    if (res.headersSent || res.destroyed) return;
-    if (serving.closing()) headers.connection = "close";
-    if (body !== null) headers["content-length"] = String(Buffer.byteLength(body));
-    res.writeHead(status, headers);
-    res.end(body ?? undefined);
-    services.metrics.endpointHit(status);
+export interface EndpointHandler {
+  /** The request listener for `/e/…` paths. */
+  listener: (req: IncomingMessage, res: ServerResponse) => void;
+  /** Runs a hit another node sent on, answering as to a client; `elsewhere` when its source runs elsewhere. */
+  serveForwarded: (hit: ForwardedHit) => Promise<HitAnswer | "elsewhere">;
+}
+
+/** Serves source endpoints, to clients and to the other nodes of a cluster. */
+export function endpointHandler(services: Services, serving: EndpointServing): EndpointHandler {
+  const { store, runner, config, logger, forwarding } = services;
+
+  /** Counts and logs an answer given; `forwarded`: another node ran it (counted there as a hit). */
+  const record = (hit: Hit, answer: HitAnswer, forwarded: boolean) => {
+    if (forwarded) services.metrics.endpointForwarded(answer.status);
+    else services.metrics.endpointHit(answer.status);
     if (requestLogLevels.has(logger.level)) {
       logger.info(
         {
-          reqId: headers["x-request-id"],
-          req: { method: req.method, url: req.url },
-          res: { statusCode: status },
+          reqId: answer.headers["x-request-id"],
+          req: { method: hit.method, url: hit.url },
+          res: { statusCode: answer.status },
+          ...(hit.elsewhere ? { fromNode: true } : {}),
         },
         "request completed",
       );
@@ -130,28 +144,14 @@ export function endpointHandler(
     "process_exit",
   ]);
 
-  const fail = (
-    req: IncomingMessage,
-    res: ServerResponse,
-    base: Record<string, string>,
-    err: AppError | { status: number; code: string; error: string },
-  ) => {
-    const headers = { ...base, "content-type": jsonType };
-    if (err instanceof AppError) {
-      Object.assign(headers, err.headers);
-      finish(req, res, err.status, headers, JSON.stringify(err.toJSON()));
-    } else {
-      finish(req, res, err.status, headers, JSON.stringify({ error: err.error, code: err.code }));
-    }
-  };
+  const failure = (base: Record<string, string>, err: AppError): HitAnswer => ({
+    status: err.status,
+    headers: { ...base, "content-type": jsonType, ...err.headers },
+    body: JSON.stringify(err.toJSON()),
+  });
 
-  const sendComponentResponse = (
-    req: IncomingMessage,
-    res: ServerResponse,
-    base: Record<string, string>,
-    r: HttpResponse,
-  ) => {
-    const headers = { ...base };
+  const componentAnswer = (base: Record<string, string>, r: HttpResponse): HitAnswer => {
+    const headers: Record<string, string> = { ...base };
     for (const [k, v] of Object.entries(r.headers)) {
       // Framing headers are the server's to set.
       if (!/^(content-length|transfer-encoding|connection)$/i.test(k)) headers[k.toLowerCase()] = v;
@@ -161,32 +161,63 @@ export function endpointHandler(
       body = r.bodyBase64 ? Buffer.from(r.body, "base64") : r.body;
       headers["content-type"] ??= r.bodyBase64 ? "application/octet-stream" : "text/plain; charset=utf-8";
     }
-    finish(req, res, r.status, headers, body);
+    return { status: r.status, headers, body };
   };
 
-  const handle = async (req: IncomingMessage, res: ServerResponse, base: Record<string, string>) => {
-    if (serving.closing()) return fail(req, res, base, new AppError("shutting_down"));
-    const method = req.method ?? "GET";
-    if (method === "OPTIONS" && req.headers["access-control-request-method"]) {
-      req.resume();
-      return finish(req, res, 204, { ...base, "access-control-allow-methods": allowMethods }, null);
+  /** Runs the hit (here, or on the node that runs its source) and answers it through `reply`. */
+  const serve = async (
+    hit: Hit,
+    base: Record<string, string>,
+    reply: (answer: HitAnswer, forwarded?: boolean) => void,
+  ): Promise<void> => {
+    if (serving.closing()) return reply(failure(base, new AppError("shutting_down")));
+    const method = hit.method;
+    if (method === "OPTIONS" && hit.headers["access-control-request-method"]) {
+      hit.discardBody();
+      return reply({
+        status: 204,
+        headers: { ...base, "access-control-allow-methods": allowMethods },
+        body: null,
+      });
     }
-    const { endpointId, path, query, search } = target(req.url ?? "/", config.publicUrl);
+    const { endpointId, path, query, search } = target(hit.url, config.publicUrl);
     const source = /^[a-z0-9]{1,64}$/.test(endpointId)
       ? await store.getSourceByEndpoint(endpointId)
       : undefined;
     if (!source?.active) {
-      req.resume();
-      return fail(req, res, base, new AppError("not_found", "No active source has this endpoint"));
+      hit.discardBody();
+      return reply(failure(base, new AppError("not_found", "No active source has this endpoint")));
     }
-    const bytes = await readBody(req);
+    const bytes = await hit.readBody();
     if (bytes === null) {
       base.connection = "close";
-      return fail(req, res, base, new AppError("payload_too_large"));
+      return reply(failure(base, new AppError("payload_too_large")));
+    }
+    // Several nodes: a hit of a source another node runs goes there (domain/hit-forwarding.ts).
+    if (forwarding && hit.elsewhere) {
+      // Sent here by a node that took this one for the source's: it looks again.
+      if (!forwarding.runsHere(source.id)) return hit.elsewhere();
+    } else if (forwarding) {
+      // A node that no longer runs the source says so: looked up once more, then run here.
+      for (let tries = 0; tries < 2; tries++) {
+        const routed = forwarding.route(source.id);
+        const to = routed instanceof Promise ? await routed : routed;
+        if (!to) break;
+        const sent = {
+          method,
+          url: hit.url,
+          headers: { ...hit.headers, "x-request-id": base["x-request-id"] },
+          body: bytes,
+        };
+        const result = await forwarding.forward(to, sent);
+        if (result === "not-sent") break;
+        if (result !== "elsewhere") return reply(result, true);
+        forwarding.moved(source.id);
+      }
     }
     const raw = bytes.toString("utf8");
     const headers: Record<string, string> = {};
-    const given = req.headers;
+    const given = hit.headers;
     for (const k in given) {
       const v = given[k];
       if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(", ") : v;
@@ -214,7 +245,7 @@ export function endpointHandler(
         onRespond: (r) => {
           if (responded) return;
           responded = true;
-          sendComponentResponse(req, res, base, r);
+          reply(componentAnswer(base, r));
         },
       },
     );
@@ -225,37 +256,78 @@ export function endpointHandler(
       // The caller is anonymous: the thrown message may hold secrets or internal host names, so it goes to
       // $errors only; the answer names the request, to find it there and in the server's log.
       const code = result.error?.code;
-      return fail(
-        req,
-        res,
-        base,
-        new AppError("component_error", undefined, {
-          details: {
-            request_id: base["x-request-id"],
-            ...(code && platformFailures.has(code) ? { reason: code } : {}),
-          },
-        }),
+      return reply(
+        failure(
+          base,
+          new AppError("component_error", undefined, {
+            details: {
+              request_id: base["x-request-id"],
+              ...(code && platformFailures.has(code) ? { reason: code } : {}),
+            },
+          }),
+        ),
       );
     }
-    if (result.response) return sendComponentResponse(req, res, base, result.response);
-    if (result.customResponse) return finish(req, res, 204, base, null);
+    if (result.response) return reply(componentAnswer(base, result.response));
+    if (result.customResponse) return reply({ status: 204, headers: base, body: null });
     base["content-type"] = jsonType;
-    finish(req, res, 200, base, successBody);
+    reply({ status: 200, headers: base, body: successBody });
   };
 
-  return (req, res) => {
-    const given = req.headers["x-request-id"];
+  /** Serves `hit`, answering through `send` once; a failure becomes its catalogue error. */
+  const run = (hit: Hit, requestId: string | string[] | undefined, send: (answer: HitAnswer) => void) => {
     const base: Record<string, string> = {
       "access-control-allow-origin": allowOrigin,
-      "x-request-id": typeof given === "string" && /^[\w.-]{1,128}$/.test(given) ? given : randomUUID(),
+      "x-request-id":
+        typeof requestId === "string" && /^[\w.-]{1,128}$/.test(requestId) ? requestId : randomUUID(),
     };
-    handle(req, res, base).catch((err: unknown) => {
+    let answered = false;
+    const reply = (answer: HitAnswer, forwarded = false) => {
+      if (answered) return;
+      answered = true;
+      send(answer);
+      record(hit, answer, forwarded);
+    };
+    serve(hit, base, reply).catch((err: unknown) => {
       // Catalogue errors, and a lost store (503 with Retry-After, logged once when it was found lost).
       const known = toAppError(err);
       if (known.code === "internal") logger.error({ err, reqId: base["x-request-id"] }, "request failed");
       // The body may not have been read (the store failed before): drained, the connection stays usable.
-      req.resume();
-      fail(req, res, base, known);
+      hit.discardBody();
+      reply(failure(base, known));
     });
+  };
+
+  return {
+    listener: (req, res) => {
+      const hit: Hit = {
+        method: req.method ?? "GET",
+        url: req.url ?? "/",
+        headers: req.headers,
+        readBody: () => readBody(req),
+        discardBody: () => req.resume(),
+        elsewhere: undefined,
+      };
+      run(hit, req.headers["x-request-id"], (answer) => {
+        if (res.headersSent || res.destroyed) return;
+        const headers = answer.headers;
+        if (serving.closing()) headers.connection = "close";
+        if (answer.body !== null) headers["content-length"] = String(Buffer.byteLength(answer.body));
+        res.writeHead(answer.status, headers);
+        res.end(answer.body ?? undefined);
+      });
+    },
+    serveForwarded: (sent) =>
+      new Promise((resolve) => {
+        const hit: Hit = {
+          method: sent.method,
+          url: sent.url,
+          headers: sent.headers,
+          readBody: async () => (sent.body.length > endpointBodyLimit ? null : sent.body),
+          discardBody: () => undefined,
+          elsewhere: () => resolve("elsewhere"),
+        };
+        run(hit, sent.headers["x-request-id"], resolve);
+      }),
   };
 }

@@ -52,11 +52,11 @@ export function clusterStore(
     }
   };
   return {
-    heartbeat: async (nodeId) => {
+    heartbeat: async (nodeId, url) => {
       await q.run(
-        `INSERT INTO nodes (id, started_ms, heartbeat_ms) VALUES ($1, ${dbNowMs}, ${dbNowMs})
-         ON CONFLICT (id) DO UPDATE SET heartbeat_ms = excluded.heartbeat_ms`,
-        [nodeId],
+        `INSERT INTO nodes (id, started_ms, heartbeat_ms, url) VALUES ($1, ${dbNowMs}, ${dbNowMs}, $2)
+         ON CONFLICT (id) DO UPDATE SET heartbeat_ms = excluded.heartbeat_ms, url = excluded.url`,
+        [nodeId, url ?? null],
       );
       // Every process is a member of its own name, so killed ones leave rows behind: gone after a day.
       await q.run(`DELETE FROM nodes WHERE heartbeat_ms < ${dbNowMs} - 86400000`, []);
@@ -64,9 +64,9 @@ export function clusterStore(
 
     liveNodes: (deadAfterMs) =>
       q.all(
-        `SELECT id FROM nodes WHERE heartbeat_ms >= ${dbNowMs} - $1 ORDER BY id`,
+        `SELECT id, url FROM nodes WHERE heartbeat_ms >= ${dbNowMs} - $1 ORDER BY id`,
         [deadAfterMs],
-        (r) => r.id as string,
+        (r) => ({ id: r.id as string, url: (r.url as string | null) ?? undefined }),
       ),
 
     leave: async (nodeId) => {
@@ -84,6 +84,14 @@ export function clusterStore(
          RETURNING gen`,
         [sourceId, nodeId, deadAfterMs],
         (r) => r.gen as number,
+      ),
+
+    sourceLeaseHolder: (sourceId, deadAfterMs) =>
+      q.get(
+        `SELECT l.node_id FROM source_leases l JOIN nodes n ON n.id = l.node_id
+         WHERE l.source_id = $1 AND n.heartbeat_ms >= ${dbNowMs} - $2`,
+        [sourceId, deadAfterMs],
+        (r) => r.node_id as string,
       ),
 
     leasedElsewhere: async (sourceIds, nodeId, deadAfterMs) =>

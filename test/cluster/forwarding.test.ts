@@ -1,0 +1,203 @@
+/**
+ * Hits go to the node that runs their source (domain/hit-forwarding.ts): three Fount processes on one
+ * PostgreSQL schema. A hit through a node that does not run the source is answered by the node that
+ * does, exactly as if sent there; only a node with the cluster's token may open a forwarding
+ * connection; when the node running a source is killed, the others run its hits themselves, and a hit
+ * cut off by that death gets 503.
+ */
+import assert from "node:assert/strict";
+import http from "node:http";
+import { after, before, test } from "node:test";
+import { adminKey } from "../helpers.ts";
+import { api, type Cluster, eventually, type Node, startCluster } from "./nodes.ts";
+
+/** Answers with what its run saw, and counts its runs in `this.db` (exact only on one node at a time). */
+const echoCode = `export default {
+  name: "Echo",
+  key: "cluster-echo",
+  version: "0.0.1",
+  type: "source",
+  props: { http: { type: "$.interface.http", customResponse: true }, db: "$.service.db" },
+  async run(event) {
+    const n = (this.db.get("n") ?? 0) + 1;
+    this.db.set("n", n);
+    this.$emit({ n }, { id: String(n) });
+    this.http.respond({
+      status: 201,
+      headers: { "x-echo": "yes", "set-cookie": ["a=1", "b=2"] },
+      body: JSON.stringify({ n, method: event.method, path: event.path, query: event.query, headers: event.headers, body: event.bodyRaw }),
+    });
+  },
+};`;
+
+let cluster: Cluster;
+before(async () => {
+  cluster = await startCluster(["f1", "f2", "f3"]);
+  // A node forwards to the others once its heartbeat has read their URLs (within a second).
+  for (const n of cluster.nodes) {
+    await eventually(`${n.name} knows where the others listen`, async () =>
+      (await metric(n, "fount_cluster_peers", 'state="forwardable"')) === 2 ? true : undefined,
+    );
+  }
+});
+after(async () => {
+  await cluster?.stop();
+});
+
+const node = (name: string): Node => cluster.node(name);
+
+async function deploy(through: Node): Promise<{ id: string; path: string }> {
+  const res = await api(through, "POST", "/v1/sources", { component_code: echoCode });
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  return { id: res.body.data.id, path: new URL(res.body.data.endpoint_url).pathname };
+}
+
+/** A node's value of one metric series (summed over the series whose labels include `labels`). */
+async function metric(n: Node, name: string, labels = ""): Promise<number> {
+  const text = await (await fetch(`${n.url}/metrics`)).text();
+  let sum = 0;
+  for (const line of text.split("\n")) {
+    if (line.startsWith(`${name}{`) && line.includes(labels))
+      sum += Number(line.slice(line.lastIndexOf(" ") + 1));
+  }
+  return sum;
+}
+
+async function hit(n: Node, path: string, headers: Record<string, string> = {}) {
+  const res = await fetch(`${n.url}${path}/sub/path?x=1&y=two`, {
+    method: "PUT",
+    headers: { "content-type": "text/plain", "x-caller": "test", ...headers },
+    body: "line one\nline two",
+  });
+  return { status: res.status, headers: res.headers, body: JSON.parse(await res.text()) };
+}
+
+test("a hit through a node that does not run the source is answered by the one that does", async () => {
+  const source = await deploy(node("f1"));
+  // The first hit makes f2 the node that runs the source.
+  const first = await hit(node("f2"), source.path);
+  assert.equal(first.status, 201);
+  const direct = first.headers.getSetCookie();
+  const forwardsBefore = await metric(node("f1"), "fount_endpoint_forwards_total");
+  const hitsBefore = await metric(node("f2"), "fount_endpoint_hits_total", 'status="201"');
+
+  for (const through of ["f1", "f3", "f1", "f3"]) {
+    const { status, headers, body } = await hit(node(through), source.path);
+    assert.equal(status, 201);
+    assert.equal(headers.get("x-echo"), "yes");
+    assert.deepEqual(headers.getSetCookie(), direct);
+    assert.match(headers.get("x-request-id") ?? "", /^[\w-]+$/);
+    assert.equal(body.method, "PUT");
+    assert.equal(body.path, "/sub/path");
+    assert.deepEqual(body.query, { x: "1", y: "two" });
+    assert.equal(body.body, "line one\nline two");
+    assert.equal(body.headers["x-caller"], "test");
+    assert.equal(body.headers["content-type"], "text/plain");
+    // The caller's own Host, not the address of the node that ran it.
+    assert.equal(body.headers.host, new URL(node(through).url).host);
+    assert.equal(body.headers["x-fount-node-auth"], undefined);
+  }
+  // Every run saw the count the previous one left: one node ran them all, in turn.
+  const last = await hit(node("f3"), source.path);
+  assert.equal(last.body.n, 6);
+  assert.equal(await metric(node("f2"), "fount_endpoint_hits_total", 'status="201"'), hitsBefore + 5);
+  assert.ok((await metric(node("f1"), "fount_endpoint_forwards_total")) >= forwardsBefore + 2);
+  assert.ok((await metric(node("f3"), "fount_endpoint_forwards_total", 'status="201"')) >= 3);
+});
+
+test("a forwarding connection needs the cluster's token: a caller cannot pass for a node", async () => {
+  const url = new URL("/_fount/forward", node("f1").url);
+  const upgrade = (headers: Record<string, string>) =>
+    new Promise<number>((resolve, reject) => {
+      const req = http.request(url, { headers: { connection: "Upgrade", ...headers } });
+      req.once("response", (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.once("upgrade", (res, socket) => {
+        socket.destroy();
+        resolve(res.statusCode ?? 0);
+      });
+      req.once("error", reject);
+      req.end();
+    });
+  assert.equal(await upgrade({ upgrade: "fount-forward/1", "x-fount-node-auth": "guess" }), 401);
+  assert.equal(await upgrade({ upgrade: "fount-forward/1" }), 401);
+  assert.equal(await upgrade({ upgrade: "websocket", "x-fount-node-auth": "guess" }), 400);
+  // Elsewhere, a request asking for an upgrade (curl --http2 sends `Upgrade: h2c`) is a plain request.
+  const plain = await new Promise<number>((resolve, reject) => {
+    const req = http.request(new URL("/v1/users/me", node("f1").url), {
+      headers: { connection: "Upgrade", upgrade: "h2c", authorization: `Bearer ${adminKey}` },
+    });
+    req.once("response", (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.once("error", reject);
+    req.end();
+  });
+  assert.equal(plain, 200);
+  // A plain request there is an unknown API path.
+  assert.equal((await fetch(url)).status, 404);
+  // Headers named like the nodes' own are the caller's, passed to the component like any other.
+  const source = await deploy(node("f1"));
+  await hit(node("f1"), source.path);
+  const through = await hit(node("f2"), source.path, { "x-fount-node-auth": "guess" });
+  assert.equal(through.status, 201);
+  assert.equal(through.body.headers["x-fount-node-auth"], "guess");
+  assert.equal(through.body.n, 2);
+});
+
+test("when the node running a source is killed, the others run its hits", async () => {
+  const source = await deploy(node("f1"));
+  await hit(node("f3"), source.path);
+  assert.equal((await hit(node("f2"), source.path)).body.n, 2);
+  await node("f3").proc.kill();
+  // f2 cannot connect to f3: it runs the hit itself, once f3's lease has expired with its heartbeat.
+  const started = Date.now();
+  const after = await hit(node("f2"), source.path);
+  assert.equal(after.status, 201);
+  assert.equal(after.body.n, 3);
+  assert.ok(Date.now() - started < 20_000, `answered after ${Date.now() - started} ms`);
+  // And f1 then sends its hits to f2, which runs the source now.
+  const next = await eventually("f1's hit runs", async () => {
+    const r = await hit(node("f1"), source.path);
+    return r.status === 201 ? r : undefined;
+  });
+  assert.equal(next.body.n, 4);
+});
+
+test("a forwarded hit cut off by the death of the node running it gets 503 node_unreachable", async () => {
+  const slowCode = `export default {
+    name: "Slow",
+    key: "cluster-slow",
+    version: "0.0.1",
+    type: "source",
+    props: { http: { type: "$.interface.http" } },
+    async run(event) {
+      await new Promise((r) => setTimeout(r, Number(event.query.wait ?? 0)));
+      this.$emit({ at: Date.now() });
+    },
+  };`;
+  const f4 = await cluster.start("f4");
+  // f1 sends hits to f4 once its heartbeat has read f4's URL (f3, killed above, is no longer live).
+  await eventually("f1 knows where f4 listens", async () => {
+    const live = await metric(node("f1"), "fount_cluster_peers", 'state="live"');
+    const forwardable = await metric(node("f1"), "fount_cluster_peers", 'state="forwardable"');
+    return live === 2 && forwardable === 2 ? true : undefined;
+  });
+  const res = await api(f4, "POST", "/v1/sources", { component_code: slowCode });
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  const path = new URL(res.body.data.endpoint_url).pathname;
+  assert.equal((await fetch(`${f4.url}${path}`, { method: "POST" })).status, 200);
+  const before = await metric(node("f1"), "fount_endpoint_forwards_total");
+  assert.equal((await fetch(`${node("f1").url}${path}`, { method: "POST" })).status, 200);
+  assert.equal(await metric(node("f1"), "fount_endpoint_forwards_total"), before + 1);
+  const cutOff = fetch(`${node("f1").url}${path}?wait=5000`, { method: "POST" });
+  await new Promise((r) => setTimeout(r, 1_000));
+  await f4.proc.kill();
+  const answer = await cutOff;
+  assert.equal(answer.status, 503);
+  assert.equal(answer.headers.get("retry-after"), "1");
+  assert.equal(((await answer.json()) as { code: string }).code, "node_unreachable");
+});
