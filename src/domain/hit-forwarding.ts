@@ -80,12 +80,14 @@ interface HitFrame {
 
 /**
  * A line from the receiving node: the answer to hit `i` (body in base64); or `x`, it takes no hits (it
- * is shutting down); or `r`, it does not run that source (any more): look the holder up again.
+ * is shutting down); or `r`, it does not run that source (any more): look the holder up again. Its last
+ * line before it ends the connection is `bye`: every hit it took is answered, so any other was not run.
  */
 type AnswerFrame =
   | { i: number; s: number; h: Record<string, string | string[]>; b: string | null }
   | { i: number; x: true }
-  | { i: number; r: true };
+  | { i: number; r: true }
+  | { bye: true };
 
 /** What a node that was sent a hit made of it: its answer, or the hit was not run there. */
 export type ForwardResult = HitAnswer | "not-sent" | "elsewhere";
@@ -339,6 +341,15 @@ class PeerLink {
       this.#socket?.destroy();
       return;
     }
+    if ("bye" in frame) {
+      // The other node stops: hits not answered by now were not run there.
+      this.#socket = undefined;
+      for (const [id, p] of this.#pending) {
+        this.#pending.delete(id);
+        p.resolve({ ok: false, why: "declined" });
+      }
+      return;
+    }
     const p = this.#pending.get(frame.i);
     if (!p) return;
     this.#pending.delete(frame.i);
@@ -384,6 +395,8 @@ interface Incoming {
   running: number;
   outbox: string[];
   flushing: boolean;
+  /** `bye` was sent: nothing more is written. */
+  ended: boolean;
 }
 
 /** The receiving side: forwarding connections from the other nodes, and the hits on them. */
@@ -418,7 +431,7 @@ export class ForwardedHits {
       `HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: ${upgradeProtocol}\r\n\r\n`,
     );
     (socket as Socket).setNoDelay(true);
-    const conn: Incoming = { socket, running: 0, outbox: [], flushing: false };
+    const conn: Incoming = { socket, running: 0, outbox: [], flushing: false, ended: false };
     this.#connections.add(conn);
     socket.on("error", () => undefined);
     socket.once("close", () => {
@@ -434,14 +447,31 @@ export class ForwardedHits {
     return true;
   }
 
-  /** Turns down new hits, and resolves once the hits taken are answered and the connections ended. */
-  close(): Promise<void> {
+  /**
+   * Turns down new hits, and resolves once the hits taken are answered and the connections ended (or
+   * after `waitMs`, when the rest are cut off: the process is about to end).
+   */
+  close(waitMs = 25_000): Promise<void> {
     this.#closing = true;
-    for (const conn of this.#connections) if (conn.running === 0 && !conn.flushing) conn.socket.end();
+    for (const conn of this.#connections) if (conn.running === 0 && !conn.flushing) this.#end(conn);
     if (this.#connections.size === 0) return Promise.resolve();
     return new Promise((resolve) => {
-      this.#drained = resolve;
+      const timer = setTimeout(() => {
+        for (const conn of this.#connections) conn.socket.destroy();
+        resolve();
+      }, waitMs);
+      this.#drained = () => {
+        clearTimeout(timer);
+        resolve();
+      };
     });
+  }
+
+  /** Says `bye` and ends the connection: the hits it took are answered. */
+  #end(conn: Incoming): void {
+    if (conn.ended) return;
+    conn.ended = true;
+    conn.socket.end('{"bye":true}\n');
   }
 
   #hit(conn: Incoming, line: string): void {
@@ -472,6 +502,7 @@ export class ForwardedHits {
   }
 
   #send(conn: Incoming, frame: AnswerFrame): void {
+    if (conn.ended) return;
     conn.outbox.push(`${JSON.stringify(frame)}\n`);
     if (conn.flushing) return;
     conn.flushing = true;
@@ -480,7 +511,7 @@ export class ForwardedHits {
       const lines = conn.outbox;
       conn.outbox = [];
       if (lines.length > 0) conn.socket.write(lines.length === 1 ? lines[0]! : lines.join(""));
-      if (this.#closing && conn.running === 0) conn.socket.end();
+      if (this.#closing && conn.running === 0) this.#end(conn);
     });
   }
 

@@ -201,3 +201,37 @@ test("a forwarded hit cut off by the death of the node running it gets 503 node_
   assert.equal(answer.headers.get("retry-after"), "1");
   assert.equal(((await answer.json()) as { code: string }).code, "node_unreachable");
 });
+
+test("a node that shuts down hands its sources back: hits sent on to it keep being answered", async () => {
+  const source = await deploy(node("f1"));
+  assert.equal((await hit(node("f1"), source.path)).body.n, 1);
+  const before = await metric(node("f2"), "fount_endpoint_forwards_total");
+  assert.equal((await hit(node("f2"), source.path)).body.n, 2);
+  assert.equal(await metric(node("f2"), "fount_endpoint_forwards_total"), before + 1);
+
+  // Five clients hit through f2 while f1, which runs the source, stops (SIGTERM).
+  const seen: number[] = [];
+  const failures: string[] = [];
+  let running = true;
+  const clients = Array.from({ length: 5 }, async () => {
+    while (running) {
+      const res = await hit(node("f2"), source.path);
+      if (res.status === 201) seen.push(res.body.n);
+      else failures.push(`${res.status} ${JSON.stringify(res.body)}`);
+    }
+  });
+  await new Promise((r) => setTimeout(r, 500));
+  const f1 = node("f1");
+  process.kill(await f1.proc.serverPid(), "SIGTERM");
+  assert.equal((await f1.proc.exited).code, 0, f1.proc.output());
+  await new Promise((r) => setTimeout(r, 500));
+  running = false;
+  await Promise.all(clients);
+  assert.deepEqual(failures, []);
+  // Every run saw the db its predecessor left, on f1 and then on f2: no count twice, none skipped.
+  seen.sort((a, b) => a - b);
+  assert.deepEqual(
+    seen,
+    Array.from({ length: seen.length }, (_, k) => k + 3),
+  );
+});
