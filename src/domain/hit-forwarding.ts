@@ -277,14 +277,14 @@ class PeerLink {
     for (const [id, p] of this.#pending) {
       if (!p.written || p.at >= deadline) continue;
       this.#pending.delete(id);
-      p.reject(new AppError("node_unreachable", undefined, { headers: { "retry-after": "1" } }));
+      p.reject(cutOff());
     }
   }
 
   close(): void {
     this.#closed = true;
     this.#socket?.end();
-    this.#broken(new Error("closed"));
+    this.#gone(new Error("closed"), false);
   }
 
   #flush(): void {
@@ -308,6 +308,10 @@ class PeerLink {
         timeout: connectTimeoutMs,
       });
       req.once("upgrade", (_res, socket, head) => {
+        if (this.#closed) {
+          socket.destroy();
+          return reject(new Error("closed"));
+        }
         socket.setTimeout(0);
         socket.setNoDelay(true);
         readLines(
@@ -316,7 +320,10 @@ class PeerLink {
           (line) => this.#answer(line),
           () => socket.destroy(),
         );
-        socket.once("close", () => this.#broken(new Error("the connection closed")));
+        // A connection already given up (after `bye`, or closed here) leaves its successor alone.
+        socket.once("close", () => {
+          if (this.#socket === socket) this.#gone(new Error("the connection closed"), false);
+        });
         socket.on("error", () => undefined);
         this.#socket = socket;
         resolve(socket);
@@ -343,11 +350,7 @@ class PeerLink {
     }
     if ("bye" in frame) {
       // The other node stops: hits not answered by now were not run there.
-      this.#socket = undefined;
-      for (const [id, p] of this.#pending) {
-        this.#pending.delete(id);
-        p.resolve({ ok: false, why: "declined" });
-      }
+      this.#gone(new Error("the other node stops"), true);
       return;
     }
     const p = this.#pending.get(frame.i);
@@ -366,20 +369,26 @@ class PeerLink {
       });
   }
 
-  /** The connection is gone: hits not yet written run where they came in; written ones may have run. */
-  #broken(err: Error): void {
+  /**
+   * The connection is given up: hits not yet written run where they came in, and so do written ones
+   * when the other node said `bye` (`notRun`: it ran none of them); otherwise written ones may have run.
+   */
+  #gone(err: Error, notRun: boolean): void {
     this.#socket = undefined;
     this.#outbox = [];
     this.#outboxIds = [];
     for (const [id, p] of this.#pending) {
       this.#pending.delete(id);
-      if (p.written)
-        p.reject(
-          new AppError("node_unreachable", undefined, { cause: err, headers: { "retry-after": "1" } }),
-        );
+      if (notRun) p.resolve({ ok: false, why: "declined" });
+      else if (p.written) p.reject(cutOff(err));
       else p.resolve({ ok: false, why: "unreachable", err });
     }
   }
+}
+
+/** A hit that went out to another node and may have run there, but whose answer never came. */
+function cutOff(cause?: Error): AppError {
+  return new AppError("node_unreachable", undefined, { cause, headers: { "retry-after": "1" } });
 }
 
 export interface ForwardedHitsDeps {

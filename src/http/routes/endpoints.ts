@@ -199,11 +199,13 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
       if (!forwarding.runsHere(source.id)) return hit.elsewhere();
     } else if (forwarding) {
       // A node that no longer runs the source says so: looked up once more, then run here.
+      let sent: ForwardedHit | undefined;
       for (let tries = 0; tries < 2; tries++) {
         const routed = forwarding.route(source.id);
         const to = routed instanceof Promise ? await routed : routed;
         if (!to) break;
-        const sent = {
+        // Made only for a hit that goes on (most hits of a node run where they came in).
+        sent ??= {
           method,
           url: hit.url,
           headers: { ...hit.headers, "x-request-id": base["x-request-id"] },

@@ -21,6 +21,9 @@ export interface ListenConfig {
 /** The database's clock in epoch milliseconds: the one clock all nodes read for liveness. */
 const dbNowMs = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
+/** Whether the node whose heartbeat is `column` is alive: it beat at most `deadAfterMs` (a parameter) ago. */
+const alive = (column: string, deadAfterMs: string) => `${column} >= ${dbNowMs} - ${deadAfterMs}`;
+
 /** Waits before a broken listening connection is opened again: 0.1 s, doubling up to 5 s. */
 const reconnectDelaysMs = { first: 100, max: 5_000 };
 
@@ -64,7 +67,7 @@ export function clusterStore(
 
     liveNodes: (deadAfterMs) =>
       q.all(
-        `SELECT id, url FROM nodes WHERE heartbeat_ms >= ${dbNowMs} - $1 ORDER BY id`,
+        `SELECT id, url FROM nodes WHERE ${alive("heartbeat_ms", "$1")} ORDER BY id`,
         [deadAfterMs],
         (r) => ({ id: r.id as string, url: (r.url as string | null) ?? undefined }),
       ),
@@ -80,7 +83,7 @@ export function clusterStore(
         `INSERT INTO source_leases AS l (source_id, node_id, gen, acquired_ms) VALUES ($1, $2, 1, ${dbNowMs})
          ON CONFLICT (source_id) DO UPDATE SET node_id = excluded.node_id, gen = l.gen + 1, acquired_ms = excluded.acquired_ms
          WHERE l.node_id IS NULL OR l.node_id = $2
-            OR NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = l.node_id AND n.heartbeat_ms >= ${dbNowMs} - $3)
+            OR NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = l.node_id AND ${alive("n.heartbeat_ms", "$3")})
          RETURNING gen`,
         [sourceId, nodeId, deadAfterMs],
         (r) => r.gen as number,
@@ -89,7 +92,7 @@ export function clusterStore(
     sourceLeaseHolder: (sourceId, deadAfterMs) =>
       q.get(
         `SELECT l.node_id FROM source_leases l JOIN nodes n ON n.id = l.node_id
-         WHERE l.source_id = $1 AND n.heartbeat_ms >= ${dbNowMs} - $2`,
+         WHERE l.source_id = $1 AND ${alive("n.heartbeat_ms", "$2")}`,
         [sourceId, deadAfterMs],
         (r) => r.node_id as string,
       ),
@@ -100,7 +103,7 @@ export function clusterStore(
           ? []
           : await q.all(
               `SELECT l.source_id FROM source_leases l JOIN nodes n ON n.id = l.node_id
-               WHERE l.source_id = ANY($1::text[]) AND l.node_id <> $2 AND n.heartbeat_ms >= ${dbNowMs} - $3`,
+               WHERE l.source_id = ANY($1::text[]) AND l.node_id <> $2 AND ${alive("n.heartbeat_ms", "$3")}`,
               [sourceIds, nodeId, deadAfterMs],
               (r) => r.source_id as string,
             ),
