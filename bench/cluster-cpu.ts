@@ -1,16 +1,17 @@
 /**
  * Where a cluster's CPU goes, per hit: `--nodes` Fount servers on one fresh PostgreSQL schema (as the
  * bench's cluster part starts them), `--sources` emitter sources with each source's hits through one
- * node (routed by path), 50 connections split over the nodes at a fixed total `--rate` (0: as fast as
- * answered). Prints the CPU of the nodes' main processes, of their executor processes, of every
+ * node (routed by path), `--connections` (50) split over the nodes at a fixed total `--rate` (0: as fast
+ * as answered). Prints the CPU of the nodes' main processes, of their executor processes, of every
  * PostgreSQL process on the machine and of this bench, each divided by the hits acknowledged, with the
  * transactions committed, the context switches of the nodes and executors per hit, and the messages
  * sent on the cluster channel during the run.
  *
- *   node bench/cluster-cpu.ts [--nodes 3] [--sources 30] [--rate 3000] [--duration 6] [--cpu-prof DIR]
- *                             [--every-node]
+ *   node bench/cluster-cpu.ts [--nodes 3] [--sources 30] [--rate 3000] [--duration 6] [--connections 50]
+ *                             [--cpu-prof DIR] [--every-node] [--node-args="<flags>"]
  *
- * `--every-node` sends every source's hits through every node instead (the run leases then move).
+ * `--every-node` sends every source's hits through every node instead (they are forwarded to the node
+ * that runs each source). `--node-args` go to each node's server process (a Node or V8 flag to try).
  *
  * Run `--nodes 1` and `--nodes 3` one after the other: at the same rate, what three nodes add per hit
  * shows thread by thread. PostgreSQL is counted whole, so run it on an otherwise idle database server.
@@ -39,6 +40,8 @@ const { values } = parseArgs({
     duration: { type: "string", default: "6" },
     "cpu-prof": { type: "string" },
     "every-node": { type: "boolean", default: false },
+    "node-args": { type: "string", default: "" },
+    connections: { type: "string", default: "50" },
     "pg-url": {
       type: "string",
       default: process.env.FOUNT_BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test",
@@ -50,7 +53,7 @@ const sourceCount = Number(values.sources);
 const rate = Number(values.rate);
 const durationS = Number(values.duration);
 const pgUrl = values["pg-url"];
-const connections = 50;
+const connections = Number(values.connections);
 /** Past the 15 s in which a new node sends every event on the cluster channel (docs/architecture.md). */
 const settleMs = 16_000;
 /** Context switches, voluntary or not, of every thread of `pid`. */
@@ -72,7 +75,10 @@ const shared = {
   DATABASE_URL: urlWithSchema(pgUrl, schema),
   FOUNT_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
 };
-const nodeArgs = values["cpu-prof"] ? ["--cpu-prof", `--cpu-prof-dir=${values["cpu-prof"]}`] : [];
+const nodeArgs = [
+  ...values["node-args"].split(" ").filter(Boolean),
+  ...(values["cpu-prof"] ? ["--cpu-prof", `--cpu-prof-dir=${values["cpu-prof"]}`] : []),
+];
 const servers: FountProcess[] = [];
 const watcher = new pg.Client({ connectionString: pgUrl });
 try {
