@@ -2,12 +2,13 @@
  * Hits go to the node that runs their source (domain/hit-forwarding.ts): three Fount processes on one
  * PostgreSQL schema. A hit through a node that does not run the source is answered by the node that
  * does, exactly as if sent there; only a node with the cluster's token may open a forwarding
- * connection; when the node running a source is killed, the others run its hits themselves, and a hit
+ * connection; a node sent a hit of a source it does not run says so instead of running it; when the node running a source is killed, the others run its hits themselves, and a hit
  * cut off by that death gets 503.
  */
 import assert from "node:assert/strict";
 import http from "node:http";
 import { after, before, test } from "node:test";
+import { SecretBox } from "../../src/crypto/secret-box.ts";
 import { adminKey } from "../helpers.ts";
 import { api, type Cluster, eventually, type Node, startCluster } from "./nodes.ts";
 
@@ -146,6 +147,71 @@ test("a forwarding connection needs the cluster's token: a caller cannot pass fo
   assert.equal(through.status, 201);
   assert.equal(through.body.headers["x-fount-node-auth"], "guess");
   assert.equal(through.body.n, 2);
+});
+
+/**
+ * Opens a forwarding connection to `n` as another node would, writes `lines`, and collects the answer
+ * lines until `answers` have come or the node ends the connection.
+ */
+function forwardRaw(
+  n: Node,
+  lines: string[],
+  answers: number,
+): Promise<{ frames: unknown[]; ended: boolean }> {
+  const token = new SecretBox(Buffer.from(cluster.encryptionKey, "base64")).derive("fount/forwarded-hits/v1");
+  return new Promise((resolve, reject) => {
+    const req = http.request(new URL("/_fount/forward", n.url), {
+      headers: { connection: "Upgrade", upgrade: "fount-forward/1", "x-fount-node-auth": token },
+    });
+    req.once("response", (res) => reject(new Error(`no upgrade: ${res.statusCode}`)));
+    req.once("error", reject);
+    req.once("upgrade", (res, socket, head) => {
+      assert.equal(res.statusCode, 101);
+      const frames: unknown[] = [];
+      let buffered = head.toString("utf8");
+      const done = (ended: boolean) => {
+        socket.destroy();
+        resolve({ frames, ended });
+      };
+      const take = () => {
+        for (let nl = buffered.indexOf("\n"); nl !== -1; nl = buffered.indexOf("\n")) {
+          frames.push(JSON.parse(buffered.slice(0, nl)));
+          buffered = buffered.slice(nl + 1);
+        }
+        if (frames.length >= answers) done(false);
+      };
+      socket.on("data", (chunk: Buffer) => {
+        buffered += chunk.toString("utf8");
+        take();
+      });
+      socket.once("close", () => done(true));
+      socket.write(lines.join(""));
+      take();
+    });
+    req.end();
+  });
+}
+
+test("a node sent a hit of a source it does not run answers that it runs elsewhere, and does not run it", async () => {
+  const source = await deploy(node("f1"));
+  assert.equal((await hit(node("f1"), source.path)).body.n, 1);
+  const hitsBefore = await metric(node("f2"), "fount_endpoint_hits_total");
+  // As a node would that still took f2 for the node running the source (its lease moved meanwhile).
+  const frame = {
+    i: 7,
+    m: "POST",
+    u: `${source.path}?from=raw`,
+    h: { host: "example.test", "content-type": "text/plain" },
+    b: Buffer.from("hello").toString("base64"),
+  };
+  const { frames } = await forwardRaw(node("f2"), [`${JSON.stringify(frame)}\n`], 1);
+  assert.deepEqual(frames, [{ i: 7, r: true }]);
+  // f2 did not run it, nor take the source over: the next run on f1 sees the first one's count.
+  assert.equal(await metric(node("f2"), "fount_endpoint_hits_total"), hitsBefore);
+  assert.equal((await hit(node("f1"), source.path)).body.n, 2);
+  // A line that is not a hit ends the connection, unanswered.
+  const broken = await forwardRaw(node("f2"), ["not a frame\n"], 1);
+  assert.deepEqual(broken, { frames: [], ended: true });
 });
 
 test("when the node running a source is killed, the others run its hits", async () => {

@@ -17,6 +17,8 @@ export interface Node {
 export interface Cluster {
   schema: string;
   databaseUrl: string;
+  /** Every node's `FOUNT_ENCRYPTION_KEY` (base64). */
+  encryptionKey: string;
   nodes: Node[];
   /** The running node called `name` (fails the test when there is none). */
   node(name: string): Node;
@@ -35,6 +37,7 @@ export async function startCluster(names: string[], env: NodeJS.ProcessEnv = {})
   const cluster: Cluster = {
     schema,
     databaseUrl,
+    encryptionKey,
     nodes: [],
     node(name) {
       const n = cluster.nodes.find((x) => x.name === name);
