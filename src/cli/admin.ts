@@ -282,6 +282,59 @@ const showUser: Command = {
   },
 };
 
+/** "3.2 s", "4 min", "2 h": how long ago a heartbeat was. */
+function ago(ms: number): string {
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s ago`;
+  if (ms < 3_600_000) return `${Math.floor(ms / 60_000)} min ago`;
+  return `${Math.floor(ms / 3_600_000)} h ago`;
+}
+
+const nodes: Command = {
+  name: "admin nodes",
+  summary: "List the nodes sharing the PostgreSQL store: alive or not, their address, the sources each runs",
+  usage: "",
+  description: `Each start of a node is listed apart (its FOUNT_NODE_ID and a suffix of its own). A node is live
+while its heartbeat (every second) is at most 5 s old; one that was killed stays listed as dead for a day,
+one that stopped cleanly leaves. SOURCES counts the sources whose run lease the node holds: their
+invocations run there, and the other nodes send it those sources' endpoint hits (ADDRESS, from
+FOUNT_NODE_URL or the address it listens on). The SQLite store runs one node and has no such list.
+Example:
+  DATABASE_URL=postgres://fount@db/fount fount admin nodes`,
+  async run(ctx) {
+    await withStore(ctx, async ({ store }) => {
+      if (!store.cluster) {
+        throw new CliError(
+          "The SQLite store runs one node: several nodes share a PostgreSQL store (DATABASE_URL)",
+          "not_clustered",
+        );
+      }
+      const { nodeDeadAfterMs } = await import("../domain/source-leases.ts");
+      const list = await store.cluster.nodes(nodeDeadAfterMs);
+      const data = list.map((n) => ({
+        id: n.id,
+        state: n.live ? "live" : "dead",
+        url: n.url ?? null,
+        started_at: Math.floor(n.startedMs / 1000),
+        heartbeat_at: Math.floor(n.heartbeatMs / 1000),
+        heartbeat_age_ms: n.heartbeatAgeMs,
+        sources: n.leases,
+      }));
+      ctx.output(data, () => {
+        ctx.print(
+          table(data, [
+            { header: "NODE", value: (n) => n.id },
+            { header: "STATE", value: (n) => n.state },
+            { header: "ADDRESS", value: (n) => n.url ?? "-" },
+            { header: "STARTED", value: (n) => formatTime(n.started_at) },
+            { header: "HEARTBEAT", value: (n) => ago(n.heartbeat_age_ms) },
+            { header: "SOURCES", value: (n) => String(n.sources) },
+          ]),
+        );
+      });
+    });
+  },
+};
+
 /** The `admin` group. There is no `admin list-users`: the store port has no operation listing users. */
 export const adminCommands: Command[] = [
   createUser,
@@ -291,6 +344,7 @@ export const adminCommands: Command[] = [
   createKey,
   revokeKey,
   showUser,
+  nodes,
   backup,
   restore,
 ];

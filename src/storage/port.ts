@@ -332,6 +332,22 @@ export interface StorageOps {
  * What several nodes on one store share (drivers with `listenNotify`): which nodes are alive, which node
  * may run each source now (its run lease), and messages between nodes.
  */
+/** A node process as the database knows it (`fount admin nodes`). */
+export interface ClusterNode {
+  /** `FOUNT_NODE_ID` and the process's own suffix (each start is a member of its own). */
+  id: string;
+  /** Where the other nodes send it hits, if it takes them. */
+  url: string | undefined;
+  startedMs: number;
+  heartbeatMs: number;
+  /** How long ago its last heartbeat was, by the database's clock. */
+  heartbeatAgeMs: number;
+  /** Its last heartbeat is at most `deadAfterMs` old. */
+  live: boolean;
+  /** Sources whose run lease it holds (a dead node's go to the next node that runs them). */
+  leases: number;
+}
+
 export interface ClusterStore {
   /**
    * Records `nodeId` as alive now (the database's clock, so nodes' own clocks never disagree), and the
@@ -340,6 +356,8 @@ export interface ClusterStore {
   heartbeat(nodeId: string, url: string | undefined): Promise<void>;
   /** Nodes whose last heartbeat is at most `deadAfterMs` old, with the URL they gave, if any. */
   liveNodes(deadAfterMs: number): Promise<Array<{ id: string; url: string | undefined }>>;
+  /** Every node with a heartbeat row (one that was killed keeps its row a day), oldest start first. */
+  nodes(deadAfterMs: number): Promise<ClusterNode[]>;
   /** Removes a node's heartbeat (it stops): its leases are free at once. */
   leave(nodeId: string): Promise<void>;
   /**

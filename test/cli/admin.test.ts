@@ -168,3 +168,12 @@ test("admin refuses a data directory without a store instead of creating one", a
     rmSync(empty, { recursive: true, force: true });
   }
 });
+
+test("admin nodes on the SQLite store says it runs one node, with exit code 1", async () => {
+  for (const args of [[], ["--json"]]) {
+    const res = await fount(["admin", "nodes", ...args], env);
+    assert.equal(res.code, 1);
+    assert.equal(res.stdout, "");
+    assert.match(res.stderr, /The SQLite store runs one node: several nodes share a PostgreSQL store/);
+  }
+});

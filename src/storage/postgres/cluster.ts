@@ -72,6 +72,24 @@ export function clusterStore(
         (r) => ({ id: r.id as string, url: (r.url as string | null) ?? undefined }),
       ),
 
+    nodes: (deadAfterMs) =>
+      q.all(
+        `SELECT n.id, n.url, n.started_ms, n.heartbeat_ms, ${dbNowMs} - n.heartbeat_ms AS age_ms,
+           ${alive("n.heartbeat_ms", "$1")} AS live,
+           (SELECT count(*)::int FROM source_leases l WHERE l.node_id = n.id) AS leases
+         FROM nodes n ORDER BY n.started_ms, n.id`,
+        [deadAfterMs],
+        (r) => ({
+          id: r.id as string,
+          url: (r.url as string | null) ?? undefined,
+          startedMs: Number(r.started_ms),
+          heartbeatMs: Number(r.heartbeat_ms),
+          heartbeatAgeMs: Math.max(0, Number(r.age_ms)),
+          live: r.live as boolean,
+          leases: r.leases as number,
+        }),
+      ),
+
     leave: async (nodeId) => {
       await q.run("DELETE FROM nodes WHERE id = $1", [nodeId]);
     },
