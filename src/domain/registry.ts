@@ -91,9 +91,41 @@ export async function publishToRegistry(
       },
     );
   }
-  const current = await deps.store.findComponentByKey([registryOwner], key);
-  if (current?.codeHash === hash) return { component: current, created: false };
-  return { component: await deps.catalog.save(registryOwner, { code, url: options.url }), created: true };
+  // Looked up again and saved while nothing else publishes this key: nodes starting together on an
+  // empty PostgreSQL store publish the same registry folder at once, and each made its own copy (as
+  // two requests publishing the same code at once did).
+  return exclusively(deps.store, `registry.${key}`, async () => {
+    const current = await deps.store.findComponentByKey([registryOwner], key);
+    if (current?.codeHash === hash) return { component: current, created: false };
+    return { component: await deps.catalog.save(registryOwner, { code, url: options.url }), created: true };
+  });
+}
+
+/** The publishes under way in this process, by lock name: each waits for the one before. */
+const publishing = new Map<string, Promise<unknown>>();
+
+/**
+ * Runs `fn` while nothing else runs under `name`: in this process after the runs before it, and with
+ * several nodes under an advisory lock held by a transaction of its own (`fn` works on other
+ * connections, and what it commits is visible before the lock is let go).
+ */
+async function exclusively<T>(store: Storage, name: string, fn: () => Promise<T>): Promise<T> {
+  const run = (publishing.get(name) ?? Promise.resolve())
+    .catch(() => undefined)
+    .then(() =>
+      store.cluster
+        ? store.transaction(async (tx) => {
+            await tx.acquireTransactionLock(name);
+            return fn();
+          })
+        : fn(),
+    );
+  publishing.set(name, run);
+  try {
+    return await run;
+  } finally {
+    if (publishing.get(name) === run) publishing.delete(name);
+  }
 }
 
 /**

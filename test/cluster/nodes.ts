@@ -28,7 +28,15 @@ export interface Cluster {
   stop(): Promise<void>;
 }
 
-export async function startCluster(names: string[], env: NodeJS.ProcessEnv = {}): Promise<Cluster> {
+/**
+ * Starts nodes `names` on a fresh schema: the first alone (it creates the schema, the admin and its
+ * key), then the others; with `together`, all at once on the empty schema, as a cluster's first start.
+ */
+export async function startCluster(
+  names: string[],
+  env: NodeJS.ProcessEnv = {},
+  options: { together?: boolean } = {},
+): Promise<Cluster> {
   const schema = freshSchema("fount_cluster");
   const databaseUrl = schemaUrl(schema);
   const dirs = new Map<string, string>();
@@ -79,9 +87,11 @@ export async function startCluster(names: string[], env: NodeJS.ProcessEnv = {})
     },
   };
   try {
-    // The first node creates the schema, the admin and its key; the others join it.
-    await cluster.start(names[0]!);
-    await Promise.all(names.slice(1).map((n) => cluster.start(n)));
+    if (options.together) await Promise.all(names.map((n) => cluster.start(n)));
+    else {
+      await cluster.start(names[0]!);
+      await Promise.all(names.slice(1).map((n) => cluster.start(n)));
+    }
   } catch (err) {
     await cluster.stop();
     throw err;

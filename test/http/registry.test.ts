@@ -282,6 +282,18 @@ describe("admin publishing", () => {
     assert.equal((await server.api("GET", "/v1/components/registry/fount-test-bad-version")).status, 404);
   });
 
+  test("the same code published by several requests at once is stored once", async () => {
+    const code = echoComponent("1.0.0", "fount-test-at-once");
+    const answers = await Promise.all(
+      Array.from({ length: 4 }, () =>
+        server.api("POST", "/v1/admin/registry", { body: { component_code: code } }),
+      ),
+    );
+    for (const a of answers) assert.equal(a.status, 200, a.text);
+    assert.equal(answers.filter((a) => a.body.data.created).length, 1);
+    assert.equal(new Set(answers.map((a) => a.body.data.id)).size, 1);
+  });
+
   test("a published component deploys by key for any user; publishing it twice does not duplicate it", async () => {
     const first = await server.api("POST", "/v1/admin/registry", {
       body: { component_code: echoComponent("1.0.0") },
