@@ -328,10 +328,6 @@ export interface StorageOps {
   assertSourceLease(sourceId: string, nodeId: string, gen: number): Promise<void>;
 }
 
-/**
- * What several nodes on one store share (drivers with `listenNotify`): which nodes are alive, which node
- * may run each source now (its run lease), and messages between nodes.
- */
 /** A node process as the database knows it (`fount admin nodes`). */
 export interface ClusterNode {
   /** `FOUNT_NODE_ID` and the process's own suffix (each start is a member of its own). */
@@ -348,6 +344,10 @@ export interface ClusterNode {
   leases: number;
 }
 
+/**
+ * What several nodes on one store share (drivers with `listenNotify`): which nodes are alive, which node
+ * may run each source now (its run lease), and messages between nodes.
+ */
 export interface ClusterStore {
   /**
    * Records `nodeId` as alive now (the database's clock, so nodes' own clocks never disagree), and the
