@@ -104,9 +104,17 @@ export interface BuiltApp {
   bootstrap: { username: string; apiKey: string } | undefined;
 }
 
-export async function openStorage(config: Config): Promise<Storage> {
+/** Opens the configured store; `existingOnly`: a PostgreSQL schema without a store is refused, not created. */
+export async function openStorage(
+  config: Config,
+  options: { existingOnly?: boolean } = {},
+): Promise<Storage> {
   if (config.databaseUrl) {
-    return openPostgresStorage({ url: config.databaseUrl, timeoutMs: config.storeTimeoutMs });
+    return openPostgresStorage({
+      url: config.databaseUrl,
+      timeoutMs: config.storeTimeoutMs,
+      existingOnly: options.existingOnly,
+    });
   }
   return openSqliteStorage({ dataDir: config.dataDir });
 }

@@ -41,7 +41,8 @@ async function withStore<T>(ctx: Context, fn: (admin: Admin) => Promise<T>): Pro
     import("../clock.ts"),
     import("../http/routes/admin.ts"),
   ]);
-  const store = await openStorage(config);
+  // A PostgreSQL schema without a store is refused too: a mistyped DATABASE_URL must not get one.
+  const store = await openStorage(config, { existingOnly: true });
   try {
     return await fn({ store, accounts: new Accounts(store, systemClock), renderUser, renderOrg });
   } finally {

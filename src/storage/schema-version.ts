@@ -2,7 +2,7 @@
 
 /** Thrown when a store cannot be opened; `code` says why, the message is one line for the operator. */
 export class StoreOpenError extends Error {
-  readonly code: "store_unreachable" | "store_too_new";
+  readonly code: "store_unreachable" | "store_too_new" | "no_store";
 
   constructor(code: StoreOpenError["code"], message: string, options?: { cause?: unknown }) {
     super(message, options);

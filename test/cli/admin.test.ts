@@ -3,7 +3,9 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
+import pg from "pg";
 import { startServer, type TestServer } from "../helpers.ts";
+import { freshSchema, schemaUrl, testPgUrl } from "../pg-schemas.ts";
 import { fount } from "./run.ts";
 
 let server: TestServer;
@@ -166,6 +168,23 @@ test("admin refuses a data directory without a store instead of creating one", a
     assert.equal(existsSync(path.join(empty, "fount.db")), false);
   } finally {
     rmSync(empty, { recursive: true, force: true });
+  }
+});
+
+test("admin refuses a PostgreSQL schema without a store instead of creating one", async () => {
+  const schema = freshSchema("fount_nostore");
+  for (const args of [["create-user", "--username", "x", "--email", "x@example.com"], ["nodes"]]) {
+    const res = await fount(["admin", ...args], { DATABASE_URL: schemaUrl(schema) });
+    assert.equal(res.code, 1);
+    assert.match(res.stderr, /no Fount store at .*: check DATABASE_URL .*\(no_store\)/);
+  }
+  const client = new pg.Client({ connectionString: testPgUrl });
+  await client.connect();
+  try {
+    const found = await client.query("SELECT 1 FROM pg_namespace WHERE nspname = $1", [schema]);
+    assert.equal(found.rowCount, 0, "the schema was not created");
+  } finally {
+    await client.end();
   }
 });
 

@@ -41,6 +41,11 @@ export interface PostgresOptions {
   timeoutMs?: number;
   /** How long a cached row is trusted without hearing of a change (ms; default `rowCacheTtlMs`). */
   rowCacheTtlMs?: number;
+  /**
+   * Refuses (`no_store`) a schema that holds no Fount store instead of creating one there: for
+   * `fount admin` commands, where a mistyped DATABASE_URL would otherwise get an empty store.
+   */
+  existingOnly?: boolean;
 }
 
 /**
@@ -137,6 +142,19 @@ function describe(url: string): string {
 }
 
 /** Connects, applies migrations and returns the store; a database that cannot be reached throws StoreOpenError. */
+/** Throws `no_store` unless the connection's schema (or `options.schema`) has Fount's migrations table. */
+async function refuseWithoutStore(client: pg.Client, options: PostgresOptions): Promise<void> {
+  const table =
+    options.schema === undefined ? "schema_migrations" : `${quoteIdent(options.schema)}.schema_migrations`;
+  const { rows } = await client.query("SELECT to_regclass($1) IS NOT NULL AS found", [table]);
+  if (!rows[0]?.found) {
+    throw new StoreOpenError(
+      "no_store",
+      `no Fount store at ${describe(options.url)}: check DATABASE_URL (and its search_path), or start the server once to create it`,
+    );
+  }
+}
+
 export async function openPostgresStorage(options: PostgresOptions): Promise<Storage> {
   const { connectionString, serverOptions } = sessionSettings(options);
   // Migrations run on a connection of their own, without the running store's timeouts: a node may wait
@@ -160,6 +178,7 @@ export async function openPostgresStorage(options: PostgresOptions): Promise<Sto
     );
   }
   try {
+    if (options.existingOnly) await refuseWithoutStore(client, options);
     await migrate(client, options.schema);
   } finally {
     await client.end().catch(() => undefined);
