@@ -30,6 +30,7 @@ import { logErrors } from "./domain/error-log.ts";
 import { ForwardedHits, forwardPath } from "./domain/hit-forwarding.ts";
 import { checkEncryptionKey } from "./domain/key-check.ts";
 import { LateWorkRecorder } from "./domain/late-work.ts";
+import { refuseSharedNodeId } from "./domain/node-id-check.ts";
 import { EventRecorder } from "./domain/recorder.ts";
 import { publishRegistryFolder } from "./domain/registry.ts";
 import { SourceRunner } from "./domain/runner.ts";
@@ -129,6 +130,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       secrets,
       process.env.FOUNT_ENCRYPTION_KEY ? "FOUNT_ENCRYPTION_KEY" : path.join(config.dataDir, "secret.key"),
     );
+    if (store.cluster && !options.store) await refuseSharedNodeId(store.cluster, config.nodeId);
   } catch (err) {
     if (!options.store) await store.close();
     throw err;

@@ -90,10 +90,16 @@ async function main(): Promise<void> {
 }
 
 main().catch((err) => {
-  // A store that cannot be opened (unreachable, or written by a newer Fount) or whose secrets this
-  // node's encryption key cannot open is the operator's to fix: one line, no stack.
+  // A store that cannot be opened (unreachable, or written by a newer Fount), whose secrets this node's
+  // encryption key cannot open, or where another running node has this node's ID, is the operator's to
+  // fix: one line, no stack.
   const code = (err as { code?: unknown }).code;
-  if (code === "store_unreachable" || code === "store_too_new" || code === "encryption_key_mismatch") {
+  if (
+    code === "store_unreachable" ||
+    code === "store_too_new" ||
+    code === "encryption_key_mismatch" ||
+    code === "node_id_in_use"
+  ) {
     console.error(`fount: ${(err as Error).message}`);
     process.exit(1);
   }

@@ -1,10 +1,15 @@
 /**
  * `fount admin nodes` on a cluster (three Fount processes on one PostgreSQL schema): the operator sees
- * every node, live or dead, where the others reach it, and how many sources it runs.
+ * every node, live or dead, where the others reach it, and how many sources it runs. And a node whose
+ * FOUNT_NODE_ID a running node has refuses to start, while a node restarted after a crash does not.
  */
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { after, before, test } from "node:test";
 import { fount } from "../cli/run.ts";
+import { startProcess } from "../process/server-process.ts";
 import { api, type Cluster, eventually, startCluster } from "./nodes.ts";
 
 let cluster: Cluster;
@@ -80,4 +85,54 @@ test("a killed node is listed dead once its heartbeat is 5 s old; a node that st
   const left = await entries();
   assert.equal(left.has("m1"), false);
   assert.deepEqual([...left.keys()].sort(), ["m2", "m3"]);
+});
+
+test("a node whose FOUNT_NODE_ID a running node has refuses to start; the same node restarted after a kill starts", async () => {
+  // m2 runs (m3 was killed and m1 stopped above).
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-twin-"));
+  try {
+    const twin = startProcess({
+      PORT: "0",
+      HOST: "127.0.0.1",
+      DATABASE_URL: cluster.databaseUrl,
+      FOUNT_DATA_DIR: dataDir,
+      FOUNT_NODE_ID: "m2",
+      FOUNT_ENCRYPTION_KEY: cluster.encryptionKey,
+      LOG_LEVEL: "warn",
+    });
+    // A start that is not refused would run on: given 30 s to end, then killed.
+    let timer: NodeJS.Timeout | undefined;
+    const ended = await Promise.race([
+      twin.exited,
+      new Promise<undefined>((r) => {
+        timer = setTimeout(() => r(undefined), 30_000);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (ended === undefined) {
+      await twin.kill();
+      assert.fail(`a second m2 started: ${twin.output()}`);
+    }
+    assert.equal(ended.code, 1, twin.output());
+    const lines = twin.output().trim().split("\n");
+    assert.equal(lines.length, 1, twin.output());
+    assert.match(
+      lines[0]!,
+      /^fount: another running node uses FOUNT_NODE_ID=m2 \(http:\/\/127\.0\.0\.1:\d+\): give each node an ID of its own$/,
+    );
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+  assert.equal((await entries()).get("m2")?.state, "live", "the running m2 is untouched");
+  // m2 killed and started again at once, before its old heartbeat goes stale: the start watches that
+  // heartbeat, sees it stand still, and goes on.
+  const killed = (await entries()).get("m2")!.id;
+  await cluster.node("m2").proc.kill();
+  const m2 = await cluster.start("m2");
+  assert.equal((await api(m2, "GET", "/v1/users/me")).status, 200);
+  const res = await listed("--json");
+  const m2s = (JSON.parse(res.stdout) as Listed[]).filter((n) => n.id.startsWith("m2/"));
+  assert.equal(m2s.length, 2, `the killed process and the new one: ${JSON.stringify(m2s)}`);
+  const old = m2s.find((n) => n.id === killed);
+  assert.ok(old && old.heartbeat_age_ms >= 2_500, `watched 2.5 s before starting: ${JSON.stringify(m2s)}`);
 });
