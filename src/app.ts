@@ -35,6 +35,7 @@ import { EventRecorder } from "./domain/recorder.ts";
 import { publishRegistryFolder } from "./domain/registry.ts";
 import { SourceRunner } from "./domain/runner.ts";
 import { TimerScheduler } from "./domain/scheduler.ts";
+import { nodeDeadAfterMs } from "./domain/source-leases.ts";
 import { SourceService } from "./domain/sources.ts";
 import { AppError } from "./errors.ts";
 import { AuthThrottle } from "./http/auth-throttle.ts";
@@ -303,6 +304,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   // Several nodes on one database: a source runs on one node at a time (domain/source-leases.ts), and
   // its hits go to that node (domain/hit-forwarding.ts) over connections that carry this token.
   const forwardToken = secrets.derive("fount/forwarded-hits/v1");
+  let wakeDispatcher = (): void => undefined;
   const cluster = store.cluster
     ? clusterNode({
         store,
@@ -315,6 +317,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         forget: (sourceId) => runner.forget(sourceId),
         forwardToken,
         invocationTimeoutMs: config.invocationTimeoutMs,
+        // The dispatcher is made below; a wake-up heard before it is not needed (it claims at start).
+        onWake: () => wakeDispatcher(),
       })
     : undefined;
   const runner: SourceRunner = new SourceRunner({
@@ -354,7 +358,14 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     clock,
     config,
     logger: app.log,
+    member: cluster && {
+      nodeId: cluster.leases.nodeId,
+      deadAfterMs: nodeDeadAfterMs,
+      runsHere: (sourceId) => cluster.leases.holds(sourceId),
+      wakeOthers: () => cluster.link.wakeOthers(),
+    },
   });
+  wakeDispatcher = () => dispatcher.wake();
   const services: Services = {
     config,
     clock,

@@ -14,7 +14,12 @@ import type { Storage } from "../storage/port.ts";
 import type { Deliverers, PreparedDelivery } from "./deliverers.ts";
 import type { DeliveryLedger, Settlement } from "./ledger.ts";
 import type { AttemptOutcome } from "./outcome.ts";
-import { deliveriesClaimedAtRouting, deliveryContext, queuedDeliveries } from "./routing.ts";
+import {
+  deliveriesClaimedAtRouting,
+  deliveryContext,
+  queuedDeliveries,
+  queuedSourceListeners,
+} from "./routing.ts";
 import { maxAttempts, retryDelay } from "./schedule.ts";
 
 export interface DispatcherOptions {
@@ -76,6 +81,18 @@ export interface DispatcherDeps {
    * run of the same node left, and never another node's. Default: a name of its own for each dispatcher.
    */
   nodeId?: string;
+  /**
+   * Several nodes: this process's member name in the cluster, with the rule for a live node. Claims
+   * leave deliveries to a source another live node runs to that node (`DeliveryClaim.member`); when a
+   * commit of this node queues deliveries to a source it does not run, `wakeOthers` tells the other
+   * nodes to claim.
+   */
+  member?: {
+    nodeId: string;
+    deadAfterMs: number;
+    runsHere: (sourceId: string) => boolean;
+    wakeOthers: () => void;
+  };
 }
 
 /** A delivery that waited longer than this for a slot reads its listener again before sending. */
@@ -194,6 +211,8 @@ export class DeliveryDispatcher {
     this.#unsubscribe = this.#d.bus.on("event.stored", (e) => {
       for (const d of deliveriesClaimedAtRouting(e)) this.#startRouted(d);
       if (queuedDeliveries(e)) this.wake();
+      const member = this.#d.member;
+      if (member && queuedSourceListeners(e).some((id) => !member.runsHere(id))) member.wakeOthers();
     });
     // Only now: a delivery claimed at routing before the reset, or before its commit could be heard,
     // would never be sent by this run.
@@ -484,6 +503,7 @@ export class DeliveryDispatcher {
       exceptListeners: except,
       room,
       scanLimit: thorough ? undefined : Math.min(free, perHost) * 2 + 64,
+      member: this.#d.member && { nodeId: this.#d.member.nodeId, deadAfterMs: this.#d.member.deadAfterMs },
     });
     // Busy destinations were left out, or it took something (a limit may have stopped it): a freed slot
     // should claim again. A claim that found nothing due, with nobody left out, clears it.

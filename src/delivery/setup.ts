@@ -10,7 +10,7 @@ import type { SourceRunner } from "../domain/runner.ts";
 import type { Storage } from "../storage/port.ts";
 import { AddressPolicy } from "./address-guard.ts";
 import { HttpDeliverer, SourceDeliverer } from "./deliverers.ts";
-import { DeliveryDispatcher, type DispatcherOptions } from "./dispatcher.ts";
+import { DeliveryDispatcher, type DispatcherDeps, type DispatcherOptions } from "./dispatcher.ts";
 import { HttpSender } from "./http-sender.ts";
 import { DeliveryLedger } from "./ledger.ts";
 import { registerRouting } from "./routing.ts";
@@ -28,6 +28,8 @@ export interface DeliverySetup {
   config: Config;
   logger?: FastifyBaseLogger;
   options?: Partial<DispatcherOptions>;
+  /** Several nodes: see `DispatcherDeps.member`. */
+  member?: DispatcherDeps["member"];
 }
 
 /** Routes every stored event into the outbox and returns the (not yet started) dispatcher. */
@@ -55,6 +57,7 @@ export function setUpDelivery(s: DeliverySetup): DeliveryDispatcher {
       logger: s.logger,
       onStop: () => sender.close(),
       nodeId: s.config.nodeId,
+      member: s.member,
     },
     s.options,
   );

@@ -22,6 +22,8 @@ import type { StreamInterest } from "./stream-hub.ts";
 import type { EventRecord } from "./types.ts";
 
 const channel = "fount_cluster";
+/** Wake-ups for the other nodes' dispatchers go at most this often (one NOTIFY each). */
+const wakeEveryMs = 10;
 /** Heartbeat period; `nodeDeadAfterMs` is five of them. */
 const heartbeatMs = 1_000;
 /** NOTIFY payloads must stay under PostgreSQL's 8,000 bytes. */
@@ -54,7 +56,9 @@ type Message =
   | { n: string; t: "stale"; k: string[] }
   /** Emitters the sender streams; `a` asks every receiver to confirm with an `ack`. */
   | { n: string; t: "watch"; e: string[]; a?: string }
-  | { n: string; t: "ack"; a: string; to: string };
+  | { n: string; t: "ack"; a: string; to: string }
+  /** Deliveries to a source another node runs were queued: claim them (they are left to it). */
+  | { n: string; t: "wake" };
 
 export interface ClusterLinkDeps {
   store: Storage;
@@ -66,6 +70,8 @@ export interface ClusterLinkDeps {
   onLeaseMessage: (message: LeaseMessage, from: string) => void;
   /** A source was deleted through another node. */
   onDeleted: (sourceId: string) => void;
+  /** Another node queued deliveries to a source this node may run (`wakeOthers`): claim them. */
+  onWake?: () => void;
   interest?: Partial<InterestTimings>;
   now?: () => number;
 }
@@ -84,6 +90,8 @@ export class ClusterLink implements StreamInterest {
   #outbox: EventRecord[] = [];
   #flushing = false;
   #heartbeatFailing = false;
+  /** A wake-up for the other nodes' dispatchers is about to be sent (`wakeOthers`). */
+  #wakePending = false;
   readonly #timings: InterestTimings;
   readonly #now: () => number;
   /** Open streams on this node, by emitter. */
@@ -360,7 +368,24 @@ export class ClusterLink implements StreamInterest {
         this.#d.onDeleted(message.s);
         this.#d.bus.emit("source.deleted", { sourceId: message.s, remote: true });
         break;
+      case "wake":
+        this.#d.onWake?.();
+        break;
     }
+  }
+
+  /**
+   * Tells the other nodes' dispatchers to claim: a commit of this node queued deliveries to a source
+   * another node runs, which are left to that node's claims (`DeliveryClaim.member`) and would otherwise
+   * wait for its next poll. At most one message per `wakeEveryMs`, none without other live nodes.
+   */
+  wakeOthers(): void {
+    if (this.#peers === 0 || this.#wakePending) return;
+    this.#wakePending = true;
+    setTimeout(() => {
+      this.#wakePending = false;
+      void this.#send({ n: this.#d.nodeId, t: "wake" });
+    }, wakeEveryMs).unref();
   }
 
   /** Reads events that were too large for a message. */
@@ -407,6 +432,8 @@ export function clusterNode(deps: {
   /** The secret forwarded hits carry (SecretBox.derive). */
   forwardToken: string;
   invocationTimeoutMs: number;
+  /** Another node queued deliveries to a source this node may run: claim them. */
+  onWake?: () => void;
 }): ClusterNode {
   const leases: SourceLeases = new SourceLeases({
     cluster: deps.cluster,

@@ -97,6 +97,12 @@ export interface DeliveryClaim {
    * of the busy listeners (the dispatcher does that now and then so that others are not stuck behind).
    */
   scanLimit?: number;
+  /**
+   * Several nodes: this process's member name in the cluster (`ClusterStore`). Deliveries to a source
+   * whose run lease another live node holds (its heartbeat at most `deadAfterMs` old) are left to that
+   * node, which runs the source: taken here, each would move the lease.
+   */
+  member?: { nodeId: string; deadAfterMs: number };
 }
 
 /** How long a claim holds when the claimer names no lease (see `DeliveryClaim.leaseUntilMs`). */

@@ -90,7 +90,12 @@ const claimSqlOf = (skipBusyInScan: boolean) => {
       WHERE e.subscription_id = d.subscription_id AND e.status = 'pending' AND e.seq < d.seq
         -- An older delivery not yet due for its first attempt (a \`delivery_ts\` in the future) is
         -- scheduled, not queued: later events of the subscription go ahead of it.
-        AND (e.attempts > 0 OR e.next_attempt_ms IS NULL OR e.next_attempt_ms <= $1)))`;
+        AND (e.attempts > 0 OR e.next_attempt_ms IS NULL OR e.next_attempt_ms <= $1)))
+    -- Several nodes: a source another live node runs (holds the run lease of) is left to that node.
+    AND (d.listener_kind <> 'source' OR $9::text IS NULL OR NOT EXISTS (
+      SELECT 1 FROM source_leases l JOIN nodes n ON n.id = l.node_id
+      WHERE l.source_id = d.listener_id AND l.node_id <> $9::text
+        AND n.heartbeat_ms >= (extract(epoch from clock_timestamp()) * 1000)::bigint - $10::bigint))`;
   return `
 WITH candidates AS (
   -- Nobody's: the claimable index holds only these, so the rows in flight are not walked again.
@@ -274,6 +279,8 @@ export function deliveryOps(q: Sql): DeliveryOps {
           c.limit,
           c.claimToken,
           c.leaseUntilMs ?? c.nowMs + defaultClaimLeaseMs,
+          c.member?.nodeId ?? null,
+          c.member?.deadAfterMs ?? 0,
         ],
         toDelivery,
         claim.name,
