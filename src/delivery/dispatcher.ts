@@ -503,7 +503,7 @@ export class DeliveryDispatcher {
       exceptListeners: except,
       room,
       scanLimit: thorough ? undefined : Math.min(free, perHost) * 2 + 64,
-      member: this.#d.member && { nodeId: this.#d.member.nodeId, deadAfterMs: this.#d.member.deadAfterMs },
+      member: this.#d.member,
     });
     // Busy destinations were left out, or it took something (a limit may have stopped it): a freed slot
     // should claim again. A claim that found nothing due, with nobody left out, clears it.

@@ -6,6 +6,7 @@
  * (the same node, restarted after a crash, before its old heartbeat went stale) is not in the way: the
  * check watches such a heartbeat for a while, and only one that moves is another running node.
  */
+import { setTimeout } from "node:timers/promises";
 import type { ClusterStore } from "../storage/port.ts";
 import { nodeDeadAfterMs } from "./source-leases.ts";
 
@@ -17,17 +18,13 @@ export class NodeIdInUseError extends Error {
 /** Longer than two heartbeats (one a second): a running process beats within it. */
 const watchMs = 2_500;
 
-export async function refuseSharedNodeId(
-  cluster: ClusterStore,
-  nodeId: string,
-  sleep: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
-): Promise<void> {
+export async function refuseSharedNodeId(cluster: ClusterStore, nodeId: string): Promise<void> {
   // Each process is a member named `<FOUNT_NODE_ID>/<its own suffix>` (app.ts).
   const sameId = async () =>
     (await cluster.nodes(nodeDeadAfterMs)).filter((n) => n.live && n.id.startsWith(`${nodeId}/`));
   const before = await sameId();
   if (before.length === 0) return;
-  await sleep(watchMs);
+  await setTimeout(watchMs);
   const beating = (await sameId()).filter((n) => {
     const earlier = before.find((b) => b.id === n.id);
     return earlier === undefined || n.heartbeatMs > earlier.heartbeatMs;

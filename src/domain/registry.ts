@@ -12,6 +12,7 @@ import { sha256Hex } from "../crypto/secret-box.ts";
 import { AppError } from "../errors.ts";
 import { ComponentBuilder } from "../runtime/build.ts";
 import type { ComponentMeta, Executor } from "../runtime/types.ts";
+import { AsyncLock } from "../storage/lock.ts";
 import type { Storage } from "../storage/port.ts";
 import { type ComponentCatalog, maxCodeBytes, registryOwner } from "./components.ts";
 import type { ComponentRecord } from "./types.ts";
@@ -101,31 +102,23 @@ export async function publishToRegistry(
   });
 }
 
-/** The publishes under way in this process, by lock name: each waits for the one before. */
-const publishing = new Map<string, Promise<unknown>>();
+/** Publishes in this process, one at a time (few, and rare: at start and by admins). */
+const publishing = new AsyncLock();
 
 /**
- * Runs `fn` while nothing else runs under `name`: in this process after the runs before it, and with
- * several nodes under an advisory lock held by a transaction of its own (`fn` works on other
+ * Runs `fn` while nothing else runs under `name`: in this process after the publishes before it, and
+ * with several nodes under an advisory lock held by a transaction of its own (`fn` works on other
  * connections, and what it commits is visible before the lock is let go).
  */
-async function exclusively<T>(store: Storage, name: string, fn: () => Promise<T>): Promise<T> {
-  const run = (publishing.get(name) ?? Promise.resolve())
-    .catch(() => undefined)
-    .then(() =>
-      store.cluster
-        ? store.transaction(async (tx) => {
-            await tx.acquireTransactionLock(name);
-            return fn();
-          })
-        : fn(),
-    );
-  publishing.set(name, run);
-  try {
-    return await run;
-  } finally {
-    if (publishing.get(name) === run) publishing.delete(name);
-  }
+function exclusively<T>(store: Storage, name: string, fn: () => Promise<T>): Promise<T> {
+  return publishing.run(() =>
+    store.cluster
+      ? store.transaction(async (tx) => {
+          await tx.acquireTransactionLock(name);
+          return fn();
+        })
+      : fn(),
+  );
 }
 
 /**

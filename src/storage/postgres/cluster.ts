@@ -22,7 +22,7 @@ export interface ListenConfig {
 const dbNowMs = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 /** Whether the node whose heartbeat is `column` is alive: it beat at most `deadAfterMs` (a parameter) ago. */
-const alive = (column: string, deadAfterMs: string) => `${column} >= ${dbNowMs} - ${deadAfterMs}`;
+export const alive = (column: string, deadAfterMs: string) => `${column} >= ${dbNowMs} - ${deadAfterMs}`;
 
 /** Waits before a broken listening connection is opened again: 0.1 s, doubling up to 5 s. */
 const reconnectDelaysMs = { first: 100, max: 5_000 };

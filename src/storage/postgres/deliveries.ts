@@ -6,6 +6,7 @@
 import type { Delivery, DeliveryAttempt } from "../../domain/types.ts";
 import { defaultClaimLeaseMs, type StorageOps } from "../port.ts";
 import { deliveryPatchParams, deliveryRowValues, toAttempt, toDelivery } from "../rows.ts";
+import { alive } from "./cluster.ts";
 import type { Row, Sql } from "./sql.ts";
 
 export type DeliveryOps = Pick<
@@ -95,7 +96,7 @@ const claimSqlOf = (skipBusyInScan: boolean) => {
     AND (d.listener_kind <> 'source' OR $9::text IS NULL OR NOT EXISTS (
       SELECT 1 FROM source_leases l JOIN nodes n ON n.id = l.node_id
       WHERE l.source_id = d.listener_id AND l.node_id <> $9::text
-        AND n.heartbeat_ms >= (extract(epoch from clock_timestamp()) * 1000)::bigint - $10::bigint))`;
+        AND ${alive("n.heartbeat_ms", "$10::bigint")}))`;
   return `
 WITH candidates AS (
   -- Nobody's: the claimable index holds only these, so the rows in flight are not walked again.

@@ -141,7 +141,6 @@ function describe(url: string): string {
   }
 }
 
-/** Connects, applies migrations and returns the store; a database that cannot be reached throws StoreOpenError. */
 /** Throws `no_store` unless the connection's schema (or `options.schema`) has Fount's migrations table. */
 async function refuseWithoutStore(client: pg.Client, options: PostgresOptions): Promise<void> {
   const table =
@@ -155,6 +154,7 @@ async function refuseWithoutStore(client: pg.Client, options: PostgresOptions): 
   }
 }
 
+/** Connects, applies migrations and returns the store; a database that cannot be reached throws StoreOpenError. */
 export async function openPostgresStorage(options: PostgresOptions): Promise<Storage> {
   const { connectionString, serverOptions } = sessionSettings(options);
   // Migrations run on a connection of their own, without the running store's timeouts: a node may wait
