@@ -386,6 +386,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     metrics,
     streamInterest: cluster?.link,
     forwarding: cluster?.forwarding,
+    memberId: cluster?.leases.nodeId,
   };
   metrics.attach({
     store,

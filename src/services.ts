@@ -41,6 +41,8 @@ export interface Services {
   streamInterest?: StreamInterest;
   /** Several nodes: sends a source's endpoint hits to the node that runs it. */
   forwarding?: HitForwarding;
+  /** Several nodes: this process's name among them (`FOUNT_NODE_ID` and its own suffix). */
+  memberId?: string;
 }
 
 declare module "fastify" {

@@ -309,17 +309,8 @@ Example:
           "not_clustered",
         );
       }
-      const { nodeDeadAfterMs } = await import("../domain/source-leases.ts");
-      const list = await store.cluster.nodes(nodeDeadAfterMs);
-      const data = list.map((n) => ({
-        id: n.id,
-        state: n.live ? "live" : "dead",
-        url: n.url ?? null,
-        started_at: Math.floor(n.startedMs / 1000),
-        heartbeat_at: Math.floor(n.heartbeatMs / 1000),
-        heartbeat_age_ms: n.heartbeatAgeMs,
-        sources: n.leases,
-      }));
+      const { nodeViews } = await import("../domain/source-leases.ts");
+      const data = await nodeViews(store.cluster);
       ctx.output(data, () => {
         ctx.print(
           table(data, [

@@ -19,6 +19,35 @@ import type { ClusterStore } from "../storage/port.ts";
 /** A node whose heartbeat is older than this is taken for dead (heartbeats go every second). */
 export const nodeDeadAfterMs = 5_000;
 
+/** A node as `fount admin nodes --json` and `GET /v1/admin/nodes` show it. */
+export interface NodeView {
+  /** `FOUNT_NODE_ID` and the process's own suffix. */
+  id: string;
+  /** `live` while its heartbeat is at most `nodeDeadAfterMs` old. */
+  state: "live" | "dead";
+  /** Where the other nodes send it the hits of the sources it runs. */
+  url: string | null;
+  /** Unix seconds. */
+  started_at: number;
+  heartbeat_at: number;
+  heartbeat_age_ms: number;
+  /** Sources whose run lease it holds: their invocations run there. */
+  sources: number;
+}
+
+/** The nodes sharing the store: live ones and those killed in the last day, oldest start first. */
+export async function nodeViews(cluster: ClusterStore): Promise<NodeView[]> {
+  return (await cluster.nodes(nodeDeadAfterMs)).map((n) => ({
+    id: n.id,
+    state: n.live ? "live" : "dead",
+    url: n.url ?? null,
+    started_at: Math.floor(n.startedMs / 1000),
+    heartbeat_at: Math.floor(n.heartbeatMs / 1000),
+    heartbeat_age_ms: n.heartbeatAgeMs,
+    sources: n.leases,
+  }));
+}
+
 /** A waiting node asks the store again this often, besides when told that a lease was given back. */
 const retryMs = 200;
 /** A waiting node repeats its request to the holder this often (a message may be missed). */

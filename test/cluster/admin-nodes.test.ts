@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
+import type { NodeView } from "../../src/domain/source-leases.ts";
 import { fount } from "../cli/run.ts";
 import { startProcess } from "../process/server-process.ts";
 import { api, type Cluster, eventually, startCluster } from "./nodes.ts";
@@ -20,15 +21,8 @@ after(async () => {
   await cluster?.stop();
 });
 
-interface Listed {
-  id: string;
-  state: "live" | "dead";
-  url: string | null;
-  started_at: number;
-  heartbeat_at: number;
-  heartbeat_age_ms: number;
-  sources: number;
-}
+/** An entry of `fount admin nodes --json`. */
+type Listed = NodeView;
 
 async function listed(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return fount(["admin", "nodes", ...args], { DATABASE_URL: cluster.databaseUrl });
@@ -64,6 +58,22 @@ test("admin nodes lists every node with its state, address and the sources it ru
   const after = await entries();
   assert.equal(after.get("m2")?.sources, 1);
   assert.equal(after.get("m1")?.sources, 0);
+  // Any node's admin API lists the same nodes, marking itself.
+  for (const name of ["m1", "m3"]) {
+    const res = await api(cluster.node(name), "GET", "/v1/admin/nodes");
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const byName = new Map<string, Listed & { self: boolean }>(
+      res.body.data.map((n: Listed & { self: boolean }) => [n.id.slice(0, n.id.indexOf("/")), n]),
+    );
+    assert.deepEqual([...byName.keys()].sort(), ["m1", "m2", "m3"]);
+    for (const [other, n] of byName) {
+      assert.equal(n.self, other === name, `${name} answering: ${JSON.stringify(n)}`);
+      assert.equal(n.id, after.get(other)?.id);
+      assert.equal(n.state, "live");
+      assert.equal(n.url, cluster.node(other).url);
+      assert.equal(n.sources, other === "m2" ? 1 : 0);
+    }
+  }
   // The table names the same nodes, for a person.
   const text = await listed();
   assert.equal(text.code, 0, text.stderr);
@@ -79,6 +89,12 @@ test("a killed node is listed dead once its heartbeat is 5 s old; a node that st
   });
   assert.ok(dead.heartbeat_age_ms >= 5_000, JSON.stringify(dead));
   assert.equal((await entries()).get("m1")?.state, "live");
+  const seen = await api(cluster.node("m1"), "GET", "/v1/admin/nodes");
+  assert.equal(
+    seen.body.data.find((n: Listed) => n.id === dead.id)?.state,
+    "dead",
+    "the admin API of a live node lists it dead too",
+  );
   const m1 = cluster.node("m1");
   process.kill(await m1.proc.serverPid(), "SIGTERM");
   assert.equal((await m1.proc.exited).code, 0, m1.proc.output());

@@ -212,3 +212,32 @@ test("every admin route answers 403 to a non-admin key, before looking at the in
   assert.equal((await server.api("GET", "/v1/users/me", { key: victim.key })).status, 200);
   assert.equal((await server.api("GET", `/v1/admin/users/${victim.id}/keys`)).body.data.length, 1);
 });
+
+test("the admin API lists the nodes serving the store, the answering one marked; only admins may", async () => {
+  const res = await server.api("GET", "/v1/admin/nodes");
+  assert.equal(res.status, 200, res.text);
+  const nodes = res.body.data as Array<Record<string, unknown>>;
+  // One node serves this test's store, on either driver (on PostgreSQL, other files' nodes use other schemas).
+  assert.equal(nodes.length, 1, res.text);
+  const [self] = nodes;
+  assert.equal(self!.self, true);
+  assert.equal(self!.state, "live");
+  const now = Date.now() / 1000;
+  assert.ok(
+    (self!.started_at as number) <= (self!.heartbeat_at as number) &&
+      (self!.heartbeat_at as number) <= now + 5,
+    res.text,
+  );
+  if (process.env.FOUNT_TEST_STORE === "postgres") {
+    assert.match(String(self!.id), /^[^/]+\/[A-Za-z0-9]{8}$/, "FOUNT_NODE_ID and the process's suffix");
+    assert.equal(typeof self!.sources, "number");
+  } else {
+    assert.equal(self!.url, null);
+    assert.equal(self!.sources, null, "one node runs every source: no leases to count");
+  }
+  const user = (await createUser({ username: unique("plain"), email: "n@example.com" })).body.data;
+  assertApiError(await server.api("GET", "/v1/admin/nodes", { key: user.api_key }), {
+    status: 403,
+    code: "forbidden",
+  });
+});

@@ -1,7 +1,10 @@
 /** The admin API (admin keys only): users, organizations, memberships, API keys and registry publishing. */
+
+import { performance } from "node:perf_hooks";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { publishToRegistry } from "../../domain/registry.ts";
+import { type NodeView, nodeViews } from "../../domain/source-leases.ts";
 import type { Org, User } from "../../domain/types.ts";
 import { AppError } from "../../errors.ts";
 import { commonParams, errorResponses, params, principal } from "../conventions.ts";
@@ -268,6 +271,64 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
           created_at: k.createdAt,
           revoked_at: k.revokedAt,
         })),
+      };
+    },
+  );
+  app.get(
+    "/admin/nodes",
+    {
+      schema: {
+        tags,
+        summary: "List the nodes serving this store: live or dead, their address, the sources each runs",
+        description:
+          "With several nodes on one PostgreSQL store, every node process (its `FOUNT_NODE_ID` and a " +
+          "suffix of its own): `live` while its heartbeat is at most 5 s old, `dead` for a day after it " +
+          "was killed (one that stops cleanly leaves), the address the others send it hits at, and how " +
+          "many sources it runs. `self` marks the node that answered. On SQLite, the one node answering, " +
+          "with `url` and `sources` null (it runs every source).",
+        querystring: Type.Object({}, { additionalProperties: false }),
+        response: {
+          200: Type.Object({
+            data: Type.Array(
+              Type.Object({
+                id: Type.String(),
+                state: Type.Union([Type.Literal("live"), Type.Literal("dead")]),
+                url: Type.Union([Type.String(), Type.Null()]),
+                started_at: Type.Integer(),
+                heartbeat_at: Type.Integer(),
+                heartbeat_age_ms: Type.Integer(),
+                sources: Type.Union([Type.Integer(), Type.Null()]),
+                self: Type.Boolean(),
+              }),
+            ),
+          }),
+          ...errorResponses(403),
+        },
+      },
+    },
+    async () => {
+      const { store, memberId, config, clock } = app.fount;
+      if (store.cluster && memberId !== undefined) {
+        const views: Array<NodeView & { self: boolean }> = (await nodeViews(store.cluster)).map((n) => ({
+          ...n,
+          self: n.id === memberId,
+        }));
+        return { data: views };
+      }
+      const now = clock.now();
+      return {
+        data: [
+          {
+            id: config.nodeId,
+            state: "live",
+            url: null,
+            started_at: Math.floor(performance.timeOrigin / 1000),
+            heartbeat_at: Math.floor(now / 1000),
+            heartbeat_age_ms: 0,
+            sources: null,
+            self: true,
+          },
+        ],
       };
     },
   );
