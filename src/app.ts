@@ -302,8 +302,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   };
   const catalog = new ComponentCatalog({ store, builder, executor, clock, fetchGuard });
   // Several nodes on one database: a source runs on one node at a time (domain/source-leases.ts), and
-  // its hits go to that node (domain/hit-forwarding.ts) over connections that carry this token.
-  const forwardToken = secrets.derive("fount/forwarded-hits/v1");
+  // its hits go to that node (domain/hit-forwarding.ts) over TLS connections keyed with this secret.
+  const forwardPsk = Buffer.from(secrets.derive("fount/forwarding-psk/v2"), "base64url");
   let wakeDispatcher = (): void => undefined;
   const cluster = store.cluster
     ? clusterNode({
@@ -315,7 +315,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         recorder,
         logger: app.log,
         forget: (sourceId) => runner.forget(sourceId),
-        forwardToken,
+        forwardPsk,
         invocationTimeoutMs: config.invocationTimeoutMs,
         // The dispatcher is made below; a wake-up heard before it is not needed (it claims at start).
         onWake: () => wakeDispatcher(),
@@ -542,7 +542,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const served = endpoints;
   if (cluster)
     forwardedHits = new ForwardedHits({
-      token: forwardToken,
+      psk: forwardPsk,
       serve: (hit) => served.serveForwarded(hit),
       logger: app.log,
     });

@@ -429,8 +429,8 @@ export function clusterNode(deps: {
   recorder: EventRecorder;
   logger: FastifyBaseLogger;
   forget: (sourceId: string) => void;
-  /** The secret forwarded hits carry (SecretBox.derive). */
-  forwardToken: string;
+  /** The pre-shared key of the forwarding connections' TLS (from SecretBox.derive). */
+  forwardPsk: Buffer;
   invocationTimeoutMs: number;
   /** Another node queued deliveries to a source this node may run: claim them. */
   onWake?: () => void;
@@ -460,7 +460,7 @@ export function clusterNode(deps: {
     leases,
     nodeId: deps.nodeId,
     peerUrl: (nodeId) => link.peerUrl(nodeId),
-    token: deps.forwardToken,
+    psk: deps.forwardPsk,
     invocationTimeoutMs: deps.invocationTimeoutMs,
     logger: deps.logger,
   });

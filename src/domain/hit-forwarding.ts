@@ -7,35 +7,51 @@
  * relays the answer: the source keeps running where it runs, with its batches and caches.
  *
  * Transport: one connection from each node to each other node it forwards to, opened as an HTTP upgrade
- * of `GET /_fount/forward` that carries a token derived from FOUNT_ENCRYPTION_KEY (every node of the
- * cluster has the key; a caller does not). On it, each side writes lines of JSON: hits one way, answers
- * the other, matched by a number, answered in any order. The lines queued in one turn of the event
- * loop go out in one write, so that under load many hits share a system call and a wake-up of the
- * other node (on loopback a write costs the sender the receiver's TCP work too). A node forwards only
- * to a node that gave its URL (`nodes.url`: FOUNT_NODE_URL, or the address it listens on).
+ * of `GET /_fount/forward` and then carried in TLS 1.3 with a pre-shared key derived from
+ * FOUNT_ENCRYPTION_KEY (every node of the cluster has the key; a caller does not): the key authenticates
+ * both ends, and hits, with their headers and bodies, never cross the network in clear, whatever the
+ * network between the nodes. The handshake is once per connection; ECDHE in it gives each connection
+ * keys of its own (a key leaked later does not open recorded traffic). Inside, each side writes lines
+ * of JSON: hits one way, answers the other, matched by a number, answered in any order. The lines queued
+ * in one turn of the event loop go out in one write (encrypted together), so that under load many hits share
+ * a system call and a wake-up of the other node (on loopback a write costs the sender the receiver's TCP
+ * work too). A node forwards only to a node that gave its URL (`nodes.url`: FOUNT_NODE_URL, or the
+ * address it listens on).
  *
- * Failures: a node that cannot be connected to (refused, no answer, a wrong token, a version without
- * forwarding) was sent nothing; it is skipped for a while and the hit runs here, taking the lease as
- * before (after the holder's heartbeat stops, if it died). A node shutting down turns down new hits the
- * same way. A connection that breaks after a hit went out may have run it, so that caller gets 503
- * `node_unreachable` and retries, as from a node that died while answering it.
+ * Failures: a node that cannot be connected to (refused, no answer, another key, a version without
+ * forwarding or with another version of it) was sent nothing; it is skipped for a while and the hit
+ * runs here, taking the lease as before (after the holder's heartbeat stops, if it died). A node
+ * shutting down turns down new hits the same way. A connection that breaks after a hit went out may
+ * have run it, so that caller gets 503 `node_unreachable` and retries, as from a node that died while
+ * answering it.
  */
 import http, { type IncomingHttpHeaders, type IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { StringDecoder } from "node:string_decoder";
+import tls, { type ConnectionOptions } from "node:tls";
 import type { FastifyBaseLogger } from "fastify";
-import { constantTimeEqual } from "../crypto/secret-box.ts";
 import { AppError } from "../errors.ts";
 import type { ClusterStore } from "../storage/port.ts";
 import { nodeDeadAfterMs, type SourceLeases } from "./source-leases.ts";
 
 /** The path other nodes open their forwarding connection on. */
 export const forwardPath = "/_fount/forward";
-/** The `Upgrade` protocol of that connection: lines of JSON, version 1. */
-const upgradeProtocol = "fount-forward/1";
-/** The header of the upgrade request that carries the cluster's token. */
-const authHeader = "x-fount-node-auth";
+/**
+ * The `Upgrade` protocol of that connection: TLS with the cluster's pre-shared key, then lines of JSON.
+ * Version 1 sent the lines in clear, after a token in a header; nodes of either version refuse the other.
+ */
+const upgradeProtocol = "fount-forward/2";
+/** The identity the connecting node names its pre-shared key by: there is one, the cluster's. */
+const pskIdentity = "fount-node";
+/**
+ * TLS 1.3 only; its suites whose hash is SHA-256, which a pre-shared key without a hash of its own
+ * needs; AES-GCM first (hardware-accelerated on the machines Fount runs on).
+ */
+const tlsOptions = {
+  minVersion: "TLSv1.3",
+  ciphers: "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256",
+} satisfies ConnectionOptions;
 
 /** A node that could not be connected to gets no forwarded hit for this long. */
 const unreachableForMs = 30_000;
@@ -98,8 +114,8 @@ export interface HitForwardingDeps {
   nodeId: string;
   /** The URL another live node gave (undefined: unknown, dead, or it takes no forwarded hits). */
   peerUrl: (nodeId: string) => string | undefined;
-  /** The cluster's shared secret for forwarding connections (SecretBox.derive). */
-  token: string;
+  /** The cluster's pre-shared key for forwarding connections (from SecretBox.derive). */
+  psk: Buffer;
   /** The longest a run may take: a forwarded hit waits that long and some for its answer. */
   invocationTimeoutMs: number;
   logger: FastifyBaseLogger;
@@ -154,7 +170,7 @@ export class HitForwarding {
     let link = this.#links.get(target.nodeId);
     if (link?.url !== target.url) {
       link?.close();
-      link = new PeerLink(target.url, this.#d.token);
+      link = new PeerLink(target.url, this.#d.psk);
       this.#links.set(target.nodeId, link);
     }
     const sent = await link.send(hit);
@@ -167,7 +183,7 @@ export class HitForwarding {
       link.close();
       this.#d.logger.warn(
         { err: sent.err, node: target.nodeId, url: target.url },
-        `cannot reach the node running a source: its hits run here for ${unreachableForMs / 1000} s (check that node's FOUNT_NODE_URL and FOUNT_ENCRYPTION_KEY)`,
+        `cannot reach the node running a source: its hits run here for ${unreachableForMs / 1000} s (check that node's FOUNT_NODE_URL, its FOUNT_ENCRYPTION_KEY and its version)`,
       );
     }
     return "not-sent";
@@ -229,7 +245,7 @@ interface Pending {
 /** The connection to one other node, opened on first use and again after it broke. */
 class PeerLink {
   readonly url: string;
-  readonly #token: string;
+  readonly #psk: Buffer;
   #socket: Duplex | undefined;
   #connecting: Promise<Duplex> | undefined;
   readonly #pending = new Map<number, Pending>();
@@ -239,9 +255,9 @@ class PeerLink {
   #nextId = 1;
   #closed = false;
 
-  constructor(url: string, token: string) {
+  constructor(url: string, psk: Buffer) {
     this.url = url;
-    this.#token = token;
+    this.#psk = psk;
   }
 
   async send(hit: ForwardedHit): Promise<Sent> {
@@ -304,29 +320,58 @@ class PeerLink {
     return new Promise<Duplex>((resolve, reject) => {
       if (this.#closed) return reject(new Error("closed"));
       const req = http.request(new URL(forwardPath, this.url), {
-        headers: { connection: "Upgrade", upgrade: upgradeProtocol, [authHeader]: this.#token },
+        headers: { connection: "Upgrade", upgrade: upgradeProtocol },
         timeout: connectTimeoutMs,
       });
-      req.once("upgrade", (_res, socket, head) => {
-        if (this.#closed) {
-          socket.destroy();
-          return reject(new Error("closed"));
+      req.once("upgrade", (_res, raw, head) => {
+        // The other node writes nothing after its 101 until this node's TLS hello.
+        if (this.#closed || head.length > 0) {
+          raw.destroy();
+          return reject(new Error(this.#closed ? "closed" : "it wrote before the TLS handshake"));
         }
-        socket.setTimeout(0);
-        socket.setNoDelay(true);
-        readLines(
-          socket,
-          head,
-          (line) => this.#answer(line),
-          () => socket.destroy(),
-        );
-        // A connection already given up (after `bye`, or closed here) leaves its successor alone.
-        socket.once("close", () => {
-          if (this.#socket === socket) this.#gone(new Error("the connection closed"), false);
+        raw.setTimeout(0);
+        raw.setNoDelay(true);
+        const socket = tls.connect({
+          ...tlsOptions,
+          socket: raw,
+          pskCallback: () => ({ psk: this.#psk, identity: pskIdentity }),
+          // No certificate: the pre-shared key authenticates the other node.
+          checkServerIdentity: () => undefined,
         });
-        socket.on("error", () => undefined);
-        this.#socket = socket;
-        resolve(socket);
+        const timer = setTimeout(
+          () => socket.destroy(new Error(`no TLS handshake within ${connectTimeoutMs} ms`)),
+          connectTimeoutMs,
+        );
+        socket.once("error", (err) => {
+          clearTimeout(timer);
+          reject(new Error(`its TLS handshake failed (another FOUNT_ENCRYPTION_KEY?): ${err.message}`));
+        });
+        const closedEarly = () => {
+          clearTimeout(timer);
+          reject(new Error("it closed the connection during the TLS handshake"));
+        };
+        socket.once("close", closedEarly);
+        socket.once("secureConnect", () => {
+          clearTimeout(timer);
+          socket.removeListener("close", closedEarly);
+          socket.removeAllListeners("error");
+          socket.on("error", () => undefined);
+          if (this.#closed) {
+            socket.destroy();
+            return reject(new Error("closed"));
+          }
+          readLines(
+            socket,
+            (line) => this.#answer(line),
+            () => socket.destroy(),
+          );
+          // A connection already given up (after `bye`, or closed here) leaves its successor alone.
+          socket.once("close", () => {
+            if (this.#socket === socket) this.#gone(new Error("the connection closed"), false);
+          });
+          this.#socket = socket;
+          resolve(socket);
+        });
       });
       req.once("response", (res) => {
         res.resume();
@@ -392,7 +437,8 @@ function cutOff(cause?: Error): AppError {
 }
 
 export interface ForwardedHitsDeps {
-  token: string;
+  /** The cluster's pre-shared key (the same on every node). */
+  psk: Buffer;
   /** Runs a forwarded hit here, answering as to a client; `elsewhere`: this node does not run its source. */
   serve: (hit: ForwardedHit) => Promise<HitAnswer | "elsewhere">;
   logger: FastifyBaseLogger;
@@ -419,40 +465,60 @@ export class ForwardedHits {
     this.#d = deps;
   }
 
-  /** An upgrade request to the server: a forwarding connection is taken; false for any other. */
-  accept(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
+  /**
+   * An upgrade request to the server: a forwarding connection is taken; false for any other. It is a
+   * node's only once the TLS handshake proved that the other end has the cluster's key.
+   */
+  accept(req: IncomingMessage, raw: Duplex, head: Buffer): boolean {
     if (req.url !== forwardPath) return false;
-    const given = req.headers[authHeader];
     const refuse = (status: string) => {
-      socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+      raw.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
       return true;
     };
     if (req.headers.upgrade !== upgradeProtocol) return refuse("400 Bad Request");
-    if (typeof given !== "string" || !constantTimeEqual(given, this.#d.token)) {
-      this.#d.logger.warn(
-        { remote: req.socket.remoteAddress },
-        "refused a forwarding connection with a wrong token (a node with another FOUNT_ENCRYPTION_KEY?)",
-      );
-      return refuse("401 Unauthorized");
-    }
     if (this.#closing) return refuse("503 Service Unavailable");
-    socket.write(
+    raw.write(
       `HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: ${upgradeProtocol}\r\n\r\n`,
     );
-    (socket as Socket).setNoDelay(true);
-    const conn: Incoming = { socket, running: 0, outbox: [], flushing: false, ended: false };
-    this.#connections.add(conn);
-    socket.on("error", () => undefined);
-    socket.once("close", () => {
-      this.#connections.delete(conn);
-      this.#checkDrained();
+    (raw as Socket).setNoDelay(true);
+    // Bytes that came with the request are the start of the TLS handshake.
+    if (head.length > 0) raw.unshift(head);
+    // Node's TLSSocket takes a server's `pskCallback` as tls.createServer does; its type leaves it out.
+    const serverOptions: tls.TLSSocketOptions & Pick<tls.TlsOptions, "pskCallback"> = {
+      ...tlsOptions,
+      isServer: true,
+      pskCallback: (_socket, identity) => (identity === pskIdentity ? this.#d.psk : null),
+    };
+    const socket = new tls.TLSSocket(raw as Socket, serverOptions);
+    const remote = req.socket.remoteAddress;
+    const timer = setTimeout(() => socket.destroy(), connectTimeoutMs);
+    socket.once("close", () => clearTimeout(timer));
+    socket.once("error", (err) => {
+      clearTimeout(timer);
+      this.#d.logger.warn(
+        { remote, err },
+        "refused a forwarding connection: its TLS handshake failed (a node with another FOUNT_ENCRYPTION_KEY?)",
+      );
+      socket.destroy();
     });
-    readLines(
-      socket,
-      head,
-      (line) => this.#hit(conn, line),
-      () => socket.destroy(),
-    );
+    socket.once("secure", () => {
+      clearTimeout(timer);
+      socket.removeAllListeners("error");
+      socket.on("error", () => undefined);
+      const conn: Incoming = { socket, running: 0, outbox: [], flushing: false, ended: false };
+      this.#connections.add(conn);
+      socket.once("close", () => {
+        this.#connections.delete(conn);
+        this.#checkDrained();
+      });
+      readLines(
+        socket,
+        (line) => this.#hit(conn, line),
+        () => socket.destroy(),
+      );
+      // Closing began during the handshake: nothing is taken.
+      if (this.#closing) this.#end(conn);
+    });
     return true;
   }
 
@@ -529,14 +595,9 @@ export class ForwardedHits {
   }
 }
 
-/** Calls `onLine` for each line read from `socket` (after `head`); `onTooLong` when one passes the limit. */
-function readLines(
-  socket: Duplex,
-  head: Buffer,
-  onLine: (line: string) => void,
-  onTooLong: () => void,
-): void {
-  // Node's server forbids setEncoding on the sockets it upgrades: decoded here, split characters kept.
+/** Calls `onLine` for each line read from `socket`; `onTooLong` when one passes the limit. */
+function readLines(socket: Duplex, onLine: (line: string) => void, onTooLong: () => void): void {
+  // Decoded here, characters split between two reads kept.
   const decoder = new StringDecoder("utf8");
   let buffered = "";
   const take = (chunk: Buffer) => {
@@ -549,6 +610,5 @@ function readLines(
     if (start > 0) buffered = buffered.slice(start);
     if (buffered.length > maxLineChars) onTooLong();
   };
-  if (head.length > 0) take(head);
   socket.on("data", take);
 }

@@ -1,13 +1,16 @@
 /**
  * Hits go to the node that runs their source (domain/hit-forwarding.ts): three Fount processes on one
  * PostgreSQL schema. A hit through a node that does not run the source is answered by the node that
- * does, exactly as if sent there; only a node with the cluster's token may open a forwarding
- * connection; a node sent a hit of a source it does not run says so instead of running it; when the node running a source is killed, the others run its hits themselves, and a hit
+ * does, exactly as if sent there; only a node with the cluster's key may open a forwarding
+ * connection, and what crosses it is encrypted; a node sent a hit of a source it does not run says so instead of running it; when the node running a source is killed, the others run its hits themselves, and a hit
  * cut off by that death gets 503.
  */
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
 import http from "node:http";
+import net from "node:net";
 import { after, before, test } from "node:test";
+import tls from "node:tls";
 import { SecretBox } from "../../src/crypto/secret-box.ts";
 import { adminKey } from "../helpers.ts";
 import { api, type Cluster, eventually, type Node, startCluster } from "./nodes.ts";
@@ -96,7 +99,6 @@ test("a hit through a node that does not run the source is answered by the one t
     assert.equal(body.headers["content-type"], "text/plain");
     // The caller's own Host, not the address of the node that ran it.
     assert.equal(body.headers.host, new URL(node(through).url).host);
-    assert.equal(body.headers["x-fount-node-auth"], undefined);
   }
   // Every run saw the count the previous one left: one node ran them all, in turn.
   const last = await hit(node("f3"), source.path);
@@ -106,25 +108,62 @@ test("a hit through a node that does not run the source is answered by the one t
   assert.ok((await metric(node("f3"), "fount_endpoint_forwards_total", 'status="201"')) >= 3);
 });
 
-test("a forwarding connection needs the cluster's token: a caller cannot pass for a node", async () => {
-  const url = new URL("/_fount/forward", node("f1").url);
-  const upgrade = (headers: Record<string, string>) =>
-    new Promise<number>((resolve, reject) => {
-      const req = http.request(url, { headers: { connection: "Upgrade", ...headers } });
-      req.once("response", (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 0);
-      });
-      req.once("upgrade", (res, socket) => {
-        socket.destroy();
-        resolve(res.statusCode ?? 0);
-      });
-      req.once("error", reject);
-      req.end();
+/** The forwarding connections' TLS key, as every node derives it from the cluster's FOUNT_ENCRYPTION_KEY. */
+function clusterPsk(): Buffer {
+  const box = new SecretBox(Buffer.from(cluster.encryptionKey, "base64"));
+  return Buffer.from(box.derive("fount/forwarding-psk/v2"), "base64url");
+}
+
+/** The status of an upgrade request to `url` with `headers` (101 when the node switched protocols). */
+function upgradeStatus(url: URL, headers: Record<string, string>): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    const req = http.request(url, { headers: { connection: "Upgrade", ...headers } });
+    req.once("response", (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
     });
-  assert.equal(await upgrade({ upgrade: "fount-forward/1", "x-fount-node-auth": "guess" }), 401);
-  assert.equal(await upgrade({ upgrade: "fount-forward/1" }), 401);
-  assert.equal(await upgrade({ upgrade: "websocket", "x-fount-node-auth": "guess" }), 400);
+    req.once("upgrade", (res, socket) => {
+      socket.destroy();
+      resolve(res.statusCode ?? 0);
+    });
+    req.once("error", reject);
+    req.end();
+  });
+}
+
+/** Opens a forwarding connection to `n` as another node would: the upgrade, then TLS keyed with `psk`. */
+function openForwarding(n: Node, psk: Buffer): Promise<tls.TLSSocket> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(new URL("/_fount/forward", n.url), {
+      headers: { connection: "Upgrade", upgrade: "fount-forward/2" },
+    });
+    req.once("response", (res) => reject(new Error(`no upgrade: ${res.statusCode}`)));
+    req.once("error", reject);
+    req.once("upgrade", (res, raw) => {
+      assert.equal(res.statusCode, 101);
+      const socket = tls.connect({
+        socket: raw,
+        minVersion: "TLSv1.3",
+        pskCallback: () => ({ psk, identity: "fount-node" }),
+        checkServerIdentity: () => undefined,
+      });
+      socket.once("secureConnect", () => resolve(socket));
+      socket.once("error", reject);
+      socket.once("close", () => reject(new Error("closed during the TLS handshake")));
+    });
+    req.end();
+  });
+}
+
+test("a forwarding connection needs the cluster's key: a caller cannot pass for a node", async () => {
+  const url = new URL("/_fount/forward", node("f1").url);
+  // The first version of the protocol (a token in a header, then lines in clear) is refused, as is any other.
+  assert.equal(await upgradeStatus(url, { upgrade: "fount-forward/1", "x-fount-node-auth": "guess" }), 400);
+  assert.equal(await upgradeStatus(url, { upgrade: "websocket" }), 400);
+  // The upgrade itself proves nothing: the TLS handshake fails without the key.
+  await assert.rejects(openForwarding(node("f1"), randomBytes(32)));
+  const opened = await openForwarding(node("f1"), clusterPsk());
+  opened.destroy();
   // Elsewhere, a request asking for an upgrade (curl --http2 sends `Upgrade: h2c`) is a plain request.
   const plain = await new Promise<number>((resolve, reject) => {
     const req = http.request(new URL("/v1/users/me", node("f1").url), {
@@ -140,57 +179,91 @@ test("a forwarding connection needs the cluster's token: a caller cannot pass fo
   assert.equal(plain, 200);
   // A plain request there is an unknown API path.
   assert.equal((await fetch(url)).status, 404);
-  // Headers named like the nodes' own are the caller's, passed to the component like any other.
-  const source = await deploy(node("f1"));
-  await hit(node("f1"), source.path);
-  const through = await hit(node("f2"), source.path, { "x-fount-node-auth": "guess" });
-  assert.equal(through.status, 201);
-  assert.equal(through.body.headers["x-fount-node-auth"], "guess");
-  assert.equal(through.body.n, 2);
 });
 
 /**
  * Opens a forwarding connection to `n` as another node would, writes `lines`, and collects the answer
  * lines until `answers` have come or the node ends the connection.
  */
-function forwardRaw(
+async function forwardRaw(
   n: Node,
   lines: string[],
   answers: number,
 ): Promise<{ frames: unknown[]; ended: boolean }> {
-  const token = new SecretBox(Buffer.from(cluster.encryptionKey, "base64")).derive("fount/forwarded-hits/v1");
-  return new Promise((resolve, reject) => {
-    const req = http.request(new URL("/_fount/forward", n.url), {
-      headers: { connection: "Upgrade", upgrade: "fount-forward/1", "x-fount-node-auth": token },
+  const socket = await openForwarding(n, clusterPsk());
+  return new Promise((resolve) => {
+    const frames: unknown[] = [];
+    let buffered = "";
+    const done = (ended: boolean) => {
+      socket.destroy();
+      resolve({ frames, ended });
+    };
+    socket.on("data", (chunk: Buffer) => {
+      buffered += chunk.toString("utf8");
+      for (let nl = buffered.indexOf("\n"); nl !== -1; nl = buffered.indexOf("\n")) {
+        frames.push(JSON.parse(buffered.slice(0, nl)));
+        buffered = buffered.slice(nl + 1);
+      }
+      if (frames.length >= answers) done(false);
     });
-    req.once("response", (res) => reject(new Error(`no upgrade: ${res.statusCode}`)));
-    req.once("error", reject);
-    req.once("upgrade", (res, socket, head) => {
-      assert.equal(res.statusCode, 101);
-      const frames: unknown[] = [];
-      let buffered = head.toString("utf8");
-      const done = (ended: boolean) => {
-        socket.destroy();
-        resolve({ frames, ended });
-      };
-      const take = () => {
-        for (let nl = buffered.indexOf("\n"); nl !== -1; nl = buffered.indexOf("\n")) {
-          frames.push(JSON.parse(buffered.slice(0, nl)));
-          buffered = buffered.slice(nl + 1);
-        }
-        if (frames.length >= answers) done(false);
-      };
-      socket.on("data", (chunk: Buffer) => {
-        buffered += chunk.toString("utf8");
-        take();
-      });
-      socket.once("close", () => done(true));
-      socket.write(lines.join(""));
-      take();
-    });
-    req.end();
+    socket.once("close", () => done(true));
+    socket.on("error", () => undefined);
+    socket.write(lines.join(""));
   });
 }
+
+/** A port free now on 127.0.0.1. */
+async function freePort(): Promise<number> {
+  const probe = net.createServer();
+  await new Promise<void>((r) => probe.listen(0, "127.0.0.1", r));
+  const { port } = probe.address() as net.AddressInfo;
+  await new Promise((r) => probe.close(r));
+  return port;
+}
+
+test("what one node sends another crosses the network encrypted", async () => {
+  // f5 gives the others a proxy's address as its FOUNT_NODE_URL; the proxy keeps every byte both ways.
+  const port = await freePort();
+  const wire: Buffer[] = [];
+  const proxy = net.createServer((from) => {
+    const to = net.connect(port, "127.0.0.1");
+    from.on("data", (d: Buffer) => wire.push(d));
+    to.on("data", (d: Buffer) => wire.push(d));
+    from.pipe(to).pipe(from);
+    from.on("error", () => to.destroy());
+    to.on("error", () => from.destroy());
+  });
+  await new Promise<void>((r) => proxy.listen(0, "127.0.0.1", r));
+  const proxyUrl = `http://127.0.0.1:${(proxy.address() as net.AddressInfo).port}`;
+  const f5 = await cluster.start("f5", { PORT: String(port), FOUNT_NODE_URL: proxyUrl });
+  try {
+    await eventually("f2 knows where f5 listens", async () =>
+      (await metric(node("f2"), "fount_cluster_peers", 'state="forwardable"')) === 3 ? true : undefined,
+    );
+    const source = await deploy(f5);
+    assert.equal((await hit(f5, source.path)).body.n, 1);
+    const forwards = await metric(node("f2"), "fount_endpoint_forwards_total", 'status="201"');
+    const marker = `marker-${randomBytes(8).toString("hex")}`;
+    const forwarded = await hit(node("f2"), source.path, { "x-marker": marker });
+    assert.equal(forwarded.status, 201);
+    assert.equal(forwarded.body.n, 2, "f5 ran it");
+    assert.equal(forwarded.body.headers["x-marker"], marker);
+    assert.equal(
+      await metric(node("f2"), "fount_endpoint_forwards_total", 'status="201"'),
+      forwards + 1,
+      "f2 sent it on",
+    );
+    const seen = Buffer.concat(wire);
+    assert.ok(seen.includes("fount-forward/2"), "the hit went through the proxy");
+    for (const plain of [marker, "line one", "x-caller"])
+      assert.equal(seen.includes(plain), false, `${plain} crossed in clear`);
+  } finally {
+    process.kill(await f5.proc.serverPid(), "SIGTERM");
+    await f5.proc.exited;
+    cluster.nodes = cluster.nodes.filter((n) => n !== f5);
+    proxy.close();
+  }
+});
 
 test("a node sent a hit of a source it does not run answers that it runs elsewhere, and does not run it", async () => {
   const source = await deploy(node("f1"));

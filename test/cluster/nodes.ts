@@ -22,8 +22,8 @@ export interface Cluster {
   nodes: Node[];
   /** The running node called `name` (fails the test when there is none). */
   node(name: string): Node;
-  /** Starts (or starts again) the node called `name`, with its own data dir. */
-  start(name: string): Promise<Node>;
+  /** Starts (or starts again) the node called `name`, with its own data dir (and `env` besides the cluster's). */
+  start(name: string, env?: NodeJS.ProcessEnv): Promise<Node>;
   /** Kills every node, drops the schema and the data dirs. */
   stop(): Promise<void>;
 }
@@ -52,7 +52,7 @@ export async function startCluster(
       if (!n) throw new Error(`node ${name} does not run`);
       return n;
     },
-    async start(name) {
+    async start(name, nodeEnv = {}) {
       let dataDir = dirs.get(name);
       if (!dataDir) {
         dataDir = mkdtempSync(path.join(os.tmpdir(), `fount-${name}-`));
@@ -70,6 +70,7 @@ export async function startCluster(
         FOUNT_EXECUTOR_ALLOW_PRIVATE: "true",
         LOG_LEVEL: "warn",
         ...env,
+        ...nodeEnv,
       });
       // At LOG_LEVEL=warn the start prints only its own line.
       const url = (await proc.waitFor(/Fount is listening on (http:\/\/127\.0\.0\.1:\d+)/))[1]!;

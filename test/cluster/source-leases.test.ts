@@ -50,7 +50,7 @@ async function threeNodes(): Promise<{ nodes: Array<ClusterNode & { id: string }
       recorder: new EventRecorder(),
       logger: silent,
       forget: () => undefined,
-      forwardToken: "test",
+      forwardPsk: Buffer.alloc(32, 1),
       invocationTimeoutMs: 30_000,
     });
     await node.start();
