@@ -96,17 +96,23 @@ interface HitFrame {
 
 /**
  * A line from the receiving node: the answer to hit `i` (body in base64); or `x`, it takes no hits (it
- * is shutting down); or `r`, it does not run that source (any more): look the holder up again. Its last
- * line before it ends the connection is `bye`: every hit it took is answered, so any other was not run.
+ * is shutting down); or `r`, it does not run that source (any more): it runs on node `to`, when that
+ * node knows where it went, else look the holder up again. Its last line before it ends the connection
+ * is `bye`: every hit it took is answered, so any other was not run.
  */
 type AnswerFrame =
   | { i: number; s: number; h: Record<string, string | string[]>; b: string | null }
   | { i: number; x: true }
-  | { i: number; r: true }
+  | { i: number; r: true; to?: string }
   | { bye: true };
 
+/** A node that does not run the source: the node it runs on as far as that node knows, if it knows. */
+export interface Elsewhere {
+  elsewhere: string | undefined;
+}
+
 /** What a node that was sent a hit made of it: its answer, or the hit was not run there. */
-export type ForwardResult = HitAnswer | "not-sent" | "elsewhere";
+export type ForwardResult = HitAnswer | "not-sent" | Elsewhere;
 
 export interface HitForwardingDeps {
   cluster: ClusterStore;
@@ -163,7 +169,7 @@ export class HitForwarding {
 
   /**
    * Sends the hit to `target` and returns its answer; `not-sent` when that node could not be sent it
-   * (unreachable, or shutting down): run it here; `elsewhere` when that node does not run the source:
+   * (unreachable, or shutting down): run it here; `Elsewhere` when that node does not run the source:
    * route it again. Throws `node_unreachable` when the connection broke after the hit went out.
    */
   async forward(target: ForwardTarget, hit: ForwardedHit): Promise<ForwardResult> {
@@ -175,7 +181,7 @@ export class HitForwarding {
     }
     const sent = await link.send(hit);
     if (sent.ok) return sent.answer;
-    if (sent.why === "elsewhere") return "elsewhere";
+    if (sent.why === "elsewhere") return { elsewhere: sent.to };
     this.#unreachable.set(target.nodeId, Date.now() + unreachableForMs);
     // A node shutting down still answers the hits it took; it ends the connection itself.
     if (sent.why !== "declined") {
@@ -192,6 +198,16 @@ export class HitForwarding {
   /** Whether a hit another node sent on should run here: this node holds the source, or is taking it. */
   runsHere(sourceId: string): boolean {
     return this.#d.leases.engaged(sourceId) || this.#d.leases.taking(sourceId);
+  }
+
+  /** The node this node last heard runs the source (another than this one), if any. */
+  holderOf(sourceId: string): string | undefined {
+    return this.#holders.get(sourceId);
+  }
+
+  /** Where to send node `nodeId` hits: undefined when it gave no URL, is not live, or is skipped. */
+  targetOf(nodeId: string): ForwardTarget | undefined {
+    return nodeId === this.#d.nodeId ? undefined : this.#target(nodeId);
   }
 
   /**
@@ -232,7 +248,8 @@ export class HitForwarding {
 
 type Sent =
   | { ok: true; answer: HitAnswer }
-  | { ok: false; why: "unreachable" | "declined" | "elsewhere"; err?: Error };
+  | { ok: false; why: "unreachable" | "declined"; err?: Error }
+  | { ok: false; why: "elsewhere"; to: string | undefined };
 
 interface Pending {
   resolve: (sent: Sent) => void;
@@ -402,7 +419,8 @@ class PeerLink {
     if (!p) return;
     this.#pending.delete(frame.i);
     if ("x" in frame) p.resolve({ ok: false, why: "declined" });
-    else if ("r" in frame) p.resolve({ ok: false, why: "elsewhere" });
+    else if ("r" in frame)
+      p.resolve({ ok: false, why: "elsewhere", to: typeof frame.to === "string" ? frame.to : undefined });
     else
       p.resolve({
         ok: true,
@@ -439,8 +457,8 @@ function cutOff(cause?: Error): AppError {
 export interface ForwardedHitsDeps {
   /** The cluster's pre-shared key (the same on every node). */
   psk: Buffer;
-  /** Runs a forwarded hit here, answering as to a client; `elsewhere`: this node does not run its source. */
-  serve: (hit: ForwardedHit) => Promise<HitAnswer | "elsewhere">;
+  /** Runs a forwarded hit here, answering as to a client; `Elsewhere`: this node does not run its source. */
+  serve: (hit: ForwardedHit) => Promise<HitAnswer | Elsewhere>;
   logger: FastifyBaseLogger;
 }
 
@@ -570,7 +588,10 @@ export class ForwardedHits {
     };
     void this.#d.serve(hit).then((answer) => {
       conn.running--;
-      if (answer === "elsewhere") return this.#send(conn, { i: frame.i, r: true });
+      if ("elsewhere" in answer) {
+        const to = answer.elsewhere;
+        return this.#send(conn, to === undefined ? { i: frame.i, r: true } : { i: frame.i, r: true, to });
+      }
       const body = answer.body === null ? null : Buffer.from(answer.body).toString("base64");
       this.#send(conn, { i: frame.i, s: answer.status, h: answer.headers, b: body });
     });

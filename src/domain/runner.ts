@@ -183,6 +183,11 @@ export class SourceRunner {
       timeoutMs?: number;
       /** From `checkQuota`: the invocation is counted already, and given back when it never commits. */
       hold?: QuotaHold;
+      /**
+       * Several nodes: it may run on another node instead (an endpoint hit), so it fails with
+       * `LeaseMoved` rather than take back a lease this node is giving away (source-leases.ts).
+       */
+      movable?: boolean;
     } = {
       trigger: "manual",
     },
@@ -205,7 +210,7 @@ export class SourceRunner {
       .catch(() => undefined)
       .then(async () => {
         // Waits for this node to hold the source (several nodes); reads (`options`) need no lease.
-        if (leases) gen = await leases.enter(source.id);
+        if (leases) gen = await leases.enter(source.id, options.movable);
         const { record, built } = await this.#d.catalog.load(source.componentId);
         if (invocation.kind === "run" && !record.meta.hasRun) {
           // A schedule source without run emits the event that triggered it.

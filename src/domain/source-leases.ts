@@ -61,6 +61,13 @@ const yieldMs = 25;
  * is kept for then, instead of being dropped until the asker repeats it.
  */
 const minHoldMs = 20;
+/**
+ * A lease given to a node is left to that node this long: the others do not take the free row, but ask
+ * that node for it, unless it gives the lease on first. The taker hears of the release through the
+ * database, and a node that took the lease straight back for an invocation that arrived meanwhile made
+ * the two pass it to and fro, each move a round of round trips (seconds in all, under load).
+ */
+const handOverMs = 100;
 
 /**
  * Messages about leases on the cluster channel (cluster-link.ts carries them). A release names the node
@@ -68,6 +75,20 @@ const minHoldMs = 20;
  * it in turn, so that a lease wanted by several nodes goes round them all.
  */
 export type LeaseMessage = { t: "want"; s: string } | { t: "released"; s: string; to?: string };
+
+/**
+ * Thrown by `enter` for a movable invocation (an endpoint hit) when this node is giving the source to
+ * node `to`: the hit had better go there than take the lease back (docs/architecture.md, "Several nodes").
+ */
+export class LeaseMoved extends Error {
+  readonly to: string;
+
+  constructor(to: string) {
+    super(`the source's run lease went to node ${to}`);
+    this.name = "LeaseMoved";
+    this.to = to;
+  }
+}
 
 export interface SourceLeasesDeps {
   cluster: ClusterStore;
@@ -94,6 +115,13 @@ interface Lease {
   wantTimer: NodeJS.Timeout | undefined;
   /** The nodes that asked for it since this node took it (or began to), first asker first. */
   askers: string[];
+  /** The node it last went to (given by this node, or as another node's release said), until taken here. */
+  goneTo: string | undefined;
+  /**
+   * When it was last given to a node other than this one, by this node or another (`Date.now()`); 0
+   * when given to this node or to nobody in particular.
+   */
+  handOverAt: number;
   taking: Promise<void> | undefined;
   releasing: Promise<void> | undefined;
   /** Whoever waits for a change of this lease. */
@@ -109,14 +137,25 @@ export class SourceLeases {
     this.#d = deps;
   }
 
-  /** Waits until this node holds the source's lease and counts one invocation in; returns the generation. */
-  async enter(sourceId: string): Promise<number> {
+  /**
+   * Waits until this node holds the source's lease and counts one invocation in; returns the generation.
+   * A `movable` invocation (one that can run on any node, as an endpoint hit can) does not wait for a
+   * lease this node is giving, or gave, to another node: it throws `LeaseMoved` naming that node, so
+   * that the lease stays there instead of coming back for it. Others (timer ticks, deliveries, manual
+   * runs) take the lease back in turn.
+   */
+  async enter(sourceId: string, movable = false): Promise<number> {
     for (;;) {
       if (this.#closed) throw new AppError("shutting_down");
       const lease = this.#lease(sourceId);
       if (lease.gen !== undefined && !lease.wanted) {
         lease.active++;
         return lease.gen;
+      }
+      if (movable && !lease.taking) {
+        // Promised to its first asker, being given back, or given: it runs there from now on.
+        const to = lease.releasing || lease.gen === undefined ? lease.goneTo : lease.askers[0];
+        if (to !== undefined) throw new LeaseMoved(to);
       }
       if (lease.releasing) {
         await lease.releasing;
@@ -162,8 +201,17 @@ export class SourceLeases {
     const lease = this.#leases.get(message.s);
     if (!lease) return;
     if (message.t === "released") {
-      if (message.to === undefined || message.to === this.#d.nodeId) this.#wake(lease);
-      else if (lease.taking) {
+      const to = message.to;
+      if (to === undefined || to === this.#d.nodeId) {
+        lease.handOverAt = 0;
+        if (lease.gen === undefined) lease.goneTo = undefined;
+        this.#wake(lease);
+        return;
+      }
+      // Given to another node: left to it (handOverMs), and this node's hits go there.
+      lease.handOverAt = Date.now();
+      if (lease.gen === undefined) lease.goneTo = to;
+      if (lease.taking) {
         // Meant for another node: ask that one, which keeps the request while it takes the lease.
         void this.#d.send({ t: "want", s: message.s }).catch(() => undefined);
       }
@@ -246,6 +294,8 @@ export class SourceLeases {
         takenAt: 0,
         wantTimer: undefined,
         askers: [],
+        goneTo: undefined,
+        handOverAt: 0,
         taking: undefined,
         releasing: undefined,
         waiters: new Set(),
@@ -258,11 +308,16 @@ export class SourceLeases {
   async #take(sourceId: string, lease: Lease): Promise<void> {
     let askedAt = 0;
     while (!this.#closed) {
-      const gen = await this.#d.cluster.acquireSourceLease(sourceId, this.#d.nodeId, nodeDeadAfterMs);
+      // Just given to another node: that node takes the row, and is asked for it back (below).
+      const handingOver = Date.now() - lease.handOverAt < handOverMs;
+      const gen = handingOver
+        ? undefined
+        : await this.#d.cluster.acquireSourceLease(sourceId, this.#d.nodeId, nodeDeadAfterMs);
       if (gen !== undefined) {
         lease.gen = gen;
         lease.takenAt = Date.now();
         lease.wanted = false;
+        lease.goneTo = undefined;
         this.#d.onTaken(sourceId);
         return;
       }
@@ -272,7 +327,8 @@ export class SourceLeases {
           this.#d.logger.warn({ err, sourceId }, "could not ask for a source's run lease");
         });
       }
-      await this.#changed(lease, retryMs);
+      // Woken by a release to this node; else the row is tried again (a node that died gives nothing).
+      await this.#changed(lease, handingOver ? handOverMs : retryMs);
     }
   }
 
@@ -280,6 +336,8 @@ export class SourceLeases {
     const gen = lease.gen;
     if (gen === undefined || lease.releasing) return;
     const to = lease.askers[0];
+    lease.goneTo = to;
+    lease.handOverAt = to === undefined ? 0 : Date.now();
     dropRequests(lease);
     this.#d.onReleased?.(sourceId, to);
     lease.releasing = (async () => {

@@ -25,6 +25,8 @@ const echoCode = `export default {
   async run(event) {
     const n = (this.db.get("n") ?? 0) + 1;
     this.db.set("n", n);
+    // ?wait=ms makes the run slow.
+    await new Promise((r) => setTimeout(r, Number(event.query?.wait ?? 0)));
     this.$emit({ n }, { id: String(n) });
     this.http.respond({
       status: 201,
@@ -287,6 +289,57 @@ test("a node sent a hit of a source it does not run answers that it runs elsewhe
   assert.deepEqual(broken, { frames: [], ended: true });
 });
 
+test("hits waiting on a node that gives the source away go after it, and the source stays where it went", async () => {
+  const res = await api(node("f1"), "POST", "/v1/sources", { component_code: echoCode });
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  const id: string = res.body.data.id;
+  const path = new URL(res.body.data.endpoint_url).pathname;
+  const post = (n: Node, query = "") => fetch(`${n.url}${path}${query}`, { method: "POST" });
+  assert.equal((await post(node("f1"))).status, 201, "f1 runs the source");
+  const leasesOf = async () => {
+    const listed = (await api(node("f3"), "GET", "/v1/admin/nodes")).body.data as Array<{
+      id: string;
+      sources: number;
+    }>;
+    return (name: string) => listed.find((n) => n.id.startsWith(`${name}/`))?.sources ?? -1;
+  };
+  const before = await leasesOf();
+  // A slow run on f1; meanwhile a manual run through f2 asks f1 for the source.
+  const slow = post(node("f1"), "?wait=3000");
+  await new Promise((r) => setTimeout(r, 300));
+  const manual = api(node("f2"), "POST", `/v1/sources/${id}/run`, { event: { manual: true } });
+  await new Promise((r) => setTimeout(r, 500));
+  // Hits reaching f1 now would wait for the lease f1 promised to f2: they go to f2 instead.
+  const forwardsBefore = await metric(node("f1"), "fount_endpoint_forwards_total");
+  const queued = await Promise.all([post(node("f1")), post(node("f1")), post(node("f1"))]);
+  const answers = await Promise.all(
+    [await slow, ...queued].map(async (r) => ({
+      status: r.status,
+      n: ((await r.json()) as { n: number }).n,
+    })),
+  );
+  assert.equal((await manual).status, 200);
+  assert.deepEqual(
+    answers.map((a) => a.status),
+    [201, 201, 201, 201],
+  );
+  // Every run saw its predecessor's count: the slow one 2, then the manual run and the three hits 3 to 6
+  // in some order, and the next hit 7.
+  assert.equal(answers[0]!.n, 2);
+  const hits = answers.slice(1).map((a) => a.n);
+  assert.equal(new Set(hits).size, 3, JSON.stringify(hits));
+  assert.ok(
+    hits.every((n) => n >= 3 && n <= 6),
+    JSON.stringify(hits),
+  );
+  assert.equal(((await (await post(node("f3"))).json()) as { n: number }).n, 7);
+  assert.equal(await metric(node("f1"), "fount_endpoint_forwards_total"), forwardsBefore + 3);
+  // The source stayed on f2: f1 did not take it back for the hits it had.
+  const now = await leasesOf();
+  assert.equal(now("f2"), before("f2") + 1);
+  assert.equal(now("f1"), before("f1") - 1);
+});
+
 test("when the node running a source is killed, the others run its hits", async () => {
   const source = await deploy(node("f1"));
   await hit(node("f3"), source.path);
@@ -319,7 +372,17 @@ test("a forwarded hit cut off by the death of the node running it gets 503 node_
     },
   };`;
   const f4 = await cluster.start("f4");
-  // f1 sends hits to f4 once its heartbeat has read f4's URL (f3, killed above, is no longer live).
+  // f1 sends hits to f4 once its heartbeat has read f4's URL. f3, killed above, may still count as live
+  // there (its last heartbeat under 5 s old): the count of two is f2 and f4 only once f3 is dead in the
+  // store and f1 has read the live nodes since (every second).
+  await eventually("f3 dead in the store", async () => {
+    const listed = (await api(node("f1"), "GET", "/v1/admin/nodes")).body.data as Array<{
+      id: string;
+      state: string;
+    }>;
+    return listed.some((n) => n.id.startsWith("f3/") && n.state === "dead") ? true : undefined;
+  });
+  await new Promise((r) => setTimeout(r, 1_500));
   await eventually("f1 knows where f4 listens", async () => {
     const live = await metric(node("f1"), "fount_cluster_peers", 'state="live"');
     const forwardable = await metric(node("f1"), "fount_cluster_peers", 'state="forwardable"');

@@ -3,7 +3,9 @@
  * nodes (ClusterLink and SourceLeases, as the server wires them) on one fresh PostgreSQL schema, their
  * lease messages over the real cluster channel, which the test also listens to. A release names the
  * first node that asked, and the others ask that node in turn, so the lease goes round every node that
- * wants it; and a request that reaches a node while it is still taking the lease is kept.
+ * wants it; a request that reaches a node while it is still taking the lease is kept; and a node that
+ * gives the lease away sends the invocations that may run anywhere after it, and leaves the free row to
+ * the node it gave it to.
  */
 import assert from "node:assert/strict";
 import { after, test } from "node:test";
@@ -12,6 +14,7 @@ import pino from "pino";
 import { Bus } from "../../src/domain/bus.ts";
 import { type ClusterNode, clusterNode } from "../../src/domain/cluster-link.ts";
 import { EventRecorder } from "../../src/domain/recorder.ts";
+import { LeaseMoved } from "../../src/domain/source-leases.ts";
 import type { Storage } from "../../src/storage/port.ts";
 import { openTestPostgres } from "../pg-schemas.ts";
 import { eventually } from "./nodes.ts";
@@ -118,4 +121,53 @@ test("a request that reaches a node still taking the lease is kept, and the leas
     leaseMessages(heard, source).some((m) => m.t === "released" && m.n === a.id && m.to === b.id),
   );
   assert.ok(!a.leases.holds(source));
+});
+
+test("a node that gives a lease away sends its endpoint hits after it and leaves the row to the taker", async () => {
+  const { nodes, heard } = await threeNodes();
+  const [a, b] = nodes as [ClusterNode & { id: string }, ClusterNode & { id: string }];
+  const source = "dc_leasemoved";
+  await a.leases.enter(source);
+  const got: string[] = [];
+  const bEntered = b.leases.enter(source).then(() => got.push("b"));
+  await until("b asked", () => leaseMessages(heard, source).some((m) => m.t === "want" && m.n === b.id));
+  // Promised to b (after a's minimum hold): a hit that can run on any node is told to go to b.
+  const moved = await eventually("a promised the lease to b", async () => {
+    try {
+      await a.leases.enter(source, true);
+      a.leases.exit(source);
+      return undefined;
+    } catch (err) {
+      return err;
+    }
+  });
+  assert.ok(moved instanceof LeaseMoved, String(moved));
+  assert.equal(moved.to, b.id);
+  // a's run ends and the lease goes to b; an invocation that must run on a (a timer tick, say) asks b
+  // and runs once b is done, and hits keep going to b.
+  a.leases.exit(source);
+  const aAgain = a.leases.enter(source).then(() => got.push("a"));
+  await bEntered;
+  assert.ok(b.leases.holds(source));
+  await assert.rejects(a.leases.enter(source, true), (err) => err instanceof LeaseMoved && err.to === b.id);
+  await sleep(300);
+  assert.deepEqual(got, ["b"], "a waits for b's run");
+  b.leases.exit(source);
+  await aAgain;
+  assert.deepEqual(got, ["b", "a"]);
+
+  // The free row is left to the node the lease was given to, even one slow to take it (here one that
+  // never does): a's next invocation does not take it back before 100 ms have passed.
+  a.leases.exit(source);
+  const ghost = "ghost/1";
+  a.leases.receive({ t: "want", s: source }, ghost);
+  await until("a gives the lease to the ghost", () =>
+    leaseMessages(heard, source).some((m) => m.t === "released" && m.n === a.id && m.to === ghost),
+  );
+  await until("a's release is done", () => !a.leases.holds(source));
+  const releasedAt = Date.now();
+  await a.leases.enter(source);
+  const waited = Date.now() - releasedAt;
+  assert.ok(waited >= 90, `a took the row back ${waited} ms after giving it away`);
+  a.leases.exit(source);
 });

@@ -13,7 +13,9 @@
  */
 import { randomUUID } from "node:crypto";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
-import type { ForwardedHit, HitAnswer } from "../../domain/hit-forwarding.ts";
+import type { Elsewhere, ForwardedHit, ForwardTarget, HitAnswer } from "../../domain/hit-forwarding.ts";
+import type { RunOutcome } from "../../domain/runner.ts";
+import { LeaseMoved } from "../../domain/source-leases.ts";
 import { AppError } from "../../errors.ts";
 import type { HttpResponse } from "../../runtime/types.ts";
 import type { Services } from "../../services.ts";
@@ -101,16 +103,16 @@ interface Hit {
   discardBody(): void;
   /**
    * Sent on by another node of the cluster: it runs here, never going on to a third, or, when this node
-   * does not run its source, is handed back through this.
+   * does not run its source, is handed back through this, with the node it runs on if this one knows.
    */
-  elsewhere: (() => void) | undefined;
+  elsewhere: ((to: string | undefined) => void) | undefined;
 }
 
 export interface EndpointHandler {
   /** The request listener for `/e/…` paths. */
   listener: (req: IncomingMessage, res: ServerResponse) => void;
-  /** Runs a hit another node sent on, answering as to a client; `elsewhere` when its source runs elsewhere. */
-  serveForwarded: (hit: ForwardedHit) => Promise<HitAnswer | "elsewhere">;
+  /** Runs a hit another node sent on, answering as to a client; `Elsewhere` when its source runs elsewhere. */
+  serveForwarded: (hit: ForwardedHit) => Promise<HitAnswer | Elsewhere>;
 }
 
 /** Serves source endpoints, to clients and to the other nodes of a cluster. */
@@ -194,16 +196,19 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
       return reply(failure(base, new AppError("payload_too_large")));
     }
     // Several nodes: a hit of a source another node runs goes there (domain/hit-forwarding.ts).
-    if (forwarding && hit.elsewhere) {
-      // Sent here by a node that took this one for the source's: it looks again.
-      if (!forwarding.runsHere(source.id)) return hit.elsewhere();
-    } else if (forwarding) {
-      // A node that no longer runs the source says so: looked up once more, then run here.
+    /**
+     * Sends the hit on to the node that runs its source (`first`, when known) and relays the answer;
+     * false: it runs here.
+     */
+    const sendOn = async (first?: ForwardTarget): Promise<boolean> => {
+      if (!forwarding) return false;
       let sent: ForwardedHit | undefined;
+      // A node that no longer runs the source says so (naming the node it went to, if it knows): tried
+      // once more, then run here.
       for (let tries = 0; tries < 2; tries++) {
-        const routed = forwarding.route(source.id);
+        const routed = tries === 0 && first ? first : forwarding.route(source.id);
         const to = routed instanceof Promise ? await routed : routed;
-        if (!to) break;
+        if (!to) return false;
         // Made only for a hit that goes on (most hits of a node run where they came in).
         sent ??= {
           method,
@@ -212,11 +217,19 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
           body: bytes,
         };
         const result = await forwarding.forward(to, sent);
-        if (result === "not-sent") break;
-        if (result !== "elsewhere") return reply(result, true);
-        forwarding.moved(source.id);
+        if (result === "not-sent") return false;
+        if (!("elsewhere" in result)) {
+          reply(result, true);
+          return true;
+        }
+        forwarding.moved(source.id, result.elsewhere);
       }
-    }
+      return false;
+    };
+    if (forwarding && hit.elsewhere) {
+      // Sent here by a node that took this one for the source's: it goes where this node knows it runs.
+      if (!forwarding.runsHere(source.id)) return hit.elsewhere(forwarding.holderOf(source.id));
+    } else if (await sendOn()) return;
     const raw = bytes.toString("utf8");
     const headers: Record<string, string> = {};
     const given = hit.headers;
@@ -237,20 +250,35 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
     // Only a response the component marked `immediate` arrives here before the run's result (the
     // executor sends no other); every other one is held until the run's commit is durable, below.
     let responded = false;
-    const hold = await runner.checkQuota(source);
-    const result = await runner.invoke(
-      source,
-      { kind: "run", event, parseBody: true },
-      {
-        trigger: "http",
-        hold,
-        onRespond: (r) => {
-          if (responded) return;
-          responded = true;
-          reply(componentAnswer(base, r));
+    const runHere = async (movable: boolean) =>
+      runner.invoke(
+        source,
+        { kind: "run", event, parseBody: true },
+        {
+          trigger: "http",
+          hold: await runner.checkQuota(source),
+          // Several nodes: the hit fails with LeaseMoved rather than take back a source this node gives away.
+          movable,
+          onRespond: (r) => {
+            if (responded) return;
+            responded = true;
+            reply(componentAnswer(base, r));
+          },
         },
-      },
-    );
+      );
+    let result: RunOutcome;
+    try {
+      result = await runHere(forwarding !== undefined);
+    } catch (err) {
+      if (!(err instanceof LeaseMoved) || !forwarding) throw err;
+      // While the hit waited for its turn, this node gave the source to another (domain/source-leases.ts):
+      // the hit goes there, and the source stays where it runs now. Nothing ran; its quota count was given back.
+      forwarding.moved(source.id, err.to);
+      if (hit.elsewhere) return hit.elsewhere(err.to);
+      // Straight to that node: this one may still count as running the source until its release ends.
+      if (await sendOn(forwarding.targetOf(err.to))) return;
+      result = await runHere(false);
+    }
     if (responded) return;
     // A run that failed after respond() committed none of its emits: the caller gets the error, never
     // an answer that would acknowledge events that were not stored.
@@ -327,7 +355,7 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
           headers: sent.headers,
           readBody: async () => (sent.body.length > endpointBodyLimit ? null : sent.body),
           discardBody: () => undefined,
-          elsewhere: () => resolve("elsewhere"),
+          elsewhere: (to) => resolve({ elsewhere: to }),
         };
         run(hit, sent.headers["x-request-id"], resolve);
       }),
