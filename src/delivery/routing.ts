@@ -101,10 +101,10 @@ export async function routeEvent(
 }
 
 /**
- * What storing an event routed: whether some delivery was left to the claims, the sources among their
- * listeners, and the deliveries claimed at once.
+ * What storing an event routed: whether some delivery was left to the claims, every delivery made (their
+ * source listeners are read only with several nodes), and those claimed at once.
  */
-const routed = new WeakMap<EventRecord, { queued: boolean; sources: string[]; claimed: Delivery[] }>();
+const routed = new WeakMap<EventRecord, { queued: boolean; deliveries: Delivery[]; claimed: Delivery[] }>();
 
 /** Whether storing `event` queued deliveries for the claims: the dispatcher wakes for those events only. */
 export function queuedDeliveries(event: EventRecord): boolean {
@@ -113,7 +113,8 @@ export function queuedDeliveries(event: EventRecord): boolean {
 
 /** The sources that storing `event` queued deliveries for (with several nodes, another may run them). */
 export function queuedSourceListeners(event: EventRecord): readonly string[] {
-  return routed.get(event)?.sources ?? [];
+  const deliveries = routed.get(event)?.deliveries ?? [];
+  return deliveries.filter((d) => d.listenerKind === "source").map((d) => d.listenerId);
 }
 
 /** The deliveries of `event` that this node's dispatcher claimed as they were routed (`ClaimAtRouting`). */
@@ -125,10 +126,8 @@ export function deliveriesClaimedAtRouting(event: EventRecord): readonly Deliver
 export function registerRouting(recorder: EventRecorder, claim?: ClaimAtRouting): void {
   recorder.onStore(async (tx, event) => {
     const { deliveries, claimed } = await routeEvent(tx, event, claim);
-    if (deliveries.length > 0) {
-      const sources = deliveries.filter((d) => d.listenerKind === "source").map((d) => d.listenerId);
-      routed.set(event, { queued: claimed.length < deliveries.length, sources, claimed });
-    }
+    if (deliveries.length > 0)
+      routed.set(event, { queued: claimed.length < deliveries.length, deliveries, claimed });
   });
 }
 

@@ -588,10 +588,8 @@ export class ForwardedHits {
     };
     void this.#d.serve(hit).then((answer) => {
       conn.running--;
-      if ("elsewhere" in answer) {
-        const to = answer.elsewhere;
-        return this.#send(conn, to === undefined ? { i: frame.i, r: true } : { i: frame.i, r: true, to });
-      }
+      // An unknown node (`to` undefined) is left out of the line.
+      if ("elsewhere" in answer) return this.#send(conn, { i: frame.i, r: true, to: answer.elsewhere });
       const body = answer.body === null ? null : Buffer.from(answer.body).toString("base64");
       this.#send(conn, { i: frame.i, s: answer.status, h: answer.headers, b: body });
     });

@@ -1,5 +1,4 @@
 /** The admin API (admin keys only): users, organizations, memberships, API keys and registry publishing. */
-
 import { performance } from "node:perf_hooks";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
