@@ -3,7 +3,9 @@
  * failures into messages and exit codes — 0 success, 1 failure (`fount: <message> (<code>)` on stderr),
  * 2 usage error (with a hint to the help), 130 interrupted.
  */
+import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { atLeast, runOnBundledNode } from "../../bin/node-runtime.mjs";
 import {
   CliError,
   type Command,
@@ -273,6 +275,7 @@ async function dispatch(reg: Registry, argv: string[], io: Io): Promise<number> 
   } catch (err) {
     toUsageError(err, command.name);
   }
+  if (command.name.startsWith("admin ") && !atLeast(process.version)) return handOver(argv);
   const args = parsed.positionals.slice(length);
   const min = command.args?.min ?? 0;
   const max = command.args?.max ?? 0;
@@ -296,6 +299,19 @@ async function dispatch(reg: Registry, argv: string[], io: Io): Promise<number> 
   const ctx = new Context({ command, args, flags: v, globals, io, version });
   const code = await command.run(ctx);
   return typeof code === "number" ? code : 0;
+}
+
+/**
+ * Runs the command line again on the Node that `npm ci` installed: the admin commands open the store
+ * with node:sqlite and load the server's TypeScript modules, which this older Node cannot.
+ */
+async function handOver(argv: string[]): Promise<number> {
+  try {
+    return await runOnBundledNode(fileURLToPath(new URL("../../bin/fount.mjs", import.meta.url)), argv);
+  } catch (err) {
+    const e = err as Error & { code?: string };
+    throw new CliError(e.message, e.code);
+  }
 }
 
 /** Prints a failure the one way the CLI does and picks its exit code. */

@@ -1,7 +1,7 @@
 /** Runs the `fount` CLI as a separate process, as a user would, with a clean environment. */
 import assert from "node:assert/strict";
-import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -98,4 +98,76 @@ export class RunningFount {
     this.proc.kill(signal);
     return this.exited;
   }
+}
+
+/**
+ * A Node from 20 to 23 on the PATH other than the checkout's (the system's, as `fount` meets it after
+ * `npm link`), or undefined when there is none.
+ */
+export function olderNode(): string | undefined {
+  for (const dir of (process.env.PATH ?? "").split(path.delimiter)) {
+    if (dir === "" || dir.includes("node_modules")) continue;
+    const candidate = path.join(dir, "node");
+    if (!existsSync(candidate)) continue;
+    const version = execFileSync(candidate, ["--version"], { encoding: "utf8" }).trim();
+    const major = Number(/^v(\d+)\./.exec(version)?.[1]);
+    if (major >= 20 && major < 24) return candidate;
+  }
+  return undefined;
+}
+
+/** Runs `node <args>` with the given Node binary; resolves to its exit code and output. */
+export function runNode(
+  node: string,
+  args: string[],
+  env: Record<string, string | undefined> = {},
+): Promise<CliResult> {
+  const clean: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: os.tmpdir(), ...env };
+  return new Promise((resolve) => {
+    execFile(node, args, { cwd: root, env: clean, timeout: 60_000 }, (err, stdout, stderr) => {
+      resolve({ code: err ? (typeof err.code === "number" ? err.code : -1) : 0, stdout, stderr });
+    });
+  });
+}
+
+/** Whether util-linux `script`, which gives a command a terminal, is here. */
+export const hasScript = existsSync("/usr/bin/script");
+
+/**
+ * Runs `fount <args>` on a terminal of its own (util-linux `script`), as a person at a keyboard would;
+ * each `[pattern, keys]` step types `keys` once `pattern` shows on the screen. Resolves to the exit code
+ * and everything the terminal showed, colours and cursor moves left out.
+ */
+export function onTerminal(
+  args: string[],
+  env: Record<string, string>,
+  steps: Array<[RegExp, string]>,
+  cwd = root,
+): Promise<{ code: number | null; screen: string }> {
+  const quote = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
+  const command = [nodeBin, entry, ...args].map(quote).join(" ");
+  const proc = spawn("/usr/bin/script", ["-qefc", command, "/dev/null"], {
+    cwd,
+    env: { PATH: process.env.PATH, HOME: os.tmpdir(), TERM: "xterm", ...env },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  let screen = "";
+  let step = 0;
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: terminal escape sequences are what it removes
+  const plainText = (text: string) => text.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "");
+  const feed = () => {
+    while (step < steps.length && steps[step]![0].test(screen)) proc.stdin.write(steps[step++]![1]);
+  };
+  proc.stdout.on("data", (c: Buffer) => {
+    screen += plainText(c.toString());
+    feed();
+  });
+  proc.stderr.on("data", (c: Buffer) => (screen += plainText(c.toString())));
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 60_000);
+  return new Promise((resolve) =>
+    proc.on("exit", (code) => {
+      clearTimeout(timer);
+      resolve({ code, screen });
+    }),
+  );
 }
