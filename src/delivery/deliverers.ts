@@ -68,6 +68,7 @@ export class HttpDeliverer implements Deliverer {
   async prepare(d: Delivery): Promise<PreparedDelivery | AttemptOutcome> {
     let url: string;
     let sealed: string;
+    let allowPrivate = false;
     if (d.listenerKind === "webhook") {
       const webhook = await this.#webhook(d.listenerId);
       if (!webhook) return deleted("webhook");
@@ -75,6 +76,7 @@ export class HttpDeliverer implements Deliverer {
       if (!webhook.active) return { kind: "release" };
       url = webhook.url;
       sealed = webhook.signingSecretSealed;
+      allowPrivate = webhook.allowPrivate;
     } else {
       const workflow = await this.#store.getWorkflow(d.listenerId);
       if (!workflow) return deleted("workflow");
@@ -106,6 +108,7 @@ export class HttpDeliverer implements Deliverer {
             eventId: d.eventId,
             channel: d.channel,
             body: JSON.stringify(d.event ?? null),
+            allowPrivate,
           },
           timeoutMs,
           stop,

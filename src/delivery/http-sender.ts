@@ -1,7 +1,8 @@
 /**
  * Sends one signed delivery over HTTP: the Standard Webhooks headers, a bounded wait, and the answer
  * sorted into success, retry or failure. Connections go through an undici Agent whose `lookup` applies
- * the address policy at connect time.
+ * the address policy at connect time; those of a webhook an admin allowed private addresses go through
+ * an Agent of their own without it.
  */
 import type { Readable } from "node:stream";
 import { Agent, request } from "undici";
@@ -30,12 +31,15 @@ export interface OutgoingDelivery {
   channel: string;
   /** The JSON body. */
   body: string;
+  /** An admin allowed this webhook loopback and private addresses: the address policy does not apply. */
+  allowPrivate?: boolean;
 }
 
 export class HttpSender {
   readonly #policy: AddressPolicy;
   readonly #clock: Clock;
   #agent: Agent | undefined;
+  #openAgent: Agent | undefined;
 
   constructor(policy: AddressPolicy, clock: Clock) {
     this.#policy = policy;
@@ -46,7 +50,7 @@ export class HttpSender {
     let url: URL;
     try {
       url = new URL(d.url);
-      this.#policy.checkUrl(url);
+      if (!d.allowPrivate) this.#policy.checkUrl(url);
     } catch (err) {
       if ((err as { code?: string }).code === destinationRefusedCode) {
         return { kind: "failed", code: "destination_refused", error: (err as Error).message };
@@ -67,7 +71,7 @@ export class HttpSender {
     try {
       const res = await request(url, {
         method: "POST",
-        dispatcher: this.#agentInUse(),
+        dispatcher: d.allowPrivate ? this.#openAgentInUse() : this.#agentInUse(),
         signal: abort.signal,
         headers: {
           "content-type": "application/json",
@@ -124,10 +128,17 @@ export class HttpSender {
     return this.#agent;
   }
 
+  /** The pool of webhooks allowed private addresses, created on first use. */
+  #openAgentInUse(): Agent {
+    this.#openAgent ??= new Agent({ keepAliveTimeout: 10_000 });
+    return this.#openAgent;
+  }
+
   async close(): Promise<void> {
-    const agent = this.#agent;
+    const agents = [this.#agent, this.#openAgent];
     this.#agent = undefined;
-    await agent?.close();
+    this.#openAgent = undefined;
+    await Promise.all(agents.map((a) => a?.close()));
   }
 }
 

@@ -1,5 +1,5 @@
 /** Standard Webhooks signatures: `v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">`. */
-import { createHmac, createSecretKey, type KeyObject } from "node:crypto";
+import { createHmac, createSecretKey, type KeyObject, timingSafeEqual } from "node:crypto";
 import { BoundedCache } from "../bounded-cache.ts";
 
 /** HMAC keys by secret: building the key for every message cost five times the HMAC itself. */
@@ -20,4 +20,28 @@ export function signPayload(secret: string, id: string, timestampSeconds: number
     .update(`${id}.${timestampSeconds}.${body}`)
     .digest("base64");
   return `v1,${mac}`;
+}
+
+/** Seconds a delivery's `webhook-timestamp` may differ from the receiver's clock (Standard Webhooks' 5 min). */
+export const signatureToleranceSeconds = 300;
+
+/**
+ * Whether `header` (`webhook-signature`: space-separated `v1,<base64>` entries) holds this message's
+ * signature under `secret`, and its timestamp is within the tolerance of `nowSeconds`.
+ */
+export function verifySignature(
+  secret: string,
+  id: string,
+  timestamp: string,
+  body: string,
+  header: string,
+  nowSeconds = Math.floor(Date.now() / 1000),
+): boolean {
+  const seconds = Number(timestamp);
+  if (!/^\d+$/.test(timestamp) || Math.abs(nowSeconds - seconds) > signatureToleranceSeconds) return false;
+  const expected = Buffer.from(signPayload(secret, id, seconds, body));
+  return header.split(" ").some((candidate) => {
+    const given = Buffer.from(candidate);
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  });
 }

@@ -57,6 +57,11 @@ export interface Webhook {
   active: boolean;
   /** The `whsec_…` signing secret, sealed by the server's SecretBox (never stored in clear). */
   signingSecretSealed: string;
+  /**
+   * Set by an admin (the operator): deliveries may reach loopback and private addresses, which the
+   * delivery guard refuses otherwise (a local receiver such as `fount listen`'s).
+   */
+  allowPrivate: boolean;
   createdAt: number;
   updatedAt: number;
 }

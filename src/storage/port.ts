@@ -55,6 +55,7 @@ export interface WebhookPatch {
   description?: string | null;
   url?: string;
   active?: boolean;
+  allowPrivate?: boolean;
   updatedAt: number;
 }
 

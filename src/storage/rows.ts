@@ -69,6 +69,7 @@ export const toWebhook = (r: Row): WithSeq<Webhook> => ({
   url: r.url as string,
   active: flag(r.active),
   signingSecretSealed: r.signing_secret_sealed as string,
+  allowPrivate: flag(r.allow_private),
   createdAt: r.created_at as number,
   updatedAt: r.updated_at as number,
 });

@@ -32,6 +32,7 @@ async function sealedWebhook(store: Storage, secrets: SecretBox): Promise<void> 
     url: "https://example.com/",
     active: true,
     signingSecretSealed: secrets.seal("whsec"),
+    allowPrivate: false,
     createdAt: 1,
     updatedAt: 1,
   });

@@ -605,4 +605,29 @@ describe("private destinations", () => {
       await server.close();
     }
   });
+
+  test("a webhook an admin allowed private addresses reaches loopback; the others stay refused", async () => {
+    const server = await startServer();
+    try {
+      const r = await scripted(() => 200);
+      const source = await deploySource(server, hookSourceCode);
+      const allowed = await server.api("POST", "/v1/webhooks", {
+        body: { url: `http://localhost:${r.port}/hook`, allow_private: true },
+      });
+      assert.equal(allowed.status, 200, allowed.text);
+      const guarded = await createWebhook(server, r.url);
+      await subscribe(server, { emitter_id: source.id, listener_id: allowed.body.data.id });
+      await subscribe(server, { emitter_id: source.id, listener_id: guarded.id });
+      await emit(source.endpoint, { n: 1 });
+      await server.built.services.dispatcher.drain();
+      assert.equal(r.requests.length, 1, "only the allowed webhook's delivery arrived");
+      assert.equal((await deliveries(server, allowed.body.data.id))[0].status, "succeeded");
+      const [refused] = await deliveries(server, guarded.id);
+      assert.equal(refused.status, "failed");
+      assert.match(refused.last_error, /refused to connect to .*127\.0\.0\.1/);
+      await r.close();
+    } finally {
+      await server.close();
+    }
+  });
 });

@@ -33,6 +33,7 @@ test("creating a webhook returns it with its signing secret, and null name and d
   assert.match(w.signing_secret, /^whsec_[A-Za-z0-9+/]{32}$/);
   assert.deepEqual(Object.keys(w).sort(), [
     "active",
+    "allow_private",
     "created_at",
     "description",
     "id",
@@ -142,6 +143,7 @@ test("GET /users/me/webhooks is paginated, newest first, without user_id", async
     assert.ok(!("user_id" in w));
     assert.deepEqual(Object.keys(w).sort(), [
       "active",
+      "allow_private",
       "created_at",
       "description",
       "id",
@@ -244,4 +246,79 @@ test("another user's webhook is 404 on every webhook route", async () => {
   assert.equal((await server.api("GET", path, { key })).body.data.name, null);
   const theirs = await server.api("GET", "/v1/users/me/webhooks", { key: other.key });
   assert.equal(theirs.body.page_info.total_count, 0);
+});
+
+test("a URL the delivery guard will refuse is saved with a warning; a public one gets none", async () => {
+  for (const url of [
+    "http://127.0.0.1:8080/in",
+    "http://localhost:3000/",
+    "http://[::1]/x",
+    "http://10.1.2.3/",
+  ]) {
+    const res = await create({ url });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.body.data.url, url);
+    assert.equal(res.body.warnings?.length, 1, url);
+    assert.equal(res.body.warnings[0].code, "destination_refused");
+    assert.match(res.body.warnings[0].message, /will be refused.*allow_private.*FOUNT_WEBHOOK_ALLOW_HOSTS/);
+  }
+  const fine = await create({ url: "https://hooks.example.com/in" });
+  assert.equal(fine.body.warnings, undefined, "no warnings, and the answer keeps Pipedream's shape");
+  // PUT warns too, when it changes the URL.
+  const id = fine.body.data.id;
+  const moved = await server.api("PUT", `/v1/webhooks/${id}`, { key, body: { url: "http://192.168.1.20/" } });
+  assert.equal(moved.status, 200, moved.text);
+  assert.equal(moved.body.warnings?.[0]?.code, "destination_refused");
+  const renamed = await server.api("PUT", `/v1/webhooks/${id}`, { key, body: { name: "n" } });
+  assert.equal(renamed.body.warnings, undefined, "only a change of URL is judged again");
+});
+
+test("the operator's allow-list silences the warning", async () => {
+  const allowing = await startServer({ webhookAllowHosts: ["localhost"] });
+  try {
+    const res = await allowing.api("POST", "/v1/webhooks", { body: { url: "http://localhost:3000/" } });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.body.warnings, undefined);
+  } finally {
+    await allowing.close();
+  }
+});
+
+test("only an admin may allow a webhook private addresses, and only an admin may move such a webhook", async () => {
+  assertApiError(await create({ url: "http://127.0.0.1:9/", allow_private: true }), {
+    status: 403,
+    code: "forbidden",
+  });
+  const member = await server.createUser(unique("member"));
+  const adminId = (await server.api("GET", "/v1/users/me")).body.data.id;
+  const org = (
+    await server.api("POST", "/v1/admin/orgs", { body: { orgname: unique("hookco"), owner_id: adminId } })
+  ).body.data;
+  await server.api("POST", `/v1/admin/orgs/${org.id}/members`, { body: { user_id: member.id } });
+  const made = await server.api("POST", "/v1/webhooks", {
+    body: { url: "http://127.0.0.1:9/", allow_private: true, org_id: org.id },
+  });
+  assert.equal(made.status, 200, made.text);
+  assert.equal(made.body.data.allow_private, true);
+  assert.equal(made.body.warnings, undefined, "allowed: no warning");
+  const path = `/v1/webhooks/${made.body.data.id}`;
+  // A member of the organization sees it, and may rename it, but not point it elsewhere.
+  assert.equal((await server.api("PUT", path, { key: member.key, body: { name: "x" } })).status, 200);
+  assertApiError(
+    await server.api("PUT", path, { key: member.key, body: { url: "http://10.0.0.1:22/", org_id: org.id } }),
+    { status: 403, code: "forbidden" },
+  );
+  assertApiError(await server.api("PUT", path, { key: member.key, body: { allow_private: true } }), {
+    status: 403,
+    code: "forbidden",
+  });
+  // Giving up the allowance is anyone's right; then the URL is the member's to change, with a warning.
+  const moved = await server.api("PUT", path, {
+    key: member.key,
+    body: { url: "http://10.0.0.1:22/", allow_private: false },
+  });
+  assert.equal(moved.status, 200, moved.text);
+  assert.equal(moved.body.data.allow_private, false);
+  assert.equal(moved.body.warnings?.[0]?.code, "destination_refused");
+  assert.equal((await server.api("GET", path, { key: member.key })).body.data.allow_private, false);
 });

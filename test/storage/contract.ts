@@ -35,6 +35,7 @@ function webhook(ownerId: string, overrides: Partial<Webhook> = {}): Webhook {
     url: "https://example.com/",
     active: true,
     signingSecretSealed: "sealed",
+    allowPrivate: false,
     createdAt: 1,
     updatedAt: 1,
     ...overrides,
@@ -152,6 +153,21 @@ export function storageContract(name: string, open: () => Promise<Storage>): voi
     assert.equal(await s.resourceOwner(w.id), w.ownerId);
     assert.equal(await s.deleteWebhook(w.id), true);
     assert.equal(await s.resourceOwner(w.id), undefined);
+  });
+
+  withStore("a webhook keeps whether it may reach private addresses, and an update changes it", async (s) => {
+    const open = webhook(unique("u"), { allowPrivate: true });
+    const guarded = webhook(unique("u"));
+    await s.insertWebhook(open);
+    await s.insertWebhook(guarded);
+    assert.equal((await s.getWebhook(open.id))?.allowPrivate, true);
+    assert.equal((await s.getWebhook(guarded.id))?.allowPrivate, false);
+    assert.equal((await s.updateWebhook(open.id, { name: "n", updatedAt: 2 }))?.allowPrivate, true);
+    assert.equal(
+      (await s.updateWebhook(open.id, { allowPrivate: false, updatedAt: 3 }))?.allowPrivate,
+      false,
+    );
+    assert.equal((await s.getWebhook(open.id))?.allowPrivate, false);
   });
 
   withStore("a webhook read after a change, a rollback or a delete shows the stored row", async (s) => {

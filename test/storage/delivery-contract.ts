@@ -31,6 +31,7 @@ export function deliveryContract(withStore: WithStore, unique: (prefix: string) 
     url: "https://example.com/",
     active,
     signingSecretSealed: "sealed",
+    allowPrivate: false,
     createdAt: 1,
     updatedAt: 1,
   });

@@ -51,6 +51,7 @@ export function sharedStateContract(
       url: "https://example.com/",
       active: true,
       signingSecretSealed: "v1.webhook",
+      allowPrivate: false,
       createdAt: 1,
       updatedAt: 1,
     });

@@ -1,9 +1,15 @@
+/**
+ * Webhooks: account-level HTTP(S) destinations with a signing secret shown once. An admin may allow one
+ * to reach loopback and private addresses (`allow_private`), and creating or changing one whose URL the
+ * delivery guard will refuse answers with a warning.
+ */
 import { randomBytes } from "node:crypto";
-/** Webhooks: account-level HTTP(S) destinations with a signing secret shown once. */
+import { isIP } from "node:net";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
+import { AddressPolicy } from "../../delivery/address-guard.ts";
 import type { Webhook } from "../../domain/types.ts";
-import { invalidParameter, notFound } from "../../errors.ts";
+import { AppError, invalidParameter, notFound } from "../../errors.ts";
 import { newId } from "../../ids.ts";
 import {
   actingOwner,
@@ -32,9 +38,60 @@ const webhookSchema = Type.Object(
     created_at: Type.Integer(),
     updated_at: Type.Integer(),
     signing_secret: Type.Optional(Type.String()),
+    allow_private: Type.Optional(
+      Type.Boolean({ description: "Set by an admin: deliveries may reach loopback and private addresses" }),
+    ),
   },
   { description: "Webhook" },
 );
+
+const warningsSchema = Type.Optional(
+  Type.Array(Type.Object({ code: Type.String(), message: Type.String() }), {
+    description: "Present when the webhook was saved but something about it needs attention",
+  }),
+);
+
+/** A note in a create or update answer: the webhook was saved, but will not work as it stands. */
+export interface WebhookWarning {
+  code: "destination_refused";
+  message: string;
+}
+
+/**
+ * Whether deliveries to `raw` will be refused by the delivery guard, told when the webhook is saved
+ * rather than at its first delivery. Decided without DNS: an IP literal, or `localhost` and its
+ * subdomains (always loopback, RFC 6761); other names are checked at each connection, since what
+ * they resolve to may change. A warning rather than a 4xx: the URL is valid, Pipedream accepts it,
+ * and the operator may allow it later.
+ */
+export function destinationWarnings(
+  policy: AddressPolicy,
+  raw: string,
+  allowPrivate: boolean,
+): WebhookWarning[] {
+  if (allowPrivate) return [];
+  const host = new URL(raw).hostname
+    .replace(/^\[|\]$/g, "")
+    .toLowerCase()
+    .replace(/\.$/, "");
+  const address =
+    isIP(host) !== 0 ? host : host === "localhost" || host.endsWith(".localhost") ? "127.0.0.1" : undefined;
+  if (address === undefined || policy.allowsAddress(host, address)) return [];
+  return [
+    {
+      code: "destination_refused",
+      message:
+        `Deliveries to ${host} will be refused: loopback, private and link-local addresses are not allowed as ` +
+        "delivery destinations. An admin may allow this webhook (allow_private: true), or the operator the " +
+        "address (FOUNT_WEBHOOK_ALLOW_HOSTS, FOUNT_WEBHOOK_ALLOW_PRIVATE).",
+    },
+  ];
+}
+
+/** Only an admin grants a webhook private addresses: a tenant must not reach the operator's network. */
+function requireAdminFor(request: FastifyRequest, what: string): void {
+  if (!principal(request).user.isAdmin) throw new AppError("forbidden", `Only an admin may ${what}`);
+}
 
 const fields = {
   name: Type.Optional(Type.Union([Type.String({ maxLength: 256 }), Type.Null()])),
@@ -71,6 +128,7 @@ export function renderWebhook(w: Webhook, withUser: boolean): Record<string, unk
     description: w.description,
     url: w.url,
     active: w.active,
+    allow_private: w.allowPrivate,
     created_at: w.createdAt,
     updated_at: w.updatedAt,
   };
@@ -88,8 +146,12 @@ export async function visibleWebhook(
 }
 
 export async function webhookRoutes(app: FastifyInstance): Promise<void> {
-  const { store, secrets, clock } = app.fount;
+  const { store, secrets, clock, config } = app.fount;
   const tags = ["webhooks"];
+  const policy = new AddressPolicy({
+    allowPrivate: config.webhookAllowPrivate,
+    allowHosts: config.webhookAllowHosts,
+  });
 
   app.post(
     "/webhooks",
@@ -98,19 +160,35 @@ export async function webhookRoutes(app: FastifyInstance): Promise<void> {
         tags,
         summary: "Create a webhook",
         description:
-          "Parameters may be sent in the query string or the JSON body. The signing secret is returned only here.",
+          "Parameters may be sent in the query string or the JSON body. The signing secret is returned only here. " +
+          "allow_private (admins only, else 403) lets deliveries reach loopback and private addresses; " +
+          "`warnings` says when deliveries to the URL will be refused.",
         body: Type.Object(
-          { ...commonParams, url: Type.String({ minLength: 1, maxLength: 2048 }), ...fields },
+          {
+            ...commonParams,
+            url: Type.String({ minLength: 1, maxLength: 2048 }),
+            ...fields,
+            allow_private: Type.Optional(Type.Boolean()),
+          },
           { additionalProperties: false },
         ),
-        response: { 200: Type.Object({ data: Type.Partial(webhookSchema) }), ...errorResponses(404) },
+        response: {
+          200: Type.Object({ data: Type.Partial(webhookSchema), warnings: warningsSchema }),
+          ...errorResponses(403, 404),
+        },
       },
     },
     async (request) => {
-      const p = params<{ url: string; name?: string | null; description?: string | null; org_id?: string }>(
-        request,
-      );
+      const p = params<{
+        url: string;
+        name?: string | null;
+        description?: string | null;
+        org_id?: string;
+        allow_private?: boolean;
+      }>(request);
       const url = validateWebhookUrl(p.url);
+      const allowPrivate = p.allow_private === true;
+      if (allowPrivate) requireAdminFor(request, "allow a webhook to reach private addresses");
       const ownerId = actingOwner(request, p.org_id);
       const now = Math.floor(clock.now() / 1000);
       // Standard Webhooks secrets: `whsec_` and base64 of random bytes (24 bytes = 192 bits).
@@ -124,11 +202,16 @@ export async function webhookRoutes(app: FastifyInstance): Promise<void> {
         url,
         active: true,
         signingSecretSealed: secrets.seal(signingSecret),
+        allowPrivate,
         createdAt: now,
         updatedAt: now,
       };
       await store.insertWebhook(webhook);
-      return { data: { ...renderWebhook(webhook, true), signing_secret: signingSecret } };
+      const warnings = destinationWarnings(policy, url, allowPrivate);
+      return {
+        data: { ...renderWebhook(webhook, true), signing_secret: signingSecret },
+        ...(warnings.length > 0 ? { warnings } : {}),
+      };
     },
   );
 
@@ -176,7 +259,10 @@ export async function webhookRoutes(app: FastifyInstance): Promise<void> {
     {
       schema: {
         tags,
-        summary: "Update a webhook (active, name, description, url)",
+        summary: "Update a webhook (active, name, description, url, allow_private)",
+        description:
+          "allow_private: true is for admins only (else 403); so is a new url for a webhook that has it. " +
+          "`warnings` says when deliveries to the URL will be refused.",
         params: idParams,
         body: Type.Object(
           {
@@ -184,29 +270,47 @@ export async function webhookRoutes(app: FastifyInstance): Promise<void> {
             url: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 })),
             active: Type.Optional(Type.Boolean()),
             ...fields,
+            allow_private: Type.Optional(Type.Boolean()),
           },
           { additionalProperties: false },
         ),
-        response: { 200: Type.Object({ data: Type.Partial(webhookSchema) }), ...errorResponses(404) },
+        response: {
+          200: Type.Object({ data: Type.Partial(webhookSchema), warnings: warningsSchema }),
+          ...errorResponses(403, 404),
+        },
       },
     },
     async (request) => {
       const { id } = request.params as { id: string };
-      const p = params<{ url?: string; active?: boolean; name?: string | null; description?: string | null }>(
-        request,
-      );
-      await visibleWebhook(app, request, id);
+      const p = params<{
+        url?: string;
+        active?: boolean;
+        name?: string | null;
+        description?: string | null;
+        allow_private?: boolean;
+      }>(request);
+      const current = await visibleWebhook(app, request, id);
+      const url = p.url === undefined ? undefined : validateWebhookUrl(p.url);
+      if (p.allow_private === true) requireAdminFor(request, "allow a webhook to reach private addresses");
+      // Otherwise an organization's member could point an admin's allowance anywhere in the network.
+      if (url !== undefined && url !== current.url && current.allowPrivate && p.allow_private !== false)
+        requireAdminFor(request, "change the url of a webhook allowed to reach private addresses");
       const updated = await store.updateWebhook(id, {
-        url: p.url === undefined ? undefined : validateWebhookUrl(p.url),
+        url,
         active: p.active,
         name: p.name,
         description: p.description,
+        allowPrivate: p.allow_private,
         updatedAt: Math.floor(clock.now() / 1000),
       });
       if (!updated) throw notFound("Webhook", id);
       // Its parked deliveries are due now: send them without waiting for the dispatcher's next poll.
       if (p.active) app.fount.dispatcher.wake();
-      return { data: renderWebhook(updated, true) };
+      const warnings =
+        url === undefined && p.allow_private === undefined
+          ? []
+          : destinationWarnings(policy, updated.url, updated.allowPrivate);
+      return { data: renderWebhook(updated, true), ...(warnings.length > 0 ? { warnings } : {}) };
     },
   );
 

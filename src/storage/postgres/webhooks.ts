@@ -12,8 +12,8 @@ export function webhookOps(q: Sql): WebhookOps {
   return {
     insertWebhook: async (w) => {
       await q.run(
-        `INSERT INTO webhooks (id, owner_id, created_by, name, description, url, active, signing_secret_sealed, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+        `INSERT INTO webhooks (id, owner_id, created_by, name, description, url, active, signing_secret_sealed, allow_private, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
         [
           w.id,
           w.ownerId,
@@ -23,6 +23,7 @@ export function webhookOps(q: Sql): WebhookOps {
           w.url,
           w.active,
           w.signingSecretSealed,
+          w.allowPrivate,
           w.createdAt,
           w.updatedAt,
         ],
@@ -41,7 +42,13 @@ export function webhookOps(q: Sql): WebhookOps {
         "webhooks",
         id,
         patch.updatedAt,
-        { name: patch.name, description: patch.description, url: patch.url, active: patch.active },
+        {
+          name: patch.name,
+          description: patch.description,
+          url: patch.url,
+          active: patch.active,
+          allow_private: patch.allowPrivate,
+        },
         toWebhook,
       );
       if (updated && patch.active !== undefined)

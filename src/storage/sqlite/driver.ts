@@ -310,8 +310,8 @@ export class SqliteOps implements StorageOps {
 
   async insertWebhook(w: Webhook): Promise<void> {
     this.run(
-      `INSERT INTO webhooks (id, owner_id, created_by, name, description, url, active, signing_secret_sealed, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO webhooks (id, owner_id, created_by, name, description, url, active, signing_secret_sealed, allow_private, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       [
         w.id,
         w.ownerId,
@@ -321,6 +321,7 @@ export class SqliteOps implements StorageOps {
         w.url,
         w.active ? 1 : 0,
         w.signingSecretSealed,
+        w.allowPrivate ? 1 : 0,
         w.createdAt,
         w.updatedAt,
       ],
@@ -345,6 +346,7 @@ export class SqliteOps implements StorageOps {
       description: patch.description,
       url: patch.url,
       active: patch.active === undefined ? undefined : patch.active ? 1 : 0,
+      allow_private: patch.allowPrivate === undefined ? undefined : patch.allowPrivate ? 1 : 0,
     };
     this.#webhooks.delete(id);
     if (this.updateColumns("webhooks", id, patch.updatedAt, columns) === 0) return undefined;
