@@ -5,7 +5,7 @@
 import { ApiClient } from "./client.ts";
 import { ConfigFile, configPath, defaultProfile, type Profile } from "./config.ts";
 import { formatJson } from "./output.ts";
-import { type Painter, painterFor, plain, withProgress } from "./terminal.ts";
+import { askLine, type Painter, painterFor, plain, withProgress } from "./terminal.ts";
 
 /** One option of a command, in `util.parseArgs` terms plus its help text. */
 export interface OptionSpec {
@@ -135,6 +135,17 @@ export class Context {
   /** Colours for stderr. */
   get paintErr(): Painter {
     return painterFor(this.io.stderr, this.io.env);
+  }
+
+  /** Whether a person can answer: stdin and stderr are a terminal (prompts go to stderr). */
+  get interactive(): boolean {
+    return this.io.stdin.isTTY === true && this.io.stderr.isTTY === true;
+  }
+
+  /** Asks a yes/no question on the terminal; only `y` or `yes` is a yes. */
+  async confirm(question: string): Promise<boolean> {
+    const answer = await askLine(this.io.stdin, this.io.stderr, `${question} [y/N] `);
+    return /^\s*y(es)?\s*$/i.test(answer ?? "");
   }
 
   /** Runs `work` while stderr shows `label`: a spinner on a terminal, one plain line elsewhere. */

@@ -2,7 +2,8 @@
  * What `fount deploy` and `fount update` send: the component (a bundled local file, a URL, or a
  * registry key) and `configured_props` from `--prop name=value` flags.
  */
-import { stat } from "node:fs/promises";
+import { readdir, readFile, stat } from "node:fs/promises";
+import path from "node:path";
 import { CliError, UsageError } from "./command.ts";
 
 /** The component fields of POST/PUT /v1/sources. */
@@ -56,4 +57,34 @@ export function parseProps(flags: unknown, command: string): Record<string, unkn
     out[text.slice(0, eq)] = propValue(text.slice(eq + 1));
   }
   return out;
+}
+
+/** Files looked at, at most, when listing local components: the picker is no search engine. */
+const maxScannedFiles = 200;
+
+/**
+ * Component files in `dir` and its direct subfolders (not `node_modules` or hidden ones), as relative
+ * paths: JavaScript or TypeScript files with a default export that has `props` or `run`.
+ */
+export async function localComponentFiles(dir: string): Promise<string[]> {
+  const candidates: string[] = [];
+  const visit = async (folder: string, depth: number) => {
+    const entries = await readdir(folder, { withFileTypes: true }).catch(() => []);
+    for (const e of entries.sort((a, b) => a.name.localeCompare(b.name))) {
+      if (candidates.length >= maxScannedFiles || e.name.startsWith(".") || e.name === "node_modules")
+        continue;
+      const full = path.join(folder, e.name);
+      if (e.isDirectory() && depth === 0) await visit(full, 1);
+      else if (e.isFile() && /\.(m|c)?[jt]s$/.test(e.name) && !e.name.endsWith(".d.ts"))
+        candidates.push(full);
+    }
+  };
+  await visit(dir, 0);
+  const found: string[] = [];
+  for (const file of candidates) {
+    const text = await readFile(file, "utf8").catch(() => "");
+    if (/export\s+default|module\.exports/.test(text) && /\b(props|run)\s*[:(]/.test(text))
+      found.push(`./${path.relative(dir, file).split(path.sep).join("/")}`);
+  }
+  return found;
 }

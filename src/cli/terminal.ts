@@ -2,6 +2,7 @@
  * What the CLI does differently on a terminal: colour (unless `NO_COLOR`; `FORCE_COLOR` forces it on or
  * off) and a spinner while a long request runs, which elsewhere is one plain line.
  */
+import { createInterface } from "node:readline";
 import { styleText } from "node:util";
 
 /** A style `util.styleText` knows: `red`, `dim`, `bold`… */
@@ -92,4 +93,25 @@ export async function withProgress<T>(
   } finally {
     progress.stop();
   }
+}
+
+/** Writes `prompt` to `output` and resolves to the line typed on `input`; undefined at end of input. */
+export function askLine(
+  input: NodeJS.ReadableStream,
+  output: OutStream,
+  prompt: string,
+): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const rl = createInterface({ input, output: output as NodeJS.WritableStream, terminal: false });
+    let answered = false;
+    output.write(prompt);
+    rl.once("line", (line) => {
+      answered = true;
+      rl.close();
+      resolve(line);
+    });
+    rl.once("close", () => {
+      if (!answered) resolve(undefined);
+    });
+  });
 }

@@ -112,15 +112,15 @@ test("webhook create shows the secret once; list webhooks shows it; webhook dele
   );
   assert.match(createdJson.signing_secret, /^whsec_/);
 
-  const deleted = await fount(["webhook", "delete", id!], env);
+  const deleted = await fount(["webhook", "delete", id!, "--yes"], env);
   assert.equal(deleted.code, 0, deleted.stderr);
-  assert.equal(deleted.stdout, `Deleted webhook ${id}.\n`);
+  assert.equal(deleted.stdout, `Deleted webhook ${id} (https://example.com/hook).\n`);
   const ids = JSON.parse((await fount(["list", "wh", "--json"], env)).stdout).map(
     (w: { id: string }) => w.id,
   );
   assert.deepEqual(ids, [createdJson.id]);
 
-  const again = await fount(["webhook", "delete", id!], env);
+  const again = await fount(["webhook", "delete", id!, "--yes"], env);
   assert.equal(again.code, 1);
   assert.equal(again.stderr, `fount: Webhook ${id} not found (not_found)\n`);
 

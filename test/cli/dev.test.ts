@@ -74,7 +74,7 @@ test("dev deploys, streams events, logs and errors, and updates the same source 
     sourceId = (await dev.waitFor(/(?<=^Deployed dev-counter \()dc_\w+/m)).trim();
     endpoint = await dev.waitFor(/(?<=^Endpoint:\s+)\S+/m);
     await dev.waitFor(/Watching 2 files for changes\./, "stderr");
-    await dev.waitFor(/Listening for new events/, "stderr");
+    await dev.waitFor(/as they come.* \(Ctrl-C to stop\)…/, "stderr");
 
     await hit(endpoint);
     await dev.waitFor(/hit 1\n {2}\{"label":"v1","count":1\}/);
@@ -122,7 +122,7 @@ test("dev --dc attaches to the deployed source, keeping its db; --delete deletes
   const dev = new RunningFount(env, ["dev", "--dc", "dev-counter", file, "--delete"]);
   try {
     await dev.waitFor(new RegExp(`^Attached to dev-counter \\(${sourceId}\\)\\.`, "m"));
-    await dev.waitFor(/Listening for new events/, "stderr");
+    await dev.waitFor(/as they come.* \(Ctrl-C to stop\)…/, "stderr");
     await hit(endpoint);
     // 4 or 5, as the failed run's db write counts or not: the db of the earlier session is there.
     await dev.waitFor(/\{"label":"v2\+again","count":[45]\}/);

@@ -246,7 +246,7 @@ test("events -f prints the last events, then new ones as they are emitted", asyn
   const s = await deployHello("Followed");
   const proc = new RunningFount(env, ["events", s.id, "-n", "1", "-f"]);
   try {
-    await proc.waitFor(/Listening for new events/, "stderr");
+    await proc.waitFor(/as they come.* \(Ctrl-C to stop\)…/, "stderr");
     assert.match(proc.stdout, /deploy hook/);
     const hit = await fetch(s.endpoint_url, {
       method: "POST",
@@ -267,7 +267,7 @@ test("logs follows $logs and $errors together", async () => {
   const s = await deployHello("Logged");
   const proc = new RunningFount(env, ["logs", s.id]);
   try {
-    await proc.waitFor(/Listening for new events/, "stderr");
+    await proc.waitFor(/as they come.* \(Ctrl-C to stop\)…/, "stderr");
     await fount(["run", s.id, "--event", '{"fail": true}'], env);
     await proc.waitFor(/\[log\] running with \{"fail":true\}/);
     await proc.waitFor(/\[error\] component_error: asked to fail/);
@@ -291,7 +291,7 @@ test("deploy --follow prints the deploy hook's events, then new ones", async () 
   ]);
   try {
     const id = (await proc.waitFor(/dc_\w+/)).trim();
-    await proc.waitFor(/Listening for new events/, "stderr");
+    await proc.waitFor(/as they come.* \(Ctrl-C to stop\)…/, "stderr");
     await proc.waitFor(/deploy hook\n {2}\{"message":"deployed"\}/);
     await json("run", id);
     await proc.waitFor(/"text":"f:hello ada"/);
@@ -441,14 +441,14 @@ test("deploy names the imported file, line and column of a syntax error found wh
 
 test("delete removes the source; it is then unknown to every command", async () => {
   const s = await deployHello("Doomed");
-  const res = await fount(["delete", "doomed"], env);
+  const res = await fount(["delete", "doomed", "--yes"], env);
   assert.equal(res.code, 0, res.stderr);
-  assert.equal(res.stdout.trim(), `Deleted source ${s.id}.`);
+  assert.equal(res.stdout.trim(), `Deleted source doomed (${s.id}).`);
   for (const args of [
     ["describe", s.id],
     ["events", s.id],
     ["run", s.id],
-    ["delete", s.id],
+    ["delete", s.id, "--yes"],
   ]) {
     const gone = await fount(args, env);
     assert.equal(gone.code, 1, args.join(" "));

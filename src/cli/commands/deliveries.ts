@@ -2,9 +2,9 @@
  * `fount deliveries <webhook>`: a webhook's deliveries (status, attempts, last answer, next attempt),
  * and sending them again (`--redeliver <del_…>`, `--redeliver-failed [--since <time>]`).
  */
-import type { ApiClient } from "../client.ts";
-import { CliError, type Command, UsageError } from "../command.ts";
+import { type Command, UsageError } from "../command.ts";
 import { formatTime, table } from "../output.ts";
+import { resolveWebhook } from "../resolve.ts";
 import type { Painter } from "../terminal.ts";
 import { count, maxEvents } from "./events.ts";
 
@@ -23,7 +23,6 @@ interface Delivery {
   created_at: number;
 }
 
-const webhookId = /^wh_[A-Za-z0-9]+$/;
 const deliveryId = /^del_[A-Za-z0-9]+$/;
 const statuses = ["pending", "succeeded", "failed"] as const;
 const units: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400 };
@@ -39,22 +38,6 @@ export function parseSince(raw: string, nowMs = Date.now()): number | undefined 
   if (/^\d+$/.test(text)) return Number(text);
   const ms = Date.parse(text);
   return Number.isNaN(ms) || !/^\d{4}-\d{2}-\d{2}/.test(text) ? undefined : Math.floor(ms / 1000);
-}
-
-/** The webhook named by its ID or by its URL (which must match exactly one of yours). */
-async function resolveWebhook(client: ApiClient, ref: string): Promise<string> {
-  if (webhookId.test(ref)) return ref;
-  if (!/^https?:\/\//i.test(ref))
-    throw new UsageError(`Name the webhook by its wh_… ID or its URL, not "${ref}"`, "deliveries");
-  const all = await client.listAll<{ id: string; url: string }>("/v1/users/me/webhooks");
-  const same = (u: string) => u.replace(/\/+$/, "") === ref.replace(/\/+$/, "");
-  const matches = all.filter((w) => same(w.url));
-  if (matches.length === 1) return matches[0]!.id;
-  if (matches.length === 0) throw new CliError(`No webhook of yours has the URL ${ref}`, "not_found");
-  throw new CliError(
-    `Several webhooks have the URL ${ref} (${matches.map((w) => w.id).join(", ")}); name one by its ID`,
-    "ambiguous_webhook",
-  );
 }
 
 const statusStyle = { pending: "yellow", succeeded: "green", failed: "red" } as const;
@@ -82,7 +65,7 @@ const deliveries: Command = {
   name: "deliveries",
   summary: "List a webhook's deliveries, or send some again",
   usage:
-    "<wh_…|url> [-n <count>] [--status <status>] [--redeliver <del_…> | --redeliver-failed [--since <time>]]",
+    "<wh_…|url|name> [-n <count>] [--status <status>] [--redeliver <del_…> | --redeliver-failed [--since <time>]]",
   args: { min: 1, max: 1 },
   options: {
     n: {
@@ -113,7 +96,7 @@ const deliveries: Command = {
     },
   },
   description: [
-    "The webhook is named by its ID or its URL. Columns: status, attempts made, the last answer's HTTP",
+    "The webhook is named by its ID, URL or name, or a unique start of one. Columns: status, attempts made, the last answer's HTTP",
     "code and duration, when the next attempt is due (pending ones), the routed event, the last error.",
     "A redelivery keeps the delivery's ID, so the receiver sees the same webhook-id header. Finished",
     "deliveries are kept 7 days.",
@@ -124,7 +107,7 @@ const deliveries: Command = {
     "  fount deliveries wh_AqcxIUtDafgp --redeliver-failed --since 2h",
   ].join("\n"),
   async run(ctx) {
-    const ref = ctx.arg(0, "<wh_…|url>");
+    const ref = ctx.arg(0, "<wh_…|url|name>");
     const one = ctx.string("redeliver");
     const failed = ctx.boolean("redeliver-failed");
     if (one !== undefined && failed)
@@ -144,7 +127,7 @@ const deliveries: Command = {
     const limit = count(ctx, 20);
 
     const client = ctx.client();
-    const webhook = await resolveWebhook(client, ref);
+    const webhook = (await resolveWebhook(client, ref)).id;
     const base = `/v1/webhooks/${encodeURIComponent(webhook)}`;
     if (one !== undefined) {
       const res = await client.post<{ data: Delivery }>(

@@ -8,6 +8,7 @@ import type { ApiClient } from "../client.ts";
 import { CliError, type Command, type Context } from "../command.ts";
 import { FileWatcher } from "../file-watch.ts";
 import { failureText } from "../output.ts";
+import { resolveSource } from "../resolve.ts";
 import { parseProps } from "../source-input.ts";
 import { type StreamEntry, untilInterrupted } from "../sse.ts";
 import { follow, formatAnyEntry, newestOf, recent } from "./events.ts";
@@ -173,11 +174,12 @@ const dev: Command = {
     const given = parseProps(ctx.flags.prop, ctx.command.name);
     let source: Source;
     if (attach !== undefined) {
-      const body = await updateBody(client, attach, component, given);
+      const target = (await resolveSource(client, attach)).id;
+      const body = await updateBody(client, target, component, given);
       if (ctx.string("name") !== undefined) body.name = ctx.string("name");
       source = (
         await ctx.progress(`Updating ${attach} with ${file}…`, () =>
-          client.put<{ data: Source }>(sourcePath(attach), body),
+          client.put<{ data: Source }>(sourcePath(target), body),
         )
       ).data;
     } else {
@@ -207,7 +209,9 @@ const dev: Command = {
       const n = reloader.watcher.size;
       ctx.note(`Watching ${n} file${n === 1 ? "" : "s"} for changes.`);
       const since = await startIds(client, s, attach !== undefined);
-      await follow(ctx, s.id, channels, since, formatAnyEntry, stop.signal);
+      await follow(ctx, s.id, channels, since, formatAnyEntry, stop.signal, {
+        banner: `Printing the events, console output and errors of ${s.name_slug} (${s.id}) as they come; each save of ${file} updates it (Ctrl-C to stop)…`,
+      });
     } finally {
       reloader.watcher.close();
       stop.dispose();

@@ -1,6 +1,7 @@
 /** `fount events` (a source's emitted events, optionally followed) and `fount logs` (its `$logs` and `$errors`). */
 import type { ApiClient } from "../client.ts";
 import { type Command, type Context, UsageError } from "../command.ts";
+import { type NamedSource, resolveSource } from "../resolve.ts";
 import { compareEventIds, followSource, type StreamEntry, untilInterrupted } from "../sse.ts";
 import { type Painter, plain } from "../terminal.ts";
 
@@ -84,9 +85,13 @@ export function newestOf(shown: StreamEntry[]): string {
   return shown[shown.length - 1]?.id ?? "0-0";
 }
 
+/** A source as the banners name it. */
+export const label = (s: NamedSource) => `${s.name_slug} (${s.id})`;
+
 /**
  * Follows channels of a source until Ctrl-C (or `signal`), printing each entry as it comes (one JSON
- * document per line under `--json`). `since` maps each channel to the last ID already shown.
+ * document per line under `--json`). `since` maps each channel to the last ID already shown; `banner`
+ * goes to stderr once every stream is open.
  */
 export async function follow(
   ctx: Context,
@@ -95,6 +100,7 @@ export async function follow(
   since: Map<string | undefined, string>,
   print: (e: StreamEntry, paint: Painter) => string,
   signal?: AbortSignal,
+  { banner }: { banner?: string } = {},
 ): Promise<void> {
   const client = ctx.client();
   const stop = signal ? { signal, dispose: () => {} } : untilInterrupted();
@@ -108,8 +114,7 @@ export async function follow(
           lastEventId: since.get(channel),
           signal: stop.signal,
           onOpen: () => {
-            if (++open === channels.length)
-              ctx.note(`Listening for new events of ${source} (Ctrl-C to stop)…`);
+            if (++open === channels.length && banner !== undefined) ctx.note(banner);
           },
           onEntry: (e) => ctx.print(ctx.json ? JSON.stringify(e) : print(e, paint)),
         }),
@@ -148,11 +153,12 @@ const events: Command = {
     "  fount events dc_4fRt7YpQ1mZx -f",
   ].join("\n"),
   async run(ctx) {
-    const source = ctx.arg(0, "<source>");
     const channel = ctx.string("event-name");
     const following = ctx.boolean("follow");
     const n = count(ctx, 10);
     const client = ctx.client();
+    const named = await resolveSource(client, ctx.arg(0, "<source>"));
+    const source = named.id;
     const shown = await recent(client, source, n, channel);
     if (ctx.json && !following) {
       ctx.print(JSON.stringify(shown, null, 2));
@@ -163,7 +169,10 @@ const events: Command = {
       if (shown.length === 0 && !ctx.json) ctx.note("No events yet.");
       return 0;
     }
-    await follow(ctx, source, [channel], new Map([[channel, newestOf(shown)]]), formatEntry);
+    const on = channel ? ` on its ${channel} channel` : "";
+    await follow(ctx, source, [channel], new Map([[channel, newestOf(shown)]]), formatEntry, undefined, {
+      banner: `Printing the events ${label(named)} emits${on} as they come (Ctrl-C to stop)…`,
+    });
     return 0;
   },
 };
@@ -191,9 +200,10 @@ const logs: Command = {
     "  fount logs my-source -n 50 --no-follow",
   ].join("\n"),
   async run(ctx) {
-    const source = ctx.arg(0, "<source>");
     const n = count(ctx, 10);
     const client = ctx.client();
+    const named = await resolveSource(client, ctx.arg(0, "<source>"));
+    const source = named.id;
     const [logEntries, errorEntries] = await Promise.all([
       recent(client, source, n, "$logs"),
       recent(client, source, n, "$errors"),
@@ -212,7 +222,9 @@ const logs: Command = {
       ["$logs", newestOf(logEntries)],
       ["$errors", newestOf(errorEntries)],
     ]);
-    await follow(ctx, source, ["$logs", "$errors"], since, formatLogEntry);
+    await follow(ctx, source, ["$logs", "$errors"], since, formatLogEntry, undefined, {
+      banner: `Printing the console output and errors of ${label(named)}'s runs, hooks and methods as they come (Ctrl-C to stop)…`,
+    });
     return 0;
   },
 };

@@ -11,6 +11,7 @@ import { deliveryCommands } from "./deliveries.ts";
 import { devCommands } from "./dev.ts";
 import { eventCommands } from "./events.ts";
 import { initCommands } from "./init.ts";
+import { listenCommands } from "./listen.ts";
 import { registryCommands } from "./registry.ts";
 import { sourceCommands } from "./sources.ts";
 import { subscriptionCommands } from "./subscriptions.ts";
@@ -24,6 +25,7 @@ export const commands: Command[] = [
   ...eventCommands,
   ...accountCommands,
   ...webhookCommands,
+  ...listenCommands,
   ...deliveryCommands,
   ...subscriptionCommands,
   ...adminCommands,

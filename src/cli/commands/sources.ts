@@ -1,11 +1,13 @@
 /**
  * The source commands, like `pd`'s: `deploy`, `update`, `describe`, `list sources`, `delete` and `run`.
- * A source is named by its `dc_…` ID or its name slug everywhere.
+ * A source is named by its `dc_…` ID or its name slug everywhere, or by a unique start of either.
  */
 import type { ApiClient } from "../client.ts";
-import { type Command, type Context, UsageError } from "../command.ts";
+import { CliError, type Command, type Context, UsageError } from "../command.ts";
 import { fields, formatTime, table } from "../output.ts";
-import { type ComponentFields, componentFields, parseProps } from "../source-input.ts";
+import type { Choice } from "../picker.ts";
+import { resolveSource } from "../resolve.ts";
+import { type ComponentFields, componentFields, localComponentFiles, parseProps } from "../source-input.ts";
 import { follow, formatEntry, formatLogEntry } from "./events.ts";
 
 /** A source as the API renders it. */
@@ -61,6 +63,39 @@ export function describeSource(ctx: Context, s: Source): void {
   }
 }
 
+/**
+ * What `fount deploy` without an argument deploys: picked on a terminal from the registry and the
+ * component files here; undefined when the person gives up. Without a terminal, a usage error.
+ */
+async function pickComponent(ctx: Context, client: ApiClient): Promise<string | undefined> {
+  if (!ctx.interactive)
+    throw new UsageError(
+      "Missing <file|url|key>: name what to deploy (`fount list components` lists the registry); the picker needs a terminal",
+      ctx.command.name,
+    );
+  const [files, registry] = await Promise.all([
+    localComponentFiles(process.cwd()),
+    client.listAll<{ key: string | null; id: string; name: string; version: string }>(
+      "/v1/components/registry",
+    ),
+  ]);
+  const choices: Choice[] = [
+    ...files.map((f) => ({ label: f, detail: "local file", value: f })),
+    ...registry.map((c) => ({
+      label: c.key ?? c.id,
+      detail: `${c.name} ${c.version} (registry)`,
+      value: c.key ?? c.id,
+    })),
+  ];
+  if (choices.length === 0)
+    throw new CliError(
+      "The registry is empty and this folder has no component files to deploy",
+      "nothing_to_pick",
+    );
+  const { pick } = await import("../picker.ts");
+  return (await pick(ctx.io, "Deploy:", choices, ctx.paintErr))?.value;
+}
+
 /** What the progress line says while the server saves, builds (installing packages) and deploys. */
 export function deployingLabel(target: string, component: ComponentFields): string {
   const what = "key" in component ? `${target} from the registry` : target;
@@ -69,9 +104,9 @@ export function deployingLabel(target: string, component: ComponentFields): stri
 
 const deploy: Command = {
   name: "deploy",
-  summary: "Deploy a source from a local file, a URL or a registry key",
-  usage: "<file|url|key> [--name <name>] [--prop <name=value>]… [--follow]",
-  args: { min: 1, max: 1 },
+  summary: "Deploy a source from a local file, a URL or a registry key (or pick one)",
+  usage: "[<file|url|key>] [--name <name>] [--prop <name=value>]… [--follow]",
+  args: { min: 0, max: 1 },
   options: {
     name: { type: "string", value: "name", description: "Name of the source (default: the component's)" },
     prop: propOption,
@@ -84,7 +119,8 @@ const deploy: Command = {
   description: [
     "A local file is bundled with the local files it imports (../app.mjs, ../common/base.mjs…); package",
     "imports stay imports, for the server to install. An http(s) URL is fetched by the server. Anything",
-    "else is a component key: your own components first, then the registry.",
+    "else is a component key: your own components first, then the registry. Without one, on a",
+    "terminal, it offers the registry's components and the component files in this folder to pick from.",
     "",
     '--prop values: `apn_…` becomes {"authProvisionId": "apn_…"} (app props); JSON is parsed',
     '(numbers, booleans, objects, arrays, "quoted strings"); anything else is a string. Timers take',
@@ -95,12 +131,17 @@ const deploy: Command = {
     "    --prop table=orders",
     "  fount deploy https://example.com/hello.mjs --name hello --follow",
     "  fount deploy http-new-requests",
+    "  fount deploy                  # pick from the registry and local files",
   ].join("\n"),
   async run(ctx) {
-    const target = ctx.arg(0, "<file|url|key>");
     const props = parseProps(ctx.flags.prop, ctx.command.name);
-    const component = await componentFields(target);
     const client = ctx.client();
+    const target = ctx.args[0] ?? (await pickComponent(ctx, client));
+    if (target === undefined) {
+      ctx.note("Nothing deployed.");
+      return 130;
+    }
+    const component = await componentFields(target);
     const res = await ctx.progress(deployingLabel(target, component), () =>
       client.post<{ data: Source }>("/v1/sources", {
         ...component,
@@ -114,7 +155,9 @@ const deploy: Command = {
       describeSource(ctx, s);
     });
     if (ctx.boolean("follow"))
-      await follow(ctx, s.id, [undefined], new Map([[undefined, "0-0"]]), formatEntry);
+      await follow(ctx, s.id, [undefined], new Map([[undefined, "0-0"]]), formatEntry, undefined, {
+        banner: `Printing the events ${s.name_slug} (${s.id}) emits as they come (Ctrl-C to stop)…`,
+      });
     return 0;
   },
 };
@@ -199,13 +242,14 @@ const update: Command = {
     "  fount update my-source --deactivate",
   ].join("\n"),
   async run(ctx) {
-    const source = ctx.arg(0, "<source>");
+    const ref = ctx.arg(0, "<source>");
     if (ctx.boolean("activate") && ctx.boolean("deactivate"))
       throw new UsageError("Give --activate or --deactivate, not both", ctx.command.name);
     const given = parseProps(ctx.flags.prop, ctx.command.name);
     const target = ctx.args[1];
     const fields = target === undefined ? undefined : await componentFields(target);
     const client = ctx.client();
+    const source = (await resolveSource(client, ref)).id;
     const body = await updateBody(client, source, fields, given);
     if (ctx.string("name") !== undefined) body.name = ctx.string("name");
     if (ctx.boolean("activate")) body.active = true;
@@ -236,7 +280,7 @@ const describe: Command = {
   description: "Examples:\n  fount describe my-source\n  fount describe dc_4fRt7YpQ1mZx --code > source.mjs",
   async run(ctx) {
     const client = ctx.client();
-    const s = (await client.get<{ data: Source }>(sourcePath(ctx.arg(0, "<source>")))).data;
+    const s = await resolveSource<Source>(client, ctx.arg(0, "<source>"));
     if (ctx.boolean("code")) {
       const c = (await client.get<{ data: Component }>(`/v1/components/${s.component_id}`)).data;
       ctx.output({ id: c.id, key: c.key, version: c.version, code: c.code }, () =>
@@ -280,12 +324,34 @@ const listSources: Command = {
 const remove: Command = {
   name: "delete",
   summary: "Delete a source (runs its deactivate hook; its events go too)",
-  usage: "<dc_…|name>",
+  usage: "<dc_…|name> [--yes]",
   args: { min: 1, max: 1 },
-  description: "Example:\n  fount delete my-source",
+  options: { yes: { type: "boolean", short: "y", description: "Delete without asking" } },
+  description: [
+    "On a terminal, asks first, naming the source found; elsewhere (a script, CI) it needs --yes.",
+    "",
+    "Examples:",
+    "  fount delete my-source",
+    "  fount delete dc_4fRt7YpQ1mZx --yes",
+  ].join("\n"),
   async run(ctx) {
-    const res = await ctx.client().delete<{ data: { id: string } }>(sourcePath(ctx.arg(0, "<source>")));
-    ctx.output(res.data, () => ctx.print(`Deleted source ${res.data.id}.`));
+    const client = ctx.client();
+    const s = await resolveSource(client, ctx.arg(0, "<source>"));
+    const what = `source ${s.name_slug} (${s.id})`;
+    if (!ctx.boolean("yes")) {
+      if (!ctx.interactive)
+        throw new CliError(
+          `Not deleting ${what}: pass --yes to delete without a terminal to confirm on`,
+          "confirmation_required",
+          2,
+        );
+      if (!(await ctx.confirm(`Delete ${what} and all its events?`))) {
+        ctx.note("Nothing deleted.");
+        return 1;
+      }
+    }
+    const res = await client.delete<{ data: { id: string } }>(sourcePath(s.id));
+    ctx.output(res.data, () => ctx.print(`Deleted ${what}.`));
     return 0;
   },
 };
@@ -328,8 +394,9 @@ const run: Command = {
         throw new UsageError(`--event must be JSON, not ${JSON.stringify(raw)}`, ctx.command.name);
       }
     }
-    const source = ctx.arg(0, "<source>");
-    const res = await ctx.client().post<{ data: RunOutcome }>(`${sourcePath(source)}/run`, { event });
+    const client = ctx.client();
+    const source = (await resolveSource(client, ctx.arg(0, "<source>"))).id;
+    const res = await client.post<{ data: RunOutcome }>(`${sourcePath(source)}/run`, { event });
     const o = res.data;
     ctx.output(o, () => {
       const n = o.emits.length;

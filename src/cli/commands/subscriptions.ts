@@ -2,6 +2,7 @@
 import type { ApiClient } from "../client.ts";
 import type { Command, OptionSpec } from "../command.ts";
 import { table } from "../output.ts";
+import { resolveSource, resolveWebhook } from "../resolve.ts";
 
 /** A subscription as the API renders it; `event_name` "" is the default channel. */
 interface Subscription {
@@ -16,11 +17,20 @@ const channelLabel = (name: string) => (name === "" ? "default" : name);
 const emitterId = /^(dc|p)_([A-Za-z0-9]+|\*)$/;
 const listenerId = /^(dc|p|wh)_[A-Za-z0-9]+$/;
 
-/** An ID as given, or the ID of the source with that name slug (as `fount events` takes either). */
+/**
+ * The ID `ref` names: a glob or a workflow's ID as given; a webhook's (`wh_…`) or a source's ID, name,
+ * or a unique start of one. An ID-shaped `ref` that names nothing is passed on as given, so that a
+ * subscription of a deleted source can still be removed.
+ */
 async function idOf(client: ApiClient, ref: string, idPattern: RegExp): Promise<string> {
-  if (idPattern.test(ref)) return ref;
-  const res = await client.get<{ data: { id: string } }>(`/v1/sources/${encodeURIComponent(ref)}`);
-  return res.data.id;
+  if (/^(dc|p)_\*$/.test(ref) || ref.startsWith("p_")) return ref;
+  try {
+    if (ref.startsWith("wh_")) return (await resolveWebhook(client, ref)).id;
+    return (await resolveSource(client, ref)).id;
+  } catch (err) {
+    if (idPattern.test(ref) && (err as { code?: string }).code === "not_found") return ref;
+    throw err;
+  }
 }
 
 /** The emitter and listener of a subscription command, names resolved to IDs. */

@@ -1,6 +1,7 @@
 /** `fount list webhooks`, `fount webhook create`, `fount webhook delete`. */
-import type { Command } from "../command.ts";
+import { CliError, type Command, type Context } from "../command.ts";
 import { fields, formatTime, table } from "../output.ts";
+import { resolveWebhook } from "../resolve.ts";
 
 /** A webhook as the API renders it. */
 interface Webhook {
@@ -12,6 +13,17 @@ interface Webhook {
   created_at: number;
   updated_at: number;
   signing_secret?: string;
+}
+
+/** A note the API adds to a webhook it saved (`destination_refused`: deliveries to its URL will be refused). */
+export interface Warning {
+  code: string;
+  message: string;
+}
+
+/** The API's warnings, on stderr, whatever the output format. */
+export function printWarnings(ctx: Context, warnings: Warning[] | undefined): void {
+  for (const w of warnings ?? []) ctx.note(`${ctx.paintErr("yellow", "Warning:")} ${w.message} (${w.code})`);
 }
 
 const listWebhooks: Command = {
@@ -54,12 +66,13 @@ const createWebhook: Command = {
   ].join("\n"),
   async run(ctx) {
     const url = ctx.arg(0, "<url>");
-    const res = await ctx.client().post<{ data: Webhook }>("/v1/webhooks", {
+    const res = await ctx.client().post<{ data: Webhook; warnings?: Warning[] }>("/v1/webhooks", {
       url,
       name: ctx.string("name"),
       description: ctx.string("description"),
     });
     const w = res.data;
+    printWarnings(ctx, res.warnings);
     ctx.output(w, () => {
       ctx.print(
         fields([
@@ -77,13 +90,34 @@ const createWebhook: Command = {
 const deleteWebhook: Command = {
   name: "webhook delete",
   summary: "Delete a webhook and the subscriptions that deliver to it",
-  usage: "<wh_…>",
+  usage: "<wh_…|url|name> [--yes]",
   args: { min: 1, max: 1 },
-  description: "Example:\n  fount webhook delete wh_2bXq9LmP0aZt",
+  options: { yes: { type: "boolean", short: "y", description: "Delete without asking" } },
+  description: [
+    "The webhook is named by its ID, URL or name, or a unique start of one. On a terminal, asks first;",
+    "elsewhere it needs --yes.",
+    "",
+    "Example:",
+    "  fount webhook delete wh_2bXq9LmP0aZt",
+  ].join("\n"),
   async run(ctx) {
-    const id = ctx.arg(0, "<wh_…>");
-    const res = await ctx.client().delete<{ data: { id: string } }>(`/v1/webhooks/${encodeURIComponent(id)}`);
-    ctx.output(res.data, () => ctx.print(`Deleted webhook ${res.data.id}.`));
+    const client = ctx.client();
+    const w = await resolveWebhook(client, ctx.arg(0, "<wh_…|url|name>"));
+    const what = `webhook ${w.id} (${w.url})`;
+    if (!ctx.boolean("yes")) {
+      if (!ctx.interactive)
+        throw new CliError(
+          `Not deleting ${what}: pass --yes to delete without a terminal to confirm on`,
+          "confirmation_required",
+          2,
+        );
+      if (!(await ctx.confirm(`Delete ${what} and its subscriptions?`))) {
+        ctx.note("Nothing deleted.");
+        return 1;
+      }
+    }
+    const res = await client.delete<{ data: { id: string } }>(`/v1/webhooks/${encodeURIComponent(w.id)}`);
+    ctx.output(res.data, () => ctx.print(`Deleted ${what}.`));
   },
 };
 
