@@ -185,7 +185,7 @@ const listen: Command = {
     const client = ctx.client();
     const source = ctx.args[0] === undefined ? undefined : await resolveSource(client, ctx.args[0]);
     const emitter = source?.id ?? "dc_*";
-    const what = source ? `${source.name_slug} (${source.id})` : "every source of yours";
+    const what = source ? `${source.name_slug} (${source.id})` : "your sources";
 
     let secret = "";
     const stop = untilInterrupted();
@@ -238,10 +238,10 @@ const listen: Command = {
         listener_id: hook.id,
         event_name: channel,
       });
-      const on = channel ? `${channel} channel of ` : "";
+      const on = channel ? `the ${channel} channel of ` : "";
       ctx.note(`Webhook ${hook.id} → ${url}; signing secret ${hook.secret}`);
       ctx.note(
-        `Ready: printing each delivery of the ${on}${what} as it arrives, signature checked${forwardTo ? `, and forwarding it to ${forwardTo}` : ""}. Ctrl-C stops and deletes the webhook.`,
+        `Ready: printing each delivery of ${on}${what} as it arrives, signature checked${forwardTo ? `, and forwarding it to ${forwardTo}` : ""}. Ctrl-C stops and deletes the webhook.`,
       );
       if (!stop.signal.aborted)
         await new Promise((resolve) => stop.signal.addEventListener("abort", resolve, { once: true }));
