@@ -148,6 +148,23 @@ export class Context {
     return /^\s*y(es)?\s*$/i.test(answer ?? "");
   }
 
+  /**
+   * Whether to go on deleting `what`: yes with `--yes`; on a terminal, what the person answers to
+   * `question` (a no is noted); elsewhere an error (exit 2) asking for `--yes`.
+   */
+  async confirmDelete(what: string, question: string): Promise<boolean> {
+    if (this.boolean("yes")) return true;
+    if (!this.interactive)
+      throw new CliError(
+        `Not deleting ${what}: pass --yes to delete without a terminal to confirm on`,
+        "confirmation_required",
+        2,
+      );
+    if (await this.confirm(question)) return true;
+    this.note("Nothing deleted.");
+    return false;
+  }
+
   /** Runs `work` while stderr shows `label`: a spinner on a terminal, one plain line elsewhere. */
   progress<T>(label: string, work: () => Promise<T>): Promise<T> {
     return withProgress(this.io.stderr, label, this.paintErr, work);

@@ -338,18 +338,7 @@ const remove: Command = {
     const client = ctx.client();
     const s = await resolveSource(client, ctx.arg(0, "<source>"));
     const what = `source ${s.name_slug} (${s.id})`;
-    if (!ctx.boolean("yes")) {
-      if (!ctx.interactive)
-        throw new CliError(
-          `Not deleting ${what}: pass --yes to delete without a terminal to confirm on`,
-          "confirmation_required",
-          2,
-        );
-      if (!(await ctx.confirm(`Delete ${what} and all its events?`))) {
-        ctx.note("Nothing deleted.");
-        return 1;
-      }
-    }
+    if (!(await ctx.confirmDelete(what, `Delete ${what} and all its events?`))) return 1;
     const res = await client.delete<{ data: { id: string } }>(sourcePath(s.id));
     ctx.output(res.data, () => ctx.print(`Deleted ${what}.`));
     return 0;

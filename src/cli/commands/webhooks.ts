@@ -1,5 +1,5 @@
 /** `fount list webhooks`, `fount webhook create`, `fount webhook delete`. */
-import { CliError, type Command, type Context } from "../command.ts";
+import { type Command, type Context } from "../command.ts";
 import { fields, formatTime, table } from "../output.ts";
 import { resolveWebhook } from "../resolve.ts";
 
@@ -104,18 +104,7 @@ const deleteWebhook: Command = {
     const client = ctx.client();
     const w = await resolveWebhook(client, ctx.arg(0, "<wh_…|url|name>"));
     const what = `webhook ${w.id} (${w.url})`;
-    if (!ctx.boolean("yes")) {
-      if (!ctx.interactive)
-        throw new CliError(
-          `Not deleting ${what}: pass --yes to delete without a terminal to confirm on`,
-          "confirmation_required",
-          2,
-        );
-      if (!(await ctx.confirm(`Delete ${what} and its subscriptions?`))) {
-        ctx.note("Nothing deleted.");
-        return 1;
-      }
-    }
+    if (!(await ctx.confirmDelete(what, `Delete ${what} and its subscriptions?`))) return 1;
     const res = await client.delete<{ data: { id: string } }>(`/v1/webhooks/${encodeURIComponent(w.id)}`);
     ctx.output(res.data, () => ctx.print(`Deleted ${what}.`));
   },
