@@ -101,7 +101,7 @@ try {
     Promise.all(
       servers.map((server, i) =>
         runLoad({
-          url: server.url,
+          url: server.endpoints,
           paths: values["every-node"] ? paths : paths.filter((_, j) => j % nodes === i),
           body: payloadText,
           connections: Math.floor(connections / nodes) + (i < connections % nodes ? 1 : 0),

@@ -44,6 +44,7 @@ try {
     userKey: string;
     values: Record<string, Record<string, unknown>>;
     endpoints: string[];
+    endpointBase: string;
   }>("setup", {}, 300_000);
   const ctx = {
     ops: setup.ops,
@@ -51,6 +52,7 @@ try {
     adminKey,
     values: new Map(Object.entries(setup.values)),
     endpoints: setup.endpoints,
+    endpointBase: setup.endpointBase,
   };
   print("cold", await child.call("memory", {}, 60_000), "(fixtures created, no fuzz request yet)");
   // A first short round warms every route (schemas compiled, executors started) before the baseline.

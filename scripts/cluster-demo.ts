@@ -1,7 +1,8 @@
 /**
  * `npm run cluster:demo`: three Fount nodes on this machine's PostgreSQL, to try a cluster. Each node
- * is `node src/main.ts` with its own port and data dir and the same DATABASE_URL and encryption key;
- * their output is prefixed with the node's name. Ctrl-C stops them.
+ * is `node src/main.ts` with its own ports (the API's, and 100 above it its endpoints') and data dir and
+ * the same DATABASE_URL and encryption key; their output is prefixed with the node's name. Ctrl-C stops
+ * them.
  *
  * Settings (environment): DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test with the schema
  * `fount_demo`), FOUNT_DEMO_NODES (3), FOUNT_DEMO_PORT (the first node's port, 3101), FOUNT_DEMO_DIR
@@ -38,8 +39,10 @@ const children = Array.from({ length: count }, (_, i) => {
       FOUNT_DATA_DIR: path.join(dir, name),
       FOUNT_NODE_ID: name,
       PORT: String(port),
+      FOUNT_ENDPOINT_PORT: String(port + 100),
       // Any node's address serves every source; a load balancer in front would be the public one.
       PUBLIC_URL: process.env.PUBLIC_URL ?? `http://127.0.0.1:${firstPort}`,
+      FOUNT_ENDPOINT_URL: process.env.FOUNT_ENDPOINT_URL ?? `http://127.0.0.1:${firstPort + 100}`,
     },
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -37,10 +37,12 @@ import { SourceRunner } from "./domain/runner.ts";
 import { TimerScheduler } from "./domain/scheduler.ts";
 import { nodeDeadAfterMs } from "./domain/source-leases.ts";
 import { SourceService } from "./domain/sources.ts";
+import { endpointPlace } from "./endpoint-origin.ts";
 import { AppError } from "./errors.ts";
 import { AuthThrottle } from "./http/auth-throttle.ts";
 import { componentApiHandler } from "./http/component-api.ts";
 import { bearerToken, filterFields } from "./http/conventions.ts";
+import { EndpointListener, type ServerTimeouts, setUpServer } from "./http/endpoint-listener.ts";
 import {
   clientErrorHandler,
   frameworkErrors,
@@ -104,6 +106,15 @@ export interface BuiltApp {
   services: Services;
   /** The admin key when this start created it (first start on an empty store), to print once. */
   bootstrap: { username: string; apiKey: string } | undefined;
+  /**
+   * Listens: the API and console on `host:port`, source endpoints on `host:endpointPort` (default: the
+   * config's). Answers the base URL of each as bound. `app.listen` alone leaves endpoints unserved.
+   */
+  listen(options?: {
+    host?: string;
+    port?: number;
+    endpointPort?: number;
+  }): Promise<{ url: string; endpoints: string }>;
 }
 
 /** Opens the configured store; `existingOnly`: a PostgreSQL schema without a store is refused, not created. */
@@ -146,8 +157,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     ? claimUidRange({ base: config.executorUidBase, dataDir: config.dataDir })
     : undefined;
 
-  // Source endpoints are answered by Node's server directly, before Fastify (routes/endpoints.ts).
+  // Source endpoints are answered by Node's server directly, before Fastify (routes/endpoints.ts), on a
+  // listener of their own (and on the API's, for requests naming the endpoint origin's host).
   let endpoints: EndpointHandler | undefined;
+  let endpointListener: EndpointListener | undefined;
   // Several nodes: the connections on which the others forward this node's sources' hits.
   let forwardedHits: ForwardedHits | undefined;
   // From the start of shutdown: new requests get 503, and answers ask clients to close the connection
@@ -161,7 +174,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         // upgrade (`Upgrade: h2c` from curl --http2, a WebSocket) is answered as a plain request.
         { shouldUpgradeCallback: (req) => forwardedHits !== undefined && req.url === forwardPath },
         (req, res) => {
-          if (endpoints && req.url?.startsWith(endpointPrefix)) endpoints.listener(req, res);
+          if (endpoints?.onEndpointOrigin(req)) endpoints.listener(req, res);
           else fastifyHandler(req, res);
         },
       );
@@ -174,19 +187,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         }
         if (!taken) socket.destroy();
       });
-      // The timeouts Fastify gives the server it makes itself (it has filled in its defaults by now).
-      const timeouts = opts as {
-        keepAliveTimeout: number;
-        requestTimeout: number;
-        connectionTimeout: number;
-      };
-      server.keepAliveTimeout = timeouts.keepAliveTimeout;
-      server.requestTimeout = timeouts.requestTimeout;
-      server.setTimeout(timeouts.connectionTimeout);
-      // A client may half-close (send FIN) once its request is written and still wait for the answer.
-      // By default Node ends the socket at that FIN, so a slow route's answer was never sent; with this,
-      // the socket ends after the last pending response instead.
-      (server as { httpAllowHalfOpen?: boolean }).httpAllowHalfOpen = true;
+      // Fastify has filled in its defaults by now.
+      const timeouts = opts as unknown as ServerTimeouts;
+      setUpServer(server, timeouts);
+      // It binds only once the app listens (`listen` below), when `endpoints` is set.
+      endpointListener = new EndpointListener((req, res) => endpoints!.listener(req, res), timeouts);
       return server;
     },
     bodyLimit: config.bodyLimitBytes,
@@ -408,6 +413,16 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   relaxFilteredResponses(app);
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split("?")[0] ?? "/";
+    if (path.startsWith(endpointPrefix)) {
+      return sendError(
+        reply,
+        new AppError(
+          "wrong_origin",
+          `Source endpoints are not served here: they are at ${endpointPlace(config.endpointUrl)}`,
+          { details: { endpoints: endpointPlace(config.endpointUrl) } },
+        ),
+      );
+    }
     const allowed = routeIndex.allowed(path);
     if (allowed.length > 0) {
       reply.header("allow", allowed.join(", "));
@@ -427,7 +442,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   app.addHook("preClose", async () => {
     closing = true;
     // Other nodes' hits already taken are answered; new ones are turned down, to run where they came in.
-    await forwardedHits?.close();
+    // Endpoint requests in flight are answered too, before the executors and the store close.
+    await Promise.all([forwardedHits?.close(), endpointListener?.close()]);
   });
   app.addHook("onSend", async (_request, reply) => {
     if (closing) reply.header("connection", "close");
@@ -580,10 +596,18 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     await store.close();
   });
 
+  const listener = endpointListener;
+  if (!listener) throw new Error("Fastify did not call serverFactory");
   return {
     app,
     services,
     bootstrap: created ? { username: created.user.username, apiKey: created.secret } : undefined,
+    listen: async (given = {}) => {
+      const host = given.host ?? config.host;
+      const url = await app.listen({ host, port: given.port ?? config.port });
+      const endpointsUrl = await listener.listen(host, given.endpointPort ?? config.endpointPort);
+      return { url: url.replace("localhost", "127.0.0.1"), endpoints: endpointsUrl };
+    },
   };
 }
 

@@ -1,13 +1,22 @@
 import { isIP } from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { checkEndpointUrl, derivedEndpointUrl } from "./endpoint-origin.ts";
 
 /** Everything Fount reads from its environment, parsed once. */
 export interface Config {
   host: string;
   port: number;
-  /** Base for generated URLs (source endpoints); never ends with a slash. */
+  /** Where clients reach the API and the console; never ends with a slash. */
   publicUrl: string;
+  /**
+   * Where clients reach source endpoints (FOUNT_ENDPOINT_URL), an origin of their own: a base URL
+   * (endpoints at `<base>/e/<id>`) or a pattern with `{id}` as the host's first label; default PUBLIC_URL
+   * on `endpointPort` (src/endpoint-origin.ts). Never ends with a slash.
+   */
+  endpointUrl: string;
+  /** The port of the listener that serves source endpoints only (FOUNT_ENDPOINT_PORT, default PORT+1). */
+  endpointPort: number;
   dataDir: string;
   /** npm cache shared by package installs of components; default `<dataDir>/npm-cache`. */
   npmCacheDir: string;
@@ -123,6 +132,23 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     /\/+$/,
     "",
   );
+  if (!URL.canParse(publicUrl) || !/^https?:/.test(publicUrl))
+    throw new ConfigError(`PUBLIC_URL must be an http:// or https:// URL, got "${publicUrl}"`);
+  // 0 (any free port) for PORT makes the endpoint listener take any free port too.
+  const endpointPort = int(env, "FOUNT_ENDPOINT_PORT", port === 0 ? 0 : port + 1);
+  if (endpointPort > 65535 || (endpointPort === port && port !== 0)) {
+    throw new ConfigError(
+      `FOUNT_ENDPOINT_PORT must be a free port other than PORT (${port}), got ${endpointPort}: source endpoints have a listener of their own`,
+    );
+  }
+  let endpointUrl = derivedEndpointUrl(publicUrl, endpointPort);
+  if (env.FOUNT_ENDPOINT_URL) {
+    try {
+      endpointUrl = checkEndpointUrl(env.FOUNT_ENDPOINT_URL, publicUrl);
+    } catch (err) {
+      throw new ConfigError(`FOUNT_ENDPOINT_URL: ${(err as Error).message}`);
+    }
+  }
   const databaseUrl = env.DATABASE_URL || undefined;
   const nodeUrl = env.FOUNT_NODE_URL?.replace(/\/+$/, "") || undefined;
   if (nodeUrl && nodeUrl !== "off" && !/^https?:\/\/[^/]+$/.test(nodeUrl)) {
@@ -145,6 +171,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     host,
     port,
     publicUrl,
+    endpointUrl,
+    endpointPort,
     dataDir: path.resolve(env.FOUNT_DATA_DIR || ".fount"),
     databaseUrl,
     storeTimeoutMs: int(env, "FOUNT_STORE_TIMEOUT_MS", 5000, 100),

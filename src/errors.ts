@@ -15,6 +15,10 @@ export const errorCatalogue = {
   conflict: { status: 409, message: "The resource conflicts with an existing one" },
   payload_too_large: { status: 413, message: "The request body is too large" },
   unsupported_media_type: { status: 415, message: "The request body must be application/json" },
+  wrong_origin: {
+    status: 421,
+    message: "This origin does not serve that: source endpoints and the API have origins of their own",
+  },
   component_invalid: { status: 422, message: "The component code does not load or validate" },
   package_install_failed: {
     status: 422,

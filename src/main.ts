@@ -1,6 +1,7 @@
 /** Starts the server: reads config, listens, prints the URL (and the first API key once), stops on signals. */
 import { buildApp } from "./app.ts";
 import { ConfigError, loadConfig } from "./config.ts";
+import { derivedEndpointUrl, endpointPlace } from "./endpoint-origin.ts";
 import type { FileLock } from "./file-lock.ts";
 import { lockDataDir } from "./storage/data-dir-lock.ts";
 
@@ -28,29 +29,35 @@ async function main(): Promise<void> {
     throw err;
   }
   const { app } = built;
+  let bound: { url: string; endpoints: string };
   try {
-    await app.listen({ host: config.host, port: config.port });
+    bound = await built.listen();
   } catch (err) {
-    const e = err as NodeJS.ErrnoException;
+    const e = err as NodeJS.ErrnoException & { port?: number };
+    // Node's error names the port that failed: the API's or the endpoints'.
+    const [port, setting] =
+      e.port === config.endpointPort && e.port !== config.port
+        ? [config.endpointPort, "FOUNT_ENDPOINT_PORT"]
+        : [config.port, "PORT"];
     console.error(
       e.code === "EADDRINUSE"
-        ? `fount: ${config.host}:${config.port} is already in use; stop what listens there or set PORT to another port`
-        : `fount: cannot listen on ${config.host}:${config.port}: ${e.message}`,
+        ? `fount: ${config.host}:${port} is already in use; stop what listens there or set ${setting} to another port`
+        : `fount: cannot listen on ${config.host}:${port}: ${e.message}`,
     );
     await app.close().catch(() => {});
     dataDirLock.release();
     process.exit(1);
   }
-  const address = app.server.address();
-  if (config.port === 0 && !process.env.PUBLIC_URL && typeof address === "object" && address) {
-    // PORT=0 asks for any free port: generated URLs (source endpoints) name the one given.
-    const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
-    config.publicUrl = `http://${host}:${address.port}`;
+  // A port of 0 asks for any free port: generated URLs (source endpoints) name the one given.
+  if (config.port === 0 && !process.env.PUBLIC_URL) config.publicUrl = bound.url;
+  if (config.endpointPort === 0 && !process.env.FOUNT_ENDPOINT_URL) {
+    config.endpointUrl = derivedEndpointUrl(config.publicUrl, Number(new URL(bound.endpoints).port));
   }
   const bootstrap = await built.services.accounts.bootstrap(config.bootstrapApiKey);
 
   const lines = [
     `Fount is listening on ${config.publicUrl}  (API: ${config.publicUrl}/v1, docs: ${config.publicUrl}/docs)`,
+    `Source endpoints answer on ${endpointPlace(config.endpointUrl)}`,
   ];
   if (bootstrap) {
     lines.push(

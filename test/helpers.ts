@@ -9,6 +9,7 @@ import path from "node:path";
 import { after } from "node:test";
 import { type BuildOptions, type BuiltApp, buildApp } from "../src/app.ts";
 import { type Config, loadConfig } from "../src/config.ts";
+import { derivedEndpointUrl } from "../src/endpoint-origin.ts";
 import { mountsUnder } from "../src/runtime/executors/scratch.ts";
 import type { Storage } from "../src/storage/port.ts";
 import { dropSchema, freshSchema, openTestPostgres } from "./pg-schemas.ts";
@@ -16,7 +17,13 @@ import { dropSchema, freshSchema, openTestPostgres } from "./pg-schemas.ts";
 export const adminKey = "fnt_testadminkey0000000000000000000";
 
 export interface TestServer {
+  /** The API and console's base URL. */
   url: string;
+  /**
+   * The base URL of the endpoint listener as bound (`http://127.0.0.1:<port>`); a source's endpoint URL
+   * is `${endpoints}/e/<id>` unless FOUNT_ENDPOINT_URL says otherwise. Prefer the source's `endpoint_url`.
+   */
+  endpoints: string;
   built: BuiltApp;
   dataDir: string;
   /** Calls the API as `key` (default: the admin). */
@@ -86,25 +93,25 @@ export async function startServer(
       FOUNT_NPM_CACHE: path.join(os.tmpdir(), "fount-test-npm-cache"),
       ...env,
     },
-    { dataDir, port: 0, ...overrides },
+    { dataDir, port: 0, endpointPort: 0, ...overrides },
   );
   // FOUNT_TEST_STORE=postgres runs the server on a fresh schema of the local PostgreSQL (dropped when
   // the server closes) instead of a SQLite file.
   const store =
     process.env.FOUNT_TEST_STORE === "postgres" ? await testPostgresFor(overrides.dataDir) : undefined;
   let built: Awaited<ReturnType<typeof buildApp>> | undefined;
-  let address: string;
+  let bound: { url: string; endpoints: string };
   try {
     built = await buildApp(config, { logger: false, ...(store ? { store } : {}), ...buildOptions });
-    address = await built.app.listen({ host: "127.0.0.1", port: 0 });
+    bound = await built.listen({ host: "127.0.0.1", port: 0, endpointPort: 0 });
   } catch (err) {
     // A server that fails to start must not leave its executors or store open: the file would hang.
     await (built ? built.app.close() : store?.close())?.catch(() => undefined);
     if (!overrides.dataDir) rmSync(dataDir, { recursive: true, force: true });
     throw err;
   }
-  const url = address.replace("localhost", "127.0.0.1");
-  built.services.config.publicUrl = url;
+  const { url, endpoints } = bound;
+  useBoundUrls(built, env, bound);
 
   const api = async (method: string, p: string, options: RequestOptions = {}): Promise<ApiResponse> => {
     const headers: Record<string, string> = { ...(options.headers ?? {}) };
@@ -136,6 +143,7 @@ export async function startServer(
   const started = built;
   return {
     url,
+    endpoints,
     built: started,
     dataDir,
     api,
@@ -145,6 +153,21 @@ export async function startServer(
       if (!overrides.dataDir) rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Generated URLs name the ports a test server was given: PUBLIC_URL unless the test set it, and the
+ * endpoint URL (PUBLIC_URL's host on the endpoint listener's port) unless it set FOUNT_ENDPOINT_URL.
+ */
+export function useBoundUrls(
+  built: BuiltApp,
+  env: NodeJS.ProcessEnv,
+  bound: { url: string; endpoints: string },
+): void {
+  const config = built.services.config;
+  if (!env.PUBLIC_URL) config.publicUrl = bound.url;
+  if (!env.FOUNT_ENDPOINT_URL)
+    config.endpointUrl = derivedEndpointUrl(config.publicUrl, Number(new URL(bound.endpoints).port));
 }
 
 /**

@@ -79,7 +79,7 @@ serve({
       const source = await deploy(server, { component_code: fixture(file) }, hosting.key);
       endpoints.push(new URL(source.configured_props.http.endpoint_url).pathname);
     }
-    return { url: server.url, ops, userKey: user.key, values, endpoints };
+    return { url: server.url, ops, userKey: user.key, values, endpoints, endpointBase: server.endpoints };
   },
   memory: () => memory(),
   snapshot: (m) => ({ file: writeHeapSnapshot(String(m.file)) }),

@@ -165,14 +165,27 @@ function unmountUnder(dir: string): void {
 /** A Fount server in its own process with a fresh data dir in a temp dir (and its SQLite store unless DATABASE_URL is set). */
 export class FountProcess {
   readonly url: string;
+  /**
+   * The base URL of its endpoint listener (`FOUNT_ENDPOINT_PORT`): a source's endpoint on this node is
+   * `${endpoints}/e/<id>`. A checkout from before endpoints had their own origin serves them at `url`;
+   * the `endpointUrl` a deploy answers is right for both.
+   */
+  readonly endpoints: string;
   readonly dataDir: string;
   /** The server's PostgreSQL store (with its schema), unset when it runs on SQLite. */
   readonly databaseUrl: string | undefined;
   readonly process: ChildProcess;
   readonly #output: string[] = [];
 
-  private constructor(url: string, dataDir: string, child: ChildProcess, databaseUrl: string | undefined) {
+  private constructor(
+    url: string,
+    endpoints: string,
+    dataDir: string,
+    child: ChildProcess,
+    databaseUrl: string | undefined,
+  ) {
     this.url = url;
+    this.endpoints = endpoints;
     this.dataDir = dataDir;
     this.databaseUrl = databaseUrl;
     this.process = child;
@@ -186,6 +199,7 @@ export class FountProcess {
 
   static async start(options: FountOptions = {}): Promise<FountProcess> {
     const port = await freePort();
+    const endpointPort = await freePort();
     const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-bench-"));
     const root = options.root ?? repoRoot;
     const child = spawn(nodeBin, [...(options.nodeArgs ?? []), path.join(root, "src/main.ts")], {
@@ -196,6 +210,7 @@ export class FountProcess {
         HOST: "127.0.0.1",
         PORT: String(port),
         PUBLIC_URL: `http://127.0.0.1:${port}`,
+        FOUNT_ENDPOINT_PORT: String(endpointPort),
         FOUNT_DATA_DIR: dataDir,
         FOUNT_BOOTSTRAP_API_KEY: benchApiKey,
         LOG_LEVEL: "warn",
@@ -204,7 +219,13 @@ export class FountProcess {
         ...options.env,
       },
     });
-    const server = new FountProcess(`http://127.0.0.1:${port}`, dataDir, child, options.env?.DATABASE_URL);
+    const server = new FountProcess(
+      `http://127.0.0.1:${port}`,
+      `http://127.0.0.1:${endpointPort}`,
+      dataDir,
+      child,
+      options.env?.DATABASE_URL,
+    );
     try {
       await withTimeout(server.#ready(), 30_000, "Fount start");
     } catch (err) {

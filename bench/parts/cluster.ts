@@ -68,7 +68,7 @@ function rotate<T>(list: T[], from: number): T[] {
 
 /** The legs of a load: the connections split over the setup's servers. */
 function legs(setup: Setup, paths: (node: number) => string[] | undefined, hotPath?: string): Leg[] {
-  return setup.servers.map((server, i) => ({ url: server.url + (hotPath ?? ""), paths: paths(i) }));
+  return setup.servers.map((server, i) => ({ url: server.endpoints + (hotPath ?? ""), paths: paths(i) }));
 }
 
 export async function cluster(

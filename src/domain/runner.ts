@@ -9,6 +9,7 @@ import { BoundedCache } from "../bounded-cache.ts";
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import type { SecretBox } from "../crypto/secret-box.ts";
+import { endpointUrlOf } from "../endpoint-origin.ts";
 import { AppError, type SerializedError } from "../errors.ts";
 import { randomString } from "../ids.ts";
 import { withParsedBody } from "../runtime/child/http-body.ts";
@@ -118,9 +119,9 @@ export class SourceRunner {
     this.#d = deps;
   }
 
-  /** The endpoint URL of a source's HTTP interface. */
+  /** The endpoint URL of a source's HTTP interface, on the endpoint origin (FOUNT_ENDPOINT_URL). */
   endpointUrl(source: SourceRecord): string | null {
-    return source.endpointId ? `${this.#d.config.publicUrl}/e/${source.endpointId}` : null;
+    return source.endpointId ? endpointUrlOf(this.#d.config.endpointUrl, source.endpointId) : null;
   }
 
   /** Drops cached state of a deleted or replaced source, or of one another node ran since. */

@@ -139,10 +139,16 @@ export interface LogEntry {
 
 export interface HttpResponse {
   status: number;
-  headers: Record<string, string>;
+  /** Header values as text; `set-cookie` (any case) may be a list, one cookie each. */
+  headers: Record<string, string | string[]>;
   /** Body as text, or base64 when `bodyBase64` is set (a Buffer in the component). */
   body: string | null;
   bodyBase64?: boolean;
+  /**
+   * `respond({sandbox: false})`: the component asks that its answer not carry `Content-Security-Policy:
+   * sandbox`; honoured only where the endpoint origin makes that safe (docs/isolation.md).
+   */
+  sandbox?: false;
 }
 
 export interface InvokeResult {

@@ -51,7 +51,7 @@ test("admin nodes lists every node with its state, address and the sources it ru
     component_code: `export default { name: "E", version: "0.0.1", props: { http: "$.interface.http" }, run(event) { this.$emit(event.body); } };`,
   });
   assert.equal(res.status, 200, JSON.stringify(res.body));
-  const hit = await fetch(`${cluster.node("m2").url}${new URL(res.body.data.endpoint_url).pathname}`, {
+  const hit = await fetch(`${cluster.node("m2").endpoints}${new URL(res.body.data.endpoint_url).pathname}`, {
     method: "POST",
   });
   assert.equal(hit.status, 200);

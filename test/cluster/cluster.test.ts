@@ -52,7 +52,7 @@ async function deploy(through: Node, code: string, props: Record<string, unknown
 }
 
 async function hit(n: Node, endpointPath: string, body: unknown): Promise<number> {
-  const res = await fetch(`${n.url}${endpointPath}`, {
+  const res = await fetch(`${n.endpoints}${endpointPath}`, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify(body),

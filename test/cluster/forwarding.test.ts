@@ -30,7 +30,7 @@ const echoCode = `export default {
     this.$emit({ n }, { id: String(n) });
     this.http.respond({
       status: 201,
-      headers: { "x-echo": "yes", "set-cookie": ["a=1", "b=2"] },
+      headers: { "x-echo": "yes", "set-cookie": ["a=1", "fount_session=theirs; Path=/", "b=2"] },
       body: JSON.stringify({ n, method: event.method, path: event.path, query: event.query, headers: event.headers, body: event.bodyRaw }),
     });
   },
@@ -70,7 +70,7 @@ async function metric(n: Node, name: string, labels = ""): Promise<number> {
 }
 
 async function hit(n: Node, path: string, headers: Record<string, string> = {}) {
-  const res = await fetch(`${n.url}${path}/sub/path?x=1&y=two`, {
+  const res = await fetch(`${n.endpoints}${path}/sub/path?x=1&y=two`, {
     method: "PUT",
     headers: { "content-type": "text/plain", "x-caller": "test", ...headers },
     body: "line one\nline two",
@@ -84,11 +84,16 @@ test("a hit through a node that does not run the source is answered by the one t
   const first = await hit(node("f2"), source.path);
   assert.equal(first.status, 201);
   const direct = first.headers.getSetCookie();
+  // A component's answer sets no cookie of Fount's, forwarded or not.
+  assert.deepEqual(direct, ["a=1", "b=2"]);
   const forwardsBefore = await metric(node("f1"), "fount_endpoint_forwards_total");
   const hitsBefore = await metric(node("f2"), "fount_endpoint_hits_total", 'status="201"');
 
   for (const through of ["f1", "f3", "f1", "f3"]) {
-    const { status, headers, body } = await hit(node(through), source.path);
+    const { status, headers, body } = await hit(node(through), source.path, {
+      cookie: "fount_session=the-admins; theirs=1",
+      authorization: `Bearer ${adminKey}`,
+    });
     assert.equal(status, 201);
     assert.equal(headers.get("x-echo"), "yes");
     assert.deepEqual(headers.getSetCookie(), direct);
@@ -100,7 +105,10 @@ test("a hit through a node that does not run the source is answered by the one t
     assert.equal(body.headers["x-caller"], "test");
     assert.equal(body.headers["content-type"], "text/plain");
     // The caller's own Host, not the address of the node that ran it.
-    assert.equal(body.headers.host, new URL(node(through).url).host);
+    assert.equal(body.headers.host, new URL(node(through).endpoints).host);
+    // Fount's cookies and keys never reach the node that runs it, nor the component; other ones do.
+    assert.equal(body.headers.cookie, "theirs=1");
+    assert.equal(body.headers.authorization, undefined);
   }
   // Every run saw the count the previous one left: one node ran them all, in turn.
   const last = await hit(node("f3"), source.path);
@@ -237,7 +245,11 @@ test("what one node sends another crosses the network encrypted", async () => {
   });
   await new Promise<void>((r) => proxy.listen(0, "127.0.0.1", r));
   const proxyUrl = `http://127.0.0.1:${(proxy.address() as net.AddressInfo).port}`;
-  const f5 = await cluster.start("f5", { PORT: String(port), FOUNT_NODE_URL: proxyUrl });
+  const f5 = await cluster.start("f5", {
+    PORT: String(port),
+    FOUNT_ENDPOINT_PORT: "0",
+    FOUNT_NODE_URL: proxyUrl,
+  });
   try {
     await eventually("f2 knows where f5 listens", async () =>
       (await metric(node("f2"), "fount_cluster_peers", 'state="forwardable"')) === 3 ? true : undefined,
@@ -294,7 +306,7 @@ test("hits waiting on a node that gives the source away go after it, and the sou
   assert.equal(res.status, 200, JSON.stringify(res.body));
   const id: string = res.body.data.id;
   const path = new URL(res.body.data.endpoint_url).pathname;
-  const post = (n: Node, query = "") => fetch(`${n.url}${path}${query}`, { method: "POST" });
+  const post = (n: Node, query = "") => fetch(`${n.endpoints}${path}${query}`, { method: "POST" });
   assert.equal((await post(node("f1"))).status, 201, "f1 runs the source");
   const leasesOf = async () => {
     const listed = (await api(node("f3"), "GET", "/v1/admin/nodes")).body.data as Array<{
@@ -391,11 +403,11 @@ test("a forwarded hit cut off by the death of the node running it gets 503 node_
   const res = await api(f4, "POST", "/v1/sources", { component_code: slowCode });
   assert.equal(res.status, 200, JSON.stringify(res.body));
   const path = new URL(res.body.data.endpoint_url).pathname;
-  assert.equal((await fetch(`${f4.url}${path}`, { method: "POST" })).status, 200);
+  assert.equal((await fetch(`${f4.endpoints}${path}`, { method: "POST" })).status, 200);
   const before = await metric(node("f1"), "fount_endpoint_forwards_total");
-  assert.equal((await fetch(`${node("f1").url}${path}`, { method: "POST" })).status, 200);
+  assert.equal((await fetch(`${node("f1").endpoints}${path}`, { method: "POST" })).status, 200);
   assert.equal(await metric(node("f1"), "fount_endpoint_forwards_total"), before + 1);
-  const cutOff = fetch(`${node("f1").url}${path}?wait=5000`, { method: "POST" });
+  const cutOff = fetch(`${node("f1").endpoints}${path}?wait=5000`, { method: "POST" });
   await new Promise((r) => setTimeout(r, 1_000));
   await f4.proc.kill();
   const answer = await cutOff;

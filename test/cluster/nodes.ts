@@ -10,7 +10,10 @@ import { type ServerProcess, startProcess } from "../process/server-process.ts";
 export interface Node {
   name: string;
   proc: ServerProcess;
+  /** The API's base URL. */
   url: string;
+  /** The base URL of its endpoint listener: a source's endpoint on this node is `${endpoints}/e/<id>`. */
+  endpoints: string;
   dataDir: string;
 }
 
@@ -72,9 +75,11 @@ export async function startCluster(
         ...env,
         ...nodeEnv,
       });
-      // At LOG_LEVEL=warn the start prints only its own line.
-      const url = (await proc.waitFor(/Fount is listening on (http:\/\/127\.0\.0\.1:\d+)/))[1]!;
-      const node = { name, proc, url, dataDir };
+      // At LOG_LEVEL=warn the start prints only its own lines.
+      const [, url, endpoints] = await proc.waitFor(
+        /Fount is listening on (http:\/\/127\.0\.0\.1:\d+)[\s\S]*?Source endpoints answer on (http:\/\/127\.0\.0\.1:\d+)\/e\//,
+      );
+      const node = { name, proc, url: url!, endpoints: endpoints!, dataDir };
       cluster.nodes = [...cluster.nodes.filter((n) => n.name !== name), node];
       return node;
     },

@@ -77,7 +77,7 @@ test("a source subscribed to emitters run on two nodes runs every delivery on on
       Array.from({ length: 4 }, async () => {
         while (i < perEmitter) {
           const k = `${tag}${i++}`;
-          const res = await fetch(`${n.url}${path}`, {
+          const res = await fetch(`${n.endpoints}${path}`, {
             method: "POST",
             headers: { "content-type": "application/json" },
             body: JSON.stringify({ k }),

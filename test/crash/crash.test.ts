@@ -92,6 +92,7 @@ async function freePort(): Promise<number> {
 /** Starts `src/main.ts` and resolves once it answers /healthz. */
 async function startFount(
   port: number,
+  endpointPort: number,
 ): Promise<{ child: ChildProcess; exited: Promise<void>; output: () => string }> {
   const child = spawn(node, ["src/main.ts"], {
     cwd: root,
@@ -102,6 +103,8 @@ async function startFount(
       FOUNT_NPM_CACHE: path.join(os.tmpdir(), "fount-test-npm-cache"),
       HOST: "127.0.0.1",
       PORT: String(port),
+      // Fixed: the endpoint URLs the test keeps must stay valid across restarts.
+      FOUNT_ENDPOINT_PORT: String(endpointPort),
       FOUNT_BOOTSTRAP_API_KEY: apiKey,
       FOUNT_WEBHOOK_ALLOW_PRIVATE: "true",
       FOUNT_RATE_LIMIT: "0",
@@ -158,6 +161,7 @@ test("every acknowledged emit survives a SIGKILL mid-load and is delivered at le
   const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/in`;
 
   const port = await freePort();
+  const endpointPort = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const api = async (method: string, p: string, body?: unknown) => {
     const res = await fetch(base + p, {
@@ -172,7 +176,7 @@ test("every acknowledged emit survives a SIGKILL mid-load and is delivered at le
 
   const log = (m: string) => process.env.CRASH_DEBUG && console.error(`[crash ${Date.now() - t0}] ${m}`);
   const t0 = Date.now();
-  let fount = await startFount(port);
+  let fount = await startFount(port, endpointPort);
   log("started");
   const deployed: Array<{ id: string; endpoint: string }> = [];
   const deployAll = async (cold: boolean) => {
@@ -188,7 +192,7 @@ test("every acknowledged emit survives a SIGKILL mid-load and is delivered at le
   // A restart leaves the sources deployed so far unloaded: their first hits start and load them.
   fount.child.kill("SIGTERM");
   await fount.exited;
-  fount = await startFount(port);
+  fount = await startFount(port, endpointPort);
   await deployAll(false);
   log("deployed");
 
@@ -227,7 +231,7 @@ test("every acknowledged emit survives a SIGKILL mid-load and is delivered at le
   assert.ok(acked.length < hitsPerSource * sources, "some hits were cut off by the kill");
   await fount.exited;
 
-  fount = await startFount(port);
+  fount = await startFount(port, endpointPort);
   log("restarted");
   // Which acknowledged events were not stored, by kind of source: the clearest account of a failure.
   const lost = new Map<string, { acked: number; lost: number }>();

@@ -43,6 +43,8 @@ export interface FuzzRequest {
   body?: Buffer;
   /** What it targets, for messages: an operation label or "endpoint". */
   target: string;
+  /** The base URL it goes to when not the API's: the endpoint listener's. */
+  origin?: string;
 }
 
 /** What the generator needs to know about the server under test. */
@@ -55,6 +57,8 @@ export interface FuzzContext {
   values: Map<string, Record<string, unknown>>;
   /** Paths (`/e/<id>`) of source endpoints to hit. */
   endpoints: string[];
+  /** The endpoint listener's base URL (`http://127.0.0.1:<port>`), where those paths are served. */
+  endpointBase: string;
 }
 
 const methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
@@ -261,7 +265,16 @@ function endpointRequest(r: Random, ctx: FuzzContext): FuzzRequest {
     headers["content-type"] = r.pick(contentTypes);
   }
   if (method === "OPTIONS" && r.chance(0.5)) headers["access-control-request-method"] = "POST";
-  return { method, path, headers, body, target: "endpoint" };
+  if (r.chance(0.1)) headers.cookie = r.pick(["fount_session=x", "a=1; __Host-fount_session=y", "fount_"]);
+  // A few go to the API's origin, which does not serve endpoints (421).
+  return {
+    method,
+    path,
+    headers,
+    body,
+    target: "endpoint",
+    origin: r.chance(0.9) ? ctx.endpointBase : undefined,
+  };
 }
 
 /** The `n`th request of the stream of `seed`: a fifth go to source endpoints, the rest to API operations. */
@@ -325,10 +338,10 @@ export async function sendAll(
       const req = next.value;
       let answer: FuzzAnswer;
       try {
-        answer = await sendRaw(baseUrl, agent, req);
+        answer = await sendRaw(req.origin ?? baseUrl, agent, req);
       } catch {
         // The server may close a connection on a refused body (413); a new socket retries it once.
-        answer = await sendRaw(baseUrl, agent, req).catch((err: Error) => ({
+        answer = await sendRaw(req.origin ?? baseUrl, agent, req).catch((err: Error) => ({
           status: 0,
           contentType: "",
           text: `connection failed: ${err.message}`,

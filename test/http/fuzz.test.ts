@@ -59,7 +59,11 @@ test(`${count} generated requests to every route and to source endpoints get no 
     `${req.method} ${req.path.slice(0, 150)} [${req.target}] ${req.body?.subarray(0, 150).toString() ?? ""} → ${a.status} ${a.text.slice(0, 200)}`;
   const sent = await sendAll(
     server.url,
-    fuzzRequests({ ops, userKey: user.key, adminKey, values, endpoints }, seed, count),
+    fuzzRequests(
+      { ops, userKey: user.key, adminKey, values, endpoints, endpointBase: server.endpoints },
+      seed,
+      count,
+    ),
     8,
     (req, a) => {
       statuses.set(a.status, (statuses.get(a.status) ?? 0) + 1);

@@ -17,10 +17,16 @@ before(async () => {
 });
 after(() => server.close());
 
-/** Writes one request, ends the writing side at once, and reads until the server closes. */
-function halfClosed(method: string, path: string, body: string, key?: string): Promise<string> {
+/** Writes one request (to `base`, default the API's), ends the writing side at once, and reads until the server closes. */
+function halfClosed(
+  method: string,
+  path: string,
+  body: string,
+  key?: string,
+  base = server.url,
+): Promise<string> {
   return new Promise((resolve, reject) => {
-    const url = new URL(server.url);
+    const url = new URL(base);
     const socket = net.connect(Number(url.port), url.hostname);
     let answer = "";
     socket.setEncoding("utf8");
@@ -39,8 +45,14 @@ function halfClosed(method: string, path: string, body: string, key?: string): P
 
 test("a half-closed client gets the answer of a slow source endpoint", async () => {
   const source = await deploy(server, { component_code: fixture("slow-run.mjs") }, owner.key);
-  const endpoint = new URL(source.configured_props.http.endpoint_url as string).pathname;
-  const answer = await halfClosed("POST", `${endpoint}?ms=300`, '{"a":1}');
+  const endpoint = new URL(source.configured_props.http.endpoint_url as string);
+  const answer = await halfClosed(
+    "POST",
+    `${endpoint.pathname}?ms=300`,
+    '{"a":1}',
+    undefined,
+    endpoint.origin,
+  );
   assert.match(answer, /^HTTP\/1\.1 200 /, answer);
   assert.match(answer, /\{"success":true\}$/);
   assert.deepEqual(

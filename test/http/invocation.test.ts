@@ -137,8 +137,8 @@ test("a body over 512 KB gets 413 and does not run the source; 512 KB exactly is
 });
 
 test("an unknown endpoint is a 404", async () => {
-  assert.equal((await hit(`${server.url}/e/doesnotexist0000`, { method: "POST" })).status, 404);
-  assert.equal((await hit(`${server.url}/e/doesnotexist0000/sub`)).status, 404);
+  assert.equal((await hit(`${server.endpoints}/e/doesnotexist0000`, { method: "POST" })).status, 404);
+  assert.equal((await hit(`${server.endpoints}/e/doesnotexist0000/sub`)).status, 404);
 });
 
 test("endpoint answers carry CORS headers and an x-request-id; a preflight gets 204 without a run", async () => {
@@ -160,7 +160,9 @@ test("endpoint answers carry CORS headers and an x-request-id; a preflight gets 
   assert.match(preflight.headers.get("access-control-allow-methods") ?? "", /POST/);
   assert.equal((await events(server, s.id)).length, 2, "the preflight did not run the source");
 
-  const unknown = await hit(`${server.url}/e/doesnotexist0000`, { headers: { "x-request-id": "r404" } });
+  const unknown = await hit(`${server.endpoints}/e/doesnotexist0000`, {
+    headers: { "x-request-id": "r404" },
+  });
   assert.equal(unknown.headers.get("x-request-id"), "r404");
   assert.deepEqual(unknown.body, { error: "No active source has this endpoint", code: "not_found" });
 });

@@ -69,6 +69,7 @@ async function startFount(): Promise<Fount> {
     ...(schema ? { DATABASE_URL: schemaUrl(schema) } : {}),
     FOUNT_NPM_CACHE: path.join(os.tmpdir(), "fount-test-npm-cache"),
     PORT: String(port),
+    FOUNT_ENDPOINT_PORT: String(await freePort()),
     HOST: "127.0.0.1",
     LOG_LEVEL: "info",
   });

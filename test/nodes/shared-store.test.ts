@@ -61,7 +61,7 @@ test("a free account's daily invocations are counted for all nodes together, als
   const source = await deploy(nodes[0]!, { component_code: fixture("http-echo.mjs") }, user.key);
   const path = new URL(source.configured_props.http.endpoint_url).pathname;
   const statuses = await Promise.all(
-    Array.from({ length: 10 }, (_, i) => hit(`${nodes[i % 2]!.url}${path}`, { method: "POST" })),
+    Array.from({ length: 10 }, (_, i) => hit(`${nodes[i % 2]!.endpoints}${path}`, { method: "POST" })),
   ).then((hits) => hits.map((h) => h.status).sort());
   // Each node alone would have let 3 through: 6 in all.
   assert.deepEqual(statuses, [200, 200, 200, ...Array(7).fill(429)]);

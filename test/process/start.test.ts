@@ -106,6 +106,37 @@ test("a first start on a taken port creates no admin; the next start shows the k
   await next.kill();
 });
 
+test("a taken endpoint port stops the start naming FOUNT_ENDPOINT_PORT; a start prints where endpoints answer", async () => {
+  const dataDir = tempDir();
+  const blocker = net.createServer();
+  await new Promise<void>((resolve) => blocker.listen(0, "127.0.0.1", resolve));
+  const port = (blocker.address() as net.AddressInfo).port;
+  try {
+    const failed = start({ FOUNT_DATA_DIR: dataDir, FOUNT_ENDPOINT_PORT: String(port) });
+    const { code } = await failed.exited;
+    assert.notEqual(code, 0);
+    assert.match(
+      failed.output(),
+      new RegExp(
+        `127\\.0\\.0\\.1:${port} is already in use; stop what listens there or set FOUNT_ENDPOINT_PORT`,
+      ),
+    );
+    assert.doesNotMatch(failed.output(), /API key/);
+  } finally {
+    await new Promise<void>((resolve) => blocker.close(() => resolve()));
+  }
+  const next = start({ FOUNT_DATA_DIR: dataDir, FOUNT_BOOTSTRAP_API_KEY: adminKey });
+  const [, endpoints] = await next.waitFor(
+    /^Source endpoints answer on (http:\/\/127\.0\.0\.1:\d+)\/e\/\{id\}$/m,
+  );
+  const url = await next.url();
+  assert.notEqual(endpoints, url);
+  const source = (await api(url, "POST", "/v1/sources", { component_code: fixture("http-echo.mjs") })).data;
+  assert.ok(source.endpoint_url.startsWith(`${endpoints}/e/`), source.endpoint_url);
+  assert.equal((await fetch(source.endpoint_url, { method: "POST" })).status, 200);
+  await next.kill();
+});
+
 test("SIGTERM to `npm start` stops the server itself", async () => {
   const npm = start({ FOUNT_DATA_DIR: tempDir() }, "npm");
   await npm.url();

@@ -37,7 +37,13 @@ async function start(extra: Record<string, string>) {
       env[name] = value;
   }
   const port = await freePort();
-  Object.assign(env, { PORT: String(port), HOST: "127.0.0.1", LOG_LEVEL: "warn", ...extra });
+  Object.assign(env, {
+    PORT: String(port),
+    FOUNT_ENDPOINT_PORT: String(await freePort()),
+    HOST: "127.0.0.1",
+    LOG_LEVEL: "warn",
+    ...extra,
+  });
   const child = spawn(nodeBin, ["src/main.ts"], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";

@@ -6,6 +6,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import type { Principal } from "../../domain/types.ts";
+import { endpointSource } from "../../endpoint-origin.ts";
 import { AppError } from "../../errors.ts";
 import { consoleAssets } from "../console-assets.ts";
 import { errorResponses } from "../conventions.ts";
@@ -19,10 +20,17 @@ import {
   sessionSetCookie,
 } from "../plugins/session.ts";
 
-// Only the console's own files run on its page; nothing inline, nothing from elsewhere.
-const contentSecurityPolicy =
-  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
-  "frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+/**
+ * Only the console's own files run on its page; nothing inline, nothing from elsewhere. It connects to
+ * its own origin, and to the endpoint origin for "Send a test request" (`endpoints`: that origin, or with
+ * a host pattern every host of it).
+ */
+function contentSecurityPolicy(endpoints: string): string {
+  return (
+    `default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self' ${endpoints}; ` +
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+  );
+}
 
 /** Text safe inside a double-quoted HTML attribute. */
 function attribute(text: string): string {
@@ -100,7 +108,7 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
     return (
       reply
         .type("text/html; charset=utf-8")
-        .header("content-security-policy", contentSecurityPolicy)
+        .header("content-security-policy", contentSecurityPolicy(endpointSource(config.endpointUrl)))
         .header("x-content-type-options", "nosniff")
         .header("referrer-policy", "no-referrer")
         // The page holds the user's name: never kept by a cache.

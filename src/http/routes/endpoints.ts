@@ -1,35 +1,96 @@
 /**
- * Source HTTP endpoints, `PUBLIC_URL/e/{endpoint_id}[/any/path]`: any method, any query. run(event) gets
- * {method, path, query, headers, bodyRaw, body, url}. Without customResponse the answer is 200
+ * Source HTTP endpoints, `<FOUNT_ENDPOINT_URL>/e/{endpoint_id}[/any/path]` (or, with a host pattern,
+ * `https://{endpoint_id}.hooks.example.com[/any/path]`): any method, any query, on an origin of their own
+ * (src/endpoint-origin.ts). run(event) gets {method, path, query, headers, bodyRaw, body, url}, the
+ * headers without Fount's own cookies and API keys. Without customResponse the answer is 200
  * {"success": true} once run finished and its emits are stored; with it, the first respond() wins and a
  * run that never responds gets 204. Either way the answer leaves once the run's commit is durable, so an
  * acknowledged event is a stored one; only `respond({ immediate: true, … })` answers at once.
  *
- * This is the hot path of ingestion, so it is served by Node's HTTP server directly (app.ts routes
- * `/e/` here before Fastify): these requests need none of the API's routing, authentication, schema
+ * This is the hot path of ingestion, so it is served by Node's HTTP server directly (the endpoint
+ * listener, http/endpoint-listener.ts; and the API's, for requests naming the endpoint host, before
+ * Fastify sees them): these requests need none of the API's routing, authentication, schema
  * validation or serialization, and skipping them halves the main thread's HTTP cost per request
  * (docs/architecture.md#performance). It keeps the API's conventions: `x-request-id`, catalogue error
- * bodies, 503 and `connection: close` while shutting down, and one log line per request at `info`.
+ * bodies, 503 and `connection: close` while shutting down, and one log line per request at `info`. Every
+ * answer is `Content-Security-Policy: sandbox` (a page a source serves runs in an opaque origin) unless
+ * the component opts out where that is safe, and a component's answer never sets Fount's cookies
+ * (docs/isolation.md, "What a source can reach in a browser").
  */
 import { randomUUID } from "node:crypto";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import type { Elsewhere, ForwardedHit, ForwardTarget, HitAnswer } from "../../domain/hit-forwarding.ts";
 import type { RunOutcome } from "../../domain/runner.ts";
 import { LeaseMoved } from "../../domain/source-leases.ts";
+import {
+  type EndpointHosts,
+  endpointHostsFor,
+  endpointPlace,
+  endpointUrlOf,
+  idPlaceholder,
+} from "../../endpoint-origin.ts";
 import { AppError } from "../../errors.ts";
 import type { HttpResponse } from "../../runtime/types.ts";
 import type { Services } from "../../services.ts";
+import { bearerToken } from "../conventions.ts";
+import { setsFountCookie, withoutFountCookies } from "../fount-cookies.ts";
 import { toAppError } from "../plugins/errors.ts";
 
 /** Bodies above this get 413, as on Pipedream. */
 export const endpointBodyLimit = 512 * 1024;
 
-/** The path prefix of source endpoints; requests under it never reach Fastify. */
+/** The path prefix of source endpoints under a base URL (the API's origin answers it with `wrong_origin`). */
 export const endpointPrefix = "/e/";
 
 /** Every answer may be read cross-origin; the allowed methods matter to preflight answers only. */
 const allowOrigin = "*";
 const allowMethods = "GET,HEAD,PUT,PATCH,POST,DELETE";
+/** The header names a preflight may ask for, to be allowed as asked: a comma-separated list of tokens. */
+const headerList = /^[\w-]+(\s*,\s*[\w-]+)*$/;
+/**
+ * A page an endpoint answers runs in an opaque origin, with no script, form or pop-up: even where a
+ * browser shared something with the console's origin, that page could not use it.
+ */
+const sandbox = "sandbox";
+/** Headers of a component's answer that are the server's to set, or that no source may send. */
+const refusedAnswerHeaders = new Set([
+  // Framing.
+  "content-length",
+  "transfer-encoding",
+  "connection",
+  // Clears the cookies of the whole site, the console's included.
+  "clear-site-data",
+  // Fount's to set on every answer.
+  "x-content-type-options",
+]);
+
+/** A Fount API key as an `Authorization` header; it is the key's owner's to keep, never a source's to see. */
+function carriesFountKey(authorization: string): boolean {
+  return bearerToken(authorization)?.startsWith("fnt_") === true;
+}
+
+/**
+ * The request headers a source sees and its events may store: one string per name (repeated ones joined),
+ * without Fount's cookies and API keys (docs/isolation.md, "What a source can reach in a browser").
+ */
+function sourceHeaders(given: IncomingHttpHeaders): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const k in given) {
+    const v = given[k];
+    if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(", ") : v;
+  }
+  if (headers.cookie !== undefined) {
+    const cookie = withoutFountCookies(headers.cookie);
+    if (cookie === undefined) delete headers.cookie;
+    else headers.cookie = cookie;
+  }
+  if (headers.authorization !== undefined && carriesFountKey(headers.authorization))
+    delete headers.authorization;
+  return headers;
+}
+
+/** What an endpoint ID looks like. */
+const endpointIdFormat = /^[a-z0-9]{1,64}$/;
 
 /** `/e/{id}` with no sub-path and no query: the usual request, split without a URL parser. */
 const plainEndpointPath = /^\/e\/([a-z0-9]{1,64})\/?$/;
@@ -109,8 +170,13 @@ interface Hit {
 }
 
 export interface EndpointHandler {
-  /** The request listener for `/e/…` paths. */
+  /**
+   * The request listener of the endpoint listener (http/endpoint-listener.ts), and of the API's for
+   * requests to the endpoint origin's host (`onEndpointOrigin`).
+   */
   listener: (req: IncomingMessage, res: ServerResponse) => void;
+  /** Whether a request names the endpoint origin in its Host: the API and console never answer it. */
+  onEndpointOrigin: (req: IncomingMessage) => boolean;
   /** Runs a hit another node sent on, answering as to a client; `Elsewhere` when its source runs elsewhere. */
   serveForwarded: (hit: ForwardedHit) => Promise<HitAnswer | Elsewhere>;
 }
@@ -118,6 +184,23 @@ export interface EndpointHandler {
 /** Serves source endpoints, to clients and to the other nodes of a cluster. */
 export function endpointHandler(services: Services, serving: EndpointServing): EndpointHandler {
   const { store, runner, config, logger, forwarding } = services;
+  let hosts: EndpointHosts | undefined;
+  /** The endpoint origin of the current settings (tests set them once the listeners are bound). */
+  const origin = () => {
+    hosts = endpointHostsFor(config.endpointUrl, config.publicUrl, hosts);
+    return hosts;
+  };
+  /** The answer to a request the endpoint origin does not serve: `url` "" when its Host names no endpoint. */
+  const misdirected = (url: string) =>
+    url === ""
+      ? new AppError(
+          "not_found",
+          `This host names no source endpoint (they are at ${endpointPlace(config.endpointUrl)})`,
+        )
+      : new AppError(
+          "wrong_origin",
+          `This origin serves source endpoints only (${endpointPlace(config.endpointUrl)}); the API and the console are at ${config.publicUrl}`,
+        );
 
   /** Counts and logs an answer given; `forwarded`: another node ran it (counted there as a hit). */
   const record = (hit: Hit, answer: HitAnswer, forwarded: boolean) => {
@@ -152,12 +235,29 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
     body: JSON.stringify(err.toJSON()),
   });
 
+  /**
+   * A component's answer, as it wrote it but for what no source may send: framing (the server's), cookies
+   * of Fount's names, `Clear-Site-Data`, and the sandbox (kept, beside any policy of its own, unless it
+   * opts out where that is safe: `EndpointHosts.scriptsMayRun`).
+   */
   const componentAnswer = (base: Record<string, string>, r: HttpResponse): HitAnswer => {
-    const headers: Record<string, string> = { ...base };
+    const headers: Record<string, string | string[]> = { ...base };
+    // Headers of these names may come in several spellings and values; each value is a line of its own.
+    const cookies: string[] = [];
+    const policies: string[] = [];
     for (const [k, v] of Object.entries(r.headers)) {
-      // Framing headers are the server's to set.
-      if (!/^(content-length|transfer-encoding|connection)$/i.test(k)) headers[k.toLowerCase()] = v;
+      const name = k.toLowerCase();
+      if (refusedAnswerHeaders.has(name)) continue;
+      if (name === "set-cookie") {
+        for (const value of Array.isArray(v) ? v : [v]) if (!setsFountCookie(value)) cookies.push(value);
+      } else if (name === "content-security-policy") policies.push(...(Array.isArray(v) ? v : [v]));
+      else headers[name] = v;
     }
+    if (cookies.length > 0) headers["set-cookie"] = cookies;
+    const sandboxed = r.sandbox !== false || !origin().scriptsMayRun;
+    if (policies.length > 0)
+      headers["content-security-policy"] = sandboxed ? [...policies, sandbox] : policies;
+    else if (!sandboxed) delete headers["content-security-policy"];
     let body: string | Buffer | null = null;
     if (r.body !== null) {
       body = r.bodyBase64 ? Buffer.from(r.body, "base64") : r.body;
@@ -173,17 +273,29 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
     reply: (answer: HitAnswer, forwarded?: boolean) => void,
   ): Promise<void> => {
     if (serving.closing()) return reply(failure(base, new AppError("shutting_down")));
+    if (!hit.url.startsWith(endpointPrefix)) {
+      hit.discardBody();
+      return reply(failure(base, misdirected(hit.url)));
+    }
     const method = hit.method;
     if (method === "OPTIONS" && hit.headers["access-control-request-method"]) {
       hit.discardBody();
+      // Whatever a page asks to send may be sent: no credentials are honoured here (`sourceHeaders`).
+      const asked = hit.headers["access-control-request-headers"];
       return reply({
         status: 204,
-        headers: { ...base, "access-control-allow-methods": allowMethods },
+        headers: {
+          ...base,
+          "access-control-allow-methods": allowMethods,
+          ...(typeof asked === "string" && headerList.test(asked)
+            ? { "access-control-allow-headers": asked }
+            : {}),
+        },
         body: null,
       });
     }
     const { endpointId, path, query, search } = target(hit.url, config.publicUrl);
-    const source = /^[a-z0-9]{1,64}$/.test(endpointId)
+    const source = endpointIdFormat.test(endpointId)
       ? await store.getSourceByEndpoint(endpointId)
       : undefined;
     if (!source?.active) {
@@ -195,6 +307,8 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
       base.connection = "close";
       return reply(failure(base, new AppError("payload_too_large")));
     }
+    // Made before the hit goes on, so Fount's cookies and keys never cross to another node either.
+    const headers = sourceHeaders(hit.headers);
     // Several nodes: a hit of a source another node runs goes there (domain/hit-forwarding.ts).
     /**
      * Sends the hit on to the node that runs its source (`first`, when known) and relays the answer;
@@ -213,7 +327,7 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
         sent ??= {
           method,
           url: hit.url,
-          headers: { ...hit.headers, "x-request-id": base["x-request-id"] },
+          headers: { ...headers, "x-request-id": base["x-request-id"] },
           body: bytes,
         };
         const result = await forwarding.forward(to, sent);
@@ -231,12 +345,6 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
       if (!forwarding.runsHere(source.id)) return hit.elsewhere(forwarding.holderOf(source.id));
     } else if (await sendOn()) return;
     const raw = bytes.toString("utf8");
-    const headers: Record<string, string> = {};
-    const given = hit.headers;
-    for (const k in given) {
-      const v = given[k];
-      if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(", ") : v;
-    }
     const event = {
       method,
       path,
@@ -244,7 +352,7 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
       headers,
       // `body` is parsed from this by the executor (runtime/child/http-body.ts).
       bodyRaw: raw,
-      url: `${config.publicUrl}${endpointPrefix}${endpointId}${path === "/" ? "" : path}${search}`,
+      url: `${endpointUrlOf(config.endpointUrl, endpointId)}${path === "/" ? "" : path}${search}`,
     };
 
     // Only a response the component marked `immediate` arrives here before the run's result (the
@@ -308,6 +416,8 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
   const run = (hit: Hit, requestId: string | string[] | undefined, send: (answer: HitAnswer) => void) => {
     const base: Record<string, string> = {
       "access-control-allow-origin": allowOrigin,
+      "content-security-policy": sandbox,
+      "x-content-type-options": "nosniff",
       "x-request-id":
         typeof requestId === "string" && /^[\w.-]{1,128}$/.test(requestId) ? requestId : randomUUID(),
     };
@@ -328,11 +438,24 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
     });
   };
 
+  /** `/e/{id}` then the path: with a host pattern, the endpoint ID comes from the Host ("" when none). */
+  const targetOf = (req: IncomingMessage): string => {
+    const url = req.url ?? "/";
+    if (!config.endpointUrl.includes(idPlaceholder)) return url;
+    const id = origin().match(req.headers.host);
+    if (id === undefined || !endpointIdFormat.test(id)) return "";
+    if (url.startsWith("/")) return `${endpointPrefix}${id}${url}`;
+    // An absolute request target (`http://host/path?q`, meant for proxies) names its path after the host.
+    const parsed = URL.parse(url);
+    return `${endpointPrefix}${id}${parsed ? parsed.pathname + parsed.search : "/"}`;
+  };
+
   return {
+    onEndpointOrigin: (req) => origin().match(req.headers.host) !== undefined,
     listener: (req, res) => {
       const hit: Hit = {
         method: req.method ?? "GET",
-        url: req.url ?? "/",
+        url: targetOf(req),
         headers: req.headers,
         readBody: () => readBody(req),
         discardBody: () => req.resume(),

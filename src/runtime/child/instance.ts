@@ -185,6 +185,16 @@ function emitMeta(meta: unknown): EmitMeta {
 
 function httpResponse(res: unknown): HttpResponse {
   if (!isObject(res)) throw new TypeError("http.respond: pass an object {status, headers, body}");
+  const sandbox = res.sandbox;
+  if (sandbox !== undefined && sandbox !== null && typeof sandbox !== "boolean") {
+    throw new TypeError(`http.respond: sandbox must be true or false, not a value of type ${typeof sandbox}`);
+  }
+  const response = responseParts(res);
+  if (sandbox === false) response.sandbox = false;
+  return response;
+}
+
+function responseParts(res: Obj): HttpResponse {
   const raw = res.status;
   const status = typeof raw === "string" && /^\s*\d+\s*$/.test(raw) ? Number(raw) : raw;
   if (typeof status !== "number" || !Number.isInteger(status) || status < 100 || status > 599) {
@@ -192,12 +202,15 @@ function httpResponse(res: unknown): HttpResponse {
       `http.respond: status must be an integer from 100 to 599, not ${JSON.stringify(raw)}`,
     );
   }
-  const headers: Record<string, string> = {};
+  const headers: Record<string, string | string[]> = {};
   if (res.headers !== undefined && res.headers !== null) {
     if (!isObject(res.headers)) throw new TypeError("http.respond: headers must be an object");
     for (const [name, value] of Object.entries(res.headers)) {
       if (value === undefined || value === null) continue;
-      headers[name] = Array.isArray(value) ? value.map(String).join(", ") : String(value);
+      if (!Array.isArray(value)) headers[name] = String(value);
+      // Cookies cannot be joined into one line (their dates hold commas): one header line each.
+      else if (name.toLowerCase() === "set-cookie") headers[name] = value.map(String);
+      else headers[name] = value.map(String).join(", ");
     }
   }
   const body = res.body;

@@ -76,10 +76,15 @@ export function httpResponse(value: unknown): HttpResponse | undefined {
   const { status, headers, body } = value;
   if (typeof status !== "number" || !Number.isInteger(status) || status < 100 || status > 599)
     return undefined;
-  const clean: Record<string, string> = {};
-  if (isObject(headers))
-    for (const [k, v] of Object.entries(headers)) if (typeof v === "string") clean[k] = v;
+  const clean: Record<string, string | string[]> = {};
+  if (isObject(headers)) {
+    for (const [k, v] of Object.entries(headers)) {
+      if (typeof v === "string") clean[k] = v;
+      else if (Array.isArray(v) && v.every((x) => typeof x === "string")) clean[k] = v as string[];
+    }
+  }
   const response: HttpResponse = { status, headers: clean, body: typeof body === "string" ? body : null };
   if (value.bodyBase64 === true && typeof body === "string") response.bodyBase64 = true;
+  if (value.sandbox === false) response.sandbox = false;
   return response;
 }
