@@ -1,5 +1,5 @@
 /** `fount list webhooks`, `fount webhook create`, `fount webhook delete`. */
-import { type Command, type Context } from "../command.ts";
+import type { Command, Context } from "../command.ts";
 import { fields, formatTime, table } from "../output.ts";
 import { resolveWebhook } from "../resolve.ts";
 
