@@ -137,6 +137,10 @@ export interface StorageOps {
   /** Returns whether a membership was removed. */
   deleteMember(orgId: string, userId: string): Promise<boolean>;
   listOrgsOfUser(userId: string): Promise<Org[]>;
+  /** Every user, newest first (the admin API's list). */
+  listUsers(page: PageQuery): Promise<Page<WithSeq<User>>>;
+  /** Every organization, newest first (the admin API's list). */
+  listOrgs(page: PageQuery): Promise<Page<WithSeq<Org>>>;
   listMembers(orgId: string): Promise<Array<{ userId: string; role: OrgRole }>>;
   insertApiKey(key: ApiKey): Promise<void>;
   /** The key with that hash and its user, when the key is not revoked. */

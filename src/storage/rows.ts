@@ -49,6 +49,11 @@ export const toOrg = (r: Row): Org => ({
   updatedAt: r.updated_at as number,
 });
 
+/** A row's record with its `seq`, for the rows of a page (whose cursors are seqs). */
+export const withSeq =
+  <T>(map: (r: Row) => T) =>
+  (r: Row): WithSeq<T> => ({ ...map(r), seq: r.seq as number });
+
 export const toKey = (r: Row): ApiKey => ({
   id: r.id as string,
   userId: r.user_id as string,

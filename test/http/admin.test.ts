@@ -193,6 +193,69 @@ test("API keys are created (shown once), listed without secrets and revoked", as
   assertApiError(await server.api("GET", "/v1/admin/users/u_doesnotexist/keys"), { status: 404 });
 });
 
+test("admins list every user and organization, newest first, a page at a time", async () => {
+  const made = [];
+  for (let i = 0; i < 3; i++)
+    made.push((await createUser({ username: unique("lister"), email: "l@example.com" })).body.data);
+  const first = await server.api("GET", "/v1/admin/users?limit=2");
+  assert.equal(first.status, 200, first.text);
+  assert.deepEqual(
+    first.body.data.map((u: any) => u.id),
+    [made[2].id, made[1].id],
+  );
+  assert.deepEqual(first.body.data[0], {
+    id: made[2].id,
+    username: made[2].username,
+    email: "l@example.com",
+    plan: "free",
+    is_admin: false,
+    created_at: made[2].created_at,
+  });
+  const total = first.body.page_info.total_count;
+  assert.ok(total >= 4, "the three and the bootstrap admin");
+  assert.equal(first.body.page_info.count, 2);
+  const second = await server.api("GET", `/v1/admin/users?limit=2&after=${first.body.page_info.end_cursor}`);
+  assert.equal(second.body.data[0].id, made[0].id);
+  const back = await server.api(
+    "GET",
+    `/v1/admin/users?limit=2&before=${second.body.page_info.start_cursor}`,
+  );
+  assert.deepEqual(back.body.data, first.body.data);
+  // Walking every page sees each user once, the oldest (the bootstrap admin) last.
+  const seen: string[] = [];
+  let cursor: string | null = null;
+  do {
+    const page: any = await server.api("GET", `/v1/admin/users?limit=3${cursor ? `&after=${cursor}` : ""}`);
+    seen.push(...page.body.data.map((u: any) => u.username));
+    cursor = page.body.page_info.end_cursor;
+  } while (cursor);
+  assert.equal(seen.length, total);
+  assert.equal(new Set(seen).size, total);
+  assert.equal(seen.at(-1), "admin");
+  const narrow = await server.api("GET", "/v1/admin/users?limit=1&include=id,username");
+  assert.deepEqual(Object.keys(narrow.body.data[0]).sort(), ["id", "username"]);
+
+  const org = (
+    await server.api("POST", "/v1/admin/orgs", { body: { orgname: unique("listed"), owner_id: made[0].id } })
+  ).body.data;
+  const orgs = await server.api("GET", "/v1/admin/orgs?limit=1");
+  assert.equal(orgs.status, 200, orgs.text);
+  assert.deepEqual(orgs.body.data, [org]);
+  assert.ok(orgs.body.page_info.total_count >= 1);
+  const allOrgs = await server.api("GET", "/v1/admin/orgs?limit=100");
+  assert.equal(allOrgs.body.data.length, allOrgs.body.page_info.total_count);
+  assert.equal(allOrgs.body.page_info.end_cursor, null);
+
+  for (const path of [
+    "/v1/admin/users?limit=0",
+    "/v1/admin/users?limit=101",
+    "/v1/admin/users?after=nonsense",
+    "/v1/admin/orgs?after=czE&before=czE",
+  ]) {
+    assertApiError(await server.api("GET", path), { status: 400 }, path);
+  }
+});
+
 test("every admin route answers 403 to a non-admin key, before looking at the input", async () => {
   const user = await server.createUser(unique("plain"));
   const victim = await server.createUser(unique("victim"));
@@ -204,6 +267,8 @@ test("every admin route answers 403 to a non-admin key, before looking at the in
     ["DELETE", `/v1/admin/orgs/o_abc/members?user_id=${user.id}`, undefined],
     ["POST", `/v1/admin/users/${victim.id}/keys`, { name: "stolen" }],
     ["GET", `/v1/admin/users/${victim.id}/keys`, undefined],
+    ["GET", "/v1/admin/users", undefined],
+    ["GET", "/v1/admin/orgs?limit=nonsense", undefined],
     ["DELETE", "/v1/admin/keys/key_abc", undefined],
   ] as const) {
     const res = await server.api(method, path, { key: user.key, body });

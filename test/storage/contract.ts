@@ -92,6 +92,58 @@ export function storageContract(name: string, open: () => Promise<Storage>): voi
     assert.deepEqual(await s.listOrgsOfUser(u.id), []);
   });
 
+  withStore("users and organizations list newest first, paged in both cursor directions", async (s) => {
+    const users: User[] = [];
+    for (let i = 0; i < 5; i++) {
+      const u = user({ createdAt: i });
+      await s.insertUser(u);
+      users.push(u);
+    }
+    const first = await s.listUsers({ limit: 2 });
+    assert.equal(first.totalCount, 5);
+    assert.deepEqual(
+      first.items.map(({ seq: _, ...u }) => u),
+      [users[4], users[3]],
+    );
+    const second = await s.listUsers({ limit: 2, afterSeq: first.items[1]!.seq });
+    assert.deepEqual(
+      second.items.map((u) => u.id),
+      [users[2]!.id, users[1]!.id],
+    );
+    const back = await s.listUsers({ limit: 2, beforeSeq: second.items[0]!.seq });
+    assert.deepEqual(
+      back.items.map((u) => u.id),
+      [users[4]!.id, users[3]!.id],
+    );
+
+    assert.deepEqual(await s.listOrgs({ limit: 10 }), { items: [], totalCount: 0 });
+    const orgs = [];
+    for (let i = 0; i < 3; i++) {
+      const org = {
+        id: unique("o"),
+        orgname: unique("org"),
+        name: `Org ${i}`,
+        email: "o@example.com",
+        ownerId: users[i]!.id,
+        createdAt: i,
+        updatedAt: i,
+      };
+      await s.insertOrg(org);
+      orgs.push(org);
+    }
+    const page = await s.listOrgs({ limit: 2 });
+    assert.equal(page.totalCount, 3);
+    assert.deepEqual(
+      page.items.map(({ seq: _, ...o }) => o),
+      [orgs[2], orgs[1]],
+    );
+    const rest = await s.listOrgs({ limit: 2, afterSeq: page.items[1]!.seq });
+    assert.deepEqual(
+      rest.items.map((o) => o.id),
+      [orgs[0]!.id],
+    );
+  });
+
   withStore("an API key is found by hash until it is revoked", async (s) => {
     const u = user();
     await s.insertUser(u);

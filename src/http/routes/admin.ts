@@ -1,12 +1,23 @@
 /** The admin API (admin keys only): users, organizations, memberships, API keys and registry publishing. */
 import { performance } from "node:perf_hooks";
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { Type } from "typebox";
+import { type TObject, type TProperties, Type } from "typebox";
 import { publishToRegistry } from "../../domain/registry.ts";
 import { type NodeView, nodeViews } from "../../domain/source-leases.ts";
-import type { Org, User } from "../../domain/types.ts";
+import type { Org, Page, PageQuery, User, WithSeq } from "../../domain/types.ts";
 import { AppError } from "../../errors.ts";
-import { commonParams, errorResponses, params, principal } from "../conventions.ts";
+import {
+  commonParams,
+  errorResponses,
+  type ListQuery,
+  pageEnvelope,
+  pageParams,
+  pageQuery,
+  pageResponse,
+  params,
+  principal,
+  trimPage,
+} from "../conventions.ts";
 import { renderComponent } from "./components.ts";
 
 function requireAdmin(request: FastifyRequest): void {
@@ -35,6 +46,28 @@ export function renderOrg(o: Org): Record<string, unknown> {
     created_at: o.createdAt,
   };
 }
+
+const userSchema = Type.Object({
+  id: Type.String(),
+  username: Type.String(),
+  email: Type.String(),
+  plan: Type.Union([Type.Literal("free"), Type.Literal("paid")]),
+  is_admin: Type.Boolean(),
+  created_at: Type.Integer(),
+});
+const orgSchema = Type.Object({
+  id: Type.String(),
+  orgname: Type.String(),
+  name: Type.String(),
+  email: Type.String(),
+  owner_id: Type.String(),
+  created_at: Type.Integer(),
+});
+/** The query of the admin lists: a page and `include`/`exclude` (no `org_id`: they list every tenant). */
+const adminListQuery = Type.Object(
+  { include: commonParams.include, exclude: commonParams.exclude, ...pageParams },
+  { additionalProperties: false },
+);
 
 const keySchema = Type.Object({
   id: Type.String(),
@@ -86,6 +119,33 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
       return { data: { ...renderUser(user), api_key: apiKey.secret, api_key_id: apiKey.key.id } };
     },
   );
+
+  // Every user and every organization, a page at a time, for picking one by name (the console's admin page).
+  function listRoute<T, I extends TProperties>(
+    path: string,
+    what: string,
+    item: TObject<I>,
+    list: (page: PageQuery) => Promise<Page<WithSeq<T>>>,
+    render: (record: T) => Record<string, unknown>,
+  ): void {
+    app.get(
+      path,
+      {
+        schema: {
+          tags,
+          summary: `List every ${what} (newest first)`,
+          querystring: adminListQuery,
+          response: { 200: pageResponse(item), ...errorResponses(403) },
+        },
+      },
+      async (request) => {
+        const pq = pageQuery(request.query as ListQuery);
+        return pageEnvelope(trimPage(await list(pq), pq), render);
+      },
+    );
+  }
+  listRoute("/admin/users", "user", userSchema, (pq) => app.fount.store.listUsers(pq), renderUser);
+  listRoute("/admin/orgs", "organization", orgSchema, (pq) => app.fount.store.listOrgs(pq), renderOrg);
 
   app.post(
     "/admin/orgs",

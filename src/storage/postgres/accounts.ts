@@ -1,7 +1,7 @@
 /** Users, organizations, memberships, API keys and daily usage counters. */
 import type { OrgRole, Usage } from "../../domain/types.ts";
 import type { StorageOps } from "../port.ts";
-import { toKey, toOrg, toUser } from "../rows.ts";
+import { toKey, toOrg, toUser, withSeq } from "../rows.ts";
 import type { Sql } from "./sql.ts";
 
 export type AccountOps = Pick<
@@ -16,6 +16,8 @@ export type AccountOps = Pick<
   | "putMember"
   | "deleteMember"
   | "listOrgsOfUser"
+  | "listUsers"
+  | "listOrgs"
   | "listMembers"
   | "insertApiKey"
   | "findApiKeyByHash"
@@ -69,6 +71,10 @@ export function accountOps(q: Sql): AccountOps {
         [userId],
         toOrg,
       ),
+
+    listUsers: (page) => q.page("users", "TRUE", [], page, withSeq(toUser)),
+
+    listOrgs: (page) => q.page("orgs", "TRUE", [], page, withSeq(toOrg)),
 
     listMembers: (orgId) =>
       q.all(

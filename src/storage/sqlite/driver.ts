@@ -55,6 +55,7 @@ import {
   toTimer,
   toUser,
   toWebhook,
+  withSeq,
 } from "../rows.ts";
 import { SqliteDeliveryOps } from "./delivery-ops.ts";
 import { migrate } from "./migrate.ts";
@@ -280,6 +281,20 @@ export class SqliteOps implements StorageOps {
       }),
     );
   }
+
+  // --- Accounts: the admin lists of users and organizations (listUsers, listOrgs) -------------------
+  // Newest first, paged by seq like every list; kept together so that they move as one when the account
+  // operations leave this file.
+
+  async listUsers(q: PageQuery): Promise<Page<WithSeq<User>>> {
+    return this.page("users", "1 = 1", [], q, withSeq(toUser));
+  }
+
+  async listOrgs(q: PageQuery): Promise<Page<WithSeq<Org>>> {
+    return this.page("orgs", "1 = 1", [], q, withSeq(toOrg));
+  }
+
+  // --- End of the admin lists ----------------------------------------------------------------------
 
   async insertApiKey(k: ApiKey): Promise<void> {
     this.run(
