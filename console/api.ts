@@ -8,12 +8,21 @@ export class ApiError extends Error {
   readonly status: number;
   readonly code: string;
   readonly field: string | undefined;
+  /** The answer's `details` (for example `line` and `column` of a build error). */
+  readonly details: Record<string, unknown>;
 
-  constructor(status: number, code: string, message: string, field: string | undefined) {
+  constructor(
+    status: number,
+    code: string,
+    message: string,
+    field: string | undefined,
+    details: Record<string, unknown> = {},
+  ) {
     super(message);
     this.status = status;
     this.code = code;
     this.field = field;
+    this.details = details;
   }
 }
 
@@ -43,7 +52,7 @@ export async function api<T = any>(method: string, path: string, body?: unknown)
     const details = parsed?.details ?? {};
     const field = typeof details.field === "string" ? details.field : details.prop;
     if (res.status === 401 && !path.startsWith("/console/session")) onSignedOut();
-    throw new ApiError(res.status, parsed?.code ?? "error", parsed?.error ?? res.statusText, field);
+    throw new ApiError(res.status, parsed?.code ?? "error", parsed?.error ?? res.statusText, field, details);
   }
   return parsed as T;
 }

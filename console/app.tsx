@@ -1,6 +1,7 @@
 /** The shell: session check, sign-in, navigation, organization switcher and the page of the route. */
 import { useEffect, useRef, useState } from "preact/hooks";
 import { ApiError, api, type Session, whenSignedOut } from "./api.ts";
+import { focusHeadingSoon } from "./focus.ts";
 import { AccountsPage } from "./pages/accounts.tsx";
 import { AdminPage } from "./pages/admin.tsx";
 import { NewSourcePage } from "./pages/new-source.tsx";
@@ -54,6 +55,7 @@ function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
     try {
       const r = await api<{ data: Session }>("POST", "/console/session", { api_key: key });
       setKey("");
+      focusHeadingSoon();
       onSignedIn(r.data);
     } catch (err) {
       setError(err instanceof ApiError && err.status === 401 ? "That API key is not valid." : String(err));
@@ -65,7 +67,9 @@ function SignIn({ onSignedIn }: { onSignedIn: (s: Session) => void }) {
     <main id="main" class="signin">
       <h1>Fount</h1>
       <form onSubmit={submit} aria-describedby={error ? "signin-error" : undefined}>
-        <h2>Sign in</h2>
+        <h2 tabIndex={-1} data-page-heading>
+          Sign in
+        </h2>
         <label for="api-key">API key</label>
         <input
           id="api-key"
@@ -101,9 +105,6 @@ function Shell({ session, onSignedOut }: { session: Session; onSignedOut: () => 
   const route = useRoute();
   const [orgId, setOrgId] = useState<string | undefined>(undefined);
   const main = useRef<HTMLElement>(null);
-  useEffect(() => {
-    main.current?.querySelector("h1")?.focus();
-  }, [route]);
   async function signOut() {
     await api("DELETE", "/console/session").catch(() => undefined);
     onSignedOut();

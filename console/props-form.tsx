@@ -6,6 +6,7 @@
 import type { JSX } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, withOrg } from "./api.ts";
+import { Markdown } from "./ui.tsx";
 
 /** One entry of `configurable_props`. */
 export interface PropSpec {
@@ -26,8 +27,17 @@ export interface PropSpec {
 
 export type Values = Record<string, unknown>;
 
-/** Props with no field of their own (the platform fills them in). */
-const platformTypes = new Set(["$.interface.http", "$.service.db", "$.interface.apphook"]);
+/** Props with no field of their own (the platform fills them in), and what to call them without a label. */
+const platformTypes = new Map([
+  ["$.interface.http", "HTTP endpoint"],
+  ["$.service.db", "Key-value store"],
+  ["$.interface.apphook", "App events"],
+]);
+
+/** A prop's name for people: its `label` as the component gives it, else its kind (platform props), else its name. */
+export function propLabel(p: PropSpec): string {
+  return p.label ?? platformTypes.get(p.type) ?? (p.type === "$.interface.timer" ? "Timer" : p.name);
+}
 
 export function initialValues(props: PropSpec[]): Values {
   const out: Values = {};
@@ -65,11 +75,12 @@ export function PropsForm({ props, values, onChange, fieldError, componentRef, o
           "aria-invalid": error ? true : undefined,
           "aria-describedby": described || undefined,
         };
-        const label = `${p.label ?? p.name}${p.optional ? " (optional)" : ""}`;
+        const label = `${propLabel(p)}${p.optional ? " (optional)" : ""}`;
         if (platformTypes.has(p.type)) {
           return (
             <div class="field" key={p.name}>
-              <span class="label">{p.label ?? p.name}</span>
+              <span class="label">{propLabel(p)}</span>
+              {p.description && <Markdown class="help" text={p.description} />}
               <p class="help">
                 {p.type === "$.interface.http"
                   ? "The source gets its own endpoint URL when deployed."
@@ -199,11 +210,7 @@ export function PropsForm({ props, values, onChange, fieldError, componentRef, o
 function Help({ p, id, error }: { p: PropSpec; id: string; error: string | undefined }) {
   return (
     <>
-      {p.description && (
-        <p class="help" id={`${id}-help`}>
-          {p.description}
-        </p>
-      )}
+      {p.description && <Markdown class="help" id={`${id}-help`} text={p.description} />}
       {error && (
         <p class="error" id={`${id}-error`} role="alert">
           {error}
@@ -428,7 +435,7 @@ function OptionsField({
       </select>
       {spec.remoteOptions && (
         <button type="button" onClick={load}>
-          Load options for {spec.label ?? spec.name}
+          Load options for {propLabel(spec)}
         </button>
       )}
       {error && <p class="error">{error}</p>}

@@ -1,5 +1,6 @@
 /** A hash router: `#/sources/dc_…` and so on, so that the server serves one page for every view. */
 import { useEffect, useState } from "preact/hooks";
+import { focusHeadingSoon } from "./focus.ts";
 
 export function currentRoute(): string {
   return location.hash.replace(/^#/, "") || "/";
@@ -8,7 +9,11 @@ export function currentRoute(): string {
 export function useRoute(): string {
   const [route, setRoute] = useState(currentRoute());
   useEffect(() => {
-    const update = () => setRoute(currentRoute());
+    const update = () => {
+      // The new page's heading takes focus once it renders (after its data loads, for some pages).
+      focusHeadingSoon();
+      setRoute(currentRoute());
+    };
     addEventListener("hashchange", update);
     return () => removeEventListener("hashchange", update);
   }, []);

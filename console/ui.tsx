@@ -1,16 +1,64 @@
-/** Small shared pieces: page titles, error notes, copy buttons, a loader hook and a JSON tree. */
+/**
+ * Small shared pieces: page titles, error notes, copy buttons, a loader hook, a JSON tree, tables and
+ * descriptions in Markdown.
+ */
 import type { ComponentChildren } from "preact";
-import { useCallback, useEffect, useState } from "preact/hooks";
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { useHeadingFocus } from "./focus.ts";
+import { type Inline, parseMarkdown } from "./markdown.ts";
 
+/** The page's heading and the document's title; it takes focus after a route change (focus.ts). */
 export function Title({ children, text }: { children?: ComponentChildren; text: string }) {
+  const ref = useRef<HTMLHeadingElement>(null);
   useEffect(() => {
     document.title = `${text} · Fount`;
   }, [text]);
+  useHeadingFocus(ref);
   return (
-    <h1 tabIndex={-1} class="title">
+    <h1 tabIndex={-1} class="title" ref={ref} data-page-heading>
       {children ?? text}
     </h1>
   );
+}
+
+/**
+ * A description in Markdown (markdown.ts), rendered as elements whose children are text only: nothing
+ * the component wrote becomes markup. Links open in a new tab, so that a half-filled form stays.
+ */
+export function Markdown({ text, id, class: className }: { text: string; id?: string; class?: string }) {
+  return (
+    <div id={id} class={className ? `markdown ${className}` : "markdown"}>
+      {parseMarkdown(text).map((block, i) =>
+        block.kind === "paragraph" ? (
+          <p key={String(i)}>{inline(block.children)}</p>
+        ) : (
+          <ul key={String(i)}>
+            {block.items.map((item, j) => (
+              <li key={String(j)}>{inline(item)}</li>
+            ))}
+          </ul>
+        ),
+      )}
+    </div>
+  );
+}
+
+function inline(nodes: Inline[]): ComponentChildren {
+  return nodes.map((n, i) => {
+    const key = String(i);
+    if (n.kind === "text") return n.text;
+    if (n.kind === "code") return <code key={key}>{n.text}</code>;
+    if (n.kind === "em" || n.kind === "strong") {
+      const Tag = n.kind;
+      return <Tag key={key}>{inline(n.children)}</Tag>;
+    }
+    return (
+      <a key={key} href={n.href} target="_blank" rel="noopener noreferrer nofollow">
+        {inline(n.children)}
+        <span class="visually-hidden"> (opens in a new tab)</span>
+      </a>
+    );
+  });
 }
 
 export function ErrorNote({ error }: { error: unknown }) {
@@ -129,6 +177,37 @@ export function TextField({
     <div class="field">
       <label for={id}>{label}</label>
       {input}
+    </div>
+  );
+}
+
+/** A labelled, required choice of one of `options` (value, text), with an empty first option saying `prompt`. */
+export function SelectField({
+  id,
+  label,
+  prompt,
+  options,
+  value,
+  onValue,
+}: {
+  id: string;
+  label: string;
+  prompt: string;
+  options: Array<[value: string, text: string]>;
+  value: string;
+  onValue: (value: string) => void;
+}) {
+  return (
+    <div class="field">
+      <label for={id}>{label}</label>
+      <select id={id} required value={value} onChange={(e) => onValue(e.currentTarget.value)}>
+        <option value="">{prompt}</option>
+        {options.map(([v, text]) => (
+          <option key={v} value={v}>
+            {text}
+          </option>
+        ))}
+      </select>
     </div>
   );
 }

@@ -1,9 +1,25 @@
-/** New source: pick a registry component (searchable) or paste/upload code, fill in its props, deploy. */
+/**
+ * New source: pick a registry component (searchable) or write, paste or upload code in the editor, fill
+ * in its props, deploy. Each step hands focus to the heading of the next one.
+ */
 import { useState } from "preact/hooks";
 import { ApiError, api, withOrg } from "../api.ts";
+import { type CodeError, CodeField } from "../code-field.tsx";
+import { focusHeadingSoon } from "../focus.ts";
 import { initialValues, type PropSpec, PropsForm, type Values } from "../props-form.tsx";
 import { navigate } from "../router.ts";
-import { ErrorNote, Title, useLoad } from "../ui.tsx";
+import { ErrorNote, Markdown, Title, useLoad } from "../ui.tsx";
+
+/** The place a 422 build error gives (`details.line`, `details.column`, 1-based), if it gives one. */
+function codeErrorOf(error: unknown): CodeError | undefined {
+  if (!(error instanceof ApiError) || typeof error.details.line !== "number") return undefined;
+  const { line, column, message } = error.details;
+  return {
+    line,
+    column: typeof column === "number" ? column : undefined,
+    message: typeof message === "string" ? message : error.message,
+  };
+}
 
 interface RegistryEntry {
   id: string;
@@ -40,6 +56,7 @@ export function NewSourcePage({ orgId }: { orgId: string | undefined }) {
   );
 
   function choose(c: Component) {
+    focusHeadingSoon();
     setComponent(c);
     setValues(initialValues(c.configurable_props));
     setError(undefined);
@@ -97,11 +114,12 @@ export function NewSourcePage({ orgId }: { orgId: string | undefined }) {
   const generalError =
     fieldError && (propNames.has(fieldError.field) || fieldError.field === "name") ? undefined : error;
 
+  const codeError = codeErrorOf(error);
   if (component) {
     return (
       <>
         <Title text={`New source: ${component.name}`} />
-        {component.description && <p>{component.description}</p>}
+        {component.description && <Markdown class="description" text={component.description} />}
         <form onSubmit={deploy} class="form" noValidate>
           <div class="field">
             <label for="source-name">Source name (optional)</label>
@@ -131,7 +149,14 @@ export function NewSourcePage({ orgId }: { orgId: string | undefined }) {
             <button type="submit" disabled={busy}>
               Deploy
             </button>
-            <button type="button" class="secondary" onClick={() => setComponent(undefined)}>
+            <button
+              type="button"
+              class="secondary"
+              onClick={() => {
+                focusHeadingSoon();
+                setComponent(undefined);
+              }}
+            >
               Choose another component
             </button>
           </div>
@@ -160,7 +185,7 @@ export function NewSourcePage({ orgId }: { orgId: string | undefined }) {
               <p class="muted">
                 {c.key} · {c.version}
               </p>
-              {c.description && <p>{c.description}</p>}
+              {c.description && <Markdown text={c.description} />}
               <button type="button" onClick={() => pick(c.key)} aria-label={`Use ${c.name}`}>
                 Use
               </button>
@@ -172,25 +197,21 @@ export function NewSourcePage({ orgId }: { orgId: string | undefined }) {
       <section aria-labelledby="code-heading">
         <h2 id="code-heading">From code</h2>
         <form onSubmit={loadCode} class="form">
-          <label for="component-code">Component code</label>
-          <textarea
+          <CodeField
             id="component-code"
-            class="code"
-            rows={10}
+            label="Component code"
             value={code}
-            onInput={(e) => setCode(e.currentTarget.value)}
+            onValue={setCode}
+            error={codeError}
+            upload={{ label: "Or upload a file", accept: ".js,.mjs,.cjs,.ts" }}
           />
-          <label for="component-file">Or upload a file</label>
-          <input
-            id="component-file"
-            type="file"
-            accept=".js,.mjs,.cjs,.ts"
-            onChange={async (e) => {
-              const file = e.currentTarget.files?.[0];
-              if (file) setCode(await file.text());
-            }}
+          <ErrorNote
+            error={
+              codeError && error instanceof ApiError && error.details.message
+                ? `Line ${codeError.line}${codeError.column ? `, column ${codeError.column}` : ""}: ${codeError.message}`
+                : error
+            }
           />
-          <ErrorNote error={error} />
           <div class="actions">
             <button type="submit" disabled={busy || code.trim() === ""}>
               Continue with this code

@@ -1,5 +1,5 @@
 /** A source: endpoint, configuration (edit props, pause, resume, run, delete) and its channels in tabs. */
-import { useState } from "preact/hooks";
+import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import { ApiError, api, formatTime } from "../api.ts";
 import { type PropSpec, PropsForm, type Values } from "../props-form.tsx";
 import { navigate } from "../router.ts";
@@ -35,6 +35,15 @@ export function SourcePage({ id }: { id: string }) {
   const [note, setNote] = useState<string>();
   const [actionError, setActionError] = useState<unknown>();
   const [confirming, setConfirming] = useState(false);
+  // The confirmation replaces the Delete button: focus goes to its safe answer, and back after Cancel.
+  const cancelRef = useRef<HTMLButtonElement>(null);
+  const deleteRef = useRef<HTMLButtonElement>(null);
+  const asked = useRef(false);
+  useLayoutEffect(() => {
+    if (confirming) cancelRef.current?.focus();
+    else if (asked.current) deleteRef.current?.focus();
+    asked.current = confirming;
+  }, [confirming]);
   const s = source?.data;
   if (error) return <ErrorNote error={error} />;
   if (!s) return <p>Loading…</p>;
@@ -108,7 +117,7 @@ export function SourcePage({ id }: { id: string }) {
           Run now
         </button>
         {!confirming ? (
-          <button type="button" class="danger" onClick={() => setConfirming(true)}>
+          <button type="button" class="danger" ref={deleteRef} onClick={() => setConfirming(true)}>
             Delete
           </button>
         ) : (
@@ -127,7 +136,7 @@ export function SourcePage({ id }: { id: string }) {
             >
               Yes, delete
             </button>{" "}
-            <button type="button" onClick={() => setConfirming(false)}>
+            <button type="button" ref={cancelRef} onClick={() => setConfirming(false)}>
               Cancel
             </button>
           </fieldset>

@@ -1,6 +1,7 @@
 /** Webhooks (create with the secret shown once, delete) and one webhook's deliveries with Redeliver. */
-import { useState } from "preact/hooks";
+import { useRef, useState } from "preact/hooks";
 import { api, formatTime } from "../api.ts";
+import { useFocusOnShow } from "../focus.ts";
 import {
   type Column,
   CopyButton,
@@ -70,6 +71,8 @@ export function WebhooksPage({ orgId }: { orgId: string | undefined }) {
   const [name, setName] = useState("");
   const [created, setCreated] = useState<{ name: string; secret: string }>();
   const [error, setError] = useState<unknown>();
+  const secretRef = useRef<HTMLElement>(null);
+  useFocusOnShow(secretRef, created);
   async function create(e: Event) {
     e.preventDefault();
     setError(undefined);
@@ -109,7 +112,7 @@ export function WebhooksPage({ orgId }: { orgId: string | undefined }) {
       </form>
       <ErrorNote error={error} />
       {created && (
-        <section class="secret" aria-labelledby="secret-heading">
+        <section class="secret" aria-labelledby="secret-heading" tabIndex={-1} ref={secretRef}>
           <h2 id="secret-heading">Signing secret of {created.name}</h2>
           <p>Shown once: keep it now to verify the webhook's signatures.</p>
           <code>{created.secret}</code> <CopyButton text={created.secret} label="Copy secret" />

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { after, before } from "node:test";
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import { type Browser, type BrowserContext, chromium, type Locator, type Page } from "playwright-core";
 import type { Config } from "../../src/config.ts";
 import { buildConsole } from "../../src/http/console-assets.ts";
 import { startServer, type TestServer } from "../helpers.ts";
@@ -80,9 +80,64 @@ export async function axe(page: Page, name: string): Promise<void> {
   assert.deepEqual(bad, [], `axe on ${name}: ${JSON.stringify(bad)}`);
 }
 
+/** Signs in with `key` and waits for the first page, the source list. */
+export async function signInToSources(page: Page, url: string, key: string): Promise<void> {
+  await signIn(page, url, key);
+  await page.getByRole("heading", { name: "Sources", level: 1 }).waitFor({ timeout: wait });
+}
+
 /** Fills the sign-in form with `key` and submits it (the caller waits for what it expects next). */
 export async function signIn(page: Page, url: string, key: string): Promise<void> {
   await page.goto(url);
   await page.getByLabel("API key").fill(key);
   await page.getByRole("button", { name: "Sign in" }).click();
+}
+
+const focusedScript =
+  "(() => { const e = document.activeElement; if (!e || e === document.body) return 'BODY'; " +
+  "return e.tagName + ' ' + (e.getAttribute('aria-label') || e.textContent || '').trim().slice(0, 60); })()";
+
+/** The focused element as `TAG text` (its first 60 characters), or `BODY` when focus fell to the page. */
+export async function focusedName(page: Page): Promise<string> {
+  return (await page.evaluate(focusedScript)) as string;
+}
+
+/**
+ * Waits until focus is on `expected` (`TAG text`, see `focusedName`): a heading takes it when it renders,
+ * which may follow the page's data. Checked on every animation frame inside the page (a string, not
+ * `waitForFunction`, whose predicate the page's policy refuses to compile); fails saying where focus is.
+ */
+export async function waitForFocus(page: Page, expected: string): Promise<void> {
+  const seen = await page.evaluate(`new Promise((resolve) => {
+    const deadline = Date.now() + ${wait};
+    const look = () => {
+      const now = ${focusedScript};
+      if (now === ${JSON.stringify(expected)} || Date.now() > deadline) resolve(now);
+      else requestAnimationFrame(look);
+    };
+    look();
+  })`);
+  assert.equal(seen, expected, "focus");
+}
+
+/** Fails when the page scrolls sideways (wider than the window), naming the elements that stick out. */
+export async function assertFitsWidth(page: Page, name: string): Promise<void> {
+  const result = (await page.evaluate(`(() => {
+    const width = window.innerWidth;
+    const out = [];
+    for (const e of document.querySelectorAll("body *")) {
+      const r = e.getBoundingClientRect();
+      if (r.right > width + 0.5) out.push(e.tagName + "." + e.className);
+    }
+    return { scrollWidth: document.documentElement.scrollWidth, width, out: out.slice(0, 5) };
+  })()`)) as { scrollWidth: number; width: number; out: string[] };
+  assert.ok(result.scrollWidth <= result.width, `${name} scrolls sideways: ${JSON.stringify(result)}`);
+}
+
+/** Whether the element has keyboard focus. */
+export async function hasFocus(locator: Locator): Promise<boolean> {
+  // The root project has no DOM types: the element is typed loosely here.
+  return locator.evaluate(
+    (e: { ownerDocument: { activeElement: unknown } }) => e === e.ownerDocument.activeElement,
+  );
 }

@@ -9,7 +9,16 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import type { Page } from "playwright-core";
 import { Receiver } from "../delivery/receiver.ts";
-import { axe, consoleSuite, openPage, signIn as signInAt, skip, wait } from "./browser.ts";
+import {
+  assertFitsWidth,
+  axe,
+  consoleSuite,
+  openPage,
+  signIn as signInAt,
+  skip,
+  wait,
+  waitForFocus,
+} from "./browser.ts";
 
 const screenshots = process.env.FOUNT_CONSOLE_SCREENSHOTS === "1";
 const suite = consoleSuite({ webhookAllowPrivate: true });
@@ -77,6 +86,7 @@ test("a user signs in, deploys from the registry, watches events, errors and del
   await page.getByLabel("API key").fill(alice.key);
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.getByRole("heading", { name: "Sources", level: 1 }).waitFor({ timeout: wait });
+  await waitForFocus(page, "H1 Sources");
   await page.getByText("No sources yet.").waitFor({ timeout: wait });
   // Acting for the organization lists its sources; back to personal, none.
   await page.getByLabel("Acting as").selectOption({ label: "acme (organization)" });
@@ -109,12 +119,15 @@ test("a user signs in, deploys from the registry, watches events, errors and del
   await page.getByLabel("Search components").fill("requests");
   await page.getByRole("button", { name: "Use New Requests" }).click();
   await page.getByRole("heading", { name: "New source: New Requests" }).waitFor({ timeout: wait });
+  // The chosen component's form replaces the list: focus goes to its heading, not to the page's body.
+  await waitForFocus(page, "H1 New source: New Requests");
   await page.getByLabel("Source name (optional)").fill("orders");
   await page.getByLabel("Response Status Code (optional)").fill("202");
   await axe(page, "new source form");
   await shot(page, "new-source");
   await page.getByRole("button", { name: "Deploy" }).click();
   await page.getByRole("heading", { name: "orders", level: 1 }).waitFor({ timeout: wait });
+  await waitForFocus(page, "H1 orders");
   const sourceId = /#\/sources\/(dc_\w+)/.exec(page.url())?.[1];
   assert.ok(sourceId, page.url());
   const endpoint = await page.getByLabel("Endpoint URL").inputValue();
@@ -233,6 +246,7 @@ test("a user signs in, deploys from the registry, watches events, errors and del
   // Sign out ends the session on the server: the old cookie, replayed, is refused.
   await page.getByRole("button", { name: "Sign out" }).click();
   await page.getByRole("heading", { name: "Sign in" }).waitFor({ timeout: wait });
+  await waitForFocus(page, "H2 Sign in");
   const replay = await fetch(`${suite.server.url}/v1/users/me`, {
     headers: { cookie: `fount_session=${session.value}` },
   });
@@ -252,10 +266,7 @@ test("a user signs in, deploys from the registry, watches events, errors and del
     await signIn(bobPage, bob.key);
     await bobPage.getByText("No sources yet.").waitFor({ timeout: wait });
     assert.equal(await bobPage.getByRole("link", { name: "orders" }).count(), 0);
-    assert.ok(
-      await bobPage.evaluate("document.documentElement.scrollWidth <= window.innerWidth"),
-      "the page fits the phone's width",
-    );
+    await assertFitsWidth(bobPage, "the source list at phone width");
     await axe(bobPage, "source list at phone width");
     await bobPage.goto(`${suite.server.url}/#/sources/${sourceId}`);
     await bobPage

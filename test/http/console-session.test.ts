@@ -26,8 +26,15 @@ test("GET / serves the console page, its script and stylesheet, under a strict c
   const page = await fetch(`${server.url}/`);
   assert.equal(page.status, 200);
   assert.match(page.headers.get("content-type") ?? "", /text\/html/);
-  assert.match(page.headers.get("content-security-policy") ?? "", /script-src 'self'/);
+  const policy = page.headers.get("content-security-policy") ?? "";
+  assert.match(policy, /script-src 'self';/);
   const html = await page.text();
+  // Styles: the console's files, and the editor's <style> with this page's nonce, new on every load.
+  const nonce = /style-src 'self' 'nonce-([A-Za-z0-9+/=]{24})';/.exec(policy)?.[1];
+  assert.ok(nonce, policy);
+  assert.ok(html.includes(`<meta name="fount-style-nonce" content="${nonce}">`), html);
+  const again = (await fetch(`${server.url}/`)).headers.get("content-security-policy") ?? "";
+  assert.ok(!again.includes(nonce), "a new nonce per page");
   const script = /src="(\/console\/app\.js\?v=\w+)"/.exec(html)?.[1];
   const style = /href="(\/console\/app\.css\?v=\w+)"/.exec(html)?.[1];
   assert.ok(script && style, html);

@@ -3,6 +3,7 @@
  * swap an API key for an HttpOnly cookie (`/console/session`). The console then calls the same `/v1` API
  * as any client, authenticated by that cookie (see `plugins/session.ts`).
  */
+import { randomBytes } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import type { Principal } from "../../domain/types.ts";
@@ -21,14 +22,16 @@ import {
 } from "../plugins/session.ts";
 
 /**
- * Only the console's own files run on its page; nothing inline, nothing from elsewhere. It connects to
- * its own origin, and to the endpoint origin for "Send a test request" (`endpoints`: that origin, or with
- * a host pattern every host of it).
+ * Only the console's own files run on its page; no inline script, nothing from elsewhere. It connects
+ * to its own origin, and to the endpoint origin for "Send a test request" (`endpoints`: that origin, or
+ * with a host pattern every host of it). Styles may also come from `<style>` elements carrying this
+ * page's nonce: the code editor (CodeMirror) writes its styles into one at run time and is given the
+ * nonce for it (`EditorView.cspNonce`).
  */
-function contentSecurityPolicy(endpoints: string): string {
+function contentSecurityPolicy(endpoints: string, styleNonce: string): string {
   return (
-    `default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self' ${endpoints}; ` +
-    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    `default-src 'self'; script-src 'self'; style-src 'self' 'nonce-${styleNonce}'; img-src 'self' data:; ` +
+    `connect-src 'self' ${endpoints}; frame-ancestors 'none'; base-uri 'none'; form-action 'self'`
   );
 }
 
@@ -41,12 +44,13 @@ function attribute(text: string): string {
  * The page. The session (or null) rides in a data attribute, so the first view needs no round trip to
  * learn who is signed in; it is data, not script, so the content policy stays strict.
  */
-function page(version: string, session: unknown): string {
+function page(version: string, session: unknown, styleNonce: string): string {
   return `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="fount-style-nonce" content="${styleNonce}">
 <title>Fount</title>
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="/console/app.css?v=${version}">
@@ -105,15 +109,20 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
   app.get("/", { schema: hidden, config: { public: true } }, async (request, reply) => {
     const assets = await consoleAssets();
     const found = await current(request);
+    // A new nonce per page (the page is never cached), so that one seen once is no use later.
+    const styleNonce = randomBytes(16).toString("base64");
     return (
       reply
         .type("text/html; charset=utf-8")
-        .header("content-security-policy", contentSecurityPolicy(endpointSource(config.endpointUrl)))
+        .header(
+          "content-security-policy",
+          contentSecurityPolicy(endpointSource(config.endpointUrl), styleNonce),
+        )
         .header("x-content-type-options", "nosniff")
         .header("referrer-policy", "no-referrer")
         // The page holds the user's name: never kept by a cache.
         .header("cache-control", "no-store")
-        .send(page(assets.version, found ? await render(found) : null))
+        .send(page(assets.version, found ? await render(found) : null, styleNonce))
     );
   });
   app.get(
