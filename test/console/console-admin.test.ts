@@ -9,14 +9,21 @@ import { connect, createServer, type Socket } from "node:net";
 import { test } from "node:test";
 import type { Page } from "playwright-core";
 import { adminKey } from "../helpers.ts";
-import { axe, consoleSuite, openPage, signIn as signInAt, skip, wait } from "./browser.ts";
+import {
+  axe,
+  consoleSuite,
+  focusedName,
+  hasFocus,
+  openPage,
+  signInToSources,
+  skip,
+  wait,
+  waitForFocus,
+} from "./browser.ts";
 
 const suite = consoleSuite();
 
-async function signIn(page: Page, key: string): Promise<void> {
-  await signInAt(page, suite.server.url, key);
-  await page.getByRole("heading", { name: "Sources", level: 1 }).waitFor({ timeout: wait });
-}
+const signIn = (page: Page, key: string) => signInToSources(page, suite.server.url, key);
 
 /** Waits until `check` holds, polling the server (state changes there in its own time). */
 async function eventually<T>(check: () => Promise<T | undefined>, what: string): Promise<T> {
@@ -193,15 +200,19 @@ test("accounts, an app prop choosing one, remote options, a propDefinition, and 
   }, "the run's event");
 
   // Delete asks first; Cancel keeps the source, Yes deletes it.
+  // Focus goes to the question's safe answer, and back to Delete after Cancel.
   await page.getByRole("button", { name: "Delete" }).click();
   const confirm = page.getByRole("group", { name: "Confirm deletion" });
   await confirm.getByText("Delete demo renamed and its events?").waitFor({ timeout: wait });
+  assert.equal(await focusedName(page), "BUTTON Cancel");
   await axe(page, "delete confirmation");
   await confirm.getByRole("button", { name: "Cancel" }).click();
+  assert.equal(await focusedName(page), "BUTTON Delete");
   assert.equal((await suite.server.api("GET", `/v1/sources/${sourceId}`, { key: carol.key })).status, 200);
   await page.getByRole("button", { name: "Delete" }).click();
   await page.getByRole("button", { name: "Yes, delete" }).click();
   await page.getByRole("heading", { name: "Sources", level: 1 }).waitFor({ timeout: wait });
+  await waitForFocus(page, "H1 Sources");
   assert.equal((await suite.server.api("GET", `/v1/sources/${sourceId}`, { key: carol.key })).status, 404);
   assert.equal(await page.getByRole("link", { name: "demo renamed" }).count(), 0);
 
@@ -218,43 +229,58 @@ test("accounts, an app prop choosing one, remote options, a propDefinition, and 
   await context.close();
 });
 
-test("an admin creates a user and an organization, manages members and API keys", { skip }, async () => {
+test("an admin lists, creates and picks users and organizations, manages members and API keys", {
+  skip,
+}, async () => {
+  const erin = await suite.server.createUser("erin");
   const context = await suite.browser.newContext({ viewport: { width: 1000, height: 700 } });
   const { page, problems } = await openPage(context);
   await signIn(page, adminKey);
   await page.getByRole("link", { name: "Admin" }).click();
   await page.getByRole("heading", { name: "Admin", level: 1 }).waitFor({ timeout: wait });
+  // Every user is listed, newest first, with the fields of the admin API.
+  const users = page.getByRole("table", { name: /^Users: / });
+  await users.getByRole("row", { name: /erin/ }).waitFor({ timeout: wait });
+  assert.match(await users.getByRole("row").nth(1).innerText(), /erin\s+erin@example\.com\s+free\s+no/);
+  assert.equal(await users.getByRole("rowheader", { name: "admin", exact: true }).count(), 1);
+  await page.getByText("No organizations yet.").waitFor({ timeout: wait });
   await axe(page, "admin");
 
-  // A user; their first key is shown once and works.
+  // A user; their first key is shown once (and takes focus) and works; the list shows them at once.
   await page.getByLabel("Username").fill("dave");
-  await page.getByLabel("Email").fill("dave@example.com");
+  await page.getByLabel("Email", { exact: true }).fill("dave@example.com");
   await page.getByRole("button", { name: "Create user" }).click();
   const created = page.getByText(/^User dave created \(/);
   await created.waitFor({ timeout: wait });
   const daveId = /\((\w+)\)/.exec(await created.innerText())?.[1];
   assert.ok(daveId);
-  const daveKey = await page.getByRole("region", { name: "New API key" }).locator("code").innerText();
+  const newKey = page.getByRole("region", { name: "New API key" });
+  const daveKey = await newKey.locator("code").innerText();
+  assert.equal(await hasFocus(newKey), true, "the new key has focus");
   const me = await suite.server.api("GET", "/v1/users/me", { key: daveKey });
   assert.equal(me.status, 200);
   assert.equal(me.body.data.username, "dave");
+  await users.getByRole("rowheader", { name: "dave", exact: true }).waitFor({ timeout: wait });
 
-  // An organization owned by another user, then dave added as a member and removed again.
-  const erin = await suite.server.createUser("erin");
+  // An organization owned by another user, chosen by name; then dave added as a member and removed.
   await page.getByLabel("Organization name").fill("globex");
-  await page.getByLabel("Owner user ID").fill(erin.id);
+  await page.getByLabel("Owner").selectOption({ label: "erin (erin@example.com)" });
   await page.getByRole("button", { name: "Create organization" }).click();
   const orgNote = page.getByText(/^Organization globex created \(/);
   await orgNote.waitFor({ timeout: wait });
   const orgId = /\((\w+)\)/.exec(await orgNote.innerText())?.[1];
   assert.ok(orgId);
+  const orgRow = page.getByRole("table", { name: /^Organizations: / }).getByRole("row", { name: /globex/ });
+  await orgRow.waitFor({ timeout: wait });
+  assert.match(await orgRow.innerText(), /globex\s+globex\s+erin/, "the owner by name");
+  assert.equal((await suite.server.api("GET", `/v1/admin/orgs?limit=1`)).body.data[0].owner_id, erin.id);
   const memberOf = async () => {
     const r = await suite.server.api("GET", "/v1/users/me", { key: daveKey });
     return JSON.stringify(r.body.data).includes(orgId);
   };
   assert.equal(await memberOf(), false);
-  await page.getByLabel("Organization ID").fill(orgId);
-  await page.getByLabel("User ID", { exact: true }).first().fill(daveId);
+  await page.getByLabel("Organization", { exact: true }).selectOption({ label: "globex" });
+  await page.getByLabel("User", { exact: true }).selectOption({ label: "dave (dave@example.com)" });
   await page.getByRole("button", { name: "Add member" }).click();
   await page.getByText("Member added.").waitFor({ timeout: wait });
   assert.equal(await memberOf(), true);
@@ -262,16 +288,16 @@ test("an admin creates a user and an organization, manages members and API keys"
   await page.getByText("Member removed.").waitFor({ timeout: wait });
   assert.equal(await memberOf(), false);
 
-  // dave's keys: list, create one (shown once), revoke it.
-  const keysForm = page.locator("form", { has: page.getByRole("heading", { name: "API keys" }) });
-  await keysForm.getByLabel("User ID").fill(daveId);
-  await keysForm.getByRole("button", { name: "List keys" }).click();
-  const keys = page.getByRole("table", { name: "Keys" });
-  await keys.waitFor({ timeout: wait });
+  // dave's keys, from his row: list, create one (shown once), revoke it.
+  await page.getByRole("button", { name: "API keys of dave" }).click();
+  const keysHeading = page.getByRole("heading", { name: "API keys of dave" });
+  await keysHeading.waitFor({ timeout: wait });
+  assert.equal(await hasFocus(keysHeading), true);
+  const keys = page.getByRole("table", { name: "Keys of dave" });
   assert.equal(await keys.getByRole("button", { name: /^Revoke key / }).count(), 1);
-  await keysForm.getByRole("button", { name: "Create key" }).click();
+  await page.getByRole("button", { name: "Create key" }).click();
   await page.getByText("Key created.").waitFor({ timeout: wait });
-  const secondKey = await page.getByRole("region", { name: "New API key" }).locator("code").innerText();
+  const secondKey = await newKey.locator("code").innerText();
   assert.notEqual(secondKey, daveKey);
   assert.equal((await suite.server.api("GET", "/v1/users/me", { key: secondKey })).status, 200);
   await keys
@@ -281,6 +307,8 @@ test("an admin creates a user and an organization, manages members and API keys"
   await axe(page, "admin with keys");
   await keys.getByRole("button", { name: `Revoke key ${secondKey.slice(0, 8)}` }).click();
   await page.getByText("Key revoked.").waitFor({ timeout: wait });
+  // The Revoke button went with the key; focus is on the keys' heading, not lost to the page's body.
+  assert.equal(await hasFocus(keysHeading), true);
   assert.equal((await suite.server.api("GET", "/v1/users/me", { key: secondKey })).status, 401);
   assert.equal((await suite.server.api("GET", "/v1/users/me", { key: daveKey })).status, 200);
 
