@@ -6,6 +6,7 @@
 import { adminCommands } from "../admin.ts";
 import type { Command } from "../command.ts";
 import { accountCommands } from "./accounts.ts";
+import { adminListCommands } from "./admin-lists.ts";
 import { authCommands } from "./auth.ts";
 import { deliveryCommands } from "./deliveries.ts";
 import { devCommands } from "./dev.ts";
@@ -29,6 +30,7 @@ export const commands: Command[] = [
   ...deliveryCommands,
   ...subscriptionCommands,
   ...adminCommands,
+  ...adminListCommands,
   ...registryCommands,
 ];
 
