@@ -4,7 +4,8 @@
  * builds it once on first use, so a checkout works without the extra step.
  */
 import { createHash } from "node:crypto";
-import { mkdir, readdir, readFile, rename, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import path from "node:path";
 import { fileURLToPath } from "node:url";
 import * as esbuild from "esbuild";
 
@@ -44,6 +45,12 @@ export async function buildConsole(outDir: string = consoleOutDir): Promise<void
     const temporary = `${file.path}.${process.pid}.tmp`;
     await writeFile(temporary, file.contents);
     await rename(temporary, file.path);
+  }
+  // Chunks of earlier builds go: the server reads every file here into memory, and the editor's chunk
+  // alone is 430 KB. (Their names are hashes of their content, so a current one is never removed.)
+  const current = new Set(result.outputFiles.map((f) => path.basename(f.path)));
+  for (const name of await readdir(outDir)) {
+    if (/^chunk-\w+\.js$/.test(name) && !current.has(name)) await rm(`${outDir}${name}`, { force: true });
   }
 }
 
