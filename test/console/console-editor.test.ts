@@ -3,6 +3,7 @@
  * chunk of its own on the New source page only: typing, a build error marked at its line, Tab and the
  * way out of the editor, its label), and a component's labels and descriptions as it defines them,
  * Markdown rendered as text and safe links only, whatever a hostile description holds.
+ * FOUNT_CONSOLE_SCREENSHOTS=1 writes docs/console/code-editor.png.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -85,6 +86,10 @@ test("the first page loads no editor; the New source page's editor highlights, m
   assert.equal(await page.locator(".cm-lintRange-error").count(), 1, "one mark, on line 7");
   assert.equal(await page.locator(".cm-lint-marker-error").count(), 1, "a marker in the gutter");
   await axe(page, "code editor with a build error");
+  if (process.env.FOUNT_CONSOLE_SCREENSHOTS === "1") {
+    await page.locator(".cm-editor").scrollIntoViewIfNeeded();
+    await page.screenshot({ path: "docs/console/code-editor.png" });
+  }
 
   // Tab indents inside the editor; Escape, then Tab, moves on to the next field.
   await editor.click();
