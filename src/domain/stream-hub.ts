@@ -264,12 +264,13 @@ export class StreamClient {
   }
 
   /**
-   * Sends the opening comment and `stored` (oldest first), pacing them by the socket's drain, then the
+   * Sends the opening comment (unless `preamble` is false: another client of the same socket, for
+   * another channel, sent it) and `stored` (oldest first), pacing them by the socket's drain, then the
    * live events held meanwhile, skipping any already sent; from then on the stream is live.
    */
-  async start(stored: EventRecord[]): Promise<void> {
+  async start(stored: EventRecord[], preamble = true): Promise<void> {
     if (this.#state !== "replaying") return;
-    this.#write(`:ok\nretry: ${this.#hub.options.retryMs}\n\n`);
+    if (preamble) this.#write(`:ok\nretry: ${this.#hub.options.retryMs}\n\n`);
     for (const e of stored) {
       if (this.#state !== "replaying") return;
       if (!isAfter({ ms: e.idMs, seq: e.idSeq }, this.#last)) continue;

@@ -557,3 +557,44 @@ test("deleting the source ends its open streams", async () => {
   await ended;
   await eventually(() => hub.size() === baseline, "the hub to drop the client");
 });
+
+test("every stream, one channel or several, opens with one `:ok` and one `retry:` and is never compressed", async () => {
+  // Logs a line and fails: one event on $logs and one on $errors, the two channels of /observations.
+  const res = await server.api("POST", "/v1/sources", {
+    body: {
+      component_code: `export default {
+        name: "sse-observed",
+        version: "0.0.1",
+        props: { http: "$.interface.http" },
+        run() { console.log("a line"); throw new Error("went wrong"); },
+      };`,
+    },
+  });
+  assert.equal(res.status, 200, res.text);
+  const source: Source = { id: res.body.data.id, endpoint: res.body.data.endpoint_url };
+  const paths = [
+    `/sources/${source.id}/sse`,
+    `/sse/dc/${source.id}/emits`,
+    `/sse/dc/${source.id}/observations`,
+  ];
+  for (const path of paths) {
+    const stream = await rawStream(path, { "accept-encoding": "br, gzip" });
+    try {
+      assert.equal(stream.res.headers.get("content-type"), "text/event-stream");
+      assert.equal(stream.res.headers.get("content-encoding"), null, `${path} is not compressed`);
+      if (path.endsWith("observations")) {
+        // The $errors frame is written after its channel's start, so a second preamble would be in the text.
+        await fetch(source.endpoint, { method: "POST" }).then((r) => r.text());
+        const text = await stream.readUntil((t) => (t.match(/^data: /gm) ?? []).length >= 2);
+        assert.equal((text.match(/^data: /gm) ?? []).length, 2, text);
+        assert.equal((text.match(/^:ok$/gm) ?? []).length, 1, text);
+        assert.equal((text.match(/^retry: /gm) ?? []).length, 1, text);
+      } else {
+        const text = await stream.readUntil((t) => t.includes("\n\n"));
+        assert.match(text, /^:ok\nretry: \d+\n\n$/);
+      }
+    } finally {
+      stream.close();
+    }
+  }
+});

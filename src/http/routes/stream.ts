@@ -199,6 +199,7 @@ export async function streamRoutes(
     // Headers set by hooks (x-request-id) go out too: a hijacked reply does not send them itself.
     reply.raw.writeHead(200, { ...(reply.getHeaders() as OutgoingHttpHeaders), ...sseHeaders });
     request.log.debug({ sourceId: source.id, channels, replay: stored.flat().length }, "stream opened");
-    for (const [i, client] of clients.entries()) await client.start(stored[i] ?? []);
+    // One socket, one preamble: the first channel's client sends it.
+    for (const [i, client] of clients.entries()) await client.start(stored[i] ?? [], i === 0);
   }
 }
