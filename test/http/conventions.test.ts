@@ -324,6 +324,22 @@ test("unknown paths are 404 and known paths with another method 405 with Allow",
   assertApiError(await server.api("DELETE", "/v1/users/me", { key }), { status: 405 });
 });
 
+test("Pipedream Connect's /components/configure and /components/props are 404, not 405", async () => {
+  const { key } = await server.createUser(unique("connect"));
+  for (const path of ["/v1/components/configure", "/v1/components/props"]) {
+    for (const method of ["POST", "PUT", "DELETE"]) {
+      const res = await server.api(method, path, { key, body: method === "DELETE" ? undefined : {} });
+      assertApiError(res, { status: 404, code: "not_found" });
+      assert.equal(res.headers.get("allow"), null, `${method} ${path} names no other method`);
+    }
+  }
+  // A component's path with another method is still a 405.
+  assertApiError(await server.api("POST", "/v1/components/sc_abc", { key, body: {} }), {
+    status: 405,
+    code: "method_not_allowed",
+  });
+});
+
 test("the request ID is echoed when the client sends a sane one and generated otherwise", async () => {
   const { key } = await server.createUser(unique("reqid"));
   const echoed = await server.api("GET", "/v1/users/me", {
