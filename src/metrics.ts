@@ -14,6 +14,13 @@ import type { Storage } from "./storage/port.ts";
 /** Seconds: from a fast commit (1 ms) to a run at the default 30 s timeout. */
 const durationBuckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
+/** Default metrics dropped for their `_total` suffix; `sum without (type) (fount_<name minus _total>)` is each. */
+const sumGauges = [
+  "nodejs_active_handles_total",
+  "nodejs_active_requests_total",
+  "nodejs_active_resources_total",
+];
+
 /** What the scrape reads from parts made after the metrics (wired by `attach`). */
 export interface MetricSources {
   store: Storage;
@@ -40,6 +47,9 @@ export class Metrics {
     const registry = this.registry;
     registry.setDefaultLabels({ node: nodeId });
     collectDefaultMetrics({ register: registry, prefix: "fount_" });
+    // prom-client's defaults include three gauges named like counters, which `promtool check metrics`
+    // refuses; each is the sum of the per-type gauge beside it (docs/operations.md gives the query).
+    for (const name of sumGauges) registry.removeSingleMetric(`fount_${name}`);
     this.#httpRequests = new Counter({
       name: "fount_http_requests_total",
       help: "API requests answered, by route pattern and status (source endpoints are counted apart)",
