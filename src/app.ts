@@ -9,8 +9,6 @@ import os from "node:os";
 import path from "node:path";
 import type { Duplex } from "node:stream";
 import rateLimit from "@fastify/rate-limit";
-import swagger from "@fastify/swagger";
-import swaggerUi from "@fastify/swagger-ui";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastify";
 import { Agent as UndiciAgent } from "undici";
@@ -43,6 +41,8 @@ import { AuthThrottle } from "./http/auth-throttle.ts";
 import { componentApiHandler } from "./http/component-api.ts";
 import { bearerToken, filterFields } from "./http/conventions.ts";
 import { EndpointListener, type ServerTimeouts, setUpServer } from "./http/endpoint-listener.ts";
+import { apiDocs } from "./http/plugins/api-docs.ts";
+import { registerCompression } from "./http/plugins/compression.ts";
 import {
   clientErrorHandler,
   frameworkErrors,
@@ -483,26 +483,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     return filterFields(payload, include, exclude);
   });
 
-  await app.register(swagger, {
-    openapi: {
-      openapi: "3.1.0",
-      info: {
-        title: "Fount event source API",
-        version: "1",
-        description:
-          "Pipedream-compatible REST API for components, sources, events, subscriptions and webhooks.",
-      },
-      servers: [{ url: config.publicUrl }],
-      components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } } },
-      security: [{ bearer: [] }],
-    },
-  });
-  // swagger-ui's own routes are public.
-  app.addHook("onRoute", (route) => {
-    if (route.url.startsWith("/docs")) route.config = { ...(route.config ?? {}), public: true };
-  });
-  await app.register(swaggerUi, { routePrefix: "/docs", uiConfig: { docExpansion: "list" } });
-  app.get("/openapi.json", { schema: { hide: true }, config: { public: true } }, async () => app.swagger());
+  await registerCompression(app);
+  await app.register(apiDocs, { publicUrl: config.publicUrl });
 
   if (config.metrics) {
     countRequests(app);

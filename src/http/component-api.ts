@@ -18,7 +18,8 @@ export function componentApiHandler(app: Pick<FastifyInstance, "inject">): Compo
     const res = await app.inject({
       method: request.method as InjectOptions["method"],
       url: request.url,
-      headers: request.headers,
+      // The answer crosses a local IPC channel, not a network: compressing it would only cost CPU.
+      headers: { ...request.headers, "accept-encoding": "identity" },
       ...(body.length > 0 || bodyMethods.has(request.method) ? { payload: body } : {}),
       // What the auth throttle counts wrong keys by: an account's executors are one client to it, so a
       // component guessing keys is throttled without touching other accounts or outside clients.

@@ -94,11 +94,49 @@ test("every authenticated operation documents a success and the 400 and 401 erro
   }
 });
 
-test("/docs serves the API documentation as HTML without a key", async () => {
+test("every operation has an operationId: unique, camelCase, and stable for known routes", async () => {
+  const doc = (await server.api("GET", "/openapi.json", { key: null })).body;
+  const owners = new Map<string, string>();
+  for (const op of await operations(server)) {
+    const id = doc.paths[op.path][op.method.toLowerCase()].operationId;
+    assert.match(id ?? "", /^[a-z][A-Za-z0-9]*$/, `${op.label} has a camelCase operationId`);
+    assert.equal(owners.get(id), undefined, `${op.label} and ${owners.get(id)} share ${id}`);
+    owners.set(id, op.label);
+  }
+  // Client generators name methods after these: renaming one breaks their users.
+  const ids = (path: string, method: string) => doc.paths[path][method].operationId;
+  assert.equal(ids("/v1/sources/{id}/events", "get"), "listSourceEvents");
+  assert.equal(ids("/v1/sources", "post"), "createSource");
+  assert.equal(ids("/v1/users/me/sources", "get"), "listMySources");
+  assert.equal(ids("/v1/webhooks/{id}", "put"), "updateWebhook");
+  assert.equal(ids("/v1/sources/{id}/run", "post"), "runSource");
+});
+
+test("/docs is the reference page: every operation by its operationId, no script, a strict policy", async () => {
+  const doc = (await server.api("GET", "/openapi.json", { key: null })).body;
   const res = await fetch(`${server.url}/docs`);
   assert.equal(res.status, 200);
   assert.match(res.headers.get("content-type") ?? "", /^text\/html/);
-  assert.match(await res.text(), /swagger/i);
-  const initializer = await fetch(`${server.url}/docs/static/swagger-initializer.js`);
-  assert.equal(initializer.status, 200);
+  const policy = res.headers.get("content-security-policy") ?? "";
+  assert.match(policy, /default-src 'none'/);
+  assert.doesNotMatch(policy, /script-src|unsafe-inline|https?:/);
+  const html = await res.text();
+  assert.doesNotMatch(html, /<script/i);
+  for (const op of await operations(server)) {
+    const id = doc.paths[op.path][op.method.toLowerCase()].operationId;
+    assert.ok(html.includes(`<section class="op" id="${id}"`), `${op.label} is on the page as #${id}`);
+    assert.ok(html.includes(`href="#${id}"`), `${op.label} is in the page's index`);
+  }
+  // Its one stylesheet has its hash in its name: cached for good. The page itself is revalidated.
+  const css = /<link rel="stylesheet" href="(\/docs\/reference-[0-9a-f]+\.css)">/.exec(html)?.[1];
+  assert.ok(css, "the page links its stylesheet");
+  const sheet = await fetch(server.url + css);
+  assert.equal(sheet.status, 200);
+  assert.match(sheet.headers.get("content-type") ?? "", /^text\/css/);
+  assert.equal(sheet.headers.get("cache-control"), "public, max-age=31536000, immutable");
+  assert.equal((await fetch(`${server.url}/docs/reference-000000000000.css`)).status, 404);
+  assert.equal(res.headers.get("cache-control"), "no-cache");
+  const etag = res.headers.get("etag") ?? "";
+  const again = await fetch(`${server.url}/docs`, { headers: { "if-none-match": etag } });
+  assert.equal(again.status, 304);
 });
