@@ -290,7 +290,7 @@ test("new-issue registers its endpoint as a project hook, checks GitLab's token,
 
   const logs = await fount(["logs", s.id, "--no-follow"], env);
   assert.match(logs.stdout, /Created "issues_events" webhook for project ID \d+/);
-  await json("delete", s.id);
+  await json("delete", s.id, "--yes");
   assert.ok(!gitlab.hooks.has(hook.id), "deactivate deleted the hook");
 });
 
@@ -340,5 +340,5 @@ test("updating a webhook source to another project moves its hook (deactivate, t
     emitted.map((e: any) => e.metadata.summary),
     ['New Merge Request: "Add compiler" by Grace Hopper (grace)'],
   );
-  await json("delete", s.id);
+  await json("delete", s.id, "--yes");
 });

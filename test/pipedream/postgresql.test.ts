@@ -416,6 +416,6 @@ test("a timer tick runs the source like a manual run; deleting it leaves the dat
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
   assert.deepEqual(items, ["one", "two"], "the scheduler ran the source within its interval");
-  await json("delete", s.id);
+  await json("delete", s.id, "--yes");
   assert.equal((await sql(`SELECT count(*)::int AS n FROM "${schema}".ticks`))[0].n, 2);
 });
