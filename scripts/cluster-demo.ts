@@ -6,7 +6,9 @@
  *
  * Settings (environment): DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test with the schema
  * `fount_demo`), FOUNT_DEMO_NODES (3), FOUNT_DEMO_PORT (the first node's port, 3101), FOUNT_DEMO_DIR
- * (.fount-cluster). The first start creates the admin and prints its key; later starts reuse the store.
+ * (.fount-cluster), PUBLIC_URL and FOUNT_ENDPOINT_URL (unset, each node's URLs name that node; set them
+ * to the addresses of a load balancer in front, and every node names those). The first start creates
+ * the admin and prints its key; later starts reuse the store.
  */
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -40,9 +42,10 @@ const children = Array.from({ length: count }, (_, i) => {
       FOUNT_NODE_ID: name,
       PORT: String(port),
       FOUNT_ENDPOINT_PORT: String(port + 100),
-      // Any node's address serves every source; a load balancer in front would be the public one.
-      PUBLIC_URL: process.env.PUBLIC_URL ?? `http://127.0.0.1:${firstPort}`,
-      FOUNT_ENDPOINT_URL: process.env.FOUNT_ENDPOINT_URL ?? `http://127.0.0.1:${firstPort + 100}`,
+      // The addresses clients use for this node: it prints them, and builds endpoint URLs from them.
+      // Any node serves every source, so each may name itself; behind a load balancer, all name that.
+      PUBLIC_URL: process.env.PUBLIC_URL ?? `http://127.0.0.1:${port}`,
+      FOUNT_ENDPOINT_URL: process.env.FOUNT_ENDPOINT_URL ?? `http://127.0.0.1:${port + 100}`,
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
