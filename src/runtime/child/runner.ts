@@ -145,6 +145,7 @@ function startSpare(): void {
 }
 
 function newRealm(): Realm {
+  enterScratch();
   const worker = new Worker(realmFile, {
     // The thread's name in /proc: how a realm's threads are told from Node's own.
     name: "realm",
@@ -177,6 +178,22 @@ function newRealm(): Realm {
   worker.on("exit", (code) => onRealmExit(realm, code));
   send({ t: "realm" });
   return realm;
+}
+
+/**
+ * Enters the owner's scratch folder, this process's working directory, again by its path. A worker
+ * thread reads the working directory as it starts; should the folder's tmpfs have been unmounted while
+ * this process runs (lazily, as `umount -l` does: by an operator cleaning up, say), the directory the
+ * process is in is unreachable, and every realm started after that failed with `ENOENT: process.cwd
+ * failed` until the process was replaced. By path, it is whatever is there now: the new mount, or the
+ * folder under the old one. One syscall per realm start, which costs 50-250 ms of CPU anyway.
+ */
+function enterScratch(): void {
+  try {
+    process.chdir(init.scratchDir);
+  } catch {
+    // The folder is gone altogether: the worker's own start error says so.
+  }
 }
 
 /**
