@@ -79,8 +79,11 @@ export async function makeBox(name: string): Promise<Box> {
   assert.equal(health[0], "CMD", "the image has a HEALTHCHECK (built with --format docker)");
   assert.equal(config.User, "root");
   assert.ok(config.Volumes?.["/var/lib/fount"], "/var/lib/fount is a volume");
-  assert.ok(config.ExposedPorts?.["8787/tcp"], "port 8787 is exposed");
-  ok(`image ${image}: user root, volume /var/lib/fount, port 8787, HEALTHCHECK ${health.slice(1).join(" ")}`);
+  assert.ok(config.ExposedPorts?.["8787/tcp"], "port 8787 (the API) is exposed");
+  assert.ok(config.ExposedPorts?.["8788/tcp"], "port 8788 (source endpoints) is exposed");
+  ok(
+    `image ${image}: user root, volume /var/lib/fount, ports 8787 and 8788, HEALTHCHECK ${health.slice(1).join(" ")}`,
+  );
   await podman(["create", "--name", name, image]);
   return {
     name,

@@ -52,18 +52,36 @@ async function api(base: string, key: string, method: string, route: string, bod
   return { status: res.status, body: text ? JSON.parse(text) : undefined, text };
 }
 
+/** Where a server in the box answers: the API (PORT) and source endpoints (FOUNT_ENDPOINT_PORT). */
+interface Ports {
+  api: number;
+  endpoints: number;
+  /** http://127.0.0.1:<api> */
+  base: string;
+  /** http://127.0.0.1:<endpoints> */
+  endpointBase: string;
+}
+
 /** Runs `checks` against a server started in the box; prints its output when one fails. */
 async function withServer(
   box: Box,
   dirs: BoxDirs,
   caps: string[],
-  checks: (server: BoxProcess, port: number) => Promise<void>,
+  checks: (server: BoxProcess, ports: Ports) => Promise<void>,
 ): Promise<void> {
-  const port = await freePort();
+  const api = await freePort();
+  const endpoints = await freePort();
+  const ports = {
+    api,
+    endpoints,
+    base: `http://127.0.0.1:${api}`,
+    endpointBase: `http://127.0.0.1:${endpoints}`,
+  };
   const log = path.join(logs, "server.log");
-  const server = startInBox(box, dirs, caps, { PORT: String(port), ...keyFile }, box.command, log);
+  const env = { PORT: String(api), FOUNT_ENDPOINT_PORT: String(endpoints), ...keyFile };
+  const server = startInBox(box, dirs, caps, env, box.command, log);
   try {
-    await checks(server, port);
+    await checks(server, ports);
   } catch (err) {
     process.stdout.write(`server output (${log}):\n${server.output().slice(-4000)}\n`);
     throw err;
@@ -90,20 +108,21 @@ function executors(server: BoxProcess): Array<{ nice: number; uid: number }> {
 }
 
 /** Hits the `who` source and returns what it saw. */
-async function hitWho(base: string, key: string): Promise<{ uid: number; tmp: string; read: string }> {
-  const source = await api(base, key, "GET", "/v1/sources/who");
+async function hitWho(ports: Ports, key: string): Promise<{ uid: number; tmp: string; read: string }> {
+  const source = await api(ports.base, key, "GET", "/v1/sources/who");
   assert.equal(source.status, 200, source.text);
-  const hit = await fetch(`${base}${new URL(source.body.data.endpoint_url).pathname}`, { method: "POST" });
+  const path = new URL(source.body.data.endpoint_url).pathname;
+  const hit = await fetch(`${ports.endpointBase}${path}`, { method: "POST" });
   assert.equal(hit.status, 200, await hit.text());
-  const events = await api(base, key, "GET", "/v1/sources/who/event_summaries");
+  const events = await api(ports.base, key, "GET", "/v1/sources/who/event_summaries");
   return events.body.data[0].event;
 }
 
 /** The first start, with compose.yaml's capabilities; returns the admin's API key. */
 export async function checkFirstStart(box: Box, dirs: BoxDirs, caps: string[]): Promise<string> {
   let key = "";
-  await withServer(box, dirs, caps, async (server, port) => {
-    const base = `http://127.0.0.1:${port}`;
+  await withServer(box, dirs, caps, async (server, ports) => {
+    const { base } = ports;
     const t = Date.now();
     key = await waitFor(
       "the server's first start",
@@ -125,7 +144,7 @@ export async function checkFirstStart(box: Box, dirs: BoxDirs, caps: string[]): 
     const health = await fetch(`${base}/healthz`);
     assert.equal(health.status, 200);
     assert.deepEqual(await health.json(), { status: "ok" });
-    await execInBox(box, pid, { PORT: String(port) }, box.healthcheck);
+    await execInBox(box, pid, { PORT: String(ports.api) }, box.healthcheck);
     ok("GET /healthz 200 {status: ok}, and the image's HEALTHCHECK command exits 0");
     const ready = await fetch(`${base}/readyz`);
     assert.equal(ready.status, 200);
@@ -144,9 +163,15 @@ export async function checkFirstStart(box: Box, dirs: BoxDirs, caps: string[]): 
     });
     assert.equal(made.status, 200, made.text);
     const endpoint = new URL(made.body.data.endpoint_url);
-    assert.equal(endpoint.origin, `http://localhost:${port}`, "PUBLIC_URL defaults to the published port");
+    assert.equal(
+      endpoint.origin,
+      `http://localhost:${ports.endpoints}`,
+      "endpoint URLs: PUBLIC_URL's default host on the endpoint port",
+    );
+    const onApi = await fetch(`${base}${endpoint.pathname}`, { method: "POST" });
+    assert.equal(onApi.status, 421, "the API's origin serves no endpoint");
     const marker = randomBytes(6).toString("hex");
-    const hit = await fetch(`${base}${endpoint.pathname}`, {
+    const hit = await fetch(`${ports.endpointBase}${endpoint.pathname}`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ hello: "image", marker }),
@@ -159,12 +184,12 @@ export async function checkFirstStart(box: Box, dirs: BoxDirs, caps: string[]): 
       [{ hello: "image", marker }],
     );
     ok(
-      `a source deployed from the registry (http-new-requests) answered a hit at ${endpoint.pathname} and stored its event`,
+      `a source deployed from the registry (http-new-requests) answered a hit at ${endpoint.href} (the endpoints' own port; the API's answers 421) and stored its event`,
     );
 
     const who = await api(base, key, "POST", "/v1/sources", { component_code: whoCode, name: "who" });
     assert.equal(who.status, 200, who.text);
-    const seen = await hitWho(base, key);
+    const seen = await hitWho(ports, key);
     assert.ok(seen.uid >= FIRST_AUTO_UID, `component code ran as uid ${seen.uid}`);
     assert.equal(seen.read, "written");
     const serverNice = niceAndUid(pid).nice;
@@ -196,8 +221,7 @@ export async function checkFirstStart(box: Box, dirs: BoxDirs, caps: string[]): 
  * deployed before still runs, its executor under a uid of its own, at the server's priority.
  */
 export async function checkRestart(box: Box, dirs: BoxDirs, caps: string[], key: string): Promise<void> {
-  await withServer(box, dirs, caps, async (server, port) => {
-    const base = `http://127.0.0.1:${port}`;
+  await withServer(box, dirs, caps, async (server, ports) => {
     await waitFor(
       "the restart",
       () => (/^Fount is listening on /m.test(server.output()) ? true : undefined),
@@ -205,7 +229,7 @@ export async function checkRestart(box: Box, dirs: BoxDirs, caps: string[], key:
       server.exited,
     );
     assert.doesNotMatch(server.output(), /Created the admin user/, "the store of the first start was kept");
-    const seen = await hitWho(base, key);
+    const seen = await hitWho(ports, key);
     assert.ok(seen.uid >= FIRST_AUTO_UID, `component code ran as uid ${seen.uid}`);
     const serverNice = niceAndUid(server.pid()).nice;
     for (const e of executors(server)) assert.equal(e.nice, serverNice, "no SYS_NICE: not reniced");
