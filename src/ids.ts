@@ -2,7 +2,7 @@ import { randomFillSync } from "node:crypto";
 
 const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
-/** Resource ID prefixes of the spec, plus Fount's own (`apn_` accounts, `key_` API keys, `del_` deliveries). */
+/** Resource ID prefixes of the spec, plus Fount's own (`apn_` accounts, `key_` API keys, `del_` deliveries, `ses_` console sessions). */
 export type IdPrefix =
   | "sc"
   | "dc"
@@ -16,7 +16,8 @@ export type IdPrefix =
   | "key"
   | "asub"
   | "del"
-  | "emt";
+  | "emt"
+  | "ses";
 
 /** `<prefix>_<12 base62 chars>`: about 71 bits of randomness, plenty to be unguessable within a store. */
 export function newId(prefix: IdPrefix, length = 12): string {

@@ -38,6 +38,20 @@ export interface ApiKey {
   revokedAt: number | null;
 }
 
+/**
+ * A console sign-in of a user (docs/console.md): its sealed cookie names it, and it lasts until it
+ * expires or is ended (sign-out, revoked by its user or an admin, or the oldest past the cap).
+ */
+export interface SessionRecord {
+  id: string;
+  userId: string;
+  createdAt: number;
+  expiresAt: number;
+  /** The client address and User-Agent at sign-in, to tell sessions apart in a list. */
+  address: string | null;
+  userAgent: string | null;
+}
+
 /** Who is calling: the key's user and the organizations they belong to. */
 export interface Principal {
   user: User;

@@ -17,6 +17,7 @@ import type {
   OrgRole,
   Page,
   PageQuery,
+  SessionRecord,
   SourceRecord,
   Subscription,
   TimerRecord,
@@ -148,6 +149,19 @@ export interface StorageOps {
   listApiKeys(userId: string): Promise<ApiKey[]>;
   /** Marks a key revoked; returns whether it was live. */
   revokeApiKey(id: string, at: number): Promise<boolean>;
+
+  // Console sessions (docs/console.md): rows of their user, deleted when they end
+  insertSession(session: SessionRecord): Promise<void>;
+  /** The session and its user, when the session exists and `expires_at` is after `now` (epoch seconds). */
+  findSession(id: string, now: number): Promise<{ session: SessionRecord; user: User } | undefined>;
+  /** A user's sessions that expire after `now`, newest first. */
+  listSessions(userId: string, now: number): Promise<SessionRecord[]>;
+  /** Deletes a session of this user; returns whether there was one. */
+  deleteSession(userId: string, id: string): Promise<boolean>;
+  /** Deletes a user's sessions but the newest `keep`; returns how many. */
+  trimSessions(userId: string, keep: number): Promise<number>;
+  /** Deletes every session whose `expires_at` is at or before `now`; returns how many. */
+  pruneSessions(now: number): Promise<number>;
 
   // Webhooks
   insertWebhook(webhook: Webhook): Promise<void>;

@@ -13,6 +13,7 @@ import type {
   DeliveryStatus,
   EventRecord,
   Org,
+  SessionRecord,
   SourceRecord,
   Subscription,
   TimerRecord,
@@ -62,6 +63,27 @@ export const toKey = (r: Row): ApiKey => ({
   hash: r.hash as string,
   createdAt: r.created_at as number,
   revokedAt: (r.revoked_at as number | null) ?? null,
+});
+
+export const toSession = (r: Row): SessionRecord => ({
+  id: r.id as string,
+  userId: r.user_id as string,
+  createdAt: r.created_at as number,
+  expiresAt: r.expires_at as number,
+  address: (r.address as string | null) ?? null,
+  userAgent: (r.user_agent as string | null) ?? null,
+});
+
+/**
+ * The columns of a session joined with its user, renamed so that the user's `id` and `created_at`
+ * stay the user's (`toSessionWithUser` reads them back).
+ */
+export const sessionWithUserColumns =
+  "s.id AS s_id, s.user_id, s.created_at AS s_created_at, s.expires_at, s.address, s.user_agent, u.*";
+
+export const toSessionWithUser = (r: Row): { session: SessionRecord; user: User } => ({
+  session: toSession({ ...r, id: r.s_id, created_at: r.s_created_at }),
+  user: toUser(r),
 });
 
 export const toWebhook = (r: Row): WithSeq<Webhook> => ({

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import type { EventRecord, User, Webhook } from "../../src/domain/types.ts";
+import type { EventRecord, SessionRecord, User, Webhook } from "../../src/domain/types.ts";
 import type { Storage } from "../../src/storage/port.ts";
 import { deliveryContract } from "./delivery-contract.ts";
 import { sharedStateContract } from "./shared-state-contract.ts";
@@ -38,6 +38,18 @@ function webhook(ownerId: string, overrides: Partial<Webhook> = {}): Webhook {
     allowPrivate: false,
     createdAt: 1,
     updatedAt: 1,
+    ...overrides,
+  };
+}
+
+function session(userId: string, overrides: Partial<SessionRecord> = {}): SessionRecord {
+  return {
+    id: unique("ses"),
+    userId,
+    createdAt: 1,
+    expiresAt: 1000,
+    address: null,
+    userAgent: null,
     ...overrides,
   };
 }
@@ -163,6 +175,66 @@ export function storageContract(name: string, open: () => Promise<Storage>): voi
     assert.equal(await s.revokeApiKey(key.id, 6), false);
     assert.equal(await s.findApiKeyByHash(key.hash), undefined);
     assert.equal((await s.listApiKeys(u.id))[0]?.revokedAt, 5);
+  });
+
+  withStore("a session is found with its user until it expires, and listed newest first", async (s) => {
+    const u = user();
+    const other = user();
+    await s.insertUser(u);
+    await s.insertUser(other);
+    const first = session(u.id, { createdAt: 100, expiresAt: 200, address: "192.0.2.1", userAgent: "A" });
+    const second = session(u.id, { createdAt: 150, expiresAt: 300 });
+    await s.insertSession(first);
+    await s.insertSession(second);
+    await s.insertSession(session(other.id, { createdAt: 100, expiresAt: 300 }));
+    assert.deepEqual(await s.findSession(first.id, 199), { session: first, user: u });
+    assert.equal(await s.findSession(first.id, 200), undefined, "expired at expires_at");
+    assert.equal(await s.findSession("ses_missing", 0), undefined);
+    assert.deepEqual(await s.listSessions(u.id, 100), [second, first]);
+    assert.deepEqual(await s.listSessions(u.id, 250), [second]);
+  });
+
+  withStore("a session is deleted only by its own user's ID", async (s) => {
+    const u = user();
+    const other = user();
+    await s.insertUser(u);
+    await s.insertUser(other);
+    const mine = session(u.id);
+    await s.insertSession(mine);
+    assert.equal(await s.deleteSession(other.id, mine.id), false);
+    assert.ok(await s.findSession(mine.id, 0));
+    assert.equal(await s.deleteSession(u.id, mine.id), true);
+    assert.equal(await s.deleteSession(u.id, mine.id), false);
+    assert.equal(await s.findSession(mine.id, 0), undefined);
+  });
+
+  withStore("trimming keeps a user's newest sessions, and pruning deletes the expired", async (s) => {
+    const u = user();
+    const other = user();
+    await s.insertUser(u);
+    await s.insertUser(other);
+    const made: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const one = session(u.id, { createdAt: 10, expiresAt: 100 + i });
+      await s.insertSession(one);
+      made.push(one.id);
+    }
+    const others = session(other.id, { expiresAt: 100 });
+    await s.insertSession(others);
+    assert.equal(await s.trimSessions(u.id, 3), 2);
+    assert.deepEqual(
+      (await s.listSessions(u.id, 0)).map((x) => x.id),
+      made.slice(2).reverse(),
+      "the oldest two went",
+    );
+    assert.equal(await s.trimSessions(u.id, 3), 0);
+    // Expired at or before 103: the other user's (100) and the sessions expiring at 102 and 103.
+    assert.equal(await s.pruneSessions(103), 3);
+    assert.deepEqual(
+      (await s.listSessions(u.id, 0)).map((x) => x.id),
+      [made[4]],
+    );
+    assert.deepEqual(await s.listSessions(other.id, 0), []);
   });
 
   withStore("webhooks page newest first in both cursor directions", async (s) => {

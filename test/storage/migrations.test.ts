@@ -1,6 +1,7 @@
 /**
  * Migrations of both drivers: several PostgreSQL nodes starting at once on an empty database all come
- * up, and a store written by a newer Fount (a migration this build does not know) is refused.
+ * up, a store written by a newer Fount (a migration this build does not know) is refused, and what a
+ * migration changes in rows already stored.
  */
 import assert from "node:assert/strict";
 import { mkdtempSync, readdirSync } from "node:fs";
@@ -9,6 +10,7 @@ import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { test } from "node:test";
 import pg from "pg";
+import type { Storage } from "../../src/storage/port.ts";
 import { openPostgresStorage } from "../../src/storage/postgres/driver.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
 import { dropSchema, freshSchema, testPgUrl } from "../pg-schemas.ts";
@@ -112,4 +114,81 @@ test("sqlite: a store written by a newer Fount is refused with a clear message",
       return true;
     },
   );
+});
+
+/** What a store held before sessions had a table: a user, its own key and a "console session" key. */
+async function keysBeforeSessions(store: Storage): Promise<void> {
+  await store.insertUser({
+    id: "u_old",
+    username: "old",
+    email: "old@example.com",
+    plan: "free",
+    isAdmin: false,
+    createdAt: 1,
+    updatedAt: 1,
+  });
+  for (const [id, name] of [
+    ["key_own", "default"],
+    ["key_console", "console session"],
+  ] as const)
+    await store.insertApiKey({
+      id,
+      userId: "u_old",
+      name,
+      prefix: "fnt_abcd",
+      hash: `hash-${id}`,
+      createdAt: 1,
+      revokedAt: null,
+    });
+}
+
+/** Sessions are rows of their own now: migration 010 revokes the API keys sign-ins made before it. */
+async function assertConsoleKeysRevoked(store: Storage): Promise<void> {
+  assert.equal(await store.findApiKeyByHash("hash-key_console"), undefined);
+  assert.equal((await store.findApiKeyByHash("hash-key_own"))?.key.id, "key_own");
+  const revoked = (await store.listApiKeys("u_old")).find((k) => k.id === "key_console");
+  assert.ok(revoked?.revokedAt && revoked.revokedAt > 1_700_000_000, "revoked at the migration's time");
+}
+
+test("sqlite: migration 010 revokes the 'console session' keys of earlier sign-ins, and only those", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  const store = openSqliteStorage({ dataDir });
+  await keysBeforeSessions(store);
+  await store.close();
+  // Back to the store as version 009 left it, then migrate again.
+  const db = new DatabaseSync(path.join(dataDir, "fount.db"));
+  db.exec("DROP TABLE sessions; DELETE FROM schema_migrations WHERE version >= 10");
+  db.close();
+  const migrated = openSqliteStorage({ dataDir });
+  try {
+    await assertConsoleKeysRevoked(migrated);
+  } finally {
+    await migrated.close();
+  }
+});
+
+test("postgres: migration 010 revokes the 'console session' keys of earlier sign-ins, and only those", async () => {
+  const schema = freshSchema();
+  try {
+    const store = await openPostgresStorage({ url: testPgUrl, schema, poolSize: 1 });
+    await keysBeforeSessions(store);
+    await store.close();
+    const client = new pg.Client({ connectionString: testPgUrl });
+    await client.connect();
+    try {
+      await client.query(
+        `DROP TABLE "${schema}".sessions; DELETE FROM "${schema}".schema_migrations WHERE version >= 10`,
+      );
+    } finally {
+      await client.end();
+    }
+    const migrated = await openPostgresStorage({ url: testPgUrl, schema, poolSize: 1 });
+    try {
+      await assertConsoleKeysRevoked(migrated);
+    } finally {
+      await migrated.close();
+    }
+  } finally {
+    await dropSchema(schema);
+  }
 });

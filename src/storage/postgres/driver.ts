@@ -20,6 +20,7 @@ import { PostgresHealth, probeOnce } from "./health.ts";
 import { migrate, quoteIdent } from "./migrate.ts";
 import { nodeOps } from "./node-ops.ts";
 import { type CacheKind, cacheKinds, RowCache, withRowCache } from "./row-cache.ts";
+import { sessionOps } from "./sessions.ts";
 import { sourceOps } from "./sources.ts";
 import { type Queryable, Sql } from "./sql.ts";
 import { subscriptionOps } from "./subscriptions.ts";
@@ -86,6 +87,7 @@ function opsOn(db: Queryable, inTransaction = false): StorageOps {
   const q = new Sql(db);
   return {
     ...accountOps(q),
+    ...sessionOps(q),
     ...webhookOps(q),
     ...subscriptionOps(q, inTransaction),
     ...sourceOps(q),

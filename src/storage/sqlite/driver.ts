@@ -21,6 +21,7 @@ import type {
   OrgRole,
   Page,
   PageQuery,
+  SessionRecord,
   SourceRecord,
   Subscription,
   TimerRecord,
@@ -61,6 +62,7 @@ import { SqliteDeliveryOps } from "./delivery-ops.ts";
 import { migrate } from "./migrate.ts";
 import { SqliteNodeOps } from "./node-ops.ts";
 import { limitParam, type Row } from "./rows.ts";
+import { SqliteSessionOps } from "./sessions.ts";
 
 /** `?, ?, ?` for an IN list (never empty: an empty list matches nothing). */
 function placeholders(values: readonly unknown[]): string {
@@ -93,6 +95,7 @@ export class SqliteOps implements StorageOps {
   readonly #statements = new Map<string, ReturnType<DatabaseSync["prepare"]>>();
   readonly #delivery: SqliteDeliveryOps;
   readonly #node: SqliteNodeOps;
+  readonly #sessions: SqliteSessionOps;
   /**
    * Rows read on every source endpoint hit, kept frozen. While the server runs, this connection is the
    * only writer of `sources` (users are never updated or deleted): a write to `sources`, or a rolled-back
@@ -137,6 +140,7 @@ export class SqliteOps implements StorageOps {
     };
     this.#delivery = new SqliteDeliveryOps(helpers);
     this.#node = new SqliteNodeOps(helpers);
+    this.#sessions = new SqliteSessionOps(helpers);
   }
 
   /** Prepared statements are cached by SQL text. */
@@ -322,6 +326,27 @@ export class SqliteOps implements StorageOps {
   async revokeApiKey(id: string, at: number): Promise<boolean> {
     return this.run("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", [at, id]) > 0;
   }
+
+  // --- Console sessions: the SQL is in sessions.ts ---
+  async insertSession(session: SessionRecord): Promise<void> {
+    this.#sessions.insertSession(session);
+  }
+  async findSession(id: string, now: number): Promise<{ session: SessionRecord; user: User } | undefined> {
+    return this.#sessions.findSession(id, now);
+  }
+  async listSessions(userId: string, now: number): Promise<SessionRecord[]> {
+    return this.#sessions.listSessions(userId, now);
+  }
+  async deleteSession(userId: string, id: string): Promise<boolean> {
+    return this.#sessions.deleteSession(userId, id);
+  }
+  async trimSessions(userId: string, keep: number): Promise<number> {
+    return this.#sessions.trimSessions(userId, keep);
+  }
+  async pruneSessions(now: number): Promise<number> {
+    return this.#sessions.pruneSessions(now);
+  }
+  // --- End of console sessions ---
 
   async insertWebhook(w: Webhook): Promise<void> {
     this.run(
