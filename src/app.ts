@@ -14,7 +14,7 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from "fastif
 import { Agent as UndiciAgent } from "undici";
 import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
-import { hashApiKey, SecretBox } from "./crypto/secret-box.ts";
+import { SecretBox } from "./crypto/secret-box.ts";
 import { AddressPolicy } from "./delivery/address-guard.ts";
 import { deliveryContext } from "./delivery/routing.ts";
 import { setUpDelivery } from "./delivery/setup.ts";
@@ -33,15 +33,17 @@ import { EventRecorder } from "./domain/recorder.ts";
 import { publishRegistryFolder } from "./domain/registry.ts";
 import { SourceRunner } from "./domain/runner.ts";
 import { TimerScheduler } from "./domain/scheduler.ts";
+import { Sessions } from "./domain/sessions.ts";
 import { nodeDeadAfterMs } from "./domain/source-leases.ts";
 import { SourceService } from "./domain/sources.ts";
 import { endpointPlace } from "./endpoint-origin.ts";
 import { AppError } from "./errors.ts";
 import { AuthThrottle } from "./http/auth-throttle.ts";
 import { componentApiHandler } from "./http/component-api.ts";
-import { bearerToken, filterFields } from "./http/conventions.ts";
+import { filterFields } from "./http/conventions.ts";
 import { EndpointListener, type ServerTimeouts, setUpServer } from "./http/endpoint-listener.ts";
 import { apiDocs } from "./http/plugins/api-docs.ts";
+import { Authenticator, rateLimitKey } from "./http/plugins/authentication.ts";
 import { registerCompression } from "./http/plugins/compression.ts";
 import {
   clientErrorHandler,
@@ -53,7 +55,7 @@ import { relaxFilteredResponses } from "./http/plugins/filtered-responses.ts";
 import { sharedRateLimitStore } from "./http/plugins/rate-limit-store.ts";
 import { applyRequestRules } from "./http/plugins/request-rules.ts";
 import { RouteIndex } from "./http/plugins/route-index.ts";
-import { openSession, readCookie, sessionCookie, sessionKey } from "./http/plugins/session.ts";
+import { SessionCookies } from "./http/plugins/session.ts";
 import { accountRoutes } from "./http/routes/accounts.ts";
 import { adminRoutes } from "./http/routes/admin.ts";
 import { catalogRoutes } from "./http/routes/catalog.ts";
@@ -64,6 +66,7 @@ import { type EndpointHandler, endpointHandler, endpointPrefix } from "./http/ro
 import { healthRoutes } from "./http/routes/health.ts";
 import { countRequests, metricsRoutes } from "./http/routes/metrics.ts";
 import { orgRoutes } from "./http/routes/orgs.ts";
+import { sessionRoutes } from "./http/routes/sessions.ts";
 import { sourceEventRoutes } from "./http/routes/source-events.ts";
 import { sourceRoutes } from "./http/routes/sources.ts";
 import { streamHubOf, streamRoutes } from "./http/routes/stream.ts";
@@ -148,6 +151,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     throw err;
   }
   const accounts = new Accounts(store, clock);
+  const sessions = new Sessions(store, clock);
   const created = options.deferBootstrap ? undefined : await accounts.bootstrap(config.bootstrapApiKey);
   // Executors under uids of their own (as root, unless turned off) need a uid range no other Fount
   // server on this host uses, and the egress rules for it (docs/isolation.md).
@@ -377,6 +381,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     store,
     secrets,
     accounts,
+    sessions,
     logger: app.log,
     bus,
     committer,
@@ -434,10 +439,16 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     return sendError(reply, new AppError("not_found", `No route ${request.method} ${path}`));
   });
 
-  const authThrottle = new AuthThrottle({
-    maxFailures: config.authFailureLimit,
-    windowMs: config.authFailureWindowMs,
-    now: () => clock.now(),
+  const authenticator = new Authenticator({
+    accounts,
+    sessions,
+    cookies: new SessionCookies(secrets, { secure: config.publicUrl.startsWith("https:") }),
+    throttle: new AuthThrottle({
+      maxFailures: config.authFailureLimit,
+      windowMs: config.authFailureWindowMs,
+      now: () => clock.now(),
+    }),
+    clock,
   });
   app.addHook("preClose", async () => {
     closing = true;
@@ -453,23 +464,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     if (closing) throw new AppError("shutting_down");
     // Unmatched requests go to the 404/405 handler without asking for a key.
     if (request.routeOptions.url === undefined || request.routeOptions.config.public) return;
-    // The console's session cookie stands in for the header (http/plugins/session.ts).
-    const key = bearerToken(request.headers.authorization) ?? sessionKey(request, secrets, clock.now());
-    if (!key) throw new AppError("unauthorized", "Send the API key as Authorization: Bearer <key>");
-    const keyHash = authThrottle.enabled ? hashApiKey(key) : "";
-    const waitMs = authThrottle.waitMs(request.ip, keyHash);
-    if (waitMs > 0) {
-      throw new AppError("auth_throttled", undefined, {
-        headers: { "retry-after": String(Math.ceil(waitMs / 1000)) },
-      });
-    }
-    const found = await accounts.authenticate(key);
-    if (!found) {
-      authThrottle.failed(request.ip);
-      throw new AppError("unauthorized", "Unknown or revoked API key");
-    }
-    authThrottle.succeeded(request.ip, keyHash);
-    request.principal = found;
+    // An API key, or the console's session cookie (http/plugins/authentication.ts).
+    request.principal = await authenticator.principal(request);
   });
 
   // include/exclude apply to every JSON response that has `data`.
@@ -502,13 +498,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
           ...(store.capabilities.sharedByNodes
             ? { store: sharedRateLimitStore(store, () => clock.now()), skipOnError: true }
             : {}),
-          // Per API key (hashed, so the limiter's memory never holds secrets); per address without one.
-          keyGenerator: (request) => {
-            const key =
-              bearerToken(request.headers.authorization) ??
-              openSession(secrets, readCookie(request.headers.cookie, sessionCookie), clock.now());
-            return key ? `k:${hashApiKey(key)}` : `ip:${request.ip}`;
-          },
+          // Per user, whichever key or console session they use; per address without one.
+          keyGenerator: rateLimitKey,
           errorResponseBuilder: (_request, context) => {
             const err = new AppError(
               "rate_limited",
@@ -533,6 +524,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       await v1.register(workflowRoutes);
       await v1.register(catalogRoutes);
       await v1.register(orgRoutes);
+      await v1.register(sessionRoutes);
     },
     { prefix: "/v1" },
   );
@@ -545,7 +537,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       logger: app.log,
     });
   await app.register(streamRoutes);
-  await app.register(consoleRoutes);
+  await app.register(consoleRoutes, { authenticator });
 
   // Fount's own components (the `registry/` folder) are published before the server answers.
   app.addHook("onReady", async () => {
@@ -553,6 +545,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   });
   app.addHook("onReady", async () => {
     if (options.startScheduler !== false) scheduler.start();
+    sessions.startSweeping((err) => app.log.warn({ err }, "could not delete expired console sessions"));
     if (options.startDispatcher !== false) await dispatcher.start();
   });
   // Several nodes: once listening, this node tells the others where to forward its sources' hits.
@@ -563,6 +556,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   });
   // Shutdown order: no new timer runs, in-flight commits land, executors stop, then the store closes.
   app.addHook("onClose", async () => {
+    sessions.stop();
     await scheduler.stop();
     // Before the commits drain: its last results and released claims go through the committer and store.
     await dispatcher.stop();

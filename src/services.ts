@@ -13,6 +13,7 @@ import type { HitForwarding } from "./domain/hit-forwarding.ts";
 import type { EventRecorder } from "./domain/recorder.ts";
 import type { SourceRunner } from "./domain/runner.ts";
 import type { TimerScheduler } from "./domain/scheduler.ts";
+import type { Sessions } from "./domain/sessions.ts";
 import type { SourceService } from "./domain/sources.ts";
 import type { StreamInterest } from "./domain/stream-hub.ts";
 import type { Metrics } from "./metrics.ts";
@@ -25,6 +26,8 @@ export interface Services {
   store: Storage;
   secrets: SecretBox;
   accounts: Accounts;
+  /** Console sessions (docs/console.md). */
+  sessions: Sessions;
   logger: FastifyBaseLogger;
   bus: Bus;
   committer: Committer;

@@ -76,6 +76,28 @@ export async function testPostgresFor(dataDir: string | undefined): Promise<Stor
   return openTestPostgres(schema);
 }
 
+/** Calls a server's API as `options.key` (default: the admin; null: no key), as any HTTP client does. */
+export function apiClient(url: string): TestServer["api"] {
+  return async (method, p, options = {}) => {
+    const headers: Record<string, string> = { ...(options.headers ?? {}) };
+    const key = options.key === undefined ? adminKey : options.key;
+    if (key !== null) headers.authorization = `Bearer ${key}`;
+    let body: string | undefined;
+    if (options.raw !== undefined) body = options.raw;
+    else if (options.body !== undefined) body = JSON.stringify(options.body);
+    if (body !== undefined) headers["content-type"] = options.contentType ?? "application/json";
+    const res = await fetch(url + p, { method, headers, body });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      // Not JSON: leave the text.
+    }
+    return { status: res.status, headers: res.headers, body: parsed, text };
+  };
+}
+
 export async function startServer(
   overrides: Partial<Config> = {},
   env: NodeJS.ProcessEnv = {},
@@ -113,24 +135,7 @@ export async function startServer(
   const { url, endpoints } = bound;
   useBoundUrls(built, env, bound);
 
-  const api = async (method: string, p: string, options: RequestOptions = {}): Promise<ApiResponse> => {
-    const headers: Record<string, string> = { ...(options.headers ?? {}) };
-    const key = options.key === undefined ? adminKey : options.key;
-    if (key !== null) headers.authorization = `Bearer ${key}`;
-    let body: string | undefined;
-    if (options.raw !== undefined) body = options.raw;
-    else if (options.body !== undefined) body = JSON.stringify(options.body);
-    if (body !== undefined) headers["content-type"] = options.contentType ?? "application/json";
-    const res = await fetch(url + p, { method, headers, body });
-    const text = await res.text();
-    let parsed: unknown = text;
-    try {
-      parsed = text ? JSON.parse(text) : undefined;
-    } catch {
-      // Not JSON: leave the text.
-    }
-    return { status: res.status, headers: res.headers, body: parsed, text };
-  };
+  const api = apiClient(url);
 
   const createUser = async (username: string, plan: "free" | "paid" = "free") => {
     const res = await api("POST", "/v1/admin/users", {

@@ -143,7 +143,11 @@ export class Accounts {
     const found = await this.#store.findApiKeyByHash(hashApiKey(secret));
     if (!found) return undefined;
     const orgs = await this.#store.listOrgsOfUser(found.user.id);
-    return { user: found.user, keyId: found.key.id, orgIds: orgs.map((o) => o.id) };
+    return {
+      user: found.user,
+      credential: { kind: "key", id: found.key.id },
+      orgIds: orgs.map((o) => o.id),
+    };
   }
 }
 

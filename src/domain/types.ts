@@ -52,10 +52,11 @@ export interface SessionRecord {
   userAgent: string | null;
 }
 
-/** Who is calling: the key's user and the organizations they belong to. */
+/** Who is calling: the user of the key or session, and the organizations they belong to. */
 export interface Principal {
   user: User;
-  keyId: string;
+  /** What the request authenticated with: an API key (`key_…`) or a console session (`ses_…`). */
+  credential: { kind: "key" | "session"; id: string };
   orgIds: string[];
 }
 

@@ -1,16 +1,17 @@
 /**
- * Throttles guessing of API keys, per client address, the way fail2ban does: after `maxFailures` wrong
- * keys from one address within `windowMs`, further requests from it with a key are refused with 429
- * `auth_throttled` (and `Retry-After`) until that window ends, without the key being looked up, so a guess
- * made while throttled learns nothing.
+ * Throttles wrong API keys per client address: after `maxFailures` wrong keys from one address within
+ * `windowMs`, further wrong keys from it get 429 `auth_throttled` (and `Retry-After`) instead of 401
+ * until that window ends.
  *
- * Keys that already worked from that address keep working while it is throttled: behind a reverse proxy
- * or a NAT many clients share one address, and one misconfigured or hostile client must not lock the
- * others out (GitHub instead blocks every attempt, valid ones too). A new key, even a correct one, waits
- * for the window like any guess.
+ * It throttles the guesses, never a valid key: keys are checked as always while an address is throttled,
+ * and a valid one passes. Keys are about 190 random bits, so no rate of guessing finds one; what wrong
+ * keys cost is a lookup each and noise, and behind a reverse proxy or a NAT many clients share one
+ * address, so one hostile or misconfigured client must not lock the others out. The 429 tells a client
+ * stuck on a bad key to back off, and while the address is throttled the same wrong key sent again is
+ * refused from memory, without a lookup (a script retrying a revoked key is the usual case).
  *
  * Memory is bounded: at most `maxAddresses` addresses are remembered (the least recently seen is forgotten
- * first) and at most `goodKeysPerAddress` keys each.
+ * first) and at most `badKeysPerAddress` wrong keys each.
  */
 
 /** How the throttle is tuned; `maxFailures: 0` turns it off. */
@@ -19,15 +20,15 @@ export interface AuthThrottleOptions {
   windowMs: number;
   now?: () => number;
   maxAddresses?: number;
-  goodKeysPerAddress?: number;
+  badKeysPerAddress?: number;
 }
 
 interface AddressState {
   failures: number;
   /** When the current window of failures started. */
   windowStart: number;
-  /** Hashes of keys that authenticated from this address, most recent last. */
-  goodKeys: string[];
+  /** Hashes of wrong keys sent while throttled, most recent last. */
+  badKeys: string[];
 }
 
 export class AuthThrottle {
@@ -36,7 +37,7 @@ export class AuthThrottle {
   readonly #addresses = new Map<string, AddressState>();
 
   constructor(options: AuthThrottleOptions) {
-    this.#o = { now: Date.now, maxAddresses: 10_000, goodKeysPerAddress: 4, ...options };
+    this.#o = { now: Date.now, maxAddresses: 10_000, badKeysPerAddress: 8, ...options };
   }
 
   get enabled(): boolean {
@@ -48,49 +49,48 @@ export class AuthThrottle {
     return this.#addresses.size;
   }
 
-  /** Milliseconds `address` must wait before `keyHash` is looked up; 0 when it may be now. */
-  waitMs(address: string, keyHash: string): number {
-    if (!this.enabled) return 0;
+  /**
+   * Milliseconds `address` stays throttled when `keyHash` is a wrong key it already sent while
+   * throttled (refuse it without a lookup); 0 otherwise (look the key up).
+   */
+  knownBadMs(address: string, keyHash: string): number {
     const state = this.#addresses.get(address);
-    if (!state || state.failures < this.#o.maxFailures) return 0;
-    const left = state.windowStart + this.#o.windowMs - this.#o.now();
-    if (left <= 0) {
-      state.failures = 0;
-      return 0;
-    }
-    return state.goodKeys.includes(keyHash) ? 0 : left;
+    if (!state?.badKeys.includes(keyHash)) return 0;
+    return this.#throttledMs(state);
   }
 
-  /** A wrong key came from `address`. */
-  failed(address: string): void {
-    if (!this.enabled) return;
+  /**
+   * A wrong key came from `address`. Returns how many milliseconds the address stays throttled (answer
+   * 429 with that wait), or 0 while it is within its allowance (answer 401).
+   */
+  failed(address: string, keyHash: string): number {
+    if (!this.enabled) return 0;
     const state = this.#touch(address);
     const now = this.#o.now();
     if (state.failures === 0 || now - state.windowStart >= this.#o.windowMs) {
       state.failures = 0;
       state.windowStart = now;
+      state.badKeys = [];
     }
     state.failures++;
+    const wait = this.#throttledMs(state);
+    if (wait > 0 && !state.badKeys.includes(keyHash)) {
+      state.badKeys.push(keyHash);
+      if (state.badKeys.length > this.#o.badKeysPerAddress) state.badKeys.shift();
+    }
+    return wait;
   }
 
-  /** `keyHash` authenticated from `address`. */
-  succeeded(address: string, keyHash: string): void {
-    if (!this.enabled) return;
-    const known = this.#addresses.get(address);
-    // The usual case, the same client again: nothing to change, no reordering.
-    if (known && known.goodKeys[known.goodKeys.length - 1] === keyHash) return;
-    const state = this.#touch(address);
-    const at = state.goodKeys.indexOf(keyHash);
-    if (at !== -1) state.goodKeys.splice(at, 1);
-    state.goodKeys.push(keyHash);
-    if (state.goodKeys.length > this.#o.goodKeysPerAddress) state.goodKeys.shift();
+  #throttledMs(state: AddressState): number {
+    if (state.failures <= this.#o.maxFailures) return 0;
+    return Math.max(0, state.windowStart + this.#o.windowMs - this.#o.now());
   }
 
   #touch(address: string): AddressState {
     let state = this.#addresses.get(address);
     if (state) this.#addresses.delete(address);
     else {
-      state = { failures: 0, windowStart: 0, goodKeys: [] };
+      state = { failures: 0, windowStart: 0, badKeys: [] };
       if (this.#addresses.size >= this.#o.maxAddresses) {
         const oldest = this.#addresses.keys().next().value;
         if (oldest !== undefined) this.#addresses.delete(oldest);

@@ -134,25 +134,31 @@ test("checking the session while signed out is not an error", async () => {
   assert.equal(res.body.data, null);
 });
 
-test("sign-out revokes the session's own key on the server, and only that key", async () => {
+test("sign-out ends the session on the server and clears the cookie; the user's key still works", async () => {
   const carol = await server.createUser("carol-console");
   const { cookie } = await signIn(carol.key);
   assert.ok(cookie);
-  const keys = await server.api("GET", `/v1/admin/users/${carol.id}/keys`);
-  assert.ok(keys.body.data.some((k: any) => k.name === "console session" && k.revoked_at === null));
+  const listed = await server.api("GET", `/v1/admin/users/${carol.id}/sessions`);
+  assert.equal(listed.body.data.length, 1);
   const out = await server.api("DELETE", "/console/session", {
     key: null,
     headers: { cookie, ...consoleHeaders },
   });
   assert.equal(out.status, 200);
+  assert.equal(out.body.data.signed_out, true);
   assert.match(out.headers.get("set-cookie") ?? "", /Max-Age=0/);
   // The old cookie, replayed, no longer works.
-  assert.equal((await server.api("GET", "/v1/users/me", { key: null, headers: { cookie } })).status, 401);
-  // The user's own key still does.
+  const replayed = await server.api("GET", "/v1/users/me", { key: null, headers: { cookie } });
+  assert.equal(replayed.status, 401);
+  assert.match(replayed.body.error, /session has ended/);
+  assert.deepEqual((await server.api("GET", `/v1/admin/users/${carol.id}/sessions`)).body.data, []);
+  // The user's own key still does, and signing in made no key.
   assert.equal((await server.api("GET", "/v1/users/me", { key: carol.key })).status, 200);
-  const after = await server.api("GET", `/v1/admin/users/${carol.id}/keys`);
-  const session = after.body.data.find((k: any) => k.name === "console session");
-  assert.notEqual(session.revoked_at, null);
+  const keys = await server.api("GET", `/v1/admin/users/${carol.id}/keys`);
+  assert.deepEqual(
+    keys.body.data.map((k: any) => k.name),
+    ["default"],
+  );
 });
 
 test("GET /v1/components/registry lists the registry's components and filters by q", async () => {
@@ -168,7 +174,7 @@ test("GET /v1/components/registry lists the registry's components and filters by
   );
 });
 
-test("console sessions are rate-limited per session, not per address", async () => {
+test("console sessions are rate-limited per user, not per address", async () => {
   const limited = await startServer({}, { FOUNT_RATE_LIMIT: "3" });
   try {
     const a = await limited.createUser("rate-a");
@@ -188,7 +194,7 @@ test("console sessions are rate-limited per session, not per address", async () 
         (await limited.api("GET", "/v1/users/me", { key: null, headers: { cookie: ca } })).status,
       );
     assert.deepEqual(statuses, [200, 200, 200, 429]);
-    // Another session from the same address has its own budget.
+    // Another user from the same address has a budget of their own.
     assert.equal(
       (await limited.api("GET", "/v1/users/me", { key: null, headers: { cookie: cb } })).status,
       200,

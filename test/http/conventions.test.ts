@@ -369,7 +369,7 @@ test("the request ID is echoed when the client sends a sane one and generated ot
   }
 });
 
-test("each API key gets its own rate limit, answered with 429 and Retry-After", async () => {
+test("each user gets their own rate limit, answered with 429 and Retry-After", async () => {
   const limited = await startServer({ rateLimit: 3 });
   try {
     const user = await limited.createUser(unique("limited")); // one of the admin key's three
@@ -379,7 +379,7 @@ test("each API key gets its own rate limit, answered with 429 and Retry-After", 
     assertApiError(res, { status: 429, code: "rate_limited" });
     const retry = Number(res.headers.get("retry-after"));
     assert.ok(Number.isInteger(retry) && retry >= 1 && retry <= 60, `Retry-After ${retry}`);
-    // Another key has its own budget; the probes are not limited.
+    // Another user's key has its own budget; the probes are not limited.
     assert.equal((await limited.api("GET", "/v1/users/me")).status, 200);
     for (let i = 0; i < 5; i++)
       assert.equal((await limited.api("GET", "/healthz", { key: null })).status, 200);

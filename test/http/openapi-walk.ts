@@ -227,6 +227,20 @@ export const fixtureMakers: Record<string, (ctx: MakerContext) => Promise<string
     ).data.id,
 };
 
+/** A console session (`ses_…`) of the user: a sign-in with its key, found in its list of sessions. */
+fixtureMakers.ses = async ({ server, user }) => {
+  await ok(
+    server.api("POST", "/console/session", {
+      key: null,
+      body: { api_key: user.key },
+      headers: { "x-fount-console": "1" },
+    }),
+    "sign in",
+  );
+  return (await ok(server.api("GET", "/v1/users/me/sessions", { key: user.key }), "list sessions")).data[0]
+    .id;
+};
+
 /** The smallest source: it emits what it is run with; one prop with options. */
 export const walkerComponentCode = `export default {
   name: "Walker",

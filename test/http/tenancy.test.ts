@@ -33,6 +33,8 @@ const excluded: Record<string, string> = {
   "GET /healthz": "public liveness probe, no tenant data",
   "GET /readyz": "public readiness probe, no tenant data",
   "GET /v1/components/registry": "lists the registry, which every user shares; no tenant data",
+  "GET /v1/users/me/sessions":
+    "takes no ID: lists the caller's own console sessions (test/http/sessions.test.ts: another user's are not listed)",
 };
 
 /** Routes whose control request (the caller's own IDs) cannot succeed yet, and why. */

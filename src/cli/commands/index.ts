@@ -14,6 +14,7 @@ import { eventCommands } from "./events.ts";
 import { initCommands } from "./init.ts";
 import { listenCommands } from "./listen.ts";
 import { registryCommands } from "./registry.ts";
+import { sessionCommands } from "./sessions.ts";
 import { sourceCommands } from "./sources.ts";
 import { subscriptionCommands } from "./subscriptions.ts";
 import { webhookCommands } from "./webhooks.ts";
@@ -32,6 +33,7 @@ export const commands: Command[] = [
   ...adminCommands,
   ...adminListCommands,
   ...registryCommands,
+  ...sessionCommands,
 ];
 
 /** One line of help for each first word shared by several commands. */
@@ -40,5 +42,6 @@ export const groups: Record<string, string> = {
   webhook: "Create and delete webhooks",
   accounts: "Connect app accounts, whose credentials become $auth of app props",
   registry: "Publish components to the server's registry (admin key)",
+  sessions: "List and revoke console sessions (signed-in browsers)",
   admin: "Administer accounts on the server's own store (run on the server host; no API key needed)",
 };

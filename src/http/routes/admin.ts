@@ -20,7 +20,8 @@ import {
 } from "../conventions.ts";
 import { renderComponent } from "./components.ts";
 
-function requireAdmin(request: FastifyRequest): void {
+/** Refuses (403) a caller that is not an admin. */
+export function requireAdmin(request: FastifyRequest): void {
   if (!principal(request).user.isAdmin)
     throw new AppError("forbidden", "Only admin keys may use the admin API");
 }

@@ -1,7 +1,7 @@
 /**
  * The web console: its page at `GET /`, its built script and stylesheet, and the session endpoints that
- * swap an API key for an HttpOnly cookie (`/console/session`). The console then calls the same `/v1` API
- * as any client, authenticated by that cookie (see `plugins/session.ts`).
+ * swap an API key for a console session and its HttpOnly cookie (`/console/session`). The console then
+ * calls the same `/v1` API as any client, authenticated by that cookie (see `plugins/session.ts`).
  */
 import { randomBytes } from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
@@ -11,15 +11,8 @@ import { endpointSource } from "../../endpoint-origin.ts";
 import { AppError } from "../../errors.ts";
 import { consoleAssets } from "../console-assets.ts";
 import { errorResponses } from "../conventions.ts";
-import {
-  consoleHeader,
-  openSession,
-  readCookie,
-  sealSession,
-  sessionCookie,
-  sessionKeyName,
-  sessionSetCookie,
-} from "../plugins/session.ts";
+import type { Authenticator } from "../plugins/authentication.ts";
+import { consoleHeader } from "../plugins/session.ts";
 
 /**
  * Only the console's own files run on its page; no inline script, nothing from elsewhere. It connects
@@ -75,10 +68,14 @@ const sessionSchema = Type.Union([
   }),
 ]);
 
-export async function consoleRoutes(app: FastifyInstance): Promise<void> {
-  const { accounts, secrets, store, clock, config } = app.fount;
+export async function consoleRoutes(
+  app: FastifyInstance,
+  options: { authenticator: Authenticator },
+): Promise<void> {
+  const { sessions, store, config } = app.fount;
+  const { authenticator } = options;
+  const cookies = authenticator.cookies;
   const tags = ["console"];
-  const secure = config.publicUrl.startsWith("https:");
   const hidden = { hide: true };
 
   async function render(found: Principal): Promise<Record<string, unknown>> {
@@ -94,10 +91,7 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
     };
   }
 
-  async function current(request: FastifyRequest): Promise<Principal | undefined> {
-    const key = openSession(secrets, readCookie(request.headers.cookie, sessionCookie), clock.now());
-    return key === undefined ? undefined : accounts.authenticate(key);
-  }
+  const current = (request: FastifyRequest) => authenticator.session(request);
 
   function requireConsoleHeader(request: FastifyRequest): void {
     if (request.headers[consoleHeader] !== "1")
@@ -175,7 +169,7 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
         tags,
         summary: "Sign in to the console: exchange an API key for a session cookie",
         description:
-          "Needs the x-fount-console: 1 header. Creates an API key named `console session` for the user; the HttpOnly cookie carries it sealed, for 12 hours.",
+          "Needs the x-fount-console: 1 header. Starts a session of the key's user (12 hours; listed under /v1/users/me/sessions), named by the sealed HttpOnly cookie; no key is stored in the cookie.",
         body: Type.Object(
           { api_key: Type.String({ minLength: 1, maxLength: 512 }) },
           { additionalProperties: false },
@@ -186,12 +180,18 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
     async (request, reply) => {
       requireConsoleHeader(request);
       const { api_key } = request.body as { api_key: string };
-      const found = await accounts.authenticate(api_key.trim());
-      if (!found) throw new AppError("unauthorized", "Unknown or revoked API key");
-      const session = await accounts.createApiKey(found.user.id, sessionKeyName);
+      // The same check as any request's key, throttled alike: sign-in is no way around the throttle.
+      const found = await authenticator.key(request, api_key.trim());
+      // Signing in again in the same browser ends the session its cookie named.
+      const earlier = cookies.read(request);
+      if (earlier) await sessions.end(earlier.userId, earlier.sessionId);
+      const session = await sessions.start(found.user.id, {
+        address: request.ip,
+        userAgent: request.headers["user-agent"],
+      });
       noStore(reply);
-      reply.header("set-cookie", sessionSetCookie(sealSession(secrets, session.secret, clock.now()), secure));
-      return { data: await render({ ...found, keyId: session.key.id }) };
+      reply.header("set-cookie", cookies.set(session));
+      return { data: await render(found) };
     },
   );
 
@@ -203,7 +203,7 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
         // The console's own door, not the API: documented in docs/console.md.
         hide: true,
         tags,
-        summary: "Sign out of the console: revoke the session's key and clear the cookie",
+        summary: "Sign out of the console: end the session and clear the cookie",
         response: {
           200: Type.Object({ data: Type.Object({ signed_out: Type.Boolean() }) }),
           ...errorResponses(403),
@@ -212,12 +212,11 @@ export async function consoleRoutes(app: FastifyInstance): Promise<void> {
     },
     async (request, reply) => {
       requireConsoleHeader(request);
-      const found = await current(request);
-      // Only the session's own key: a cookie can never carry a user's other keys.
-      if (found) await accounts.revokeApiKey(found.keyId).catch(() => undefined);
+      const token = cookies.read(request);
+      const ended = token ? await sessions.end(token.userId, token.sessionId) : false;
       noStore(reply);
-      reply.header("set-cookie", sessionSetCookie(undefined, secure));
-      return { data: { signed_out: found !== undefined } };
+      reply.header("set-cookie", cookies.clear());
+      return { data: { signed_out: ended } };
     },
   );
 }
