@@ -210,6 +210,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     rewriteUrl: (req) =>
       req.url?.replace(/^\/v1\/workspaces\/(o_[A-Za-z0-9]+)\/(?=[^?#])/, "/v1/orgs/$1/") ?? "/",
     return503OnClosing: false,
+    // The client address (auth throttle, rate limit without a key) is the connection's, or with
+    // FOUNT_TRUST_PROXY the one the listed proxies forwarded (X-Forwarded-For); never a header by default.
+    trustProxy: config.trustProxy,
     forceCloseConnections: "idle",
     // Start-up publishes the registry (`onReady`): each component is built and loaded in an executor, one
     // after another. That took over 10 s (Fastify's default bound) on a 2-core machine under load, which

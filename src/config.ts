@@ -27,6 +27,11 @@ export interface Config {
   bootstrapApiKey: string | undefined;
   /** Requests per minute per API key; 0 turns the limit off. */
   rateLimit: number;
+  /**
+   * Whose `X-Forwarded-For` names the client (FOUNT_TRUST_PROXY): false (the connection's address, the
+   * default), or the addresses and CIDR ranges of the reverse proxies.
+   */
+  trustProxy: false | string[];
   /** Wrong API keys one address may send per `authFailureWindowMs` before it is throttled; 0 turns it off. */
   authFailureLimit: number;
   authFailureWindowMs: number;
@@ -105,6 +110,18 @@ function optionalBool(env: NodeJS.ProcessEnv, name: string): boolean | undefined
   throw new ConfigError(`${name} must be true or false, got "${env[name]}"`);
 }
 
+/** An IP address or a CIDR range (`10.0.0.0/8`, `fd00::/8`). */
+function isAddressOrRange(entry: string): boolean {
+  const [net, bits, extra] = entry.split("/");
+  const family = isIP(net ?? "");
+  const maxBits = family === 4 ? 32 : 128;
+  return (
+    extra === undefined &&
+    family !== 0 &&
+    (bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= maxBits))
+  );
+}
+
 /** A comma-separated list of hostnames, IP addresses and CIDR ranges (`10.0.0.0/8`, `fd00::/8`). */
 function hostList(env: NodeJS.ProcessEnv, name: string): string[] {
   const entries = (env[name] ?? "")
@@ -112,15 +129,34 @@ function hostList(env: NodeJS.ProcessEnv, name: string): string[] {
     .map((s) => s.trim().toLowerCase())
     .filter(Boolean);
   for (const entry of entries) {
-    const [net, bits, extra] = entry.split("/");
-    const family = isIP(net ?? "");
-    const maxBits = family === 4 ? 32 : 128;
-    const validRange =
-      family !== 0 && (bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= maxBits));
-    const validName = bits === undefined && /^(\*\.)?[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?$/.test(entry);
-    if (extra !== undefined || !(validRange || validName)) {
+    const validName = /^(\*\.)?[a-z0-9_]([a-z0-9_.-]*[a-z0-9_])?$/.test(entry);
+    if (!(isAddressOrRange(entry) || validName)) {
       throw new ConfigError(`${name}: "${entry}" is neither a hostname nor an IP address or CIDR range`);
     }
+  }
+  return entries;
+}
+
+/** Names proxy-addr (Fastify's `trustProxy`) accepts for sets of addresses, besides IPs and CIDRs. */
+const proxyRanges = new Set(["loopback", "linklocal", "uniquelocal"]);
+
+/**
+ * FOUNT_TRUST_PROXY: empty (trust no proxy), or a comma-separated list of the proxies' IPs, CIDR ranges
+ * and the names `loopback`, `linklocal`, `uniquelocal`. Trusting every hop (`true`) or a hop count is
+ * refused: neither can tell a proxy from a client that connects directly and writes X-Forwarded-For
+ * itself (Fastify 5 ignores a hop count for that reason).
+ */
+function trustProxy(env: NodeJS.ProcessEnv): false | string[] {
+  const raw = (env.FOUNT_TRUST_PROXY ?? "").trim();
+  if (raw === "" || raw.toLowerCase() === "false") return false;
+  const entries = raw.split(",").map((s) => s.trim().toLowerCase());
+  for (const entry of entries) {
+    if (proxyRanges.has(entry) || isAddressOrRange(entry)) continue;
+    throw new ConfigError(
+      `FOUNT_TRUST_PROXY must list the reverse proxies' addresses or CIDR ranges (or loopback, linklocal, ` +
+        `uniquelocal), got "${entry}": trusting any hop or a number of hops would let a client that ` +
+        "connects directly choose its own address",
+    );
   }
   return entries;
 }
@@ -179,6 +215,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     npmCacheDir: path.resolve(env.FOUNT_NPM_CACHE || path.join(env.FOUNT_DATA_DIR || ".fount", "npm-cache")),
     bootstrapApiKey: env.FOUNT_BOOTSTRAP_API_KEY || undefined,
     rateLimit: int(env, "FOUNT_RATE_LIMIT", 6000),
+    trustProxy: trustProxy(env),
     authFailureLimit: int(env, "FOUNT_AUTH_FAILURE_LIMIT", 20),
     authFailureWindowMs: int(env, "FOUNT_AUTH_FAILURE_WINDOW_S", 300, 1) * 1000,
     webhookAllowPrivate: bool(env, "FOUNT_WEBHOOK_ALLOW_PRIVATE"),

@@ -253,6 +253,15 @@ test("a data dir under a folder other uids cannot traverse stops the start, nami
   await open.kill();
 });
 
+test("a FOUNT_TRUST_PROXY that is not a list of proxy addresses stops the start with one line", async () => {
+  const refused = start({ FOUNT_DATA_DIR: tempDir(), FOUNT_TRUST_PROXY: "true" });
+  assert.equal((await refused.exited).code, 2, refused.output());
+  assert.match(
+    refused.output(),
+    /^fount: FOUNT_TRUST_PROXY must list the reverse proxies' addresses .*"true"/m,
+  );
+});
+
 test("a FOUNT_NODE_URL that is not http://host:port or off stops the start with one line", async () => {
   for (const value of ["ftp://10.0.0.5:8787", "http://10.0.0.5:8787/fount", "10.0.0.5:8787"]) {
     const refused = start({ FOUNT_DATA_DIR: tempDir(), FOUNT_NODE_URL: value });
