@@ -76,7 +76,10 @@ export async function testPostgresFor(dataDir: string | undefined): Promise<Stor
   return openTestPostgres(schema);
 }
 
-/** Calls a server's API as `options.key` (default: the admin; null: no key), as any HTTP client does. */
+/**
+ * Calls a server's API as `options.key` (default: the admin; null: no key), as any HTTP client does; a
+ * `text/event-stream` answer is not read to its end, which never comes (its text is empty).
+ */
 export function apiClient(url: string): TestServer["api"] {
   return async (method, p, options = {}) => {
     const headers: Record<string, string> = { ...(options.headers ?? {}) };
@@ -87,6 +90,11 @@ export function apiClient(url: string): TestServer["api"] {
     else if (options.body !== undefined) body = JSON.stringify(options.body);
     if (body !== undefined) headers["content-type"] = options.contentType ?? "application/json";
     const res = await fetch(url + p, { method, headers, body });
+    // A stream's end never comes: its answer is read as empty.
+    if ((res.headers.get("content-type") ?? "").startsWith("text/event-stream")) {
+      await res.body?.cancel();
+      return { status: res.status, headers: res.headers, body: undefined, text: "" };
+    }
     const text = await res.text();
     let parsed: unknown = text;
     try {

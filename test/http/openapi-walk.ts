@@ -10,7 +10,7 @@
  */
 import assert from "node:assert/strict";
 import { errorCatalogue } from "../../src/errors.ts";
-import { type ApiResponse, adminKey, type RequestOptions, type TestServer } from "../helpers.ts";
+import { type ApiResponse, apiClient, type RequestOptions, type TestServer } from "../helpers.ts";
 
 /** The subset of JSON Schema the walker reads. */
 export interface Schema {
@@ -445,36 +445,14 @@ export function toRequest(
   };
 }
 
-/**
- * Like `server.api` (same options, default key the admin's), but safe on streams: a `text/event-stream`
- * answer is not read to its end, which never comes; its text is empty.
- */
-export async function call(
+/** `server.api`, kept under the name the walks use (streams are answered empty, not read to the end). */
+export function call(
   server: TestServer,
   method: string,
   path: string,
   options: RequestOptions = {},
 ): Promise<ApiResponse> {
-  const headers: Record<string, string> = { ...(options.headers ?? {}) };
-  const key = options.key === undefined ? adminKey : options.key;
-  if (key !== null) headers.authorization = `Bearer ${key}`;
-  let body: string | undefined;
-  if (options.raw !== undefined) body = options.raw;
-  else if (options.body !== undefined) body = JSON.stringify(options.body);
-  if (body !== undefined) headers["content-type"] = options.contentType ?? "application/json";
-  const res = await fetch(server.url + path, { method, headers, body });
-  if ((res.headers.get("content-type") ?? "").startsWith("text/event-stream")) {
-    await res.body?.cancel();
-    return { status: res.status, headers: res.headers, body: undefined, text: "" };
-  }
-  const text = await res.text();
-  let parsed: unknown = text;
-  try {
-    parsed = text ? JSON.parse(text) : undefined;
-  } catch {
-    // Not JSON: leave the text.
-  }
-  return { status: res.status, headers: res.headers, body: parsed, text };
+  return apiClient(server.url)(method, path, options);
 }
 
 /** Sends a request built by `toRequest`. */
