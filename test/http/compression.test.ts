@@ -33,27 +33,31 @@ interface Raw {
 function get(path: string, headers: Record<string, string> = {}): Promise<Raw> {
   return new Promise((resolve, reject) => {
     http
-      .get(/^https?:/.test(path) ? path : server.url + path, { headers: { authorization: `Bearer ${adminKey}`, ...headers } }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (c: Buffer) => chunks.push(c));
-        res.on("error", reject);
-        res.on("end", () => {
-          const bytes = Buffer.concat(chunks);
-          const encoding = res.headers["content-encoding"];
-          const decoded =
-            encoding === "br"
-              ? zlib.brotliDecompressSync(bytes)
-              : encoding === "gzip"
-                ? zlib.gunzipSync(bytes)
-                : bytes;
-          resolve({
-            status: res.statusCode ?? 0,
-            headers: res.headers,
-            bytes,
-            text: decoded.toString("utf8"),
+      .get(
+        /^https?:/.test(path) ? path : server.url + path,
+        { headers: { authorization: `Bearer ${adminKey}`, ...headers } },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (c: Buffer) => chunks.push(c));
+          res.on("error", reject);
+          res.on("end", () => {
+            const bytes = Buffer.concat(chunks);
+            const encoding = res.headers["content-encoding"];
+            const decoded =
+              encoding === "br"
+                ? zlib.brotliDecompressSync(bytes)
+                : encoding === "gzip"
+                  ? zlib.gunzipSync(bytes)
+                  : bytes;
+            resolve({
+              status: res.statusCode ?? 0,
+              headers: res.headers,
+              bytes,
+              text: decoded.toString("utf8"),
+            });
           });
-        });
-      })
+        },
+      )
       .on("error", reject);
   });
 }
