@@ -7,6 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
+import dgram from "node:dgram";
 import { existsSync } from "node:fs";
 import net from "node:net";
 import { after, before, test } from "node:test";
@@ -28,14 +29,64 @@ const needsFirewall = {
 };
 let target: net.Server;
 let port: number;
+/** Loopback UDP listeners a component should not reach either (a DNS server, statsd, …): what reached them. */
+const udp = { v4: dgram.createSocket("udp4"), v6: dgram.createSocket({ type: "udp6", ipv6Only: true }) };
+const received: string[] = [];
 
 before(async () => {
   // A local service a component should not reach: it stands for Fount's API, PostgreSQL, …
   target = net.createServer((socket) => socket.end());
   await new Promise<void>((resolve) => target.listen(0, "127.0.0.1", resolve));
   port = (target.address() as net.AddressInfo).port;
+  await new Promise<void>((resolve) => udp.v4.bind(0, "127.0.0.1", resolve));
+  await new Promise<void>((resolve) => udp.v6.bind(0, "::1", resolve));
+  for (const socket of [udp.v4, udp.v6]) {
+    socket.on("message", (message) => {
+      const text = message.toString("latin1");
+      // A DNS query carries its name as labels: the resolver's probe asks for dns-resolver.example.
+      received.push(text.includes("dns-resolver") ? "dns resolver" : text);
+    });
+  }
 });
-after(() => new Promise<void>((resolve) => target.close(() => resolve())));
+after(async () => {
+  await new Promise<void>((resolve) => target.close(() => resolve()));
+  udp.v4.close();
+  udp.v6.close();
+});
+
+const udpPort = (family: "v4" | "v6") => (udp[family].address() as net.AddressInfo).port;
+
+/**
+ * The datagrams that reached the listeners since the last call. A marker sent from here afterwards is
+ * awaited first: loopback delivers in order, so whatever the component sent before it has arrived.
+ */
+async function datagramsReceived(): Promise<string[]> {
+  for (const family of ["v4", "v6"] as const) {
+    const marker = `marker-${family}`;
+    const arrived = new Promise<void>((resolve) => {
+      const check = () => {
+        if (!received.includes(marker)) return;
+        udp[family].off("message", check);
+        resolve();
+      };
+      udp[family].on("message", check);
+    });
+    const sender = dgram.createSocket(family === "v4" ? "udp4" : "udp6");
+    sender.send(marker, udpPort(family), family === "v4" ? "127.0.0.1" : "::1");
+    await arrived;
+    sender.close();
+  }
+  return received.splice(0).filter((m) => !m.startsWith("marker-"));
+}
+
+/** What the UDP probe component did with each way of naming the listeners. */
+async function probeUdp(server: TestServer): Promise<Record<string, string>> {
+  const source = await deploy(server, { component_code: fixture("udp-probe.mjs") });
+  const url = `${source.configured_props.http.endpoint_url}?v4=${udpPort("v4")}&v6=${udpPort("v6")}`;
+  const res = await hit(url, { method: "POST" });
+  assert.equal(res.status, 200, res.text);
+  return res.body;
+}
 
 interface Probe {
   outcome: string;
@@ -71,14 +122,29 @@ function connectAs(uid: number): Promise<string> {
   });
 }
 
+/** Has a plain Node process under `uid` send a datagram to the loopback listener of `family`. */
+function sendAs(uid: number, family: "v4" | "v6"): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const address = family === "v4" ? "127.0.0.1" : "::1";
+    const script = `const s = require("dgram").createSocket("udp${family[1]}");
+      s.send("from ${uid} over ${family}", ${udpPort(family)}, "${address}", () => s.close());`;
+    const proc = spawn(process.execPath, ["-e", script], { uid, gid: uid, stdio: "inherit" });
+    proc.on("error", reject);
+    proc.on("close", () => resolve());
+  });
+}
+
 test("by default component code cannot connect to a loopback service, and is told why", async () => {
   const server = await startServer();
   try {
     const { outcome, message } = await probe(server, `host=127.0.0.1&port=${port}`);
     assert.equal(outcome, "EGRESS_REFUSED");
     assert.match(message, /refused to connect to 127\.0\.0\.1: .*FOUNT_EXECUTOR_ALLOW_PRIVATE/);
-    // A name that resolves to loopback is refused on its address.
-    assert.equal((await probe(server, `host=localhost&port=${port}`)).outcome, "EGRESS_REFUSED");
+    // A name that resolves to loopback is refused on its address, and so are the other ways to write it.
+    for (const host of ["localhost", "127.1", "0x7f000001", "0", "::ffff:127.0.0.1"]) {
+      const refused = await probe(server, `host=${encodeURIComponent(host)}&port=${port}`);
+      assert.equal(refused.outcome, "EGRESS_REFUSED", host);
+    }
   } finally {
     await server.close();
   }
@@ -96,6 +162,12 @@ test(
       assert.equal(await connectAs(uid), "ECONNREFUSED");
       // …while other uids of the host (here nobody, 65534) are untouched by the rules.
       assert.equal(await connectAs(65534), "connected");
+      // UDP too, over IPv4 and IPv6: the executor's datagrams never arrive, nobody's do.
+      await sendAs(uid, "v4");
+      await sendAs(uid, "v6");
+      await sendAs(65534, "v4");
+      await sendAs(65534, "v6");
+      assert.deepEqual((await datagramsReceived()).sort(), ["from 65534 over v4", "from 65534 over v6"]);
     } finally {
       await server.close();
     }
@@ -148,6 +220,85 @@ test("FOUNT_EXECUTOR_ALLOW_HOSTS opens the listed addresses only", async () => {
     assert.equal((await probe(server, `host=127.0.0.2&port=${port}`)).outcome, "connected");
     assert.equal((await probe(server, `host=127.0.0.1&port=${port}`)).outcome, "EGRESS_REFUSED");
   } finally {
+    await new Promise<void>((resolve) => twin.close(() => resolve()));
+    await server.close();
+  }
+});
+
+test("without the kernel layer no UDP datagram from component code reaches loopback, however it is addressed", async () => {
+  // Under the server's own uid no firewall rule applies: only the executor's check stands.
+  const server = await startServer({ executorIsolateUsers: false });
+  try {
+    const outcomes = await probeUdp(server);
+    assert.deepEqual(await datagramsReceived(), []);
+    for (const [form, outcome] of Object.entries(outcomes)) {
+      // Hostile code that gets past the lookup meets the handle's own check, which answers like the kernel.
+      const expected = form === "shadowed handle lookup" ? "EACCES" : "EGRESS_REFUSED";
+      assert.equal(outcome, expected, `${form}: ${JSON.stringify(outcomes)}`);
+    }
+  } finally {
+    await server.close();
+  }
+});
+
+test("FOUNT_EXECUTOR_ALLOW_PRIVATE and FOUNT_EXECUTOR_ALLOW_HOSTS let UDP datagrams through", async () => {
+  const open = await startServer({ executorIsolateUsers: false }, { FOUNT_EXECUTOR_ALLOW_PRIVATE: "true" });
+  try {
+    const outcomes = await probeUdp(open);
+    const sent = Object.keys(outcomes).filter((form) => outcomes[form] === "sent");
+    assert.deepEqual(sent, Object.keys(outcomes), JSON.stringify(outcomes));
+    assert.deepEqual((await datagramsReceived()).sort(), sent.sort());
+  } finally {
+    await open.close();
+  }
+  const listed = await startServer(
+    { executorIsolateUsers: false },
+    { FOUNT_EXECUTOR_ALLOW_HOSTS: "127.0.0.1,::1" },
+  );
+  try {
+    const outcomes = await probeUdp(listed);
+    const arrived = await datagramsReceived();
+    for (const form of [
+      "127.0.0.1",
+      "127.1",
+      "localhost",
+      "no address",
+      "connect, then send",
+      "::1",
+      "dns resolver",
+    ]) {
+      assert.equal(outcomes[form], "sent", `${form}: ${JSON.stringify(outcomes)}`);
+      assert.ok(arrived.includes(form), `${form} did not arrive: ${JSON.stringify(arrived)}`);
+    }
+    // The unspecified address is not among the listed ones.
+    assert.equal(outcomes["0.0.0.0"], "EGRESS_REFUSED");
+    assert.ok(!arrived.includes("0.0.0.0"));
+  } finally {
+    await listed.close();
+  }
+});
+
+test("component code that drives a socket handle itself is still refused, and cannot adopt the executor's descriptors", async () => {
+  // 127.0.0.2 is allowed so that an allowed connect hands over the request object a raw connect needs.
+  const server = await startServer(
+    { executorIsolateUsers: false },
+    { FOUNT_EXECUTOR_ALLOW_HOSTS: "127.0.0.2/32" },
+  );
+  const twin = net.createServer((socket) => socket.end());
+  await new Promise<void>((resolve) => twin.listen(port, "127.0.0.2", resolve));
+  let connections = 0;
+  const count = () => connections++;
+  target.on("connection", count);
+  try {
+    const source = await deploy(server, { component_code: fixture("hostile/raw-sockets.mjs") });
+    const res = await hit(`${source.configured_props.http.endpoint_url}?port=${port}`, { method: "POST" });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.body.request, "TCPConnectWrap", "the probe got hold of a connect request");
+    assert.match(res.body.raw, /^refused /);
+    assert.equal(connections, 0);
+    assert.deepEqual(res.body.adopted, []);
+  } finally {
+    target.off("connection", count);
     await new Promise<void>((resolve) => twin.close(() => resolve()));
     await server.close();
   }

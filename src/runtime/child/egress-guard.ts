@@ -1,15 +1,23 @@
 /**
- * The executor's own egress check, installed before any component loads: every TCP connect and every
- * Unix-socket connect goes through `net.Socket.prototype.connect` (http, https, fetch, tls, database
- * drivers too), which is replaced here by one that refuses destinations the rules refuse, checking the
- * address a name resolves to at connect time. It is the only guard when no firewall rule can be set
- * (no root, or no netfilter), and beside the firewall it refuses Unix sockets (which no IP rule sees:
- * a database's socket in /var/run is one) and explains a refusal in words. Its limits (docs/isolation.md):
- * UDP (`dgram`) is not checked here, and a hole in the JavaScript layer would get past it; the
+ * The executor's own egress check, installed in each thread before any component loads. It is the only
+ * guard when no firewall rule can be set (no root, or no netfilter), and beside the firewall it refuses
+ * Unix sockets (which no IP rule sees: a database's socket in /var/run is one) and explains a refusal.
+ *
+ * It holds at two levels. Where Node's modules take a destination, a refused one fails with
+ * `EGRESS_REFUSED` and a message naming the settings that open it: `net.Socket.prototype.connect` (which
+ * net, tls, http, https, http2, fetch and WebSocket use), the name lookup of every `dgram` socket, and
+ * the servers of `dns.Resolver`. Below them, the native handles those modules drive (TCP, Pipe, UDP, the
+ * c-ares channel) check the address they are given once more: component code can reach a handle
+ * directly (`socket._handle`, dgram's state, `net._createServerHandle`) and call it with a request object
+ * it got hold of, so the first level alone could be bypassed from JavaScript. The handles also refuse to
+ * adopt the process's file descriptors past stdio (the executor's IPC channel to the server is one).
+ * Its limit (docs/isolation.md): it is JavaScript, so a hole in Node itself would get past it; the
  * firewall would not be.
  */
+import dgram from "node:dgram";
 import dns from "node:dns";
 import net, { BlockList, isIP } from "node:net";
+import os from "node:os";
 
 /** The rules, as plain data from the parent (ChildInit.egress). */
 export interface EgressRules {
@@ -23,7 +31,32 @@ export interface EgressRules {
 
 export const egressRefusedCode = "EGRESS_REFUSED";
 
+/** What a native handle answers when it refuses: a libuv error number, as a failed syscall would. */
+const UV_EACCES = -os.constants.errno.EACCES;
+
+/** The rules, compiled. */
+interface Policy {
+  /** A name FOUNT_EXECUTOR_ALLOW_HOSTS allows as such. */
+  nameAllowed(host: string): boolean;
+  /**
+   * Whether `ip` may be reached on `port`; without a port (a name lookup, before the port is at hand),
+   * the resolvers count as allowed and the handle checks the port.
+   */
+  addressAllowed(ip: string, port?: number): boolean;
+  /** Allows an address an allowed name resolved to: the handles below see addresses, not names. */
+  approve(ip: string): void;
+}
+
 export function installEgressGuard(rules: EgressRules): void {
+  const policy = compile(rules);
+  // The native prototypes are found through Node's own modules, before those are wrapped.
+  const handles = nativePrototypes();
+  guardSocketConnect(policy);
+  guardDatagramLookups(handles.udp, policy);
+  guardHandles(handles, policy);
+}
+
+function compile(rules: EgressRules): Policy {
   const refused = new BlockList();
   for (const r of rules.refused.v4) addRange(refused, r, "ipv4");
   for (const r of rules.refused.v6) addRange(refused, r, "ipv6");
@@ -36,54 +69,129 @@ export function installEgressGuard(rules: EgressRules): void {
     else if (entry.startsWith("*.")) suffixes.push(entry.slice(1));
     else names.add(entry);
   }
-  const nameAllowed = (host: string) => {
-    const name = host.toLowerCase().replace(/\.$/, "");
-    return names.has(name) || suffixes.some((s) => name.endsWith(s));
+  const approved = new Set<string>();
+  return {
+    nameAllowed(host) {
+      const name = host.toLowerCase().replace(/\.$/, "");
+      return names.has(name) || suffixes.some((s) => name.endsWith(s));
+    },
+    addressAllowed(ip, port) {
+      const bare = ip.split("%")[0]!;
+      if (approved.has(bare)) return true;
+      const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(bare);
+      const addr = mapped ? mapped[1]! : bare;
+      const kind = isIP(addr);
+      // Not an address at all: nothing a handle could reach, and nothing to allow.
+      if (kind === 0) return false;
+      const type = kind === 6 ? "ipv6" : "ipv4";
+      if (!refused.check(addr, type)) return true;
+      if (allowedRanges.check(addr, type)) return true;
+      return (port === undefined || port === 53) && rules.nameservers.includes(bare);
+    },
+    approve(ip) {
+      approved.add(ip.split("%")[0]!);
+    },
   };
-  const addressAllowed = (ip: string, port: number) => {
-    const bare = ip.split("%")[0]!;
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(bare);
-    const addr = mapped ? mapped[1]! : bare;
-    const kind: "ipv4" | "ipv6" = isIP(addr) === 6 ? "ipv6" : "ipv4";
-    if (!refused.check(addr, kind)) return true;
-    if (allowedRanges.check(addr, kind)) return true;
-    return port === 53 && rules.nameservers.includes(bare);
-  };
-
-  const original = net.Socket.prototype.connect;
-  const guarded = function (this: net.Socket, ...args: unknown[]) {
-    const options = connectOptions(args);
-    if (options) {
-      if (typeof options.path === "string") {
-        return fail(
-          this,
-          `refused to connect to the Unix socket ${options.path}: component code may not use Unix sockets`,
-        );
-      }
-      const host = typeof options.host === "string" && options.host !== "" ? options.host : "localhost";
-      const port = Number(options.port);
-      const bare = host.replace(/^\[|\]$/g, "");
-      if (!nameAllowed(bare)) {
-        if (isIP(bare) !== 0) {
-          if (!addressAllowed(bare, port)) return fail(this, refusedMessage(bare, bare));
-        } else {
-          const lookup = typeof options.lookup === "function" ? options.lookup : dns.lookup;
-          options.lookup = guardedLookup(lookup as typeof dns.lookup, (ip) => addressAllowed(ip, port));
-        }
-      }
-    }
-    return Reflect.apply(original, this, args);
-  } as typeof original;
-  Object.defineProperty(net.Socket.prototype, "connect", {
-    value: guarded,
-    writable: false,
-    configurable: false,
-  });
 }
 
 function addRange(list: BlockList, range: string, type: "ipv4" | "ipv6"): void {
   const [net, bits] = range.split("/");
   list.addSubnet(net!, bits === undefined ? (type === "ipv4" ? 32 : 128) : Number(bits), type);
+}
+
+interface NativePrototypes {
+  tcp: object;
+  pipe: object;
+  udp: object;
+  resolver: object;
+}
+
+/**
+ * The prototypes of the native handles, reached through instances Node's modules make: a TCP socket
+ * whose name lookup never answers, a Unix socket connecting to an abstract name nobody holds, a dgram
+ * socket never bound, a resolver. Each is closed at once. A Node release that hides them fails here,
+ * loudly, rather than leaving the handles unguarded.
+ */
+function nativePrototypes(): NativePrototypes {
+  const ownHandle = (socket: net.Socket) => (socket as unknown as { _handle: object | null })._handle;
+  const tcpSocket = new net.Socket();
+  tcpSocket.connect({ host: "egress-guard.invalid", port: 9, lookup: () => {} });
+  const tcp = ownHandle(tcpSocket);
+  tcpSocket.destroy();
+  const pipeSocket = new net.Socket();
+  pipeSocket.on("error", () => {});
+  pipeSocket.connect({ path: `\0fount-egress-guard-${process.pid}-${Math.random().toString(36).slice(2)}` });
+  const pipe = ownHandle(pipeSocket);
+  pipeSocket.destroy();
+  const datagrams = dgram.createSocket("udp4");
+  const stateKey = Object.getOwnPropertySymbols(datagrams).find((s) => s.description === "state symbol");
+  const udp = stateKey
+    ? (datagrams as unknown as Record<symbol, { handle?: object } | undefined>)[stateKey]?.handle
+    : undefined;
+  datagrams.close();
+  const resolver = (new dns.Resolver() as unknown as { _handle?: object })._handle;
+  if (!tcp || !pipe || !udp || !resolver) {
+    throw new Error("egress guard: this Node release hides its socket handles; the executor cannot start");
+  }
+  return {
+    tcp: Object.getPrototypeOf(tcp) as object,
+    pipe: Object.getPrototypeOf(pipe) as object,
+    udp: Object.getPrototypeOf(udp) as object,
+    resolver: Object.getPrototypeOf(resolver) as object,
+  };
+}
+
+/**
+ * Replaces `target[name]` for good: component code cannot restore the original, which only the wrapper
+ * holds. Native handles' methods stay writable, since Node itself assigns some per instance (a udp6
+ * handle's `send` is `send6`); what a component writes there is its own code, which reaches no handle.
+ */
+type AnyFunction = (...args: unknown[]) => unknown;
+
+function replace(
+  target: object,
+  name: string,
+  wrap: (original: AnyFunction) => AnyFunction,
+  writable = false,
+): void {
+  const original = Reflect.get(target, name) as AnyFunction;
+  if (typeof original !== "function") throw new Error(`egress guard: ${name} is not a function`);
+  Object.defineProperty(target, name, { value: wrap(original), writable, configurable: false });
+}
+
+/** Every TCP and Unix-socket connect through Node's modules (net, tls, http, https, http2, fetch). */
+function guardSocketConnect(policy: Policy): void {
+  replace(
+    net.Socket.prototype,
+    "connect",
+    (original) =>
+      function (this: net.Socket, ...args: unknown[]) {
+        const options = connectOptions(args);
+        if (options) {
+          if (typeof options.path === "string") {
+            return fail(
+              this,
+              `refused to connect to the Unix socket ${options.path}: component code may not use Unix sockets`,
+            );
+          }
+          const host = typeof options.host === "string" && options.host !== "" ? options.host : "localhost";
+          const port = Number(options.port);
+          const bare = host.replace(/^\[|\]$/g, "");
+          const lookup = (
+            typeof options.lookup === "function" ? options.lookup : dns.lookup
+          ) as typeof dns.lookup;
+          if (policy.nameAllowed(bare)) {
+            options.lookup = approvingLookup(lookup, policy);
+          } else if (isIP(bare) !== 0) {
+            if (!policy.addressAllowed(bare, port))
+              return fail(this, refusedMessage("connect to", bare, bare));
+          } else {
+            options.lookup = guardedLookup(lookup, (ip) => policy.addressAllowed(ip, port));
+          }
+        }
+        return Reflect.apply(original, this, args);
+      },
+  );
 }
 
 /** The options object `connect` will use: `net.connect` passes `[options, cb]` already normalised. */
@@ -108,16 +216,130 @@ function guardedLookup(lookup: typeof dns.lookup, allowed: (ip: string) => boole
       if (err) return callback(err);
       const list = addresses as dns.LookupAddress[];
       const ok = list.filter((a) => allowed(a.address));
-      if (ok.length === 0) return callback(refusedError(refusedMessage(hostname, list[0]?.address ?? "")));
+      if (ok.length === 0)
+        return callback(refusedError(refusedMessage("connect to", hostname, list[0]?.address ?? "")));
       if (opts.all) return callback(null, ok);
       callback(null, ok[0]!.address, ok[0]!.family);
     });
   }) as typeof dns.lookup;
 }
 
-function refusedMessage(host: string, ip: string): string {
+/** The lookup of a name FOUNT_EXECUTOR_ALLOW_HOSTS allows: its addresses are allowed to the handles too. */
+function approvingLookup(lookup: typeof dns.lookup, policy: Policy): typeof dns.lookup {
+  return ((hostname: string, opts: dns.LookupOptions, callback: (...a: unknown[]) => void) => {
+    lookup(hostname, opts, (err: Error | null, address: unknown, family?: number) => {
+      if (!err) {
+        if (Array.isArray(address)) for (const a of address as dns.LookupAddress[]) policy.approve(a.address);
+        else if (typeof address === "string") policy.approve(address);
+      }
+      callback(err, address, family);
+    });
+  }) as typeof dns.lookup;
+}
+
+/**
+ * Every dgram socket resolves its destination (a name, an address, or none: 127.0.0.1 / ::1) through
+ * its handle's `lookup`, which Node assigns when it makes the handle. An accessor on the UDP prototype
+ * wraps whatever is assigned there, so a refused destination fails `send` and `connect` with a reason.
+ * `bind` resolves its local address through the same lookup, synchronously: while it runs, the lookup
+ * is handed out unwrapped (binding to loopback is no egress).
+ */
+function guardDatagramLookups(udp: object, policy: Policy): void {
+  type UdpLookup = (
+    address: string,
+    callback: (err: Error | null, ip?: string, family?: number) => void,
+  ) => void;
+  const lookups = new WeakMap<object, { own: UdpLookup; guarded: UdpLookup }>();
+  let binding = 0;
+  replace(
+    dgram.Socket.prototype,
+    "bind",
+    (original) =>
+      function (this: dgram.Socket, ...args: unknown[]) {
+        binding++;
+        try {
+          return Reflect.apply(original, this, args);
+        } finally {
+          binding--;
+        }
+      },
+  );
+  Object.defineProperty(udp, "lookup", {
+    configurable: false,
+    enumerable: false,
+    get(this: object) {
+      const lookup = lookups.get(this);
+      return binding > 0 ? lookup?.own : lookup?.guarded;
+    },
+    set(this: object, own: unknown) {
+      if (typeof own !== "function") return;
+      const guarded: UdpLookup = (address, callback) => {
+        (own as UdpLookup)(address, (err, ip, family) => {
+          if (err || typeof ip !== "string") return callback(err, ip, family);
+          const name = typeof address === "string" && address !== "" ? address : ip;
+          if (name !== ip && policy.nameAllowed(name)) policy.approve(ip);
+          else if (!policy.addressAllowed(ip)) {
+            return callback(refusedError(refusedMessage("send datagrams to", name, ip)));
+          }
+          callback(null, ip, family);
+        });
+      };
+      lookups.set(this, { own: own as UdpLookup, guarded });
+    },
+  });
+}
+
+/** The native handles check the address they are given, whoever calls them. */
+function guardHandles(handles: NativePrototypes, policy: Policy): void {
+  /** Wraps methods so that they answer EACCES when `refuse` finds their arguments refused. */
+  const guard = (proto: object, names: string[], refuse: (args: unknown[]) => boolean) => {
+    for (const name of names) {
+      replace(
+        proto,
+        name,
+        (original) =>
+          function (this: object, ...args: unknown[]) {
+            return refuse(args) ? UV_EACCES : Reflect.apply(original, this, args);
+          },
+        true,
+      );
+    }
+  };
+  const refused = (ip: unknown, port: unknown) => !policy.addressAllowed(String(ip), Number(port));
+  // TCP: connect(req, ip, port) and connect6(req, ip, port).
+  guard(handles.tcp, ["connect", "connect6"], (a) => refused(a[1], a[2]));
+  // Unix sockets: connect(req, path), refused whatever the path.
+  guard(handles.pipe, ["connect"], () => true);
+  // UDP: connect(ip, port); send(req, buffers, count, port, ip, hasCallback), or without port and ip on
+  // a connected socket, whose address connect checked.
+  guard(handles.udp, ["connect", "connect6"], (a) => refused(a[0], a[1]));
+  guard(handles.udp, ["send", "send6"], (a) => a.length > 4 && refused(a[4], a[3]));
+  // Adopting a descriptor: stdio stays possible (Node opens it lazily for process.stdout and stderr),
+  // anything past it (the IPC channel to the server, libuv's own pipes) is not the component's.
+  for (const proto of [handles.tcp, handles.pipe, handles.udp]) {
+    guard(proto, ["open"], (a) => typeof a[0] !== "number" || a[0] > 2);
+  }
+  // The c-ares resolver: servers as [family, ip, port] entries; the system's resolvers on port 53 pass.
+  replace(
+    handles.resolver,
+    "setServers",
+    (original) =>
+      function (this: object, ...args: unknown[]) {
+        for (const entry of Array.isArray(args[0]) ? (args[0] as unknown[]) : []) {
+          const [, ip, port] = Array.isArray(entry) ? entry : [];
+          if (refused(ip, port)) {
+            throw refusedError(refusedMessage("use the DNS server", `${ip}:${port}`, String(ip)));
+          }
+        }
+        return Reflect.apply(original, this, args);
+      },
+    true,
+  );
+}
+
+function refusedMessage(verb: string, host: string, ip: string): string {
   const where = host === ip ? ip : `${host} (${ip})`;
-  return `refused to connect to ${where}: component code may not reach loopback, private or link-local addresses; the operator can allow it with FOUNT_EXECUTOR_ALLOW_PRIVATE or FOUNT_EXECUTOR_ALLOW_HOSTS`;
+  return `refused to ${verb} ${where}: component code may not reach loopback, private or link-local addresses; the operator can allow it with FOUNT_EXECUTOR_ALLOW_PRIVATE or FOUNT_EXECUTOR_ALLOW_HOSTS`;
 }
 
 function refusedError(message: string): Error {
