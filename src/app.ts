@@ -118,6 +118,8 @@ export interface BuiltApp {
     port?: number;
     endpointPort?: number;
   }): Promise<{ url: string; endpoints: string }>;
+  /** One plain line each on what confines component code here (egress, scratch), for the start banner. */
+  startNotes: string[];
 }
 
 /** Opens the configured store; `existingOnly`: a PostgreSQL schema without a store is refused, not created. */
@@ -286,21 +288,19 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         uids,
         logger: app.log,
       });
-  if (egress) app.log[egress.mode === "firewall" ? "info" : "warn"]({ egress: egress.mode }, egress.summary);
+  // What confines component code here, for the start banner (main.ts prints it).
+  const startNotes: string[] = egress ? [egress.summary] : [];
   if (executor instanceof ExecutorPool) {
     // Also unmounts scratch tmpfs a crashed run left behind (runtime/executors/scratch.ts). If the
     // scratch folder cannot be prepared now, the first executor start reports why.
-    const scratch = await executor.scratchLimit().catch((err: Error) => {
-      app.log.warn({ err }, `Scratch folders could not be prepared at start: ${err.message}`);
-      return undefined;
-    });
-    if (scratch)
-      app.log[scratch.mode === "tmpfs" ? "info" : "warn"](
-        { scratch: scratch.mode, scratchMb: scratch.limitMb },
-        scratch.mode === "tmpfs"
-          ? `Each owner's scratch folder is a ${scratch.limitMb} MB tmpfs: writing past it fails with ENOSPC`
-          : `Scratch folders cannot be mounted here: their size is measured every 500 ms, and an owner over ${scratch.limitMb} MB has its executor stopped (scratch_full) and the folder emptied`,
-      );
+    const scratch = await executor.scratchLimit().catch((err: Error) => err);
+    startNotes.push(
+      scratch instanceof Error
+        ? `scratch: the folders could not be prepared (${scratch.message.split("\n")[0]}); the first executor start will say why`
+        : scratch.mode === "tmpfs"
+          ? `scratch: each owner's folder is a ${scratch.limitMb} MB tmpfs; writing past it fails with ENOSPC`
+          : `scratch: no tmpfs here, so each owner's folder is measured every 500 ms; one over ${scratch.limitMb} MB has its executor stopped (scratch_full) and the folder emptied`,
+    );
   }
 
   // component_url downloads follow the same outbound address rules as webhook deliveries.
@@ -587,6 +587,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       const endpointsUrl = await listener.listen(host, given.endpointPort ?? config.endpointPort);
       return { url: url.replace("localhost", "127.0.0.1"), endpoints: endpointsUrl };
     },
+    startNotes,
   };
 }
 

@@ -1,4 +1,7 @@
-/** Starts the server: reads config, listens, prints the URL (and the first API key once), stops on signals. */
+/**
+ * Starts the server: reads config, listens, prints the URL, what confines component code here (egress,
+ * scratch) and the first API key once, stops on signals.
+ */
 import { buildApp } from "./app.ts";
 import { ConfigError, loadConfig } from "./config.ts";
 import { derivedEndpointUrl, endpointPlace } from "./endpoint-origin.ts";
@@ -58,6 +61,8 @@ async function main(): Promise<void> {
   const lines = [
     `Fount is listening on ${config.publicUrl}  (API: ${config.publicUrl}/v1, docs: ${config.publicUrl}/docs)`,
     `Source endpoints answer on ${endpointPlace(config.endpointUrl)}`,
+    // What confines component code on this machine: the egress layers, the scratch folders.
+    ...built.startNotes,
   ];
   if (bootstrap) {
     lines.push(

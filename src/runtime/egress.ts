@@ -5,8 +5,8 @@
  * on loopback or the cloud metadata address. `FOUNT_EXECUTOR_ALLOW_PRIVATE` opens everything;
  * `FOUNT_EXECUTOR_ALLOW_HOSTS` opens some addresses.
  *
- * Two layers enforce it. Each executor checks its own connects (child/egress-guard.ts), which also
- * refuses Unix sockets and explains a refusal. As root, where component code cannot undo it, an
+ * Two layers enforce it. Each executor checks its own connects and datagrams (child/egress-guard.ts),
+ * which also refuses Unix sockets and explains a refusal. As root, where component code cannot undo it, an
  * nftables table of this server's own (`inet fount_<uid base>_<pid>`) matches the socket owner's uid
  * against the server's executor uid range (uid-range.ts), so it touches no other process on the
  * host. It is made when the server starts and deleted when it stops; a table left by a crashed
@@ -20,7 +20,7 @@ import { v4Ranges, v6Ranges } from "../delivery/address-guard.ts";
 import type { EgressRules } from "./child/egress-guard.ts";
 import type { UidRange } from "./uid-range.ts";
 
-/** How executors' egress is governed, as the start log says it. */
+/** How executors' egress is governed, as the start banner says it. */
 export type EgressMode =
   /** nftables rules on the executor uid range (the kernel), and each executor's own check. */
   | "firewall"
@@ -41,13 +41,13 @@ export interface EgressOptions {
 /** The egress rules in force; `close()` removes them (idempotent). */
 export interface EgressGuard {
   readonly mode: EgressMode;
-  /** One line for the start log: the mode and what it protects. */
+  /** One plain line for the start banner: the layers in force and what they mean. */
   readonly summary: string;
   close(): Promise<void>;
 }
 
-const checkOnly =
-  "component code is refused loopback, private and link-local addresses and Unix sockets by a check inside each executor (JavaScript level: UDP is not covered, and a hole in Node's sandbox would get past it)";
+const guarded =
+  "component code cannot reach loopback, private or link-local addresses over TCP or UDP, nor Unix sockets";
 
 /** Installs the rules for `options`, or says why none could be. */
 export async function installEgressRules(options: EgressOptions): Promise<EgressGuard> {
@@ -70,13 +70,14 @@ export async function installEgressRules(options: EgressOptions): Promise<Egress
     if (stale.length) await nft(["-f", "-"], stale.map((t) => `delete table inet ${t}\n`).join(""));
     return noRules(
       "open",
-      "executor egress: open (FOUNT_EXECUTOR_ALLOW_PRIVATE=true): component code may connect anywhere",
+      "egress: open (FOUNT_EXECUTOR_ALLOW_PRIVATE=true): component code may connect anywhere, private addresses included",
     );
   }
+  const except = options.allowHosts.length ? ` except ${options.allowHosts.join(", ")}` : "";
   if (!uids) {
     return noRules(
       "executor-check",
-      `executor egress: executor check only: executors run under the server's own uid (not root, or FOUNT_EXECUTOR_ISOLATE_USERS=false), so no per-uid firewall rule can tell them apart; ${checkOnly}`,
+      `egress: executor guard only (executors share the server's uid: not root, or FOUNT_EXECUTOR_ISOLATE_USERS=false): ${guarded}${except}; run as root for the kernel layer`,
     );
   }
   const table = `fount_${uids.base}_${process.pid}`;
@@ -85,16 +86,18 @@ export async function installEgressRules(options: EgressOptions): Promise<Egress
     if (nftError) throw nftError;
     await nft(["-f", "-"], rulesScript(table, uids, allow, nameservers(), stale));
   } catch (err) {
-    options.logger?.warn({ err }, "nftables rules for executor egress could not be installed");
+    const missing = (err as NodeJS.ErrnoException).code === "ENOENT";
+    const reason = missing ? "nft not found" : `nft failed: ${(err as Error).message.split("\n")[0]}`;
+    const remedy = missing ? "install nftables" : "run where netfilter rules may be set";
     return noRules(
       "executor-check",
-      `executor egress: executor check only: nftables is unavailable (${(err as Error).message.split("\n")[0]}); install nftables or run where netfilter is allowed; ${checkOnly}`,
+      `egress: executor guard only (${reason}): ${guarded}${except}; ${remedy} for the kernel layer`,
     );
   }
   let closed: Promise<void> | undefined;
   return {
     mode: "firewall",
-    summary: `executor egress: firewall (nftables table inet ${table}, uids ${uids.base}–${uids.base + uids.size - 1}) and executor check: loopback, private, link-local and unique-local addresses refused${options.allowHosts.length ? `, except ${options.allowHosts.join(", ")}` : ""}; Unix sockets refused by the executor check`,
+    summary: `egress: kernel firewall (nftables table inet ${table}, uids ${uids.base}–${uids.base + uids.size - 1}) and executor guard: ${guarded}${except}`,
     close() {
       closed ??= nft(["delete", "table", "inet", table]).then(
         () => {},

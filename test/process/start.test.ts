@@ -269,3 +269,34 @@ test("a FOUNT_NODE_URL that is not http://host:port or off stops the start with 
     assert.match(refused.output(), /^fount: FOUNT_NODE_URL must be http:\/\/host:port/m, value);
   }
 });
+
+test("the start says in one plain line which egress layers hold, and without nft why only the guard does", async () => {
+  const withNft = start({ FOUNT_DATA_DIR: tempDir(), FOUNT_BOOTSTRAP_API_KEY: adminKey });
+  await withNft.url();
+  const expected = !root
+    ? /^egress: executor guard only \(executors share the server's uid: not root.*\): component code cannot reach loopback, private or link-local addresses over TCP or UDP/m
+    : /^egress: (kernel firewall \(nftables table inet fount_\d+_\d+, uids \d+–\d+\) and executor guard|executor guard only \(nft (not found|failed: .*)\)): component code cannot reach loopback, private or link-local addresses over TCP or UDP, nor Unix sockets/m;
+  assert.match(withNft.output(), expected);
+  assert.match(withNft.output(), /^scratch: /m);
+  withNft.proc.kill("SIGTERM");
+  assert.equal((await withNft.exited).code, 0, withNft.output());
+
+  // nft lives in /usr/sbin: without it on PATH, a missing nft is one line, not a logged error with a stack.
+  const path = (process.env.PATH ?? "")
+    .split(":")
+    .filter((dir) => !dir.endsWith("/sbin"))
+    .join(":");
+  const withoutNft = start({ FOUNT_DATA_DIR: tempDir(), FOUNT_BOOTSTRAP_API_KEY: adminKey, PATH: path });
+  await withoutNft.url();
+  const output = withoutNft.output();
+  if (root) {
+    assert.match(
+      output,
+      /^egress: executor guard only \(nft not found\): component code cannot reach .* over TCP or UDP, nor Unix sockets; install nftables for the kernel layer$/m,
+    );
+  }
+  assert.doesNotMatch(output, /ENOENT|"stack"/);
+  assert.equal(output.match(/^egress: /gm)?.length, 1, output);
+  withoutNft.proc.kill("SIGTERM");
+  assert.equal((await withoutNft.exited).code, 0, output);
+});
