@@ -40,7 +40,6 @@ import { endpointPlace } from "./endpoint-origin.ts";
 import { AppError } from "./errors.ts";
 import { AuthThrottle } from "./http/auth-throttle.ts";
 import { componentApiHandler } from "./http/component-api.ts";
-import { filterFields } from "./http/conventions.ts";
 import { EndpointListener, type ServerTimeouts, setUpServer } from "./http/endpoint-listener.ts";
 import { apiDocs } from "./http/plugins/api-docs.ts";
 import { Authenticator, rateLimitKey } from "./http/plugins/authentication.ts";
@@ -51,7 +50,7 @@ import {
   registerErrorHandling,
   sendError,
 } from "./http/plugins/errors.ts";
-import { relaxFilteredResponses } from "./http/plugins/filtered-responses.ts";
+import { filteredResponses } from "./http/plugins/filtered-responses.ts";
 import { sharedRateLimitStore } from "./http/plugins/rate-limit-store.ts";
 import { applyRequestRules } from "./http/plugins/request-rules.ts";
 import { RouteIndex } from "./http/plugins/route-index.ts";
@@ -418,7 +417,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   const routeIndex = new RouteIndex();
   routeIndex.attach(app);
-  relaxFilteredResponses(app);
+  // include/exclude, on the routes that declare them (and only there).
+  filteredResponses(app);
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split("?")[0] ?? "/";
     if (path.startsWith(endpointPrefix)) {
@@ -469,17 +469,6 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     if (request.routeOptions.url === undefined || request.routeOptions.config.public) return;
     // An API key, or the console's session cookie (http/plugins/authentication.ts).
     request.principal = await authenticator.principal(request);
-  });
-
-  // include/exclude apply to every JSON response that has `data`.
-  app.addHook("preSerialization", async (request, _reply, payload) => {
-    if (request.routeOptions.config?.rawBody) return payload;
-    const p = (request.method === "POST" || request.method === "PUT" ? request.body : request.query) as
-      | { include?: unknown; exclude?: unknown }
-      | undefined;
-    const include = typeof p?.include === "string" ? p.include : undefined;
-    const exclude = typeof p?.exclude === "string" ? p.exclude : undefined;
-    return filterFields(payload, include, exclude);
   });
 
   await registerCompression(app);

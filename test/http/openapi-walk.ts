@@ -99,6 +99,55 @@ export async function operations(server: TestServer): Promise<Operation[]> {
   return out;
 }
 
+/**
+ * The routes `/openapi.json` leaves out (the console's `/console/session`, its files, `/metrics`,
+ * `/docs`, the page at `/`), read from the app's own route tree, with `{param}` for path parameters
+ * and `*` as a `{wildcard}` one. They take no documented input: route-wide tests send them what they
+ * send the documented ones.
+ */
+export function hiddenOperations(server: TestServer, documented: Operation[]): Operation[] {
+  const known = new Set(documented.map((o) => o.label));
+  const tree = server.built.app.printRoutes({ commonPrefix: false });
+  const parents: string[] = [];
+  const out: Operation[] = [];
+  for (const line of tree.split("\n")) {
+    const m = /^([│ ]*)(?:└── |├── )(.+?) \(([A-Z, ]+)\)$/.exec(line);
+    if (!m) continue;
+    const depth = m[1]!.length / 4;
+    const full = (parents[depth - 1] ?? "") + m[2]!;
+    parents[depth] = full;
+    parents.length = depth + 1;
+    const path = full
+      .replace(/\/?\*$/, "/{wildcard}")
+      .replace(/:(\w+)/g, "{$1}")
+      .replace(/\/+/g, "/");
+    for (const method of m[3]!.split(", ")) {
+      if (method === "HEAD" || known.has(`${method} ${path}`)) continue;
+      out.push({
+        method,
+        path,
+        label: `${method} ${path}`,
+        params: [...path.matchAll(/\{(\w+)\}/g)].map((p) => ({
+          name: p[1]!,
+          in: "path" as const,
+          required: true,
+          schema: { type: "string" },
+        })),
+        hasBody: method === "POST" || method === "PUT" || method === "PATCH",
+        public: false,
+        admin: false,
+        paginated: false,
+        streaming: false,
+      });
+    }
+  }
+  assert.ok(
+    out.some((o) => o.path.startsWith("/console/")),
+    `the console's routes were found in the route tree:\n${tree}`,
+  );
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Which kind of resource a parameter names
 
