@@ -51,6 +51,7 @@ import {
   sendError,
 } from "./http/plugins/errors.ts";
 import { filteredResponses } from "./http/plugins/filtered-responses.ts";
+import { refuseNulCharacters } from "./http/plugins/nul-characters.ts";
 import { sharedRateLimitStore } from "./http/plugins/rate-limit-store.ts";
 import { applyRequestRules } from "./http/plugins/request-rules.ts";
 import { RouteIndex } from "./http/plugins/route-index.ts";
@@ -413,6 +414,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   app.decorateRequest("principal", null);
   registerErrorHandling(app);
   registerJsonBodies(app);
+  refuseNulCharacters(app);
   applyRequestRules(app);
 
   const routeIndex = new RouteIndex();

@@ -21,8 +21,12 @@ export function emitterMatches(pattern: string, emitterId: string): boolean {
   return pattern === emitterId;
 }
 
-/** A channel name from component code (`$emit` meta.name): anything textual is kept, `default` is `""`. */
+/**
+ * A channel name from component code (`$emit` meta.name): anything textual is kept, `default` is `""`,
+ * and U+0000, which PostgreSQL's text cannot hold, becomes U+FFFD (the executor says so on `$logs`).
+ */
 export function normalizeChannelLoose(name: unknown): string {
   if (typeof name !== "string" || name === "" || name === "default") return "";
-  return name.slice(0, 64);
+  const cut = name.slice(0, 64);
+  return cut.includes("\0") ? cut.replaceAll("\0", "\uFFFD") : cut;
 }

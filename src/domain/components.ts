@@ -53,6 +53,13 @@ export class ComponentCatalog {
     if (code.trim() === "") throw invalidParameter("component_code", "component_code is empty");
     const built = await this.#builder.build(code);
     const meta = await this.#inspect(ownerId, built);
+    // Stored as text columns, where PostgreSQL refuses U+0000 (the rest of the meta is stored as JSON).
+    for (const field of ["key", "name", "version"] as const) {
+      if (meta[field]?.includes("\0")) {
+        const message = `The component's \`${field}\` must not contain the NUL character (U+0000)`;
+        throw new AppError("component_invalid", message, { details: { message } });
+      }
+    }
     const now = Math.floor(this.#clock.now() / 1000);
     const record: ComponentRecord = {
       id: newId("sc"),
