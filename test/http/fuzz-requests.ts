@@ -1,8 +1,9 @@
 /**
- * Generated hostile requests for every operation of the app's own `/openapi.json` and for source
- * endpoints: right and wrong methods, real and broken IDs, parameters of every wrong type, huge and deeply
- * nested values, bodies that are not JSON or not UTF-8, odd content types and Authorization headers. The
- * stream is reproducible from its seed. `fuzz.test.ts` asserts that none gets a 5xx; `bench/soak.ts` uses
+ * Generated hostile requests for every operation of the app's own `/openapi.json`, for the routes it
+ * leaves out (the console's, `/metrics`, `/docs`) and for source endpoints: right and wrong methods, real
+ * and broken IDs, parameters of every wrong type, huge and deeply nested values, NUL characters, odd
+ * query parameters (include/exclude naming anything, unknown, repeated, huge), bodies that are not JSON
+ * or not UTF-8, odd content types and Authorization headers. The stream is reproducible from its seed. `fuzz.test.ts` asserts that none gets a 5xx; `bench/soak.ts` uses
  * the same stream to watch the server's memory over a long run.
  *
  * Requests are sent with `node:http` (not fetch), so that methods, headers and bytes go out exactly as
@@ -59,6 +60,8 @@ export interface FuzzContext {
   endpoints: string[];
   /** The endpoint listener's base URL (`http://127.0.0.1:<port>`), where those paths are served. */
   endpointBase: string;
+  /** Routes the OpenAPI document leaves out (openapi-walk.ts `hiddenOperations`). */
+  hidden?: Operation[];
 }
 
 const methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
@@ -180,6 +183,27 @@ function authHeader(r: Random, ctx: FuzzContext, op: Operation | undefined): str
   ]);
 }
 
+/**
+ * A query parameter as no route documents it: `include`/`exclude` naming any field (one a response
+ * schema requires among them), unknown, repeated, holding NUL, huge, or not a name at all.
+ */
+function oddQuery(r: Random): string {
+  const field = () => encode(r.pick(["a", "id", "data", "name", "signed_out", "user", "page_info", "", ","]));
+  return r.pick([
+    () => `include=${field()}`,
+    () => `exclude=${field()}`,
+    () => `include=${field()}&include=${field()}`,
+    () => `include=${field()}&exclude=${field()}`,
+    () => `unknown_xyz=${encode(r.pick(strangeStrings))}`,
+    () => "limit=1&limit=2&after=x&after=y",
+    () => `${r.pick(["include", "org_id", "name", "x"])}=%00`,
+    () => "%00=1",
+    () => `${r.pick(["include", "exclude", "q"])}=${"x".repeat(r.pick([2000, 8000]))}`,
+    () => "a[b]=1&a[c][d]=2",
+    () => "=&&=x&%ZZ",
+  ])();
+}
+
 /** A body for an operation: its valid values mutated, or something else entirely. */
 function apiBody(r: Random, op: Operation, valid: Record<string, unknown>): Buffer | undefined {
   const roll = r.int(20);
@@ -221,6 +245,7 @@ function apiRequest(r: Random, ctx: FuzzContext, op: Operation): FuzzRequest {
     query.push(
       `${r.pick(["unknown", "limit", "after", "include", "__proto__"])}=${encode(r.pick(strangeStrings))}`,
     );
+  if (r.chance(0.15)) query.push(oddQuery(r));
   if (r.chance(0.05)) path += "/";
   const method = r.chance(0.06) ? r.pick(methods) : op.method;
   const headers: Record<string, string> = {};
@@ -239,6 +264,37 @@ function apiRequest(r: Random, ctx: FuzzContext, op: Operation): FuzzRequest {
     body,
     target: op.label,
   };
+}
+
+/**
+ * One request to a route the OpenAPI document leaves out. They take no documented input, so they get
+ * odd queries and bodies, the console's own header most of the time (without it, its routes stop at
+ * 403), and a key or none.
+ */
+function hiddenRequest(r: Random, ctx: FuzzContext, op: Operation): FuzzRequest {
+  let path = op.path;
+  for (const p of op.params) {
+    const value = r.chance(0.3) ? r.pick(["app.js", "app.css", "index.html", "json"]) : randomValue(r);
+    path = path.replace(`{${p.name}}`, segment(r, value) || "x");
+  }
+  if (r.chance(0.6)) path += `?${oddQuery(r)}`;
+  const method = r.chance(0.1) ? r.pick(methods) : op.method;
+  const headers: Record<string, string> = {};
+  const auth = authHeader(r, ctx, op);
+  if (auth !== undefined && r.chance(0.5)) headers.authorization = auth;
+  if (r.chance(0.7)) headers["x-fount-console"] = r.chance(0.9) ? "1" : r.pick(["0", "true", ""]);
+  let body: Buffer | undefined;
+  if (op.hasBody || r.chance(0.1)) {
+    const fields: Record<string, unknown> = {};
+    if (r.chance(0.6))
+      fields.api_key = r.chance(0.3) ? ctx.userKey : r.pick([...strangeStrings, `${ctx.userKey}\u0000`]);
+    if (r.chance(0.3)) fields[r.pick(["include", "unknown_xyz", "__proto__"])] = randomValue(r);
+    body = r.chance(0.8)
+      ? Buffer.from(JSON.stringify(fields))
+      : Buffer.from(r.pick(['{"a":', "[]", "\u0000"]));
+    headers["content-type"] = r.chance(0.85) ? "application/json" : r.pick(contentTypes);
+  }
+  return { method, path, headers, body, target: op.label };
 }
 
 /** One request to a source endpoint: any method, sub-path, query and body. */
@@ -277,13 +333,18 @@ function endpointRequest(r: Random, ctx: FuzzContext): FuzzRequest {
   };
 }
 
-/** The `n`th request of the stream of `seed`: a fifth go to source endpoints, the rest to API operations. */
+/**
+ * The `n`th request of the stream of `seed`: a fifth go to source endpoints, a tenth of the rest to the
+ * routes the OpenAPI document leaves out, the others to API operations.
+ */
 export function* fuzzRequests(ctx: FuzzContext, seed: number, count: number): Generator<FuzzRequest> {
   const r = new Random(seed);
   // Streams never end; they get only broken requests (the walker's stream tests cover the rest).
   const ops = ctx.ops.filter((o) => !o.streaming);
+  const hidden = ctx.hidden ?? [];
   for (let i = 0; i < count; i++) {
     if (r.chance(0.2) && ctx.endpoints.length > 0) yield endpointRequest(r, ctx);
+    else if (r.chance(0.1) && hidden.length > 0) yield hiddenRequest(r, ctx, r.pick(hidden));
     else yield apiRequest(r, ctx, ops[i % ops.length]!);
   }
 }
