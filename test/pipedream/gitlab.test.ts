@@ -41,6 +41,8 @@ interface Hook {
 /** Just the endpoints the sources call, with GitLab's shapes, and a log of what was asked. */
 class GitLabMock {
   projects: Project[] = [];
+  /** Each project's commits on `main`, newest first, as GitLab's Commits API gives them. */
+  commits = new Map<number, Array<Record<string, unknown>>>();
   hooks = new Map<number, Hook>();
   requests: Array<{ method: string; path: string; query: URLSearchParams; auth: string | undefined }> = [];
   #nextHook = 1;
@@ -104,7 +106,12 @@ class GitLabMock {
       const list = this.projects.filter((x) => x.id > after).sort((a, b) => b.id - a.id);
       return send(200, list.slice((page - 1) * perPage, page * perPage));
     }
-    let m = /^\/projects\/(\d+)\/hooks$/.exec(p);
+    let m = /^\/projects\/(\d+)\/repository\/commits$/.exec(p);
+    if (m && method === "GET") {
+      const perPage = Number(url.searchParams.get("per_page") ?? 20);
+      return send(200, (this.commits.get(Number(m[1])) ?? []).slice(0, perPage));
+    }
+    m = /^\/projects\/(\d+)\/hooks$/.exec(p);
     if (m && method === "POST") {
       const { url: hookUrl, token, ...events } = JSON.parse(body || "{}");
       const hook = { id: this.#nextHook++, projectId: Number(m[1]), url: hookUrl, token, events };
@@ -341,4 +348,62 @@ test("updating a webhook source to another project moves its hook (deactivate, t
     ['New Merge Request: "Add compiler" by Grace Hopper (grace)'],
   );
   await json("delete", s.id, "--yes");
+});
+
+test("new-commit: a push emits the pushed commits though the source's meta.ts is NaN, with their arrival time and a warning", async (t) => {
+  if (skip) return t.skip(skip);
+  const project = gitlab.addProject("pushed");
+  // The Commits API's shape: snake_case, so the source's `committedDate` is undefined and its
+  // `ts: +new Date(committedDate)` is NaN with every real answer.
+  const commit = (n: number) => ({
+    id: `c0ffee${n}`.padEnd(40, "0"),
+    short_id: `c0ffee${n}`,
+    title: `Commit ${n}`,
+    message: `Commit ${n}\n`,
+    author_name: "Ada Lovelace",
+    committed_date: `2025-03-0${n}T10:00:00.000+00:00`,
+  });
+  gitlab.commits.set(project.id, [commit(2), commit(1)]);
+  const s = await json(
+    "deploy",
+    source("new-commit"),
+    "--prop",
+    `gitlab=${accountId}`,
+    "--prop",
+    `projectId=${project.id}`,
+    "--prop",
+    "refName=main",
+  );
+  const hook = [...gitlab.hooks.values()].find((h) => h.url === s.endpoint_url);
+  assert.ok(hook, "activate created a push hook");
+  const res = await fetch(s.endpoint_url, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      "x-gitlab-event": "Push Hook",
+      "x-gitlab-token": hook.token,
+    },
+    body: JSON.stringify({
+      object_kind: "push",
+      ref: "refs/heads/main",
+      total_commits_count: 2,
+      project_id: project.id,
+    }),
+  });
+  assert.equal(res.status, 200, await res.text());
+
+  const emitted = await json("events", s.id);
+  assert.deepEqual(
+    emitted.map((e: any) => [e.metadata.id, e.metadata.ts]),
+    [
+      [commit(1).id, undefined],
+      [commit(2).id, undefined],
+    ],
+  );
+  const logs = await fount(["logs", s.id, "--no-follow"], env);
+  assert.match(
+    logs.stdout,
+    /meta\.ts must be epoch ms, a Date or a date string, not NaN; the event was kept with its arrival time/,
+  );
+  await json("delete", s.id);
 });

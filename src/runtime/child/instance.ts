@@ -33,6 +33,8 @@ export class Invocation {
   private readonly onRespond: (q: number, response: HttpResponse) => void;
   private readonly onLateEmit: ((q: number) => void) | undefined;
   private lateReported = false;
+  /** Kinds of `notice` already written in this invocation. */
+  private readonly noticed = new Set<string>();
 
   constructor(
     q: number,
@@ -67,7 +69,6 @@ export class Invocation {
   }
 
   emit(event: unknown, meta: unknown): void {
-    const checked = emitMeta(meta);
     if (this.closed) {
       // The result has left: the event cannot be stored. Say so once rather than drop it silently.
       if (!this.lateReported) {
@@ -105,7 +106,11 @@ export class Invocation {
       );
       return;
     }
-    this.emits.push({ event: JSON.parse(json), meta: checked });
+    // The meta is read once the event is known to be kept, so that its warnings concern a stored event.
+    this.emits.push({
+      event: JSON.parse(json),
+      meta: emitMeta(meta, (kind, text) => this.notice(kind, text)),
+    });
     this.emittedChars += json.length;
   }
 
@@ -131,6 +136,16 @@ export class Invocation {
     this.countWarning(code, message);
   }
 
+  /**
+   * A warning on `$logs` about something the component did that Fount tolerated (a meta.ts that is not
+   * a time, say): once per kind and invocation, so a loop of such emits writes one line.
+   */
+  private notice(kind: string, message: string): void {
+    if (this.noticed.has(kind)) return;
+    this.noticed.add(kind);
+    this.log("warn", message);
+  }
+
   /** One warning per kind, counting how often it happened. */
   private countWarning(code: string, message: string): void {
     const found = this.warnings.find((w) => w.code === code);
@@ -139,24 +154,59 @@ export class Invocation {
   }
 }
 
-function emitMeta(meta: unknown): EmitMeta {
+/**
+ * The meta of an emit, as far as it can be used. Pipedream's components pass what their APIs give them
+ * (gitlab-new-commit emits `ts: Date.parse(undefined)`, NaN, with every real answer), so a field that
+ * cannot be used is left out and the event kept: a `ts` that is not a time leaves the event its arrival
+ * time, an unusable `id` leaves it without one, and so on, each with a warning on `$logs`
+ * (docs/pipedream-compatibility.md). Nothing here fails the run.
+ */
+function emitMeta(meta: unknown, warn: (kind: string, message: string) => void): EmitMeta {
   if (meta === undefined || meta === null) return {};
-  if (!isObject(meta)) throw new TypeError("$emit: meta must be an object {id, name, summary, ts}");
+  if (!isObject(meta)) {
+    warn(
+      "meta",
+      `$emit: meta must be an object {id, name, summary, ts}, not ${described(meta)}; the event was kept without it`,
+    );
+    return {};
+  }
   const out: EmitMeta = {};
   const { id, name, summary, ts, delivery_ts } = meta;
   if (id !== undefined && id !== null) {
-    if (typeof id !== "string" && !(typeof id === "number" && Number.isFinite(id))) {
-      throw new TypeError("$emit: meta.id must be a string or a number");
-    }
-    out.id = id;
+    if (typeof id === "string" || (typeof id === "number" && Number.isFinite(id))) out.id = id;
+    else if (typeof id === "bigint") out.id = String(id);
+    else
+      warn(
+        "meta.id",
+        `$emit: meta.id must be a string or a number, not ${described(id)}; the event was kept without an id`,
+      );
   }
   if (name !== undefined && name !== null) {
-    if (typeof name !== "string") throw new TypeError("$emit: meta.name must be a string");
-    out.name = name;
+    const text = typeof name === "number" || typeof name === "bigint" ? String(name) : name;
+    if (typeof text === "string") out.name = text;
+    else
+      warn(
+        "meta.name",
+        `$emit: meta.name must be a string, not ${described(name)}; the event went to the default channel`,
+      );
+    if (out.name?.includes("\0")) {
+      // PostgreSQL's text cannot hold U+0000, and no API call could name such a channel.
+      out.name = out.name.replaceAll("\0", "\uFFFD");
+      warn(
+        "meta.name.nul",
+        `$emit: meta.name holds the NUL character (U+0000); the event went to channel ${JSON.stringify(out.name)}, with U+FFFD in its place`,
+      );
+    }
   }
   if (summary !== undefined && summary !== null) {
-    if (typeof summary !== "string") throw new TypeError("$emit: meta.summary must be a string");
-    out.summary = summary;
+    if (typeof summary === "string") out.summary = summary;
+    else if (typeof summary === "number" || typeof summary === "boolean" || typeof summary === "bigint")
+      out.summary = String(summary);
+    else
+      warn(
+        "meta.summary",
+        `$emit: meta.summary must be a string, not ${described(summary)}; the event was kept without a summary`,
+      );
   }
   if (ts !== undefined && ts !== null) {
     // Components pass what their APIs give them: epoch ms, a Date (pg rows), or a date string.
@@ -168,19 +218,32 @@ function emitMeta(meta: unknown): EmitMeta {
             ? Number(ts)
             : Date.parse(ts)
           : ts;
-    if (typeof ms !== "number" || !Number.isFinite(ms)) {
-      throw new TypeError("$emit: meta.ts must be epoch ms, a Date or a date string");
-    }
-    out.ts = ms;
+    if (typeof ms === "number" && Number.isFinite(ms)) out.ts = ms;
+    else
+      warn(
+        "meta.ts",
+        `$emit: meta.ts must be epoch ms, a Date or a date string, not ${described(ts)}; the event was kept with its arrival time`,
+      );
   }
   if (delivery_ts !== undefined && delivery_ts !== null) {
     const ms = delivery_ts instanceof Date ? delivery_ts.getTime() : delivery_ts;
-    if (typeof ms !== "number" || !Number.isFinite(ms)) {
-      throw new TypeError("$emit: meta.delivery_ts must be epoch ms or a Date");
-    }
-    out.delivery_ts = ms;
+    if (typeof ms === "number" && Number.isFinite(ms)) out.delivery_ts = ms;
+    else
+      warn(
+        "meta.delivery_ts",
+        `$emit: meta.delivery_ts must be epoch ms or a Date, not ${described(delivery_ts)}; the event is delivered at once`,
+      );
   }
   return out;
+}
+
+/** A value as a warning names it: `NaN`, `"soon"`, `an invalid Date`, `a value of type object`. */
+function described(value: unknown): string {
+  if (typeof value === "number" || typeof value === "boolean") return String(value);
+  if (typeof value === "string") return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
+  if (value instanceof Date) return "an invalid Date";
+  if (Array.isArray(value)) return "an array";
+  return `a value of type ${typeof value}`;
 }
 
 function httpResponse(res: unknown): HttpResponse {

@@ -19,7 +19,7 @@ export function copyResult(raw: ItemResult, limits: ChildInit): InvokeResult {
       if (typeof m.id === "string" || typeof m.id === "number") meta.id = m.id;
       if (typeof m.name === "string") meta.name = m.name;
       if (typeof m.summary === "string") meta.summary = m.summary;
-      if (typeof m.ts === "number") meta.ts = m.ts;
+      if (typeof m.ts === "number" && Number.isFinite(m.ts)) meta.ts = m.ts;
       if (typeof m.delivery_ts === "number" && Number.isFinite(m.delivery_ts))
         meta.delivery_ts = m.delivery_ts;
       emits.push({ event: e.event ?? null, meta });
