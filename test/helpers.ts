@@ -4,6 +4,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, realpathSync, rmSync } from "node:fs";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { after } from "node:test";
@@ -193,4 +194,13 @@ export function unmountScratchUnder(dir: string): void {
       execFileSync("umount", ["-l", point], { stdio: "ignore" });
     } catch {}
   }
+}
+
+/** A port nobody listens on now on 127.0.0.1: the kernel picks one, then it is released for the caller. */
+export async function freePort(): Promise<number> {
+  const probe = net.createServer();
+  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  const { port } = probe.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  return port;
 }

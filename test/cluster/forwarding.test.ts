@@ -12,7 +12,7 @@ import net from "node:net";
 import { after, before, test } from "node:test";
 import tls from "node:tls";
 import { SecretBox } from "../../src/crypto/secret-box.ts";
-import { adminKey } from "../helpers.ts";
+import { adminKey, freePort } from "../helpers.ts";
 import { api, type Cluster, eventually, type Node, startCluster } from "./nodes.ts";
 
 /** Answers with what its run saw, and counts its runs in `this.db` (exact only on one node at a time). */
@@ -220,15 +220,6 @@ async function forwardRaw(
     socket.on("error", () => undefined);
     socket.write(lines.join(""));
   });
-}
-
-/** A port free now on 127.0.0.1. */
-async function freePort(): Promise<number> {
-  const probe = net.createServer();
-  await new Promise<void>((r) => probe.listen(0, "127.0.0.1", r));
-  const { port } = probe.address() as net.AddressInfo;
-  await new Promise((r) => probe.close(r));
-  return port;
 }
 
 test("what one node sends another crosses the network encrypted", async () => {

@@ -16,7 +16,7 @@ import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { after, test } from "node:test";
-import { unmountScratchUnder } from "../helpers.ts";
+import { freePort, unmountScratchUnder } from "../helpers.ts";
 
 const root = path.resolve(import.meta.dirname, "../..");
 const node = path.join(root, "node_modules/.bin/node");
@@ -80,14 +80,6 @@ after(() => {
   unmountScratchUnder(dataDir);
   rmSync(dataDir, { recursive: true, force: true });
 });
-
-async function freePort(): Promise<number> {
-  const probe = http.createServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-}
 
 /** Starts `src/main.ts` and resolves once it answers /healthz. */
 async function startFount(

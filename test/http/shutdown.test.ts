@@ -7,12 +7,12 @@ import assert from "node:assert/strict";
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { openPostgresStorage } from "../../src/storage/postgres/driver.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
+import { freePort } from "../helpers.ts";
 import { dropSchema, freshSchema, schemaUrl, testPgUrl } from "../pg-schemas.ts";
 
 const root = path.resolve(import.meta.dirname, "../..");
@@ -31,15 +31,6 @@ after(async () => {
   rmSync(dataDir, { recursive: true, force: true });
   if (schema) await dropSchema(schema);
 });
-
-/** A port nobody listens on: the kernel picks one, then it is released for the child to take. */
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 interface Fount {
   child: ChildProcessWithoutNullStreams;

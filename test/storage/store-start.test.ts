@@ -6,13 +6,13 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { test } from "node:test";
 import pg from "pg";
 import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
+import { freePort } from "../helpers.ts";
 import { dropSchema, freshSchema, schemaUrl, testPgUrl } from "../pg-schemas.ts";
 
 const root = path.resolve(import.meta.dirname, "../..");
@@ -20,14 +20,6 @@ const nodeBin = path.join(root, "node_modules/.bin/node");
 const adminKey = "fnt_teststartkey00000000000000000000";
 // Bounds only the wait for the child process, generously (a cold start compiles TypeScript on the fly).
 const processTimeoutMs = 60_000;
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 /** Starts `src/main.ts` with a clean environment plus `extra`. */
 async function start(extra: Record<string, string>) {
