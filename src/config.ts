@@ -75,6 +75,10 @@ export interface Config {
   metrics: boolean;
   /** When set, `/metrics` asks for `Authorization: Bearer <token>` (FOUNT_METRICS_TOKEN). */
   metricsToken: string | undefined;
+  /** When set, `/metrics` is served on this port alone, not on PORT (FOUNT_METRICS_PORT). */
+  metricsPort: number | undefined;
+  /** The address of the metrics port (FOUNT_METRICS_HOST; default HOST). */
+  metricsHost: string;
   /** This node's name in metrics (FOUNT_NODE_ID); default host name and port. */
   nodeId: string;
   /**
@@ -238,6 +242,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     pipedreamApi: optionalBool(env, "FOUNT_PIPEDREAM_API") ?? true,
     metrics: optionalBool(env, "FOUNT_METRICS") ?? true,
     metricsToken: env.FOUNT_METRICS_TOKEN || undefined,
+    metricsPort: env.FOUNT_METRICS_PORT ? int(env, "FOUNT_METRICS_PORT", 0) : undefined,
+    metricsHost: env.FOUNT_METRICS_HOST || host,
     nodeId: env.FOUNT_NODE_ID || `${os.hostname()}:${port}`,
     nodeUrl,
     ...overrides,

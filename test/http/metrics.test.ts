@@ -1,13 +1,14 @@
 /**
  * `GET /metrics` as Prometheus scrapes it: the text format with every family Fount documents, labelled
  * by node, and figures that move when the server works (endpoint hits, invocations, stored events, a
- * webhook delivery, a timer tick, an open SSE stream). FOUNT_METRICS_TOKEN and FOUNT_METRICS=false.
+ * webhook delivery, a timer tick, an open SSE stream). FOUNT_METRICS_TOKEN, FOUNT_METRICS=false, and
+ * FOUNT_METRICS_PORT, which moves the endpoint off the API's port.
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { Receiver } from "../delivery/receiver.ts";
 import { deploy, fixture, hit } from "../fixtures/components/fixtures.ts";
-import { startServer, type TestServer } from "../helpers.ts";
+import { adminKey, freePort, startServer, type TestServer } from "../helpers.ts";
 
 let server: TestServer;
 let receiver: Receiver;
@@ -148,12 +149,53 @@ test("FOUNT_METRICS_TOKEN asks for a bearer token; FOUNT_METRICS=false serves no
     const refused = await scrape(guarded);
     assert.equal(refused.status, 401);
     assert.equal(((await refused.json()) as { code: string }).code, "unauthorized");
-    assert.equal((await scrape(guarded, { authorization: "Bearer wrong-token!" })).status, 401);
+    for (const authorization of [
+      "Bearer wrong-token!",
+      "Bearer s3cret-tokem",
+      "Bearer s3cret",
+      "s3cret-token",
+    ]) {
+      assert.equal((await scrape(guarded, { authorization })).status, 401, authorization);
+    }
+    // An API key is not the metrics token.
+    assert.equal((await scrape(guarded, { authorization: `Bearer ${adminKey}` })).status, 401);
     const ok = await scrape(guarded, { authorization: "Bearer s3cret-token" });
     assert.equal(ok.status, 200);
     assert.match(await ok.text(), /^# TYPE fount_endpoint_hits_total counter/m);
+    // The scheme is case-insensitive (RFC 9110), as some scrapers send it.
+    assert.equal((await scrape(guarded, { authorization: "bearer s3cret-token" })).status, 200);
     assert.equal((await scrape(off)).status, 404);
   } finally {
     await Promise.all([guarded.close(), off.close()]);
   }
+});
+
+test("FOUNT_METRICS_PORT serves /metrics on a listener of its own, and the API's port no longer does", async () => {
+  const port = await freePort();
+  const apart = await startServer(
+    {},
+    { FOUNT_METRICS_PORT: String(port), FOUNT_METRICS_HOST: "127.0.0.1", FOUNT_METRICS_TOKEN: "tok" },
+  );
+  const metricsUrl = `http://127.0.0.1:${port}`;
+  try {
+    assert.equal((await scrape(apart, { authorization: "Bearer tok" })).status, 404);
+    const refused = await fetch(`${metricsUrl}/metrics`);
+    assert.equal(refused.status, 401);
+    assert.equal(((await refused.json()) as { code: string }).code, "unauthorized");
+    const ok = await fetch(`${metricsUrl}/metrics?x=1`, { headers: { authorization: "Bearer tok" } });
+    assert.equal(ok.status, 200);
+    assert.match(ok.headers.get("content-type") ?? "", /^text\/plain/);
+    assert.match(await ok.text(), /^# TYPE fount_http_requests_total counter/m);
+    // Nothing else is served there: not the API, not the console.
+    for (const path of ["/v1/users/me", "/", "/healthz"]) {
+      const other = await fetch(metricsUrl + path, { headers: { authorization: `Bearer ${adminKey}` } });
+      assert.equal(other.status, 404, path);
+      assert.equal(((await other.json()) as { code: string }).code, "not_found");
+    }
+    assert.equal((await fetch(`${metricsUrl}/metrics`, { method: "POST" })).status, 405);
+  } finally {
+    await apart.close();
+  }
+  // It stops with the server.
+  await assert.rejects(fetch(`${metricsUrl}/metrics`));
 });
