@@ -9,6 +9,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import http from "node:http";
 import type { FastifyInstance } from "fastify";
 import { AppError } from "../../errors.ts";
+import { clientErrorHandler } from "../plugins/errors.ts";
 
 /**
  * Counts every answered API request by its route pattern (not its URL, which would make a series per
@@ -77,6 +78,8 @@ export async function metricsRoutes(app: FastifyInstance): Promise<void> {
       },
     );
   });
+  // Requests Node's parser refuses get a catalogue answer, as on the other ports.
+  server.on("clientError", clientErrorHandler);
   app.addHook("onReady", async () => {
     await new Promise<void>((resolve, reject) => {
       server.once("error", (err: NodeJS.ErrnoException) => {
