@@ -611,10 +611,22 @@ describe("invoke", () => {
     assert.equal(flood.warnings[0]?.code, "too_many_emits");
   });
 
-  test("rejects bad emit meta and values db.set cannot store", async () => {
+  test("keeps an emit whose meta.id cannot be used, without it and with a warning; refuses what db.set cannot store", async () => {
     const meta = await run("emits.mjs", { badMeta: true });
-    assert.equal(meta.error?.code, "component_error");
-    assert.match(meta.error?.message ?? "", /meta\.id must be a string or a number/);
+    assert.equal(meta.error, undefined);
+    assert.deepEqual(meta.emits, [
+      { event: {}, meta: {} },
+      { event: { last: true }, meta: {} },
+    ]);
+    assert.deepEqual(
+      meta.logs.map((l) => [l.level, l.message]),
+      [
+        [
+          "warn",
+          "$emit: meta.id must be a string or a number, not a value of type object; the event was kept without an id",
+        ],
+      ],
+    );
     const db = await run("emits.mjs", { badDb: true }, { dbProps: ["db"] });
     assert.match(db.error?.message ?? "", /not JSON-serializable/);
   });
