@@ -405,5 +405,5 @@ test("new-commit: a push emits the pushed commits though the source's meta.ts is
     logs.stdout,
     /meta\.ts must be epoch ms, a Date or a date string, not NaN; the event was kept with its arrival time/,
   );
-  await json("delete", s.id);
+  await json("delete", s.id, "--yes");
 });
