@@ -1,5 +1,7 @@
 /** Runs Fount as a user does (`node src/main.ts` or `npm start`) with its own env, and watches its output. */
 import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 export const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
@@ -63,7 +65,21 @@ export function startProcess(env: NodeJS.ProcessEnv, how: "node" | "npm" = "node
       listeners.add(check);
       check();
     });
-  const serverPid = async () => Number((await waitFor(/"pid":(\d+)/))[1]);
+  // Under `node` the server is `proc`. Under npm it is npm's child, which names itself in its data dir's
+  // lock (src/file-lock.ts): the start prints no line with its pid (nothing at LOG_LEVEL=warn).
+  const lockFile = path.join(env.FOUNT_DATA_DIR ?? path.join(repoRoot, ".fount"), "server.lock.json");
+  const lockedPid = (): number | undefined => {
+    try {
+      return (JSON.parse(readFileSync(lockFile, "utf8")) as { pid: number }).pid;
+    } catch {
+      return undefined;
+    }
+  };
+  const serverPid = async () => {
+    if (how === "node") return proc.pid!;
+    await waitFor(/^Fount is listening on /m);
+    return lockedPid()!;
+  };
   return {
     proc,
     output: () => text,
@@ -77,8 +93,8 @@ export function startProcess(env: NodeJS.ProcessEnv, how: "node" | "npm" = "node
     serverPid,
     exited,
     kill: async () => {
-      const m = text.match(/"pid":(\d+)/);
-      if (m && alive(Number(m[1]))) process.kill(Number(m[1]), "SIGKILL");
+      const pid = how === "node" ? proc.pid : lockedPid();
+      if (pid !== undefined && pid !== proc.pid && alive(pid)) process.kill(pid, "SIGKILL");
       if (!ended) {
         proc.kill("SIGKILL");
         // A grandchild that inherited a pipe could hold "close" back; the exit is what matters here.
