@@ -532,10 +532,15 @@ export function makerContext(server: TestServer, ops: Operation[], user: WalkUse
  * Everything the user can read: every GET operation (admin ones with the admin key) filled with the
  * user's fixtures, the largest page, with and without `org_id`.
  */
+/**
+ * Every GET answer about `ctx`'s data. `tenantOnly`: the admin lists of the whole instance (users,
+ * organizations) keep only `ctx`'s own entries, since other tenants' doings change the rest.
+ */
 export async function snapshot(
   ctx: MakerContext,
   ops: Operation[],
   adminKey: string,
+  options: { tenantOnly?: boolean } = {},
 ): Promise<Record<string, unknown>> {
   const out: Record<string, unknown> = {};
   for (const op of ops) {
@@ -550,10 +555,24 @@ export async function snapshot(
     for (const v of variants) {
       const req = toRequest(op, v, extra);
       const res = await send(ctx.server, op, key, req);
-      out[`${op.method} ${req.path}`] = { status: res.status, body: withoutHeartbeats(req.path, res.body) };
+      const body = withoutHeartbeats(req.path, res.body);
+      out[`${op.method} ${req.path}`] = {
+        status: res.status,
+        body: options.tenantOnly ? ownEntries(req.path, body, ctx.user.id) : body,
+      };
     }
   }
   return out;
+}
+
+/** Of the instance's user and organization lists, the entries of `userId`: itself and the organizations it owns. */
+function ownEntries(target: string, body: any, userId: string): unknown {
+  if (!Array.isArray(body?.data)) return body;
+  const path = target.split("?")[0];
+  if (path === "/v1/admin/users") return { data: body.data.filter((u: { id: string }) => u.id === userId) };
+  if (path === "/v1/admin/orgs")
+    return { data: body.data.filter((o: { owner_id: string }) => o.owner_id === userId) };
+  return body;
 }
 
 /** The node list without its heartbeat times, which move by themselves, not with the stored data. */
