@@ -116,7 +116,7 @@ try {
   await watcher.connect();
   let messages = 0;
   watcher.on("notification", () => messages++);
-  // The nodes' channel (src/domain/cluster-link.ts), named after the schema as the store names it.
+  // The nodes' channel (src/domain/cluster/cluster-link.ts), named after the schema as the store names it.
   await watcher.query(`LISTEN "${schemaChannel("fount_cluster", schema)}"`);
   const transactions = async () =>
     Number(

@@ -18,24 +18,24 @@ import { SecretBox } from "./crypto/secret-box.ts";
 import { AddressPolicy } from "./delivery/address-guard.ts";
 import { deliveryContext } from "./delivery/routing.ts";
 import { setUpDelivery } from "./delivery/setup.ts";
-import { Accounts } from "./domain/accounts.ts";
+import { Accounts } from "./domain/accounts/accounts.ts";
+import { checkEncryptionKey } from "./domain/accounts/key-check.ts";
+import { Sessions } from "./domain/accounts/sessions.ts";
 import { Bus } from "./domain/bus.ts";
-import { clusterNode } from "./domain/cluster-link.ts";
-import { Committer } from "./domain/committer.ts";
-import { ComponentCatalog } from "./domain/components.ts";
-import { DynamicProps } from "./domain/dynamic-props.ts";
-import { logErrors } from "./domain/error-log.ts";
-import { ForwardedHits, forwardPath } from "./domain/hit-forwarding.ts";
-import { checkEncryptionKey } from "./domain/key-check.ts";
-import { LateWorkRecorder } from "./domain/late-work.ts";
-import { refuseSharedNodeId } from "./domain/node-id-check.ts";
-import { EventRecorder } from "./domain/recorder.ts";
-import { publishRegistryFolder } from "./domain/registry.ts";
-import { SourceRunner } from "./domain/runner.ts";
-import { TimerScheduler } from "./domain/scheduler.ts";
-import { Sessions } from "./domain/sessions.ts";
-import { nodeDeadAfterMs } from "./domain/source-leases.ts";
-import { SourceService } from "./domain/sources.ts";
+import { clusterNode } from "./domain/cluster/cluster-link.ts";
+import { ForwardedHits, forwardPath } from "./domain/cluster/hit-forwarding.ts";
+import { refuseSharedNodeId } from "./domain/cluster/node-id-check.ts";
+import { nodeDeadAfterMs } from "./domain/cluster/source-leases.ts";
+import { ComponentCatalog } from "./domain/components/components.ts";
+import { DynamicProps } from "./domain/components/dynamic-props.ts";
+import { publishRegistryFolder } from "./domain/components/registry.ts";
+import { Committer } from "./domain/events/committer.ts";
+import { logErrors } from "./domain/events/error-log.ts";
+import { EventRecorder } from "./domain/events/recorder.ts";
+import { LateWorkRecorder } from "./domain/sources/late-work.ts";
+import { SourceRunner } from "./domain/sources/runner.ts";
+import { TimerScheduler } from "./domain/sources/scheduler.ts";
+import { SourceService } from "./domain/sources/sources.ts";
 import { endpointPlace } from "./endpoint-origin.ts";
 import { AppError } from "./errors.ts";
 import { AuthThrottle } from "./http/auth-throttle.ts";
@@ -313,8 +313,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     checkUrl: (url: URL) => addressPolicy.checkUrl(url),
   };
   const catalog = new ComponentCatalog({ store, builder, executor, clock, fetchGuard });
-  // Several nodes on one database: a source runs on one node at a time (domain/source-leases.ts), and
-  // its hits go to that node (domain/hit-forwarding.ts) over TLS connections keyed with this secret.
+  // Several nodes on one database: a source runs on one node at a time (domain/cluster/source-leases.ts), and
+  // its hits go to that node (domain/cluster/hit-forwarding.ts) over TLS connections keyed with this secret.
   const forwardPsk = Buffer.from(secrets.derive("fount/forwarding-psk/v2"), "base64url");
   let wakeDispatcher = (): void => undefined;
   const cluster = store.cluster

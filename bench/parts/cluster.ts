@@ -4,7 +4,7 @@
  * three nodes on one PostgreSQL schema, the last with the connections split over the three, all in
  * alternating slices so that every figure comes from the same minutes.
  *
- * The invocations of a source run on the node holding its run lease (src/domain/source-leases.ts), so
+ * The invocations of a source run on the node holding its run lease (src/domain/cluster/source-leases.ts), so
  * with one hot source hit through every node the lease moves between the nodes all the time. A cluster
  * serves many sources, each of which needs its lease on one node at a time: the part measures both
  * loads, one hot source and hits spread over 30 sources, and the latter also with the hits of each

@@ -6,7 +6,7 @@
  */
 import { existsSync } from "node:fs";
 import path from "node:path";
-import type { Accounts } from "../domain/accounts.ts";
+import type { Accounts } from "../domain/accounts/accounts.ts";
 import type { Org, User } from "../domain/types.ts";
 import type { Storage } from "../storage/port.ts";
 import { backup, restore } from "./backup.ts";
@@ -37,7 +37,7 @@ async function withStore<T>(ctx: Context, fn: (admin: Admin) => Promise<T>): Pro
   }
   const [{ openStorage }, { Accounts }, { systemClock }, { renderOrg, renderUser }] = await Promise.all([
     import("../app.ts"),
-    import("../domain/accounts.ts"),
+    import("../domain/accounts/accounts.ts"),
     import("../clock.ts"),
     import("../http/routes/admin.ts"),
   ]);
@@ -309,7 +309,7 @@ Example:
           "not_clustered",
         );
       }
-      const { nodeViews } = await import("../domain/source-leases.ts");
+      const { nodeViews } = await import("../domain/cluster/source-leases.ts");
       const data = await nodeViews(store.cluster);
       ctx.output(data, () => {
         ctx.print(

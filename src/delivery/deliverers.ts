@@ -5,7 +5,7 @@
  */
 import { BoundedCache } from "../bounded-cache.ts";
 import type { SecretBox } from "../crypto/secret-box.ts";
-import type { QuotaHold, SourceRunner } from "../domain/runner.ts";
+import type { QuotaHold, SourceRunner } from "../domain/sources/runner.ts";
 import type { Delivery, ListenerKind, Webhook } from "../domain/types.ts";
 import type { AppError } from "../errors.ts";
 import type { Storage } from "../storage/port.ts";

@@ -4,8 +4,8 @@
  * `$errors` stream (never for a delivery of an `$errors` event: a failing error route must not feed itself).
  */
 import type { Bus } from "../domain/bus.ts";
-import type { Committer } from "../domain/committer.ts";
-import type { EventRecorder } from "../domain/recorder.ts";
+import type { Committer } from "../domain/events/committer.ts";
+import type { EventRecorder } from "../domain/events/recorder.ts";
 import type { Delivery, DeliveryAttempt, EventRecord } from "../domain/types.ts";
 import { randomString } from "../ids.ts";
 import type { DeliveryPatch } from "../storage/port.ts";

@@ -5,7 +5,7 @@
  * the subscription's owner.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import { type EventRecorder, eventsKept } from "../domain/recorder.ts";
+import { type EventRecorder, eventsKept } from "../domain/events/recorder.ts";
 import type { Delivery, EventRecord, ListenerKind, Subscription } from "../domain/types.ts";
 import { newSortableId } from "../ids.ts";
 import type { StorageOps } from "../storage/port.ts";

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import type { NodeView } from "../../src/domain/source-leases.ts";
+import type { NodeView } from "../../src/domain/cluster/source-leases.ts";
 import { fount } from "../cli/run.ts";
 import { startProcess } from "../process/server-process.ts";
 import { api, type Cluster, eventually, startCluster } from "./nodes.ts";

@@ -1,5 +1,5 @@
 /**
- * Hits go to the node that runs their source (domain/hit-forwarding.ts): three Fount processes on one
+ * Hits go to the node that runs their source (domain/cluster/hit-forwarding.ts): three Fount processes on one
  * PostgreSQL schema. A hit through a node that does not run the source is answered by the node that
  * does, exactly as if sent there; only a node with the cluster's key may open a forwarding
  * connection, and what crosses it is encrypted; a node sent a hit of a source it does not run says so instead of running it; when the node running a source is killed, the others run its hits themselves, and a hit

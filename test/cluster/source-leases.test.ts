@@ -1,5 +1,5 @@
 /**
- * The run lease of a source wanted by several nodes (src/domain/source-leases.ts): three real cluster
+ * The run lease of a source wanted by several nodes (src/domain/cluster/source-leases.ts): three real cluster
  * nodes (ClusterLink and SourceLeases, as the server wires them) on one fresh PostgreSQL schema, their
  * lease messages over the real cluster channel, which the test also listens to. A release names the
  * first node that asked, and the others ask that node in turn, so the lease goes round every node that
@@ -12,9 +12,9 @@ import { after, test } from "node:test";
 import type { FastifyBaseLogger } from "fastify";
 import pino from "pino";
 import { Bus } from "../../src/domain/bus.ts";
-import { type ClusterNode, clusterNode } from "../../src/domain/cluster-link.ts";
-import { EventRecorder } from "../../src/domain/recorder.ts";
-import { LeaseMoved } from "../../src/domain/source-leases.ts";
+import { type ClusterNode, clusterNode } from "../../src/domain/cluster/cluster-link.ts";
+import { LeaseMoved } from "../../src/domain/cluster/source-leases.ts";
+import { EventRecorder } from "../../src/domain/events/recorder.ts";
 import type { Storage } from "../../src/storage/port.ts";
 import { openTestPostgres } from "../pg-schemas.ts";
 import { eventually } from "./nodes.ts";

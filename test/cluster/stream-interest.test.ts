@@ -1,5 +1,5 @@
 /**
- * Events travel between nodes only where a stream waits for them (src/domain/cluster-link.ts): two real
+ * Events travel between nodes only where a stream waits for them (src/domain/cluster/cluster-link.ts): two real
  * ClusterLinks on one PostgreSQL schema stand for two nodes; the events a node stores are what its bus
  * says, and what the other's streams would get is what its bus hears as `event.replicated`. Other test
  * files run clusters on other schemas of the same database at the same time: they must not be heard.
@@ -9,7 +9,7 @@ import { after, test } from "node:test";
 import type { FastifyBaseLogger } from "fastify";
 import pino from "pino";
 import { Bus } from "../../src/domain/bus.ts";
-import { ClusterLink, type InterestTimings } from "../../src/domain/cluster-link.ts";
+import { ClusterLink, type InterestTimings } from "../../src/domain/cluster/cluster-link.ts";
 import type { EventRecord } from "../../src/domain/types.ts";
 import type { Storage } from "../../src/storage/port.ts";
 import { schemaChannel } from "../../src/storage/postgres/cluster.ts";

@@ -9,7 +9,7 @@ import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { type BuiltApp, buildApp } from "../../src/app.ts";
 import { loadConfig } from "../../src/config.ts";
-import { publishRegistryFolder, registryDir } from "../../src/domain/registry.ts";
+import { publishRegistryFolder, registryDir } from "../../src/domain/components/registry.ts";
 import type { EventRecord } from "../../src/domain/types.ts";
 import { adminKey, startServer, type TestServer } from "../helpers.ts";
 

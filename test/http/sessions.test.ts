@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { maxSessionsPerUser, sessionSeconds } from "../../src/domain/sessions.ts";
+import { maxSessionsPerUser, sessionSeconds } from "../../src/domain/accounts/sessions.ts";
 import { FakeClock, startClockServer } from "../fixtures/components/fixtures.ts";
 import { adminKey, type TestServer } from "../helpers.ts";
 import { unique } from "./openapi-walk.ts";

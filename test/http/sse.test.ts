@@ -8,7 +8,7 @@ import net from "node:net";
 import { after, before, test } from "node:test";
 import { EventSource, type FetchLike, type FetchLikeResponse } from "eventsource";
 import { Agent, fetch as undiciFetch } from "undici";
-import { defaultStreamHubOptions, type StreamHub } from "../../src/domain/stream-hub.ts";
+import { defaultStreamHubOptions, type StreamHub } from "../../src/domain/events/stream-hub.ts";
 import type { EventRecord } from "../../src/domain/types.ts";
 import { streamHubOf } from "../../src/http/routes/stream.ts";
 import { adminKey, startServer, type TestServer } from "../helpers.ts";

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, test } from "node:test";
-import type { RunOutcome } from "../../src/domain/runner.ts";
+import type { RunOutcome } from "../../src/domain/sources/runner.ts";
 import type { EventRecord } from "../../src/domain/types.ts";
 import {
   deploy,

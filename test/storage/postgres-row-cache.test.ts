@@ -9,7 +9,7 @@ import { after, test } from "node:test";
 import type { FastifyBaseLogger } from "fastify";
 import pino from "pino";
 import { Bus } from "../../src/domain/bus.ts";
-import { ClusterLink } from "../../src/domain/cluster-link.ts";
+import { ClusterLink } from "../../src/domain/cluster/cluster-link.ts";
 import type { SourceRecord, Subscription } from "../../src/domain/types.ts";
 import type { Storage } from "../../src/storage/port.ts";
 import { openPostgresStorage } from "../../src/storage/postgres/driver.ts";

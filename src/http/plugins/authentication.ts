@@ -7,8 +7,8 @@
 import type { FastifyRequest } from "fastify";
 import type { Clock } from "../../clock.ts";
 import { hashApiKey } from "../../crypto/secret-box.ts";
-import type { Accounts } from "../../domain/accounts.ts";
-import type { Sessions } from "../../domain/sessions.ts";
+import type { Accounts } from "../../domain/accounts/accounts.ts";
+import type { Sessions } from "../../domain/accounts/sessions.ts";
 import type { Principal } from "../../domain/types.ts";
 import { AppError } from "../../errors.ts";
 import type { AuthThrottle } from "../auth-throttle.ts";

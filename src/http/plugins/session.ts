@@ -1,7 +1,7 @@
 /**
  * The console's session cookie. It carries a session's ID, its user and its expiry sealed with the
  * server's key (AES-256-GCM, the `SecretBox` that seals webhook secrets); the session itself is a row of
- * its user (domain/sessions.ts), so ending it there ends the cookie on every node. No API key is ever in
+ * its user (domain/accounts/sessions.ts), so ending it there ends the cookie on every node. No API key is ever in
  * a cookie, and page scripts never see the cookie (HttpOnly).
  *
  * Sealed rather than a random token stored hashed: a forged, altered or expired cookie is refused by the

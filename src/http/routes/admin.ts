@@ -2,8 +2,8 @@
 import { performance } from "node:perf_hooks";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { type TObject, type TProperties, Type } from "typebox";
-import { publishToRegistry } from "../../domain/registry.ts";
-import { type NodeView, nodeViews } from "../../domain/source-leases.ts";
+import { type NodeView, nodeViews } from "../../domain/cluster/source-leases.ts";
+import { publishToRegistry } from "../../domain/components/registry.ts";
 import type { Org, Page, PageQuery, User, WithSeq } from "../../domain/types.ts";
 import { AppError } from "../../errors.ts";
 import {

@@ -5,7 +5,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
-import { registryOwner } from "../../domain/components.ts";
+import { registryOwner } from "../../domain/components/components.ts";
 import type { ComponentRecord, Page, WithSeq } from "../../domain/types.ts";
 import { notFound } from "../../errors.ts";
 import {

@@ -1,8 +1,8 @@
 /** Saved components: create from code or URL, read by key or ID, the registry, and async prop options. */
 import type { FastifyInstance } from "fastify";
 import { Type } from "typebox";
-import { registryOwner } from "../../domain/components.ts";
-import { configurablePropList, configurableProps } from "../../domain/props.ts";
+import { registryOwner } from "../../domain/components/components.ts";
+import { configurablePropList, configurableProps } from "../../domain/components/props.ts";
 import type { ComponentRecord } from "../../domain/types.ts";
 import { AppError, notFound } from "../../errors.ts";
 import { actingOwner, commonParams, errorResponses, params, visibleOwners } from "../conventions.ts";

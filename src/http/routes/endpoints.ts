@@ -19,9 +19,14 @@
  */
 import { randomUUID } from "node:crypto";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
-import type { Elsewhere, ForwardedHit, ForwardTarget, HitAnswer } from "../../domain/hit-forwarding.ts";
-import type { RunOutcome } from "../../domain/runner.ts";
-import { LeaseMoved } from "../../domain/source-leases.ts";
+import type {
+  Elsewhere,
+  ForwardedHit,
+  ForwardTarget,
+  HitAnswer,
+} from "../../domain/cluster/hit-forwarding.ts";
+import { LeaseMoved } from "../../domain/cluster/source-leases.ts";
+import type { RunOutcome } from "../../domain/sources/runner.ts";
 import {
   type EndpointHosts,
   endpointHostsFor,
@@ -152,7 +157,7 @@ export interface EndpointServing {
   closing(): boolean;
 }
 
-/** One request to a source endpoint: from a client, or sent on by another node (domain/hit-forwarding.ts). */
+/** One request to a source endpoint: from a client, or sent on by another node (domain/cluster/hit-forwarding.ts). */
 interface Hit {
   method: string;
   /** The request target: `/e/{id}[/path][?query]`. */
@@ -309,7 +314,7 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
     }
     // Made before the hit goes on, so Fount's cookies and keys never cross to another node either.
     const headers = sourceHeaders(hit.headers);
-    // Several nodes: a hit of a source another node runs goes there (domain/hit-forwarding.ts).
+    // Several nodes: a hit of a source another node runs goes there (domain/cluster/hit-forwarding.ts).
     /**
      * Sends the hit on to the node that runs its source (`first`, when known) and relays the answer;
      * false: it runs here.
@@ -379,7 +384,7 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
       result = await runHere(forwarding !== undefined);
     } catch (err) {
       if (!(err instanceof LeaseMoved) || !forwarding) throw err;
-      // While the hit waited for its turn, this node gave the source to another (domain/source-leases.ts):
+      // While the hit waited for its turn, this node gave the source to another (domain/cluster/source-leases.ts):
       // the hit goes there, and the source stays where it runs now. Nothing ran; its quota count was given back.
       forwarding.moved(source.id, err.to);
       if (hit.elsewhere) return hit.elsewhere(err.to);

@@ -1,8 +1,8 @@
 /** A source's stored events: `event_summaries` (with truncation and cursors) and range deletion. */
 import type { FastifyInstance } from "fastify";
 import { Type } from "typebox";
-import { channelPattern, normalizeChannel } from "../../domain/channels.ts";
-import { type EventIdParts, parseEventId } from "../../domain/event-ids.ts";
+import { channelPattern, normalizeChannel } from "../../domain/events/channels.ts";
+import { type EventIdParts, parseEventId } from "../../domain/events/event-ids.ts";
 import type { EventRecord } from "../../domain/types.ts";
 import { AppError } from "../../errors.ts";
 import { commonParams, errorResponses } from "../conventions.ts";

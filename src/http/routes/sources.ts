@@ -1,8 +1,8 @@
 /** Sources (deployed components): create, read, update, delete, list, and run by hand. */
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
-import { renderProps } from "../../domain/props.ts";
-import type { RunOutcome } from "../../domain/runner.ts";
+import { renderProps } from "../../domain/components/props.ts";
+import type { RunOutcome } from "../../domain/sources/runner.ts";
 import type { SourceRecord } from "../../domain/types.ts";
 import { AppError } from "../../errors.ts";
 import {

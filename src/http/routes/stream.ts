@@ -6,10 +6,10 @@
 import type { OutgoingHttpHeaders } from "node:http";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
-import { channelPattern, normalizeChannel } from "../../domain/channels.ts";
-import { type EventIdParts, parseEventId } from "../../domain/event-ids.ts";
-import { eventsKept } from "../../domain/recorder.ts";
-import { StreamHub, type StreamHubOptions } from "../../domain/stream-hub.ts";
+import { channelPattern, normalizeChannel } from "../../domain/events/channels.ts";
+import { type EventIdParts, parseEventId } from "../../domain/events/event-ids.ts";
+import { eventsKept } from "../../domain/events/recorder.ts";
+import { StreamHub, type StreamHubOptions } from "../../domain/events/stream-hub.ts";
 import type { EventRecord } from "../../domain/types.ts";
 import { invalidParameter } from "../../errors.ts";
 import type { Services } from "../../services.ts";

@@ -2,7 +2,7 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { enqueueBackfill } from "../../delivery/routing.ts";
-import { normalizeChannel } from "../../domain/channels.ts";
+import { normalizeChannel } from "../../domain/events/channels.ts";
 import type { AutoSubscription, Subscription } from "../../domain/types.ts";
 import { invalidParameter, notFound } from "../../errors.ts";
 import { newId } from "../../ids.ts";

@@ -1,7 +1,7 @@
 /** `GET /v1/users/me`: the caller, its organizations and the quota fields of its plan. */
 import type { FastifyInstance } from "fastify";
 import { Type } from "typebox";
-import { planLimits, usageDay } from "../../domain/quotas.ts";
+import { planLimits, usageDay } from "../../domain/accounts/quotas.ts";
 import { commonParams, errorResponses, principal } from "../conventions.ts";
 
 const orgSchema = Type.Object({

@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
-import { channelPattern, normalizeChannel } from "../../domain/channels.ts";
+import { channelPattern, normalizeChannel } from "../../domain/events/channels.ts";
 import type { EventRecord, Workflow } from "../../domain/types.ts";
 import { AppError, invalidParameter } from "../../errors.ts";
 import { newId, randomString } from "../../ids.ts";

@@ -8,16 +8,16 @@
  * Tests drive it with a fake clock through `tick()`, which also waits for the runs it started.
  */
 import type { FastifyBaseLogger } from "fastify";
-import type { Clock } from "../clock.ts";
-import { isStoreUnavailable } from "../storage/health.ts";
-import type { Storage } from "../storage/port.ts";
-import type { Bus } from "./bus.ts";
-import type { Committer } from "./committer.ts";
-import type { EventRecorder } from "./recorder.ts";
+import type { Clock } from "../../clock.ts";
+import { isStoreUnavailable } from "../../storage/health.ts";
+import type { Storage } from "../../storage/port.ts";
+import type { Bus } from "../bus.ts";
+import type { SourceLeases } from "../cluster/source-leases.ts";
+import type { Committer } from "../events/committer.ts";
+import type { EventRecorder } from "../events/recorder.ts";
+import type { TimerRecord } from "../types.ts";
 import type { QuotaHold, RunOutcome, SourceRunner } from "./runner.ts";
 import { nextRun } from "./schedule.ts";
-import type { SourceLeases } from "./source-leases.ts";
-import type { TimerRecord } from "./types.ts";
 
 /** Longest sleep between checks, so timers created by another node are noticed. */
 const maxSleepMs = 1000;

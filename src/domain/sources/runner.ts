@@ -5,14 +5,14 @@
  * time, in call order, so each sees the db the previous one left.
  */
 import type { FastifyBaseLogger } from "fastify";
-import { BoundedCache } from "../bounded-cache.ts";
-import type { Clock } from "../clock.ts";
-import type { Config } from "../config.ts";
-import type { SecretBox } from "../crypto/secret-box.ts";
-import { endpointUrlOf } from "../endpoint-origin.ts";
-import { AppError, type SerializedError } from "../errors.ts";
-import { randomString } from "../ids.ts";
-import { withParsedBody } from "../runtime/child/http-body.ts";
+import { BoundedCache } from "../../bounded-cache.ts";
+import type { Clock } from "../../clock.ts";
+import type { Config } from "../../config.ts";
+import type { SecretBox } from "../../crypto/secret-box.ts";
+import { endpointUrlOf } from "../../endpoint-origin.ts";
+import { AppError, type SerializedError } from "../../errors.ts";
+import { randomString } from "../../ids.ts";
+import { withParsedBody } from "../../runtime/child/http-body.ts";
 import type {
   ComponentMeta,
   EmittedEvent,
@@ -22,19 +22,19 @@ import type {
   InvokeRequest,
   InvokeResult,
   LogEntry,
-} from "../runtime/types.ts";
-import { isStoreUnavailable } from "../storage/health.ts";
-import type { Storage, StorageOps } from "../storage/port.ts";
-import type { Bus } from "./bus.ts";
-import { normalizeChannelLoose } from "./channels.ts";
-import type { Committer } from "./committer.ts";
-import type { ComponentCatalog } from "./components.ts";
-import { applyDedupePerChannel, type ChannelDedupeState, orderByTs } from "./dedupe.ts";
-import { runtimeValue, sourceProps, storedDynamicProps, type TimerConfig } from "./props.ts";
-import { planLimits, usageDay } from "./quotas.ts";
-import type { EventRecorder } from "./recorder.ts";
-import type { SourceLeases } from "./source-leases.ts";
-import type { EventRecord, SourceRecord } from "./types.ts";
+} from "../../runtime/types.ts";
+import { isStoreUnavailable } from "../../storage/health.ts";
+import type { Storage, StorageOps } from "../../storage/port.ts";
+import { planLimits, usageDay } from "../accounts/quotas.ts";
+import type { Bus } from "../bus.ts";
+import type { SourceLeases } from "../cluster/source-leases.ts";
+import type { ComponentCatalog } from "../components/components.ts";
+import { runtimeValue, sourceProps, storedDynamicProps, type TimerConfig } from "../components/props.ts";
+import { normalizeChannelLoose } from "../events/channels.ts";
+import type { Committer } from "../events/committer.ts";
+import { applyDedupePerChannel, type ChannelDedupeState, orderByTs } from "../events/dedupe.ts";
+import type { EventRecorder } from "../events/recorder.ts";
+import type { EventRecord, SourceRecord } from "../types.ts";
 
 export type Trigger = "http" | "timer" | "manual" | "subscription" | "hook" | "options";
 

@@ -8,11 +8,11 @@ import { mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
-import { SecretBox } from "../../src/crypto/secret-box.ts";
-import { checkEncryptionKey } from "../../src/domain/key-check.ts";
-import type { Storage } from "../../src/storage/port.ts";
-import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
-import { openTestPostgres } from "../pg-schemas.ts";
+import { SecretBox } from "../../../src/crypto/secret-box.ts";
+import { checkEncryptionKey } from "../../../src/domain/accounts/key-check.ts";
+import type { Storage } from "../../../src/storage/port.ts";
+import { openSqliteStorage } from "../../../src/storage/sqlite/driver.ts";
+import { openTestPostgres } from "../../pg-schemas.ts";
 
 const drivers: Array<[string, () => Promise<Storage>]> = [
   ["sqlite", async () => openSqliteStorage({ dataDir: mkdtempSync(path.join(os.tmpdir(), "fount-key-")) })],

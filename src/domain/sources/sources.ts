@@ -2,14 +2,14 @@
  * The source lifecycle of the spec's state table: create (deploy, then activate hooks), update
  * (deactivate, swap code and props, activate), enable/disable, delete (deactivate, then remove).
  */
-import type { Clock } from "../clock.ts";
-import type { SecretBox } from "../crypto/secret-box.ts";
-import { AppError, invalidParameter, notFound } from "../errors.ts";
-import { newId, randomString } from "../ids.ts";
-import type { Storage, StorageOps } from "../storage/port.ts";
-import type { Bus } from "./bus.ts";
-import type { ComponentCatalog } from "./components.ts";
-import type { DynamicProps } from "./dynamic-props.ts";
+import type { Clock } from "../../clock.ts";
+import type { SecretBox } from "../../crypto/secret-box.ts";
+import { AppError, invalidParameter, notFound } from "../../errors.ts";
+import { newId, randomString } from "../../ids.ts";
+import type { Storage, StorageOps } from "../../storage/port.ts";
+import type { Bus } from "../bus.ts";
+import type { ComponentCatalog } from "../components/components.ts";
+import type { DynamicProps } from "../components/dynamic-props.ts";
 import {
   assertDeployable,
   dynamicPropsKey,
@@ -17,10 +17,10 @@ import {
   storedDynamicProps,
   timerProps,
   validateProps,
-} from "./props.ts";
+} from "../components/props.ts";
+import type { ComponentRecord, SourceRecord, TimerRecord } from "../types.ts";
 import type { SourceRunner } from "./runner.ts";
 import { firstRun } from "./schedule.ts";
-import type { ComponentRecord, SourceRecord, TimerRecord } from "./types.ts";
 
 export interface ComponentChoice {
   componentId?: string;

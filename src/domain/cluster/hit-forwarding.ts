@@ -31,8 +31,8 @@ import type { Duplex } from "node:stream";
 import { StringDecoder } from "node:string_decoder";
 import tls, { type ConnectionOptions } from "node:tls";
 import type { FastifyBaseLogger } from "fastify";
-import { AppError } from "../errors.ts";
-import type { ClusterStore } from "../storage/port.ts";
+import { AppError } from "../../errors.ts";
+import type { ClusterStore } from "../../storage/port.ts";
 import { nodeDeadAfterMs, type SourceLeases } from "./source-leases.ts";
 
 /** The path other nodes open their forwarding connection on. */

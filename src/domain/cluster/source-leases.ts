@@ -13,8 +13,8 @@
  * bound cannot commit over the new holder.
  */
 import type { FastifyBaseLogger } from "fastify";
-import { AppError } from "../errors.ts";
-import type { ClusterStore } from "../storage/port.ts";
+import { AppError } from "../../errors.ts";
+import type { ClusterStore } from "../../storage/port.ts";
 
 /** A node whose heartbeat is older than this is taken for dead (heartbeats go every second). */
 export const nodeDeadAfterMs = 5_000;

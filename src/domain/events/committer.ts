@@ -9,8 +9,8 @@
  * batch commits at once, so a lone request pays nothing.
  */
 import type { AsyncLocalStorage } from "node:async_hooks";
-import { isStoreUnavailable } from "../storage/health.ts";
-import type { Storage, StorageOps } from "../storage/port.ts";
+import { isStoreUnavailable } from "../../storage/health.ts";
+import type { Storage, StorageOps } from "../../storage/port.ts";
 
 interface Job {
   run: (tx: StorageOps) => Promise<unknown>;

@@ -3,7 +3,7 @@
  * unique: FIFO cache of the last 100 ids; greatest: only ids above the largest seen; last: only events
  * after the one whose id matches the cached last id (all when none matches).
  */
-import type { EmittedEvent } from "../runtime/types.ts";
+import type { EmittedEvent } from "../../runtime/types.ts";
 import { normalizeChannelLoose } from "./channels.ts";
 
 export type DedupeStrategy = "unique" | "greatest" | "last";

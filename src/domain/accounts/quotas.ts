@@ -1,5 +1,5 @@
 /** Daily quotas of free accounts and the UTC day key that usage counters use. */
-import type { Config } from "../config.ts";
+import type { Config } from "../../config.ts";
 
 export interface PlanLimits {
   dailyInvocations: number;

@@ -12,14 +12,14 @@
  * know every announcement (just started, or its channel broke) sends all events for `interestTtlMs`.
  */
 import type { FastifyBaseLogger } from "fastify";
-import { randomString } from "../ids.ts";
-import type { ClusterStore, Storage } from "../storage/port.ts";
-import type { Bus } from "./bus.ts";
+import { randomString } from "../../ids.ts";
+import type { ClusterStore, Storage } from "../../storage/port.ts";
+import type { Bus } from "../bus.ts";
+import type { EventRecorder } from "../events/recorder.ts";
+import type { StreamInterest } from "../events/stream-hub.ts";
+import type { EventRecord } from "../types.ts";
 import { HitForwarding } from "./hit-forwarding.ts";
-import type { EventRecorder } from "./recorder.ts";
 import { type LeaseMessage, nodeDeadAfterMs, SourceLeases } from "./source-leases.ts";
-import type { StreamInterest } from "./stream-hub.ts";
-import type { EventRecord } from "./types.ts";
 
 const channel = "fount_cluster";
 /** Wake-ups for the other nodes' dispatchers go at most this often (one NOTIFY each). */

@@ -1,5 +1,5 @@
 /** Event stream (channel) names: `""` is the default channel, and `default` names it too. */
-import { invalidParameter } from "../errors.ts";
+import { invalidParameter } from "../../errors.ts";
 
 export const channelPattern = "^(|\\$errors|\\$logs|[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63})$";
 

@@ -3,11 +3,11 @@
  * is listed and revoked by its user and by an admin, and one user holds at most `maxSessionsPerUser`.
  * The cookie that names a session is made and read in http/plugins/session.ts; this holds the records.
  */
-import type { Clock } from "../clock.ts";
-import { notFound } from "../errors.ts";
-import { newId } from "../ids.ts";
-import type { Storage } from "../storage/port.ts";
-import type { Principal, SessionRecord } from "./types.ts";
+import type { Clock } from "../../clock.ts";
+import { notFound } from "../../errors.ts";
+import { newId } from "../../ids.ts";
+import type { Storage } from "../../storage/port.ts";
+import type { Principal, SessionRecord } from "../types.ts";
 
 /** A session lasts a working day; signing in again gives a new one. */
 export const sessionSeconds = 12 * 60 * 60;

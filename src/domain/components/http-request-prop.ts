@@ -4,8 +4,8 @@
  * auth, tab}`, with headers and params as `[{name, value}]` lists and the body as `{mode, contentType,
  * fields, raw}`. This checks it at deploy, stores it with its credentials sealed, and shows them masked.
  */
-import { AppError } from "../errors.ts";
-import type { PropMeta } from "../runtime/types.ts";
+import { AppError } from "../../errors.ts";
+import type { PropMeta } from "../../runtime/types.ts";
 import { isSealed, type Sealer, secretMask } from "./sealed-values.ts";
 
 type Obj = Record<string, unknown>;

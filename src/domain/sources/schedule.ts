@@ -1,6 +1,6 @@
 /** When a timer fires next. After downtime a missed tick fires once: the next slot is always in the future. */
 import { Cron } from "croner";
-import type { TimerConfig } from "./props.ts";
+import type { TimerConfig } from "../components/props.ts";
 
 /** The first run of a timer at or after `fromMs` (interval timers first fire one interval after deploy). */
 export function firstRun(config: TimerConfig, fromMs: number): number {

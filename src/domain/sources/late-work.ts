@@ -4,14 +4,14 @@
  * the source creator's compute usage, and what went wrong (a late `$emit`, a crash, a realm stopped
  * for spinning) goes to the source's `$errors`, so nothing vanishes silently.
  */
-import type { Clock } from "../clock.ts";
-import type { LateWork } from "../runtime/types.ts";
-import { isStoreUnavailable } from "../storage/health.ts";
-import type { Storage } from "../storage/port.ts";
-import type { Bus } from "./bus.ts";
-import type { Committer } from "./committer.ts";
-import { usageDay } from "./quotas.ts";
-import type { EventRecorder } from "./recorder.ts";
+import type { Clock } from "../../clock.ts";
+import type { LateWork } from "../../runtime/types.ts";
+import { isStoreUnavailable } from "../../storage/health.ts";
+import type { Storage } from "../../storage/port.ts";
+import { usageDay } from "../accounts/quotas.ts";
+import type { Bus } from "../bus.ts";
+import type { Committer } from "../events/committer.ts";
+import type { EventRecorder } from "../events/recorder.ts";
 
 export interface LateWorkDeps {
   store: Storage;

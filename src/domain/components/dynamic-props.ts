@@ -4,15 +4,15 @@
  * returns join the component's own. The reload route shows them; deploy and update compute them again
  * from the values they are given and validate those values against them.
  */
-import type { Config } from "../config.ts";
-import type { SecretBox } from "../crypto/secret-box.ts";
-import { AppError } from "../errors.ts";
-import type { DynamicPropRef, Executor, PropMeta } from "../runtime/types.ts";
-import type { Storage } from "../storage/port.ts";
+import type { Config } from "../../config.ts";
+import type { SecretBox } from "../../crypto/secret-box.ts";
+import { AppError } from "../../errors.ts";
+import type { DynamicPropRef, Executor, PropMeta } from "../../runtime/types.ts";
+import type { Storage } from "../../storage/port.ts";
+import type { ComponentRecord } from "../types.ts";
 import type { ComponentCatalog } from "./components.ts";
 import { runtimeValue } from "./props.ts";
 import { isSealed } from "./sealed-values.ts";
-import type { ComponentRecord } from "./types.ts";
 
 export interface DynamicPropsDeps {
   store: Storage;

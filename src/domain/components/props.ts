@@ -4,8 +4,8 @@
  * component receives at run time.
  */
 import { Cron } from "croner";
-import { AppError } from "../errors.ts";
-import type { ComponentMeta, PropMeta } from "../runtime/types.ts";
+import { AppError } from "../../errors.ts";
+import type { ComponentMeta, PropMeta } from "../../runtime/types.ts";
 import { maskHttpRequest, openHttpRequest, parseHttpRequest } from "./http-request-prop.ts";
 import { isSealed, type SealedValue, type Sealer, secretMask } from "./sealed-values.ts";
 

@@ -6,7 +6,7 @@
  * dispatcher need no logging of their own for it.
  */
 import type { FastifyBaseLogger } from "fastify";
-import type { Bus } from "./bus.ts";
+import type { Bus } from "../bus.ts";
 
 type Obj = Record<string, unknown>;
 

@@ -8,9 +8,9 @@ import { mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
-import { Committer } from "../../src/domain/committer.ts";
-import { StoreUnavailableError } from "../../src/storage/health.ts";
-import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
+import { Committer } from "../../../src/domain/events/committer.ts";
+import { StoreUnavailableError } from "../../../src/storage/health.ts";
+import { openSqliteStorage } from "../../../src/storage/sqlite/driver.ts";
 
 const store = () => openSqliteStorage({ dataDir: mkdtempSync(path.join(os.tmpdir(), "fount-commit-")) });
 const day = "2026-11-23";

@@ -5,10 +5,10 @@
  * replays from the store), so a slow client costs an emit one array push, never a wait.
  */
 import type { Writable } from "node:stream";
-import { AppError } from "../errors.ts";
-import type { Bus } from "./bus.ts";
+import { AppError } from "../../errors.ts";
+import type { Bus } from "../bus.ts";
+import type { EventRecord } from "../types.ts";
 import type { EventIdParts } from "./event-ids.ts";
-import type { EventRecord } from "./types.ts";
 
 /** Tunables of a StreamHub; tests shorten the intervals and bounds. */
 export interface StreamHubOptions {

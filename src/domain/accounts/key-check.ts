@@ -2,8 +2,8 @@
  * The encryption key check at start: a node whose key cannot open the secrets already sealed in the
  * store refuses to start, before it seals anything new that the other nodes could not open.
  */
-import type { SecretBox } from "../crypto/secret-box.ts";
-import type { Storage } from "../storage/port.ts";
+import type { SecretBox } from "../../crypto/secret-box.ts";
+import type { Storage } from "../../storage/port.ts";
 
 /** The meta key of the sealed check value. */
 const checkKey = "encryption_check";

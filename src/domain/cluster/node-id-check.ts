@@ -7,7 +7,7 @@
  * check watches such a heartbeat for a while, and only one that moves is another running node.
  */
 import { setTimeout } from "node:timers/promises";
-import type { ClusterStore } from "../storage/port.ts";
+import type { ClusterStore } from "../../storage/port.ts";
 import { nodeDeadAfterMs } from "./source-leases.ts";
 
 /** Thrown at start when another running node has this node's ID; the message is one line. */

@@ -1,8 +1,8 @@
 /** Stores events (emits, `$logs`, `$errors`) with their IDs and the 100-per-channel window. */
-import { randomString } from "../ids.ts";
-import type { StorageOps } from "../storage/port.ts";
+import { randomString } from "../../ids.ts";
+import type { StorageOps } from "../../storage/port.ts";
+import type { EventMeta, EventRecord } from "../types.ts";
 import { EventIdGenerator, formatEventId } from "./event-ids.ts";
-import type { EventMeta, EventRecord } from "./types.ts";
 
 /** How many events of each emitter and channel are kept. */
 export const eventsKept = 100;

@@ -2,15 +2,15 @@
  * Saved components: code is fetched (component_url), bundled with its packages installed, loaded in the
  * owner's sandbox to read its definition, and stored with the package versions it resolved to.
  */
-import type { Clock } from "../clock.ts";
-import { sha256Hex } from "../crypto/secret-box.ts";
-import { AppError, invalidParameter, notFound } from "../errors.ts";
-import { newId } from "../ids.ts";
-import type { ComponentBuilder } from "../runtime/build.ts";
-import { type FetchCodeOptions, fetchComponentCode } from "../runtime/fetch-code.ts";
-import type { BuiltComponent, ComponentMeta, Executor } from "../runtime/types.ts";
-import type { Storage } from "../storage/port.ts";
-import type { ComponentRecord } from "./types.ts";
+import type { Clock } from "../../clock.ts";
+import { sha256Hex } from "../../crypto/secret-box.ts";
+import { AppError, invalidParameter, notFound } from "../../errors.ts";
+import { newId } from "../../ids.ts";
+import type { ComponentBuilder } from "../../runtime/build.ts";
+import { type FetchCodeOptions, fetchComponentCode } from "../../runtime/fetch-code.ts";
+import type { BuiltComponent, ComponentMeta, Executor } from "../../runtime/types.ts";
+import type { Storage } from "../../storage/port.ts";
+import type { ComponentRecord } from "../types.ts";
 
 /** Largest component code accepted (bytes). */
 export const maxCodeBytes = 1024 * 1024;

@@ -1,10 +1,10 @@
 /** Users, organizations, memberships and API keys: creation, lookup and the first-start bootstrap. */
-import type { Clock } from "../clock.ts";
-import { hashApiKey } from "../crypto/secret-box.ts";
-import { AppError, invalidParameter, notFound } from "../errors.ts";
-import { newId, randomString } from "../ids.ts";
-import type { Storage } from "../storage/port.ts";
-import type { ApiKey, Org, Plan, Principal, User } from "./types.ts";
+import type { Clock } from "../../clock.ts";
+import { hashApiKey } from "../../crypto/secret-box.ts";
+import { AppError, invalidParameter, notFound } from "../../errors.ts";
+import { newId, randomString } from "../../ids.ts";
+import type { Storage } from "../../storage/port.ts";
+import type { ApiKey, Org, Plan, Principal, User } from "../types.ts";
 
 /** A freshly created API key: the only moment its secret is known. */
 export interface IssuedKey {

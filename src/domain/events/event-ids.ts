@@ -2,7 +2,7 @@
  * Event IDs `<epoch_ms>-<sequence>`, strictly increasing per emitter: within one millisecond the
  * sequence counts up, and after a clock step back the last millisecond is reused with a higher sequence.
  */
-import type { StorageOps } from "../storage/port.ts";
+import type { StorageOps } from "../../storage/port.ts";
 
 export interface EventIdParts {
   ms: number;
