@@ -42,10 +42,13 @@ async function main(): Promise<void> {
       e.port === config.endpointPort && e.port !== config.port
         ? [config.endpointPort, "FOUNT_ENDPOINT_PORT"]
         : [config.port, "PORT"];
+    // Errors of Node's own listen name a port; others (the metrics listener's) say what failed themselves.
     console.error(
-      e.code === "EADDRINUSE"
-        ? `fount: ${config.host}:${port} is already in use; stop what listens there or set ${setting} to another port`
-        : `fount: cannot listen on ${config.host}:${port}: ${e.message}`,
+      e.syscall !== "listen"
+        ? `fount: ${e.message}`
+        : e.code === "EADDRINUSE"
+          ? `fount: ${config.host}:${port} is already in use; stop what listens there or set ${setting} to another port`
+          : `fount: cannot listen on ${config.host}:${port}: ${e.message}`,
     );
     await app.close().catch(() => {});
     dataDirLock.release();

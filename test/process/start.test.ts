@@ -106,6 +106,31 @@ test("a first start on a taken port creates no admin; the next start shows the k
   await next.kill();
 });
 
+test("a taken metrics port stops the start with the metrics listener's own message", async () => {
+  const blocker = net.createServer();
+  await new Promise<void>((resolve) => blocker.listen(0, "127.0.0.1", resolve));
+  const port = (blocker.address() as net.AddressInfo).port;
+  try {
+    const failed = start({
+      FOUNT_DATA_DIR: tempDir(),
+      FOUNT_METRICS_PORT: String(port),
+      FOUNT_METRICS_HOST: "127.0.0.1",
+    });
+    const { code } = await failed.exited;
+    assert.notEqual(code, 0);
+    assert.match(
+      failed.output(),
+      new RegExp(
+        `^fount: cannot listen for metrics on 127\\.0\\.0\\.1:${port} \\(FOUNT_METRICS_HOST, FOUNT_METRICS_PORT\\): already in use$`,
+        "m",
+      ),
+    );
+    assert.doesNotMatch(failed.output(), /cannot listen on/);
+  } finally {
+    await new Promise<void>((resolve) => blocker.close(() => resolve()));
+  }
+});
+
 test("a taken endpoint port stops the start naming FOUNT_ENDPOINT_PORT; a start prints where endpoints answer", async () => {
   const dataDir = tempDir();
   const blocker = net.createServer();
