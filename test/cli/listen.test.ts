@@ -72,6 +72,35 @@ test("fount listen prints a verified delivery, forwards it, and deletes its webh
   }
 });
 
+test("a fount listen killed outright leaves its webhook, which the next one on the machine removes", async () => {
+  const env = envFor(adminKey);
+  const first = new RunningFount(env, ["listen"]);
+  await first.waitFor(/Ready: /, "stderr");
+  const [, abandoned] = /Webhook (wh_\w+) →/.exec(first.stderr) ?? [];
+  assert.ok(abandoned, first.stderr);
+  assert.equal(await first.stop("SIGKILL"), null);
+  assert.ok((await webhookIds(adminKey)).includes(abandoned), "SIGKILL left no chance to delete it");
+  // A receiver that still runs keeps its webhook.
+  const running = new RunningFount(env, ["listen"]);
+  const second = new RunningFount(env, ["listen"]);
+  try {
+    await running.waitFor(/Ready: /, "stderr");
+    const [, kept] = /Webhook (wh_\w+) →/.exec(running.stderr) ?? [];
+    await second.waitFor(/Ready: /, "stderr");
+    const all = [running.stderr, second.stderr].join("\n");
+    assert.match(
+      all,
+      new RegExp(`Deleted webhook ${abandoned} of an earlier \`fount listen\` that was stopped outright`),
+    );
+    const ids = await webhookIds(adminKey);
+    assert.ok(!ids.includes(abandoned), "the abandoned webhook is gone");
+    assert.ok(ids.includes(kept!), "the running receiver's webhook stays");
+  } finally {
+    await running.stop();
+    await second.stop();
+  }
+});
+
 test("without an admin key, fount listen says the server will not deliver to it and leaves nothing", async () => {
   const res = await fount(["listen"], envFor(user.key));
   assert.equal(res.code, 1, res.stderr);

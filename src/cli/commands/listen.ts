@@ -2,7 +2,8 @@
  * `fount listen`, like `stripe listen`: a local receiver for webhook deliveries. It starts an HTTP server,
  * creates a webhook pointing at it and a subscription of your sources (or one), prints each delivery as it
  * arrives with its Standard Webhooks signature checked, optionally passes it on (`--forward-to`), and
- * deletes the webhook (and so the subscription) when stopped.
+ * deletes the webhook (and so the subscription) when stopped; one stopped outright leaves its webhook, which
+ * the next `fount listen` on the machine removes.
  *
  * The delivery guard refuses loopback and private destinations, so the webhook asks for `allow_private`,
  * which the server grants to admin keys only; with another key, a server that would refuse the receiver's
@@ -190,6 +191,8 @@ const listen: Command = {
     let secret = "";
     const stop = untilInterrupted();
     const server = http.createServer(async (req, res) => {
+      // Deliveries are POSTs; anything else (a later `fount listen` checking this receiver is alive) is not printed.
+      if (req.method !== "POST") return void res.writeHead(405, { allow: "POST" }).end();
       try {
         const body = await readBody(req);
         const id = header(req, "webhook-id") ?? "";
@@ -230,6 +233,7 @@ const listen: Command = {
       const urlHost =
         isIP(host) === 6 ? `[${host}]` : host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host;
       const url = ctx.string("public-url") ?? `http://${urlHost}:${bound}/`;
+      await removeAbandoned(ctx);
       const hook = await createWebhook(ctx, url, what);
       webhookId = hook.id;
       secret = hook.secret;
@@ -263,6 +267,44 @@ const listen: Command = {
   },
 };
 
+/** The name of a receiver's webhook: how a later `fount listen` on this machine recognises it. */
+const webhookName = () => `fount listen on ${os.hostname()}`;
+
+/** Whether nothing listens at a local receiver's URL any more (its connection is refused). */
+function refused(url: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const req = http.request(url, { method: "HEAD", timeout: 2000 }, (res) => {
+      res.resume();
+      resolve(false);
+    });
+    req.on("timeout", () => req.destroy());
+    req.on("error", (err: NodeJS.ErrnoException) => resolve(err.code === "ECONNREFUSED"));
+    req.end();
+  });
+}
+
+/**
+ * A `fount listen` stopped outright (killed, or its terminal closed) could not delete its webhook, which
+ * then fails every delivery. The next one on the same machine removes such webhooks: named as this
+ * machine's receivers, pointing at a local address where nothing listens any more. A receiver still
+ * running (in another terminal) answers, and keeps its webhook.
+ */
+async function removeAbandoned(ctx: Context): Promise<void> {
+  const client = ctx.client();
+  const hooks = await client.listAll<{ id: string; name: string; url: string }>("/v1/users/me/webhooks");
+  for (const hook of hooks) {
+    if (hook.name !== webhookName() || !URL.canParse(hook.url) || !isLocalHost(new URL(hook.url))) continue;
+    if (!(await refused(hook.url))) continue;
+    await client.delete(`/v1/webhooks/${hook.id}`).then(
+      () =>
+        ctx.note(
+          `Deleted webhook ${hook.id} of an earlier \`fount listen\` that was stopped outright (nothing answers at ${hook.url}).`,
+        ),
+      () => {},
+    );
+  }
+}
+
 /**
  * Creates the receiver's webhook, asking that it may reach a local address; without an admin key, it is
  * created without, and a server that will refuse the address is an error rather than a silent failure.
@@ -275,7 +317,7 @@ async function createWebhook(
   const client = ctx.client();
   const body = {
     url,
-    name: `fount listen on ${os.hostname()}`,
+    name: webhookName(),
     description: `Deliveries of ${what} to a \`fount listen\` receiver (deleted when it stops)`,
   };
   type Created = { data: { id: string; signing_secret: string }; warnings?: Warning[] };
