@@ -6,20 +6,10 @@
 import type { Bus } from "../domain/bus.ts";
 import type { Committer } from "../domain/events/committer.ts";
 import type { EventRecorder } from "../domain/events/recorder.ts";
-import type { Delivery, DeliveryAttempt, EventRecord } from "../domain/types.ts";
+import type { Delivery, EventRecord } from "../domain/types.ts";
 import { randomString } from "../ids.ts";
-import type { DeliveryPatch } from "../storage/port.ts";
-import type { FailureCode } from "./outcome.ts";
 import { deliveryContext } from "./routing.ts";
-
-export interface Settlement {
-  patch: DeliveryPatch;
-  attempt?: DeliveryAttempt;
-  /** Turn the webhook listener inactive. */
-  deactivate?: boolean;
-  /** Record the failure on the emitter's `$errors` stream. */
-  failure?: { code: FailureCode; message: string };
-}
+import type { Settlement } from "./settlement.ts";
 
 export interface LedgerDeps {
   committer: Committer;

@@ -9,10 +9,12 @@ import type { EventRecorder } from "../domain/events/recorder.ts";
 import type { SourceRunner } from "../domain/sources/runner.ts";
 import type { Storage } from "../storage/port.ts";
 import { AddressPolicy } from "./address-guard.ts";
+import type { ClaimMember } from "./claims.ts";
 import { HttpDeliverer, SourceDeliverer } from "./deliverers.ts";
-import { DeliveryDispatcher, type DispatcherDeps, type DispatcherOptions } from "./dispatcher.ts";
+import { DeliveryDispatcher } from "./dispatcher.ts";
 import { HttpSender } from "./http-sender.ts";
 import { DeliveryLedger } from "./ledger.ts";
+import type { DispatcherOptions } from "./options.ts";
 import { registerRouting } from "./routing.ts";
 
 export interface DeliverySetup {
@@ -28,8 +30,8 @@ export interface DeliverySetup {
   config: Config;
   logger?: FastifyBaseLogger;
   options?: Partial<DispatcherOptions>;
-  /** Several nodes: see `DispatcherDeps.member`. */
-  member?: DispatcherDeps["member"];
+  /** Several nodes: see `ClaimMember`. */
+  member?: ClaimMember;
 }
 
 /** Routes every stored event into the outbox and returns the (not yet started) dispatcher. */

@@ -12,7 +12,8 @@ import assert from "node:assert/strict";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, afterEach, before, describe, test } from "node:test";
-import { type DeliveryDispatcher, defaultDispatcherOptions } from "../../src/delivery/dispatcher.ts";
+import type { DeliveryDispatcher } from "../../src/delivery/dispatcher.ts";
+import { defaultDispatcherOptions } from "../../src/delivery/options.ts";
 import type { Delivery } from "../../src/domain/types.ts";
 import type { Storage } from "../../src/storage/port.ts";
 import {

@@ -1,0 +1,172 @@
+/**
+ * Takes one claimed delivery to its result: the deliverer of its listener kind prepares it (reads the
+ * listener, names the destination), it waits for a slot of its destination (and reads the listener again
+ * if it waited long), the attempt is made under the timeout, and its outcome is settled: recorded by the
+ * ledger, or the delivery given back untouched. The dispatcher hands each claimed delivery to `start`,
+ * which keeps it in flight until then and wakes the loop when its end may have made work for a claim.
+ */
+import type { FastifyBaseLogger } from "fastify";
+import type { Clock } from "../clock.ts";
+import type { Delivery } from "../domain/types.ts";
+import { isStoreUnavailable } from "../storage/health.ts";
+import type { DeliveryClaims } from "./claims.ts";
+import type { Deliverers, PreparedDelivery } from "./deliverers.ts";
+import type { DeliveryLedger } from "./ledger.ts";
+import type { DispatcherOptions } from "./options.ts";
+import type { AttemptOutcome } from "./outcome.ts";
+import type { SendSlots } from "./send-slots.ts";
+import { settlementOf } from "./settlement.ts";
+
+export interface SendingDeps {
+  deliverers: Deliverers;
+  claims: DeliveryClaims;
+  slots: SendSlots;
+  ledger: DeliveryLedger;
+  clock: Clock;
+  /** The dispatcher's options, read when used (tests change them). */
+  options: DispatcherOptions;
+  /** The current run's stop signal: it aborts the attempts in flight. */
+  stop: () => AbortSignal;
+  /** Deliveries being handled, by ID: added by `start`, removed when done (the dispatcher waits on them). */
+  inflight: Map<string, Promise<void>>;
+  /** Asks the dispatcher's loop to claim soon. */
+  wake: () => void;
+  logger?: FastifyBaseLogger;
+}
+
+/** A delivery that waited longer than this for a slot reads its listener again before sending. */
+const staleAfterWaitMs = 1_000;
+
+export class DeliverySending {
+  readonly #d: SendingDeps;
+  #finished = 0;
+
+  constructor(deps: SendingDeps) {
+    this.#d = deps;
+  }
+
+  /** Deliveries handled to the end (settled, released or left claimed), for the dispatcher's `drain`. */
+  get finished(): number {
+    return this.#finished;
+  }
+
+  /** Handles a claimed delivery in the background; when it is done, wakes the loop if a claim may find work. */
+  start(d: Delivery): void {
+    const { claims, inflight, logger } = this.#d;
+    let done = false;
+    const task = this.#handle(d)
+      .then(
+        (finished) => {
+          done = finished;
+        },
+        (err) => {
+          if (!isStoreUnavailable(err)) {
+            logger?.error({ err, deliveryId: d.id }, "delivery handling failed");
+            return;
+          }
+          claims.leftClaimed(d.id);
+          logger?.debug({ err, deliveryId: d.id }, "delivery left claimed: the store is unavailable");
+        },
+      )
+      .finally(() => {
+        claims.prepared(d.id);
+        inflight.delete(d.id);
+        this.#finished++;
+        // Its slot is free: claim again when something may be waiting for one (the last claim left due
+        // work behind for want of room), when it made the next delivery of a source's subscription
+        // claimable, or when it is pending again. Not after every webhook delivery: with deliveries
+        // claimed at routing, that was a claim per delivery that found nothing.
+        if (!done || d.listenerKind === "source" || claims.starved) this.#d.wake();
+      });
+    inflight.set(d.id, task);
+  }
+
+  /** Attempts `d`; resolves true when it is settled for good (succeeded or failed). */
+  async #handle(d: Delivery): Promise<boolean> {
+    const { claims, slots, clock } = this.#d;
+    let prepared = await this.#prepare(d);
+    // Counted from here in its destination's held deliveries.
+    claims.prepared(d.id);
+    if (!("key" in prepared)) {
+      if (prepared.kind === "release") claims.foundInactive(d.listenerId);
+      return this.#finish(d, prepared, clock.now(), 0);
+    }
+    let { key } = prepared;
+    claims.hold(d.listenerId, key);
+    try {
+      const waitedFrom = slots.canSend(key) ? undefined : performance.now();
+      if (!(await slots.acquire(key))) {
+        // Stopping: the delivery stays pending for the next run.
+        await claims.release([d.id]);
+        return false;
+      }
+      if (waitedFrom !== undefined && performance.now() - waitedFrom > staleAfterWaitMs) {
+        // It waited long for its host: the listener may have changed (deleted, deactivated, new URL).
+        const again = await this.#prepare(d);
+        if (!("key" in again) || again.key !== key) {
+          slots.release(key);
+          if (!("key" in again)) return this.#finish(d, again, clock.now(), 0);
+          claims.unhold(key);
+          key = again.key;
+          claims.hold(d.listenerId, key);
+          if (!(await slots.acquire(key))) {
+            await claims.release([d.id]);
+            return false;
+          }
+        }
+        prepared = again;
+      }
+      const started = clock.now();
+      const startedAt = performance.now();
+      let outcome: AttemptOutcome;
+      try {
+        outcome = await prepared.send({
+          timeoutMs: this.#d.options.timeoutMs,
+          stop: this.#d.stop(),
+          nowMs: started,
+        });
+      } catch (err) {
+        // A listener source's run whose commit found the store lost: nothing was stored, no attempt counts.
+        outcome = isStoreUnavailable(err)
+          ? { kind: "release" }
+          : { kind: "retry", error: (err as Error).message || String(err) };
+      } finally {
+        slots.release(key);
+      }
+      return await this.#finish(d, outcome, started, Math.round(performance.now() - startedAt));
+    } finally {
+      claims.unhold(key);
+    }
+  }
+
+  async #prepare(d: Delivery): Promise<PreparedDelivery | AttemptOutcome> {
+    try {
+      return await this.#d.deliverers[d.listenerKind].prepare(d);
+    } catch (err) {
+      // The store is out of reach, not the destination: no attempt is counted, the delivery waits.
+      if (isStoreUnavailable(err)) return { kind: "release" };
+      return { kind: "retry", error: `could not prepare the delivery: ${(err as Error).message}` };
+    }
+  }
+
+  /** Records the outcome as the delivery's next state, or gives a released delivery back untouched. */
+  async #finish(
+    d: Delivery,
+    outcome: AttemptOutcome,
+    startedMs: number,
+    durationMs: number,
+  ): Promise<boolean> {
+    if (outcome.kind === "release") {
+      await this.#d.claims.release([d.id]);
+      return false;
+    }
+    const s = settlementOf(d, outcome, {
+      startedMs,
+      durationMs,
+      nowMs: this.#d.clock.now(),
+      random: this.#d.options.random,
+    });
+    await this.#d.ledger.settle(d, s);
+    return s.patch.status !== "pending";
+  }
+}
