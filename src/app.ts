@@ -77,7 +77,7 @@ import { workflowRoutes } from "./http/routes/workflows.ts";
 import { randomString } from "./ids.ts";
 import { Metrics } from "./metrics.ts";
 import { ComponentBuilder } from "./runtime/build.ts";
-import { jsonTextTooDeep, maxBodyDepth } from "./runtime/child/json-depth.ts";
+import { jsonTextTooDeep, maxBodyDepth } from "./runtime/child/guards/json-depth.ts";
 import { executorEgressRules, installEgressRules } from "./runtime/egress.ts";
 import { assertExecutorAccess } from "./runtime/executor-access.ts";
 import { ExecutorPool } from "./runtime/executor-pool.ts";

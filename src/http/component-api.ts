@@ -1,6 +1,6 @@
 /**
  * Answers the requests component code sends to https://api.pipedream.com (Pipedream's app files
- * hard-code it; runtime/child/pipedream-api.ts routes them here over the executor's IPC) with this
+ * hard-code it; runtime/child/realm/pipedream-api.ts routes them here over the executor's IPC) with this
  * server's own API, through Fastify's `inject`: the same routes, hooks, authentication, rate limit and
  * body limit as for any client, with the credentials the component sent and nothing more.
  */

@@ -5,7 +5,7 @@
  * on loopback or the cloud metadata address. `FOUNT_EXECUTOR_ALLOW_PRIVATE` opens everything;
  * `FOUNT_EXECUTOR_ALLOW_HOSTS` opens some addresses.
  *
- * Two layers enforce it. Each executor checks its own connects and datagrams (child/egress-guard.ts),
+ * Two layers enforce it. Each executor checks its own connects and datagrams (child/guards/egress-guard.ts),
  * which also refuses Unix sockets and explains a refusal. As root, where component code cannot undo it, an
  * nftables table of this server's own (`inet fount_<uid base>_<pid>`) matches the socket owner's uid
  * against the server's executor uid range (uid-range.ts), so it touches no other process on the
@@ -17,14 +17,14 @@ import dns from "node:dns/promises";
 import fs from "node:fs";
 import { isIP } from "node:net";
 import { v4Ranges, v6Ranges } from "../delivery/address-guard.ts";
-import type { EgressRules } from "./child/egress-guard.ts";
+import type { EgressRules } from "./child/guards/egress-guard.ts";
 import type { UidRange } from "./uid-range.ts";
 
 /** How executors' egress is governed, as the start banner says it. */
 export type EgressMode =
   /** nftables rules on the executor uid range (the kernel), and each executor's own check. */
   | "firewall"
-  /** Each executor's own check only (child/egress-guard.ts): not root, isolation off, or no netfilter. */
+  /** Each executor's own check only (child/guards/egress-guard.ts): not root, isolation off, or no netfilter. */
   | "executor-check"
   /** FOUNT_EXECUTOR_ALLOW_PRIVATE=true: nothing refused. */
   | "open";
@@ -166,7 +166,7 @@ function nameservers(): Addresses {
   return out;
 }
 
-/** The rules each executor checks itself (child/egress-guard.ts); undefined when everything is allowed. */
+/** The rules each executor checks itself (child/guards/egress-guard.ts); undefined when everything is allowed. */
 export function executorEgressRules(
   options: Pick<EgressOptions, "allowPrivate" | "allowHosts">,
 ): EgressRules | undefined {

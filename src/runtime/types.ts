@@ -79,7 +79,7 @@ export type PropValues = Record<string, unknown>;
 export type InvocationKind =
   /**
    * `parseBody`: `event` is an endpoint event without `body`, which the executor parses from `bodyRaw`
-   * (child/http-body.ts) before `run` sees it.
+   * (child/component/http-body.ts) before `run` sees it.
    */
   | { kind: "run"; event: unknown; parseBody?: boolean }
   | { kind: "hook"; hook: "deploy" | "activate" | "deactivate" }

@@ -12,7 +12,7 @@ import type { SecretBox } from "../../crypto/secret-box.ts";
 import { endpointUrlOf } from "../../endpoint-origin.ts";
 import { AppError, type SerializedError } from "../../errors.ts";
 import { randomString } from "../../ids.ts";
-import { withParsedBody } from "../../runtime/child/http-body.ts";
+import { withParsedBody } from "../../runtime/child/component/http-body.ts";
 import type {
   ComponentMeta,
   EmittedEvent,

@@ -355,7 +355,7 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
       path,
       query,
       headers,
-      // `body` is parsed from this by the executor (runtime/child/http-body.ts).
+      // `body` is parsed from this by the executor (runtime/child/component/http-body.ts).
       bodyRaw: raw,
       url: `${endpointUrlOf(config.endpointUrl, endpointId)}${path === "/" ? "" : path}${search}`,
     };

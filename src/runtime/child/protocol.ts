@@ -16,7 +16,7 @@ import type {
   InvokeResult,
   PropValues,
 } from "../types.ts";
-import type { EgressRules } from "./egress-guard.ts";
+import type { EgressRules } from "./guards/egress-guard.ts";
 
 /** Limits and paths the parent hands a child as its only argv entry (its environment is empty). */
 export interface ChildInit {
@@ -25,11 +25,11 @@ export interface ChildInit {
   maxEmitsPerInvocation: number;
   maxLogsPerInvocation: number;
   maxLogEntryChars: number;
-  /** Where component code may connect (egress-guard.ts); absent: anywhere. */
+  /** Where component code may connect (guards/egress-guard.ts); absent: anywhere. */
   egress?: EgressRules;
   /**
    * Requests to https://api.pipedream.com are answered by this server's API over IPC
-   * (pipedream-api.ts), with bodies cut at `bodyLimit` + 1 bytes; absent: they go to the network.
+   * (realm/pipedream-api.ts), with bodies cut at `bodyLimit` + 1 bytes; absent: they go to the network.
    */
   pipedreamApi?: { bodyLimit: number };
 

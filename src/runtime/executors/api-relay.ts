@@ -1,5 +1,5 @@
 /**
- * The pool's side of requests component code sends to https://api.pipedream.com (child/pipedream-api.ts):
+ * The pool's side of requests component code sends to https://api.pipedream.com (child/realm/pipedream-api.ts):
  * it checks what the child sent (untrusted), hands it to the server's handler, which answers it as the
  * API would answer any client with the same credentials, and sends the answer back. Only paths under
  * `/v1` are answered; everything else gets the API's own 404.

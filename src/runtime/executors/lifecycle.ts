@@ -15,7 +15,7 @@ import { EXECUTOR_NICE } from "./model.ts";
 const childDir = fileURLToPath(new URL("../child/", import.meta.url));
 
 /**
- * Bundles the executor's code (child/runner.ts, child/realm.ts and their siblings) into plain
+ * Bundles the executor's code (child/runner/runner.ts, child/realm/realm.ts and what they import) into plain
  * JavaScript in `outDir`: `runner.mjs` and `realm.mjs`. Every realm is a worker thread, and a worker
  * that loads TypeScript starts Node's type stripper anew, which measured about 250 ms and 3 MB more
  * per worker than loading JavaScript (docs/architecture.md). Returns the real path of runner.mjs.
@@ -34,7 +34,10 @@ let bundled: Promise<Array<{ name: string; text: string }>> | undefined;
 async function buildExecutorCode(): Promise<Array<{ name: string; text: string }>> {
   try {
     const result = await esbuild.build({
-      entryPoints: { runner: path.join(childDir, "runner.ts"), realm: path.join(childDir, "realm.ts") },
+      entryPoints: {
+        runner: path.join(childDir, "runner", "runner.ts"),
+        realm: path.join(childDir, "realm", "realm.ts"),
+      },
       outdir: "/",
       outExtension: { ".js": ".mjs" },
       bundle: true,

@@ -13,8 +13,8 @@ import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import util from "node:util";
 import workerThreads from "node:worker_threads";
-import type { SerializedError } from "../../errors.ts";
-import type { HttpResponse, LogEntry } from "../types.ts";
+import type { SerializedError } from "../../../errors.ts";
+import type { HttpResponse, LogEntry } from "../../types.ts";
 import {
   declaredPropDefs,
   dynamicPropMetas,
@@ -22,12 +22,11 @@ import {
   InvalidComponent,
   isLoaded,
   loadComponent,
-} from "./definition.ts";
-import { installEgressGuard } from "./egress-guard.ts";
-import { withParsedBody } from "./http-body.ts";
-import { componentInstance, Invocation, optionsCall } from "./instance.ts";
-import { jsonTextTooDeep, maxBodyDepth, maxValueDepth } from "./json-depth.ts";
-import { installPipedreamApi } from "./pipedream-api.ts";
+} from "../component/definition.ts";
+import { withParsedBody } from "../component/http-body.ts";
+import { componentInstance, Invocation, optionsCall } from "../component/instance.ts";
+import { installEgressGuard } from "../guards/egress-guard.ts";
+import { jsonTextTooDeep, maxBodyDepth, maxValueDepth } from "../guards/json-depth.ts";
 import type {
   BatchConfig,
   BatchItem,
@@ -36,7 +35,8 @@ import type {
   FromChild,
   ItemResult,
   ToChild,
-} from "./protocol.ts";
+} from "../protocol.ts";
+import { installPipedreamApi } from "./pipedream-api.ts";
 
 /**
  * While a batch runs longer than this, finished results are flushed before the next item starts (or

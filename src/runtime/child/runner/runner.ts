@@ -9,8 +9,8 @@
  */
 import type { EventLoopUtilization } from "node:perf_hooks";
 import { Worker } from "node:worker_threads";
-import { installEgressGuard } from "./egress-guard.ts";
-import type { ChildInit, FromChild, ToChild } from "./protocol.ts";
+import { installEgressGuard } from "../guards/egress-guard.ts";
+import type { ChildInit, FromChild, ToChild } from "../protocol.ts";
 
 /** How often the CPU of idle realms is measured and reported. */
 const USAGE_TICK_MS = 1000;

@@ -3,12 +3,12 @@
  * response) and the `this` object component code runs with. Runs in the sandboxed child: imports
  * only node: built-ins.
  */
-import type { SerializedError } from "../../errors.ts";
-import type { EmitMeta, EmittedEvent, HttpResponse, LogEntry } from "../types.ts";
+import type { SerializedError } from "../../../errors.ts";
+import type { EmitMeta, EmittedEvent, HttpResponse, LogEntry } from "../../types.ts";
+import { jsonTextTooDeep, maxValueDepth } from "../guards/json-depth.ts";
+import type { BatchConfig, ChildInit } from "../protocol.ts";
 import type { Fn, LoadedComponent, ResolvedProp } from "./definition.ts";
 import { httpRequestValue } from "./http-request.ts";
-import { jsonTextTooDeep, maxValueDepth } from "./json-depth.ts";
-import type { BatchConfig, ChildInit } from "./protocol.ts";
 
 type Obj = Record<string, unknown>;
 

@@ -7,7 +7,7 @@
  * JSON nested deeper than `maxBodyDepth` stays text too (and the owner is told on `$errors`): parsed, it
  * could not be serialized again when the emit is stored.
  */
-import { jsonTextTooDeep, maxBodyDepth } from "./json-depth.ts";
+import { jsonTextTooDeep, maxBodyDepth } from "../guards/json-depth.ts";
 
 export function parseBody(raw: string, contentType: string, onTooDeep?: () => void): unknown {
   if (raw === "") return undefined;

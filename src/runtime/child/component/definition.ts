@@ -6,7 +6,7 @@
 import { findSourceMap } from "node:module";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import type { ComponentMeta, PropMeta, PropOption } from "../types.ts";
+import type { ComponentMeta, PropMeta, PropOption } from "../../types.ts";
 
 export type Fn = (...args: any[]) => unknown;
 type Obj = Record<string, unknown>;

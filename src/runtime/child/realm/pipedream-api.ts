@@ -16,7 +16,7 @@ import type http from "node:http";
 import { syncBuiltinESMExports } from "node:module";
 import { type Duplex, duplexPair } from "node:stream";
 import type tls from "node:tls";
-import type { ComponentApiRequest } from "../types.ts";
+import type { ComponentApiRequest } from "../../types.ts";
 
 export const pipedreamApiHost = "api.pipedream.com";
 
