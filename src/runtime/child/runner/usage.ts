@@ -1,0 +1,67 @@
+/**
+ * Work left behind after `run`: the CPU time an idle realm's thread uses is measured and charged to the
+ * source that ran last, and a realm that keeps its thread busy is found out (realms.ts stops it).
+ */
+import { type Realm, send } from "./state.ts";
+
+/** How often the CPU of idle realms is measured and reported. */
+export const USAGE_TICK_MS = 1000;
+/** A tick in which an idle realm's thread was busy at least this share of the time counts as spinning. */
+const SPIN_UTILIZATION = 0.9;
+/**
+ * Less activity than this in an idle tick is the realm's own housekeeping (a GC, a relayed message), not
+ * work left behind: charging it moved an idle owner's compute usage at random (seen as a flaky
+ * "nothing changed" in test/http/malformed.test.ts).
+ */
+const IDLE_CHARGE_FLOOR_MS = 5;
+
+/** The CPU time (µs) a realm's thread has used so far. */
+async function cpuOf(realm: Realm): Promise<number> {
+  const use = await realm.worker.cpuUsage();
+  return use.user + use.system;
+}
+
+/** Remembers the realm's CPU time as the start of an idle spell, unless it went busy meanwhile. */
+export function markCpu(realm: Realm, spell: number): void {
+  cpuOf(realm).then(
+    (cpu) => {
+      if (realm.spell === spell && realm.busy === 0 && !realm.stopped) realm.cpuMark = cpu;
+    },
+    () => undefined,
+  );
+}
+
+/**
+ * Reports the CPU an idle realm used since it was last measured, and tells whether it spins. What is
+ * charged is the thread's CPU time, not its event loop's active time: on a loaded machine a realm's
+ * housekeeping waits for a core while "active", and charging that wall time moved an idle owner's
+ * compute usage at random (seen as a flaky "nothing changed" in test/http/malformed.test.ts). A realm
+ * that ended can no longer be read, and is charged its event loop's active time instead.
+ */
+export function chargeIdle(realm: Realm): void {
+  const mark = realm.idleMark;
+  if (!mark || realm.lastSid === undefined || realm.sids.size === 0) return;
+  const now = realm.worker.performance.eventLoopUtilization();
+  const delta = realm.worker.performance.eventLoopUtilization(now, mark);
+  realm.idleMark = now;
+  realm.spinMs = delta.utilization >= SPIN_UTILIZATION ? realm.spinMs + delta.active : 0;
+  // Work left behind in a shared realm is charged to the source that ran last.
+  const sid = realm.sids.has(realm.lastSid) ? realm.lastSid : [...realm.sids][0]!;
+  const charge = (ms: number): void => {
+    if (ms >= IDLE_CHARGE_FLOOR_MS) send({ t: "usage", sid, ms: Math.round(ms) });
+  };
+  const cpuMark = realm.cpuMark;
+  const spell = realm.spell;
+  if (cpuMark === undefined) {
+    if (realm.stopped) charge(delta.active);
+    return;
+  }
+  realm.cpuMark = undefined;
+  cpuOf(realm).then(
+    (cpu) => {
+      charge((cpu - cpuMark) / 1000);
+      if (realm.spell === spell && realm.busy === 0 && !realm.stopped) realm.cpuMark = cpu;
+    },
+    () => charge(delta.active),
+  );
+}
