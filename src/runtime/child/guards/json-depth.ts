@@ -2,7 +2,7 @@
  * How deeply JSON nests, measured without recursion. Deep nesting is refused or kept as text before it
  * reaches code that recurses over it: `JSON.stringify` of an object nested a few thousand levels throws
  * RangeError (the stack runs out), so a body like that would fail at commit instead of being stored.
- * Lives in `child/` because the executor, which may only read this folder, uses it too.
+ * Lives in `child/` because the executor's code, bundled from this folder alone, uses it too.
  */
 
 /** Request bodies (API and source endpoints) nested deeper than this are not parsed as JSON. */
