@@ -1,10 +1,31 @@
 /**
- * What goes to a child per batch: the calls' shared configurations once, and a db copy only when the
- * child lacks the version the caller knows (see the `ExecutorPool` class comment for the version rules).
+ * Getting calls to a process: each source's invocations queued in call order and sent to the owner's
+ * process in batches (the calls of one event-loop turn together, the next batch sent behind a running
+ * one when the process holds the db it needs), inspections sent at once, and each call's result handed
+ * back with the db bookkeeping kept in step. What goes to a child per batch: the calls' shared
+ * configurations once, and a db copy only when the child lacks the version the caller knows (see the
+ * `ExecutorPool` class comment for the version rules).
  */
+import { createHash } from "node:crypto";
 import type { BatchConfig, BatchItem, BatchMessage, ToChild } from "../child/protocol.ts";
-import type { InvokeRequest } from "../types.ts";
-import { type Batch, type Child, MAX_CACHED_DBS } from "./model.ts";
+import type { BuiltComponent, ComponentMeta, HttpResponse, InvokeRequest, InvokeResult } from "../types.ts";
+import type { PoolCore } from "./core.ts";
+import {
+  type Batch,
+  type Call,
+  type Child,
+  ComponentInvalidError,
+  dirsKey,
+  ExecutorError,
+  failed,
+  MAX_BATCH,
+  MAX_CACHED_DBS,
+  newBatch,
+  type Owner,
+  type SourceState,
+  STARTUP_TIMEOUT_MS,
+  stoppedError,
+} from "./model.ts";
 
 /** Builds the batch message and updates the source's and the child's db bookkeeping to match. */
 export function batchMessage(batch: Batch, child: Child, send: (message: ToChild) => void): BatchMessage {
@@ -72,4 +93,191 @@ export function batchMessage(batch: Batch, child: Child, send: (message: ToChild
     }
   }
   return message;
+}
+
+/** Queues, batches and settles the pool's calls. */
+export class Dispatch {
+  private readonly core: PoolCore;
+  /** Numbers calls and inspections, unique in the pool. */
+  private seq = 0;
+
+  constructor(core: PoolCore) {
+    this.core = core;
+  }
+
+  private owner(ownerId: string): Owner {
+    let owner = this.core.owners.get(ownerId);
+    if (!owner) {
+      const safe = /^[A-Za-z0-9_-]{1,64}$/.test(ownerId)
+        ? ownerId
+        : `h_${createHash("sha256").update(ownerId).digest("hex").slice(0, 32)}`;
+      owner = {
+        id: ownerId,
+        uid: undefined,
+        scratchName: safe,
+        dirs: new Set(),
+        child: null,
+        sources: new Map(),
+      };
+      this.core.owners.set(ownerId, owner);
+    }
+    return owner;
+  }
+
+  /** Loads a component in the owner's process to read its definition. */
+  async inspect(ownerId: string, component: BuiltComponent, timeoutMs?: number): Promise<ComponentMeta> {
+    const limit = timeoutMs && timeoutMs > 0 ? timeoutMs : this.core.settings.defaultTimeoutMs;
+    if (this.core.closed) throw stoppedError();
+    const owner = this.owner(ownerId);
+    const dirs = await this.core.grants.readDirsOf([component]);
+    const child = await this.core.readyChild(owner, dirs);
+    if (child.gone) throw new ExecutorError("executor_crash", "The executor process stopped");
+    const q = ++this.seq;
+    return new Promise<ComponentMeta>((resolve, reject) => {
+      const expire = () => {
+        // Only the inspection's realm stops; the owner's sources go on.
+        child.inspections.delete(q);
+        this.core.send(child, { t: "stop", q });
+        reject(new ComponentInvalidError(`Loading the component did not finish within ${limit} ms`));
+        this.core.stopIfRetired(child);
+      };
+      // Until its realm says it began loading, the realm's startup gets an allowance on top.
+      const timer = setTimeout(expire, limit + STARTUP_TIMEOUT_MS);
+      child.inspections.set(q, { q, component, resolve, reject, timer, expire, limit });
+      child.lastActive = Date.now();
+      this.core.send(child, { t: "inspect", q, entryFile: component.entryFile });
+    });
+  }
+
+  /** Queues an invocation behind the source's earlier ones; see the `ExecutorPool` class comment. */
+  invoke(request: InvokeRequest, onRespond?: (response: HttpResponse) => void): Promise<InvokeResult> {
+    return new Promise<InvokeResult>((resolve) => {
+      if (this.core.closed) {
+        resolve(failed("executor_stopped", "The executor pool is closed"));
+        return;
+      }
+      const owner = this.owner(request.ownerId);
+      let source = owner.sources.get(request.sourceId);
+      if (!source) {
+        source = {
+          owner,
+          sourceId: request.sourceId,
+          queue: [],
+          batch: null,
+          waiting: null,
+          restarts: 0,
+          version: Number.NEGATIVE_INFINITY,
+          snapshot: undefined,
+          overlay: new Map(),
+        };
+        owner.sources.set(request.sourceId, source);
+      }
+      source.queue.push({ q: ++this.seq, req: request, onRespond, resolve, responded: false });
+      // The first queued call waits for the end of this event-loop turn, so the calls that arrive in the
+      // same turn (every request read in one poll) go to the child as one batch, instead of a batch of
+      // one followed by a batch of the rest.
+      if (source.queue.length === 1 && !source.waiting) setImmediate(() => this.pump(source));
+    });
+  }
+
+  /**
+   * Sends the source's queued calls as one batch; with a batch already out, as the batch waiting
+   * behind it when `pipeline` allows, else they wait for it to end.
+   */
+  pump(source: SourceState): void {
+    if (source.queue.length === 0 || this.core.closed) return;
+    if (source.batch) {
+      this.pipeline(source, source.batch);
+      return;
+    }
+    const batch = newBatch(source, source.queue.splice(0, MAX_BATCH));
+    source.batch = batch;
+    this.startBatch(batch).catch((err: unknown) => {
+      const code = this.core.closed ? "executor_stopped" : "executor_crash";
+      const message = err instanceof Error ? err.message : String(err);
+      for (const call of batch.calls.slice(batch.next)) this.settle(source, call, failed(code, message));
+      this.endBatch(batch);
+    });
+  }
+
+  private async startBatch(batch: Batch): Promise<void> {
+    const { source } = batch;
+    const dirs = await this.core.grants.readDirsOf(batch.calls.map((c) => c.req.component));
+    const child = await this.core.readyChild(source.owner, dirs);
+    if (this.core.closed) throw stoppedError();
+    if (child.gone) throw new ExecutorError("executor_crash", "The executor process stopped");
+    batch.child = child;
+    child.batches.set(source.sourceId, batch);
+    const message = batchMessage(batch, child, (m) => this.core.send(child, m));
+    batch.started = Date.now();
+    child.lastActive = batch.started;
+    this.core.arm(batch);
+    this.core.send(child, message);
+    // Calls that arrived while the process was being found can follow at once.
+    this.pump(source);
+  }
+
+  /**
+   * Sends queued calls to the child running `head`, to start when `head` ends. Only the calls that
+   * child may already read go, and only when it needs no db copy (the caller knows no change the
+   * child lacks); otherwise they wait for `head` to end and take the usual way.
+   */
+  private pipeline(source: SourceState, head: Batch): void {
+    const child = head.child;
+    if (source.waiting || !child || child.gone || child.killReason) return;
+    const known = child.dbVersions.get(source.sourceId);
+    if (known === undefined) return;
+    const readable = new Set(head.calls.map((c) => dirsKey(c.req.component)));
+    let n = 0;
+    while (n < source.queue.length && n < MAX_BATCH) {
+      const req = source.queue[n]!.req;
+      if (req.dbVersion > known || !readable.has(dirsKey(req.component))) break;
+      n++;
+    }
+    if (n === 0) return;
+    const batch = newBatch(source, source.queue.splice(0, n));
+    batch.child = child;
+    source.waiting = batch;
+    const message = batchMessage(batch, child, (m) => this.core.send(child, m));
+    this.core.send(child, message);
+  }
+
+  settle(source: SourceState, call: Call, result: InvokeResult, child?: Child): void {
+    const keys = result.error ? [] : Object.keys(result.dbWrites);
+    if (keys.length > 0) {
+      const v = ++source.version;
+      for (const key of keys) source.overlay.set(key, { value: result.dbWrites[key], v });
+      // The child applied these writes to its copy as well.
+      if (child?.dbVersions.has(source.sourceId)) child.dbVersions.set(source.sourceId, v);
+    }
+    call.resolve(result);
+  }
+
+  endBatch(batch: Batch): void {
+    clearTimeout(batch.timer);
+    const { source, child } = batch;
+    if (source.batch === batch) source.batch = null;
+    if (child && child.batches.get(source.sourceId) === batch) {
+      child.batches.delete(source.sourceId);
+      child.lastActive = Date.now();
+      child.realmIdleSince.set(source.sourceId, child.lastActive);
+      const next = source.waiting;
+      if (next && next.child === child && !child.gone) {
+        // The child starts the waiting batch as it sends this one's last results.
+        source.waiting = null;
+        source.batch = next;
+        child.batches.set(source.sourceId, next);
+        next.started = child.lastActive;
+        this.core.arm(next);
+      }
+      this.core.stopIfRetired(child);
+      if (this.core.scratch.current === "measured" && !child.gone)
+        this.core.measureScratch(child, source.sourceId);
+    }
+    this.pump(source);
+    // Options calls use throwaway source ids; keep state only while it matters.
+    if (!source.batch && source.queue.length === 0 && source.overlay.size === 0) {
+      if (source.owner.sources.get(source.sourceId) === source) source.owner.sources.delete(source.sourceId);
+    }
+  }
 }

@@ -1,143 +1,258 @@
 /**
- * Starting executor processes: the fork with its permission flags, heap cap, empty environment and
- * uid, its lower CPU priority, and the `node --check` run that locates a syntax error.
+ * The life of executor processes: one per owner, started on demand (granted every folder the owner's
+ * components need, a process that lacks one retired for a new one), sent to, killed, stopped when idle,
+ * and all stopped at close. The fork itself is fork.ts; what a death costs is failures.ts.
  */
-import { type ChildProcess, fork, spawn } from "node:child_process";
-import fsp from "node:fs/promises";
-import os from "node:os";
+import type { ChildProcess } from "node:child_process";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
-import * as esbuild from "esbuild";
-import type { ChildInit } from "../child/protocol.ts";
-import type { BuiltComponent } from "../types.ts";
-import { EXECUTOR_NICE } from "./model.ts";
+import type { ChildInit, ToChild } from "../child/protocol.ts";
+import type { PoolCore } from "./core.ts";
+import { bundleExecutorCode, forkExecutor } from "./fork.ts";
+import { logOutput } from "./limits.ts";
+import {
+  type Child,
+  ExecutorError,
+  failed,
+  type Owner,
+  REALM_IDLE_MS,
+  type Reason,
+  STARTUP_TIMEOUT_MS,
+  stoppedError,
+  WATCH_INTERVAL_MS,
+} from "./model.ts";
 
-const childDir = fileURLToPath(new URL("../child/", import.meta.url));
+/** Starts, watches and stops the pool's processes. */
+export class Lifecycle {
+  private readonly core: PoolCore;
+  private watch: NodeJS.Timeout | undefined;
+  /** The executor's code bundled into `<dataDir>/executor`, once per pool. */
+  private runner: Promise<string> | undefined;
 
-/**
- * Bundles the executor's code (child/runner/runner.ts, child/realm/realm.ts and what they import) into plain
- * JavaScript in `outDir`: `runner.mjs` and `realm.mjs`. Every realm is a worker thread, and a worker
- * that loads TypeScript starts Node's type stripper anew, which measured about 250 ms and 3 MB more
- * per worker than loading JavaScript (docs/architecture.md). Returns the real path of runner.mjs.
- */
-export async function bundleExecutorCode(outDir: string): Promise<string> {
-  bundled ??= buildExecutorCode();
-  const files = await bundled;
-  await fsp.mkdir(outDir, { recursive: true, mode: 0o755 });
-  for (const file of files) await fsp.writeFile(path.join(outDir, file.name), file.text, { mode: 0o644 });
-  return fsp.realpath(path.join(outDir, "runner.mjs"));
-}
-
-/** The bundle, built once per server process and written into each pool's folder. */
-let bundled: Promise<Array<{ name: string; text: string }>> | undefined;
-
-async function buildExecutorCode(): Promise<Array<{ name: string; text: string }>> {
-  try {
-    const result = await esbuild.build({
-      entryPoints: {
-        runner: path.join(childDir, "runner", "runner.ts"),
-        realm: path.join(childDir, "realm", "realm.ts"),
-      },
-      outdir: "/",
-      outExtension: { ".js": ".mjs" },
-      bundle: true,
-      format: "esm",
-      platform: "node",
-      target: "node24",
-      charset: "utf8",
-      tsconfigRaw: {},
-      write: false,
-      logLevel: "silent",
-    });
-    return result.outputFiles.map((f) => ({ name: path.basename(f.path), text: f.text }));
-  } catch (err) {
-    bundled = undefined;
-    throw err;
+  constructor(core: PoolCore) {
+    this.core = core;
   }
-}
 
-/** What one executor process is started with. */
-export interface ExecutorSpawn {
-  /** Real path of the bundled runner (`bundleExecutorCode`); realm.mjs sits beside it. */
-  runner: string;
-  /** The owner's scratch folder: the process's cwd and its only writable place. */
-  scratch: string;
-  /** Folders of the owner's components the process may read. */
-  allowed: Iterable<string>;
-  memoryMb: number;
-  uid: number | undefined;
-  extraCaCertsFile: string | undefined;
-  init: ChildInit;
-}
-
-/** Forks an executor process (throws when it cannot) and lowers its CPU priority. */
-export function forkExecutor(spec: ExecutorSpawn): ChildProcess {
-  const { runner, scratch, uid } = spec;
-  const execArgv = [
-    "--permission",
-    // The runner starts a worker thread per source (its realm); realm.ts keeps Worker from components.
-    "--allow-worker",
-    // Node warns on stderr once per worker that --allow-worker weakens the permission model.
-    "--disable-warning=PERM0006",
-    `--allow-fs-read=${path.dirname(runner)}`,
-    ...[...spec.allowed].map((d) => `--allow-fs-read=${d}`),
-    `--allow-fs-read=${scratch}`,
-    `--allow-fs-write=${scratch}`,
-    `--max-old-space-size=${spec.memoryMb}`,
-  ];
-  const ids = uid === undefined ? {} : { uid, gid: uid };
-  const proc = fork(runner, [JSON.stringify(spec.init)], {
-    cwd: scratch,
-    env: spec.extraCaCertsFile ? { NODE_EXTRA_CA_CERTS: spec.extraCaCertsFile } : {},
-    execPath: process.execPath,
-    execArgv,
-    serialization: "json",
-    stdio: ["ignore", "pipe", "pipe", "ipc"],
-    ...ids,
-  });
-  return proc;
-}
-
-/**
- * Lowers an executor's priority once it is `ready`: no component code runs before that, and node's own
- * start at full priority is what keeps a start on a busy host within STARTUP_TIMEOUT_MS.
- */
-export function reniceExecutor(pid: number): void {
-  try {
-    os.setPriority(pid, Math.min(19, os.getPriority() + EXECUTOR_NICE));
-  } catch {
-    // The process may already be gone; its close event reports that.
+  /** The owner's process if it may read `dirs`; else a new one granted every dir the owner needed so far. */
+  async readyChild(owner: Owner, dirs: string[]): Promise<Child> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      if (this.core.closed) throw stoppedError();
+      let child = owner.child;
+      if (!child || child.gone || child.retiring || !dirs.every((d) => child!.allowed.has(d))) {
+        for (const d of dirs) owner.dirs.add(d);
+        if (child) this.retire(child);
+        child = this.spawnChild(owner);
+        owner.child = child;
+      }
+      await child.ready;
+      if (!child.gone && !child.killReason) return child;
+    }
+    throw new ExecutorError("executor_crash", "The executor process stopped while starting");
   }
-}
 
-/** Where `node --check`, run under the same sandbox, places a syntax error of the component. */
-export function syntaxLocation(
-  component: BuiltComponent,
-  uid: number | undefined,
-): Promise<{ line: number; column?: number } | undefined> {
-  return new Promise((resolve) => {
-    const file = component.entryFile;
-    const args = ["--permission", ...component.readDirs.map((d) => `--allow-fs-read=${d}`), "--check", file];
-    const ids = uid === undefined ? {} : { uid, gid: uid };
-    const proc = spawn(process.execPath, args, {
-      env: {},
-      stdio: ["ignore", "ignore", "pipe"],
-      timeout: 5000,
-      ...ids,
+  private spawnChild(owner: Owner): Child {
+    const child: Child = {
+      owner,
+      proc: undefined,
+      pid: undefined,
+      allowed: new Set(owner.dirs),
+      ready: Promise.resolve(),
+      started: false,
+      startWaiters: undefined,
+      retiring: false,
+      gone: false,
+      goneWaiters: [],
+      killReason: undefined,
+      batches: new Map(),
+      inspections: new Map(),
+      dbVersions: new Map(),
+      realmIdleSince: new Map(),
+      realmsStarted: 0,
+      shedAt: undefined,
+      stderrTail: "",
+      lastActive: Date.now(),
+      output: { windowStart: Date.now(), count: 0, dropped: 0 },
+    };
+    this.core.children.add(child);
+    child.ready = this.start(child);
+    child.ready.catch(() => {});
+    this.watch ??= setInterval(() => this.watchChildren(), WATCH_INTERVAL_MS).unref();
+    return child;
+  }
+
+  private async start(child: Child): Promise<void> {
+    const { owner } = child;
+    let scratch: string;
+    let runner: string;
+    try {
+      scratch = await this.core.grants.prepareScratch(owner);
+      child.scratch = { dir: scratch, measuring: false, over: false };
+      this.runner ??= bundleExecutorCode(path.join(this.core.settings.dataDir, "executor"));
+      this.runner.catch(() => {
+        this.runner = undefined;
+      });
+      runner = await this.runner;
+      await this.core.grants.grantToExecutors(path.dirname(runner));
+    } catch (err) {
+      this.core.gone(child, null, null);
+      throw err;
+    }
+    if (this.core.closed || child.killReason) {
+      this.core.gone(child, null, null);
+      throw stoppedError();
+    }
+    const init: ChildInit = { ...this.core.settings.limits, scratchDir: scratch };
+    let proc: ChildProcess;
+    try {
+      proc = forkExecutor({
+        runner,
+        scratch,
+        allowed: child.allowed,
+        memoryMb: this.core.settings.memoryMb,
+        uid: owner.uid,
+        extraCaCertsFile: this.core.settings.extraCaCertsFile,
+        init,
+      });
+    } catch (err) {
+      this.core.gone(child, null, null);
+      throw new ExecutorError(
+        "executor_crash",
+        `The executor process could not start: ${(err as Error).message}`,
+      );
+    }
+    child.proc = proc;
+    child.pid = proc.pid;
+    proc.on("message", (m: unknown) => this.core.onMessage(child, m));
+    proc.on("error", (err) => {
+      this.core.logger?.warn({ ownerId: owner.id, err }, "executor process error");
+      if (proc.pid === undefined) this.core.gone(child, null, null);
     });
-    let err = "";
-    proc.stderr?.on("data", (chunk: Buffer) => {
-      if (err.length < 64 * 1024) err += chunk.toString("utf8");
+    proc.on("close", (code, signal) => this.core.gone(child, code, signal));
+    proc.stdout?.on("data", (chunk: Buffer) => logOutput(child, "stdout", chunk, this.core.logger));
+    proc.stderr?.on("data", (chunk: Buffer) => logOutput(child, "stderr", chunk, this.core.logger));
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.kill(child, {
+          code: "executor_crash",
+          message: `The executor process did not start within ${STARTUP_TIMEOUT_MS} ms`,
+        });
+      }, STARTUP_TIMEOUT_MS);
+      child.startWaiters = {
+        resolve: () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        reject: (err) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      };
+      if (child.gone)
+        child.startWaiters.reject(
+          new ExecutorError("executor_crash", "The executor process could not start"),
+        );
     });
-    proc.on("error", () => resolve(undefined));
-    proc.on("close", () => {
-      // "<file>:<line>", the source line, then a caret under the column.
-      const lines = err.split("\n");
-      const i = lines.findIndex((l) => l.startsWith(`${file}:`) || l.startsWith(`file://${file}:`));
-      const m = i === -1 ? null : /:(\d+)$/.exec(lines[i]!);
-      if (!m) return resolve(undefined);
-      const caret = lines[i + 2]?.indexOf("^") ?? -1;
-      resolve(caret >= 0 ? { line: Number(m[1]), column: caret + 1 } : { line: Number(m[1]) });
-    });
-  });
+  }
+
+  /** Sends to a child; a channel that is closed or fails kills it (`executor_crash`). */
+  send(child: Child, message: ToChild): void {
+    const proc = child.proc;
+    if (!proc?.connected) {
+      this.kill(child, { code: "executor_crash", message: "The executor process's channel is closed" });
+      return;
+    }
+    try {
+      proc.send(message, (err: Error | null) => {
+        if (err)
+          this.kill(child, {
+            code: "executor_crash",
+            message: `Sending to the executor process failed: ${err.message}`,
+          });
+      });
+    } catch (err) {
+      this.kill(child, {
+        code: "executor_crash",
+        message: `Sending to the executor process failed: ${(err as Error).message}`,
+      });
+    }
+  }
+
+  /** SIGKILLs a child; the first reason given is the one reported. */
+  kill(child: Child, reason: Reason): void {
+    child.killReason ??= reason;
+    if (child.gone) return;
+    if (child.proc && child.proc.exitCode === null && child.proc.signalCode === null)
+      child.proc.kill("SIGKILL");
+    else if (!child.proc) this.core.gone(child, null, null);
+  }
+
+  private retire(child: Child): void {
+    child.retiring = true;
+    if (child.owner.child === child) child.owner.child = null;
+    this.stopIfRetired(child);
+  }
+
+  stopIfRetired(child: Child): void {
+    if (child.retiring && child.batches.size === 0 && child.inspections.size === 0) {
+      this.kill(child, { code: "executor_stopped", message: "retired", quiet: true });
+    }
+  }
+
+  /**
+   * Every WATCH_INTERVAL_MS: idle shutdown of processes and of realms, then each process's scratch size
+   * (measured mode) and RSS cap (limits.ts).
+   */
+  private watchChildren(): void {
+    if (this.core.children.size === 0) {
+      clearInterval(this.watch);
+      this.watch = undefined;
+      return;
+    }
+    const now = Date.now();
+    for (const child of this.core.children) {
+      if (!child.pid || child.gone || child.killReason) continue;
+      const idle = child.batches.size === 0 && child.inspections.size === 0;
+      if (idle && now - child.lastActive > this.core.settings.idleMs) {
+        this.retire(child);
+        for (const [id, source] of child.owner.sources) {
+          if (!source.batch && source.queue.length === 0) child.owner.sources.delete(id);
+        }
+        continue;
+      }
+      for (const [sid, since] of child.realmIdleSince) {
+        if (child.batches.has(sid)) continue;
+        if (now - since > REALM_IDLE_MS || !child.dbVersions.has(sid)) child.realmIdleSince.delete(sid);
+        if (now - since > REALM_IDLE_MS && child.dbVersions.delete(sid))
+          this.send(child, { t: "forget", sid });
+      }
+      if (this.core.scratch.current === "measured") this.core.measureScratch(child);
+      this.core.checkMemory(child, child.pid, now);
+    }
+  }
+
+  /** Stops every process; queued calls fail with `executor_stopped`. Once, from `close`. */
+  async shutdown(): Promise<void> {
+    this.core.closed = true;
+    clearInterval(this.watch);
+    this.watch = undefined;
+    for (const owner of this.core.owners.values()) {
+      for (const source of owner.sources.values()) {
+        for (const call of source.queue.splice(0))
+          call.resolve(failed("executor_stopped", "The executor pool was closed"));
+      }
+    }
+    const waits = [...this.core.children].map(
+      (child) =>
+        new Promise<void>((resolve) => {
+          if (child.gone) return resolve();
+          child.goneWaiters.push(resolve);
+          this.kill(child, {
+            code: "executor_stopped",
+            message: "The executor pool was closed",
+            quiet: true,
+          });
+        }),
+    );
+    await Promise.race([Promise.all(waits), new Promise((r) => setTimeout(r, 5000).unref())]);
+    await this.core.scratch.detachAll().catch(() => {});
+  }
 }

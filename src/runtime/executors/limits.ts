@@ -1,8 +1,10 @@
 /**
  * The limits the pool enforces on an executor from outside: the invocation timeout (and whom it
- * blames), the RSS cap, what a death is blamed on, and how much of a process's output is logged.
+ * blames), the RSS cap, the scratch folder's size in measured mode (scratch.ts), what a death is
+ * blamed on, and how much of a process's output is logged.
  */
 import fs from "node:fs";
+import type { PoolCore } from "./core.ts";
 import {
   type Batch,
   type Call,
@@ -12,6 +14,8 @@ import {
   OUTPUT_LINES_PER_WINDOW,
   OUTPUT_WINDOW_MS,
   type Reason,
+  SHED_GRACE_MS,
+  STARTUP_TIMEOUT_MS,
 } from "./model.ts";
 
 /**
@@ -93,5 +97,87 @@ export function rssBytes(pid: number): number | undefined {
     return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024;
   } catch {
     return undefined;
+  }
+}
+
+/** The limits the pool enforces with timers and measurements, per batch and per process. */
+export class Limits {
+  private readonly core: PoolCore;
+
+  constructor(core: PoolCore) {
+    this.core = core;
+  }
+
+  /** (Re)starts the kill timer of the batch's running call. */
+  arm(batch: Batch): void {
+    clearTimeout(batch.timer);
+    const call = batch.calls[batch.next];
+    const child = batch.child;
+    if (!call || !child) return;
+    const limit = call.req.timeoutMs > 0 ? call.req.timeoutMs : this.core.settings.defaultTimeoutMs;
+    // A call is timed from when its realm began the batch; until then (a new realm starting up on a
+    // busy machine) it gets the startup allowance on top.
+    const allowance = batch.received ? 0 : STARTUP_TIMEOUT_MS;
+    const wait = Math.max(0, batch.started + limit + allowance - Date.now());
+    batch.timer = setTimeout(() => {
+      // Only the source's realm stops: the owner's other sources keep running.
+      const sid = batch.source.sourceId;
+      this.core.send(child, { t: "stop", sid });
+      this.core.realmGone(child, sid, {
+        code: "timeout",
+        message: `The invocation did not finish within ${limit} ms`,
+        q: timeoutCulprit(batch, call),
+      });
+    }, wait);
+  }
+
+  /**
+   * Measured mode (after each batch and every WATCH_INTERVAL_MS): an owner whose scratch folder is over
+   * the limit has its process stopped and the folder emptied. The running invocation, if one, fails
+   * with `scratch_full`; after a batch, the source whose batch just ended is told on `$errors`.
+   */
+  measureScratch(child: Child, sourceId?: string): void {
+    const scratch = child.scratch;
+    if (!scratch || scratch.measuring) return;
+    scratch.measuring = true;
+    void this.core.scratch
+      .usedBytes(scratch.dir)
+      .then((used) => {
+        if (used <= this.core.scratch.limitBytes || child.gone || child.killReason) return;
+        scratch.over = true;
+        const mb = (n: number) => Math.round((n / 1048576) * 10) / 10;
+        const message = `The owner's scratch folder held ${mb(used)} MB (limit ${mb(this.core.scratch.limitBytes)} MB): the executor was stopped and the folder emptied`;
+        const running = [...child.batches.values()].some((b) => b.received && b.next < b.calls.length);
+        if (sourceId && !running) this.core.reportLate(child, sourceId, 0, { code: "scratch_full", message });
+        this.core.kill(child, { code: "scratch_full", message, blameSole: true });
+      })
+      .finally(() => {
+        scratch.measuring = false;
+      });
+  }
+
+  /**
+   * The RSS cap (the heap cap misses Buffers), checked every WATCH_INTERVAL_MS: over it, the process is
+   * asked to stop its biggest realm, and killed if that did not help within SHED_GRACE_MS.
+   */
+  checkMemory(child: Child, pid: number, now: number): void {
+    // Live realms: one per source with a db copy, one per inspection, and the spare.
+    const rssLimit = rssLimitBytes(
+      this.core.settings.memoryMb,
+      child.dbVersions.size + child.inspections.size + 1,
+    );
+    const rss = rssBytes(pid);
+    if (rss === undefined || rss <= rssLimit) {
+      child.shedAt = undefined;
+      return;
+    }
+    const message = `The executor used ${Math.round(rss / 1048576)} MB of memory (limit ${Math.round(rssLimit / 1048576)} MB)`;
+    if (child.shedAt === undefined) {
+      // First the source realm holding the most goes; only if that does not help, the process.
+      child.shedAt = now;
+      this.core.send(child, { t: "shed", message });
+    } else if (now - child.shedAt >= SHED_GRACE_MS) {
+      this.core.kill(child, { code: "out_of_memory", message, blameSole: true });
+    }
   }
 }
