@@ -1,32 +1,8 @@
 /** Users, organizations, memberships, API keys and daily usage counters. */
 import type { OrgRole, Usage } from "../../domain/types.ts";
-import type { StorageOps } from "../port.ts";
+import type { AccountOps } from "../concerns.ts";
 import { toKey, toOrg, toUser, withSeq } from "../rows.ts";
 import type { Sql } from "./sql.ts";
-
-export type AccountOps = Pick<
-  StorageOps,
-  | "countUsers"
-  | "insertUser"
-  | "getUser"
-  | "getUserByUsername"
-  | "insertOrg"
-  | "getOrg"
-  | "getOrgByName"
-  | "putMember"
-  | "deleteMember"
-  | "listOrgsOfUser"
-  | "listUsers"
-  | "listOrgs"
-  | "listMembers"
-  | "insertApiKey"
-  | "findApiKeyByHash"
-  | "listApiKeys"
-  | "revokeApiKey"
-  | "getUsage"
-  | "addUsage"
-  | "reserveInvocation"
->;
 
 export function accountOps(q: Sql): AccountOps {
   return {

@@ -1,11 +1,6 @@
-import type { StorageOps } from "../port.ts";
+import type { AppAccountOps } from "../concerns.ts";
 import { toAppAccount } from "../rows.ts";
 import type { Sql } from "./sql.ts";
-
-export type AppAccountOps = Pick<
-  StorageOps,
-  "insertAppAccount" | "getAppAccount" | "listAppAccounts" | "deleteAppAccount"
->;
 
 export function appAccountOps(q: Sql): AppAccountOps {
   return {

@@ -4,31 +4,11 @@
  * holds under a lease its node renews, and a lease that ran out (the node died) frees the row.
  */
 import type { Delivery, DeliveryAttempt } from "../../domain/types.ts";
-import { defaultClaimLeaseMs, type StorageOps } from "../port.ts";
+import type { DeliveryOps } from "../concerns.ts";
+import { defaultClaimLeaseMs } from "../port.ts";
 import { deliveryPatchParams, deliveryRowValues, toAttempt, toDelivery } from "../rows.ts";
 import { alive } from "./cluster.ts";
 import type { Row, Sql } from "./sql.ts";
-
-export type DeliveryOps = Pick<
-  StorageOps,
-  | "insertDeliveries"
-  | "getDelivery"
-  | "claimDeliveries"
-  | "releaseDeliveries"
-  | "resetDeliveryClaims"
-  | "renewDeliveryClaims"
-  | "updateDelivery"
-  | "insertDeliveryAttempt"
-  | "settleDelivery"
-  | "listDeliveries"
-  | "listDeliveryAttempts"
-  | "cancelDeliveries"
-  | "requeueDelivery"
-  | "requeueFailedDeliveries"
-  | "nextDeliveryMs"
-  | "countPendingDeliveries"
-  | "pruneDeliveries"
->;
 
 /** True when the listener `listener` (a column or parameter) is a webhook or source made inactive. */
 const listenerInactive = (listener: string) =>

@@ -7,14 +7,9 @@
  * beyond the newest `keep`.
  */
 import type { EventRecord } from "../../domain/types.ts";
-import type { StorageOps } from "../port.ts";
+import type { EventOps } from "../concerns.ts";
 import { toEvent } from "../rows.ts";
 import type { Sql } from "./sql.ts";
-
-export type EventOps = Pick<
-  StorageOps,
-  "getEmitterClock" | "putEmitterClock" | "insertEvent" | "listChannels" | "listEvents" | "deleteEvents"
->;
 
 /**
  * Stores events of one window and deletes the window's rows from the `keep`-th newest down, in one

@@ -2,19 +2,9 @@
  * What several nodes share through the store (migration 005): the meta table, a sample sealed secret,
  * transaction-scoped advisory locks, and the API rate-limit windows (an UNLOGGED table).
  */
-import type { StorageOps } from "../port.ts";
+import type { NodeOps } from "../concerns.ts";
 import { rateLimitHitSql, sealedSecretQueries, sealedValueIn } from "../shared-state.ts";
 import type { Sql } from "./sql.ts";
-
-export type NodeOps = Pick<
-  StorageOps,
-  | "getMeta"
-  | "putMetaIfAbsent"
-  | "anySealedSecret"
-  | "acquireTransactionLock"
-  | "countRateLimitHit"
-  | "pruneRateLimits"
->;
 
 const hitSql = rateLimitHitSql(["$1", "$2::bigint", "$3::bigint"]);
 

@@ -3,14 +3,9 @@
  * Nothing is cached: a session ended through any node must stop working on every node at once, and
  * the lookup is one probe of a unique index, as an API key's is.
  */
-import type { StorageOps } from "../port.ts";
+import type { SessionOps } from "../concerns.ts";
 import { sessionWithUserColumns, toSession, toSessionWithUser } from "../rows.ts";
 import type { Sql } from "./sql.ts";
-
-export type SessionOps = Pick<
-  StorageOps,
-  "insertSession" | "findSession" | "listSessions" | "deleteSession" | "trimSessions" | "pruneSessions"
->;
 
 export function sessionOps(q: Sql): SessionOps {
   return {

@@ -1,29 +1,7 @@
-import type { StorageOps } from "../port.ts";
+import type { SourceOps } from "../concerns.ts";
 import { toComponent, toSource } from "../rows.ts";
 import { parkDeliveries } from "./deliveries.ts";
 import type { Sql } from "./sql.ts";
-
-export type SourceOps = Pick<
-  StorageOps,
-  | "insertComponent"
-  | "getComponent"
-  | "findComponentByKey"
-  | "listLatestComponents"
-  | "insertSource"
-  | "getSource"
-  | "getSourceByEndpoint"
-  | "getSourceBySlug"
-  | "listSlugs"
-  | "listSources"
-  | "listActiveSourceIds"
-  | "updateSource"
-  | "deleteSource"
-  | "getSourceDb"
-  | "putSourceDb"
-  | "getDedupeState"
-  | "putDedupeState"
-  | "assertSourceLease"
->;
 
 export function sourceOps(q: Sql): SourceOps {
   return {

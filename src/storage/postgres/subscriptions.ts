@@ -1,20 +1,8 @@
 /** Subscriptions (emitter → listener routes), auto-subscriptions, and owners of resources by ID. */
 import type { Subscription } from "../../domain/types.ts";
-import type { StorageOps } from "../port.ts";
+import type { SubscriptionOps } from "../concerns.ts";
 import { toAutoSubscription, toSubscription } from "../rows.ts";
 import type { Sql } from "./sql.ts";
-
-export type SubscriptionOps = Pick<
-  StorageOps,
-  | "upsertSubscription"
-  | "listSubscriptions"
-  | "deleteSubscriptions"
-  | "deleteSubscriptionsOf"
-  | "upsertAutoSubscription"
-  | "listAutoSubscriptions"
-  | "resourceOwner"
-  | "matchSubscriptions"
->;
 
 /** Tables that hold ID-addressed resources with an owner, by ID prefix. Later migrations add kinds here. */
 const ownedTables: Record<string, string> = {

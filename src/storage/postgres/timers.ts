@@ -1,11 +1,6 @@
-import type { StorageOps } from "../port.ts";
+import type { TimerOps } from "../concerns.ts";
 import { toTimer } from "../rows.ts";
 import type { Sql } from "./sql.ts";
-
-export type TimerOps = Pick<
-  StorageOps,
-  "replaceTimers" | "listTimers" | "dueTimers" | "claimTimer" | "nextTimerMs"
->;
 
 export function timerOps(q: Sql): TimerOps {
   return {

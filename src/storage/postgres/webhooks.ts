@@ -1,12 +1,7 @@
-import type { StorageOps } from "../port.ts";
+import type { WebhookOps } from "../concerns.ts";
 import { toWebhook } from "../rows.ts";
 import { parkDeliveries } from "./deliveries.ts";
 import type { Sql } from "./sql.ts";
-
-export type WebhookOps = Pick<
-  StorageOps,
-  "insertWebhook" | "getWebhook" | "listWebhooks" | "updateWebhook" | "deleteWebhook"
->;
 
 export function webhookOps(q: Sql): WebhookOps {
   return {

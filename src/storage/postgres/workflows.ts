@@ -1,11 +1,6 @@
-import type { StorageOps } from "../port.ts";
+import type { WorkflowOps } from "../concerns.ts";
 import { toWorkflow } from "../rows.ts";
 import type { Sql } from "./sql.ts";
-
-export type WorkflowOps = Pick<
-  StorageOps,
-  "insertWorkflow" | "getWorkflow" | "listWorkflows" | "deleteWorkflow"
->;
 
 export function workflowOps(q: Sql): WorkflowOps {
   return {
