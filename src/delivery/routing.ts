@@ -63,7 +63,8 @@ function newDelivery(
 /**
  * When an event is first due: its `delivery_ts` (Pipedream's scheduled emits) when that is later than
  * now. Until then it waits as a pending delivery that is not yet due for its first attempt; such a
- * delivery does not hold back later ones of its subscription (delivery-ops.ts `claimDeliveries`).
+ * delivery does not hold back later ones of its subscription (`claimDeliveries` in each store driver's
+ * deliveries.ts).
  */
 function deliverAt(event: EventRecord, nowMs: number): number {
   const at = event.meta.delivery_ts;

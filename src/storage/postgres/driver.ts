@@ -6,6 +6,26 @@
  * row caches trusted for long): several processes may write the same database. The rows every hit and
  * commit reads are cached for half a second at most, and cleared on every node by a change made through
  * any of them (row-cache.ts).
+ *
+ * Where each concern lives: the same file in sqlite/ and postgres/ (storage/concerns.ts types the
+ * slice of the port each of these implements).
+ *   accounts.ts       users, organizations, memberships, API keys, daily usage
+ *   sessions.ts       console sessions
+ *   webhooks.ts       webhooks
+ *   subscriptions.ts  subscriptions, auto-subscriptions, routing matches, owners of resources
+ *   sources.ts        components, sources, a source's db and dedupe state, its run lease check
+ *   timers.ts         timers of sources
+ *   events.ts         event windows, emitter clocks
+ *   app-accounts.ts   connected app accounts
+ *   workflows.ts      external workflows
+ *   deliveries.ts     the deliveries outbox and its attempts
+ *   node-ops.ts       meta, a sealed-secret sample, transaction locks, API rate limits
+ *   sql.ts            statement helpers
+ *   migrate.ts        numbered schema migrations (migrations/)
+ *   row-cache.ts      rows kept in memory (SQLite: until its own writes; PostgreSQL: 0.5 s at most)
+ *   deferred.ts       writes held back inside a transaction
+ *   SQLite only:      window-slots.ts (each event window's slots), rows.ts (row type, LIMIT binding)
+ *   PostgreSQL only:  cluster.ts (nodes, run leases, NOTIFY), health.ts (a lost database)
  */
 import pg from "pg";
 import type { Storage, StorageOps } from "../port.ts";

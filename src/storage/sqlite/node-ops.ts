@@ -1,46 +1,43 @@
 /**
  * The SQLite side of what nodes share through the store (migration 005): the meta table, a sample
- * sealed secret and API rate-limit windows. One process serves a SQLite store, so these answer the same
- * as in PostgreSQL without anything to coordinate. `SqliteOps` delegates here.
+ * sealed secret, transaction locks and API rate-limit windows. One process serves a SQLite store, so
+ * these answer the same as in PostgreSQL without anything to coordinate.
  */
-import type { RateLimitCount } from "../port.ts";
+import type { NodeOps } from "../concerns.ts";
 import { rateLimitHitSql, sealedSecretQueries, sealedValueIn } from "../shared-state.ts";
-import type { SqlHelpers } from "./delivery-ops.ts";
+import type { Sql } from "./sql.ts";
 
 const hitSql = rateLimitHitSql(["?1", "?2", "?3"]);
 
-export class SqliteNodeOps {
-  readonly #q: SqlHelpers;
+export function nodeOps(q: Sql): NodeOps {
+  const getMeta = (key: string) =>
+    q.get("SELECT value FROM meta WHERE key = ?", [key], (r) => r.value as string);
+  return {
+    getMeta: async (key) => getMeta(key),
 
-  constructor(helpers: SqlHelpers) {
-    this.#q = helpers;
-  }
+    putMetaIfAbsent: async (key, value) => {
+      q.run("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING", [key, value]);
+      return getMeta(key) ?? value;
+    },
 
-  getMeta(key: string): string | undefined {
-    return this.#q.get("SELECT value FROM meta WHERE key = ?", [key], (r) => r.value as string);
-  }
+    anySealedSecret: async () => {
+      for (const text of sealedSecretQueries) {
+        const found = q.get(text, [], (r) => sealedValueIn(r.v as string));
+        if (found !== undefined) return found;
+      }
+      return undefined;
+    },
 
-  putMetaIfAbsent(key: string, value: string): string {
-    this.#q.run("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING", [key, value]);
-    return this.getMeta(key) ?? value;
-  }
+    // One connection runs one transaction at a time: every transaction holds every lock already.
+    acquireTransactionLock: async (_name) => {},
 
-  anySealedSecret(): string | undefined {
-    for (const text of sealedSecretQueries) {
-      const found = this.#q.get(text, [], (r) => sealedValueIn(r.v as string));
-      if (found !== undefined) return found;
-    }
-    return undefined;
-  }
+    countRateLimitHit: async (key, nowMs, windowMs) =>
+      q.get(hitSql, [key, nowMs, windowMs], (r) => ({
+        count: Number(r.count),
+        windowStartMs: Number(r.window_start_ms),
+      }))!,
 
-  countRateLimitHit(key: string, nowMs: number, windowMs: number): RateLimitCount {
-    return this.#q.get(hitSql, [key, nowMs, windowMs], (r) => ({
-      count: Number(r.count),
-      windowStartMs: Number(r.window_start_ms),
-    }))!;
-  }
-
-  pruneRateLimits(beforeMs: number): number {
-    return this.#q.run("DELETE FROM rate_limits WHERE window_start_ms < ?", [beforeMs]);
-  }
+    pruneRateLimits: async (beforeMs) =>
+      q.run("DELETE FROM rate_limits WHERE window_start_ms < ?", [beforeMs]),
+  };
 }

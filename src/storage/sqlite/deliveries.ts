@@ -1,0 +1,217 @@
+/**
+ * The SQLite side of guaranteed delivery: the deliveries outbox and its attempts (the workflows it
+ * delivers to are in workflows.ts, subscription matching in subscriptions.ts). A claim is a bounded walk
+ * of the due index and an UPDATE of the rows it takes, made under the driver's lock.
+ */
+import type { DeliveryAttempt } from "../../domain/types.ts";
+import type { DeliveryOps } from "../concerns.ts";
+import { type DeliveryPatch, defaultClaimLeaseMs } from "../port.ts";
+import { deliveryPatchParams, deliveryRowValues, toAttempt, toDelivery } from "../rows.ts";
+import { limitParam, type Row } from "./rows.ts";
+import { placeholders, type Sql } from "./sql.ts";
+
+/** True when the listener `listener` (a column or `?`) is a webhook or source made inactive. */
+const listenerInactive = (listener: string) =>
+  `(EXISTS (SELECT 1 FROM webhooks w WHERE w.id = ${listener} AND w.active = 0)
+    OR EXISTS (SELECT 1 FROM sources s WHERE s.id = ${listener} AND s.active = 0))`;
+
+/**
+ * Pending deliveries of an inactive listener are parked: no due time, so they stay out of the due index
+ * that claims walk (a claim then never steps over the backlog of a webhook that a 410 disabled). This
+ * expression gives the due time `?` unless the row's listener is inactive.
+ */
+const dueUnlessParked = (listener: string) => `CASE WHEN ${listenerInactive(listener)} THEN NULL ELSE ? END`;
+
+const plainDelivery = (r: Row) => {
+  const { seq: _seq, ...rest } = toDelivery(r);
+  return rest;
+};
+
+/** Parks the pending deliveries of a listener made inactive; makes parked ones due at `nowMs` when active. */
+export function parkDeliveries(q: Sql, listenerId: string, active: boolean, nowMs: number): void {
+  if (active) {
+    q.run(
+      "UPDATE deliveries SET next_attempt_ms = ? WHERE listener_id = ? AND status = 'pending' AND next_attempt_ms IS NULL",
+      [nowMs, listenerId],
+    );
+  } else {
+    q.run("UPDATE deliveries SET next_attempt_ms = NULL WHERE listener_id = ? AND status = 'pending'", [
+      listenerId,
+    ]);
+  }
+}
+
+export function deliveryOps(q: Sql): DeliveryOps {
+  const updateDelivery = (id: string, p: DeliveryPatch): boolean =>
+    q.run(
+      `UPDATE deliveries SET status = ?, attempts = ?, round_attempts = ?, next_attempt_ms = ${dueUnlessParked("listener_id")}, last_status_code = ?,
+           last_error = ?, last_duration_ms = ?, updated_ms = ?, claimed_by = NULL, claimed_until = NULL WHERE id = ?`,
+      deliveryPatchParams(id, p),
+    ) > 0;
+  const insertDeliveryAttempt = (a: DeliveryAttempt): void => {
+    q.run(
+      `INSERT INTO delivery_attempts (delivery_id, n, started_ms, duration_ms, status_code, error, response, outcome)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      [a.deliveryId, a.n, a.startedMs, a.durationMs, a.statusCode, a.error, a.response, a.outcome],
+    );
+  };
+  return {
+    insertDeliveries: async (deliveries) => {
+      for (const d of deliveries) {
+        q.run(
+          `INSERT INTO deliveries (id, owner_id, subscription_id, emitter_id, event_id, channel, listener_id, listener_kind,
+           event_json, meta_json, indexed_at_ms, hops, status, attempts, round_attempts, next_attempt_ms,
+           last_status_code, last_error, last_duration_ms, claimed_by, created_ms, updated_ms, claimed_until)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ${dueUnlessParked("?")}, ?, ?, ?, ?, ?, ?, ?)`,
+          // The due time is bound after the listener's ID twice, for the parking test.
+          deliveryRowValues(d).flatMap((v, i) => (i === 15 ? [d.listenerId, d.listenerId, v] : [v])),
+        );
+      }
+    },
+
+    getDelivery: async (id) => q.get("SELECT * FROM deliveries WHERE id = ?", [id], plainDelivery),
+
+    claimDeliveries: async (c) => {
+      if (c.limit <= 0) return [];
+      // The due index is walked in order and the walk stops after a bounded page, so that a claim costs
+      // the rows it looks at and not the whole backlog (a window over every pending row made each claim
+      // O(backlog): a backlog then made claims slower until delivery collapsed). With `scanLimit`, busy
+      // listeners are skipped here rather than in SQL, where skipping them means walking all their rows.
+      // Inactive listeners need no test here: every write of a due time goes through `dueUnlessParked`,
+      // and deactivating a listener parks its pending rows, so none of theirs is in the due index.
+      const bounded = c.scanLimit !== undefined;
+      const except = new Set(c.exceptListeners);
+      // `NOT IN ()` is not SQL, and `NOT IN (NULL)` matches nothing: leave the clause out when empty.
+      const notIn =
+        !bounded && except.size > 0 ? `AND d.listener_id NOT IN (${placeholders(c.exceptListeners)})` : "";
+      const scan = c.scanLimit ?? c.limit + c.perListener * 8;
+      const candidates = q.all(
+        `SELECT d.id, d.listener_id FROM deliveries d
+       WHERE d.status = 'pending' AND d.next_attempt_ms <= ?
+         AND (d.claimed_by IS NULL OR d.claimed_until IS NULL OR d.claimed_until <= ?) ${notIn}
+         AND (d.listener_kind <> 'source' OR NOT EXISTS (
+           SELECT 1 FROM deliveries e WHERE e.subscription_id = d.subscription_id AND e.status = 'pending' AND e.seq < d.seq
+             AND (e.attempts > 0 OR e.next_attempt_ms IS NULL OR e.next_attempt_ms <= ?)))
+       ORDER BY d.next_attempt_ms, d.seq
+       ${limitParam}`,
+        // An older delivery not yet due for its first attempt (a `delivery_ts` in the future) is scheduled,
+        // not queued: later events of the subscription go ahead of it.
+        [c.nowMs, c.nowMs, ...(notIn ? c.exceptListeners : []), c.nowMs, scan],
+        (r) => ({ id: r.id as string, listenerId: r.listener_id as string }),
+      );
+      // What other claimers hold under a live lease counts against each listener's cap (the limit holds
+      // for all nodes together). Claimed rows are few and found through their partial index, named here:
+      // left to choose, SQLite walks the listener index for the GROUP BY, which reads every delivery kept
+      // (each claim then cost 4 ms with 20,000 deliveries kept, and most of a delivery's CPU).
+      const taken = new Map<string, number>(
+        q.all(
+          `SELECT listener_id, count(*) AS n FROM deliveries INDEXED BY deliveries_claimed
+         WHERE claimed_by IS NOT NULL AND claimed_by <> ? AND claimed_until > ? GROUP BY listener_id`,
+          [c.claimToken, c.nowMs],
+          (r) => [r.listener_id as string, Number(r.n)] as const,
+        ),
+      );
+      const ids: string[] = [];
+      for (const d of candidates) {
+        if (except.has(d.listenerId)) continue;
+        const n = taken.get(d.listenerId) ?? 0;
+        if (n >= Math.min(c.perListener, c.room?.[d.listenerId] ?? c.perListener)) continue;
+        taken.set(d.listenerId, n + 1);
+        ids.push(d.id);
+        if (ids.length >= c.limit) break;
+      }
+      if (ids.length === 0) return [];
+      q.run(`UPDATE deliveries SET claimed_by = ?, claimed_until = ? WHERE id IN (${placeholders(ids)})`, [
+        c.claimToken,
+        c.leaseUntilMs ?? c.nowMs + defaultClaimLeaseMs,
+        ...ids,
+      ]);
+      return q.all(
+        `SELECT * FROM deliveries WHERE id IN (${placeholders(ids)}) ORDER BY next_attempt_ms, seq`,
+        ids,
+        plainDelivery,
+      );
+    },
+
+    releaseDeliveries: async (ids, token) => {
+      if (ids.length === 0) return;
+      q.run(
+        `UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by = ? AND id IN (${placeholders(ids)})`,
+        [token, ...ids],
+      );
+    },
+
+    resetDeliveryClaims: async (token) =>
+      q.run("UPDATE deliveries SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by = ?", [token]),
+
+    renewDeliveryClaims: async (token, untilMs, ids) => {
+      if (ids.length === 0) return 0;
+      return q.run(
+        `UPDATE deliveries SET claimed_until = ? WHERE claimed_by = ? AND id IN (${placeholders(ids)})`,
+        [untilMs, token, ...ids],
+      );
+    },
+
+    updateDelivery: async (id, p) => updateDelivery(id, p),
+
+    insertDeliveryAttempt: async (a) => insertDeliveryAttempt(a),
+
+    settleDelivery: async (id, p, a) => {
+      if (updateDelivery(id, p) && a) insertDeliveryAttempt(a);
+    },
+
+    listDeliveries: async (listenerId, page, status) =>
+      status === undefined
+        ? q.page("deliveries", "listener_id = ?", [listenerId], page, toDelivery)
+        : q.page("deliveries", "listener_id = ? AND status = ?", [listenerId, status], page, toDelivery),
+
+    listDeliveryAttempts: async (deliveryIds) => {
+      if (deliveryIds.length === 0) return [];
+      return q.all(
+        `SELECT * FROM delivery_attempts WHERE delivery_id IN (${placeholders(deliveryIds)}) ORDER BY delivery_id, n`,
+        deliveryIds,
+        toAttempt,
+      );
+    },
+
+    cancelDeliveries: async (listenerId, ids) => {
+      if (ids.length === 0) return 0;
+      return q.run(
+        `DELETE FROM deliveries WHERE listener_id = ? AND status = 'pending' AND claimed_by IS NULL AND id IN (${placeholders(ids)})`,
+        [listenerId, ...ids],
+      );
+    },
+
+    requeueDelivery: async (id, nowMs) =>
+      q.run(
+        `UPDATE deliveries SET status = 'pending', round_attempts = 0, next_attempt_ms = ${dueUnlessParked("listener_id")}, updated_ms = ?
+         WHERE id = ? AND claimed_by IS NULL`,
+        [nowMs, nowMs, id],
+      ) > 0,
+
+    requeueFailedDeliveries: async (listenerId, sinceMs, nowMs) =>
+      q.run(
+        `UPDATE deliveries SET status = 'pending', round_attempts = 0, next_attempt_ms = ${dueUnlessParked("listener_id")}, updated_ms = ?
+       WHERE listener_id = ? AND status = 'failed' AND created_ms >= ?`,
+        [nowMs, nowMs, listenerId, sinceMs],
+      ),
+
+    nextDeliveryMs: async () =>
+      q.get(
+        "SELECT min(next_attempt_ms) AS m FROM deliveries WHERE status = 'pending' AND claimed_by IS NULL",
+        [],
+        (r) => (r.m as number | null) ?? undefined,
+      ),
+
+    countPendingDeliveries: async (nowMs) =>
+      q.get(
+        `SELECT count(*) AS pending, count(*) FILTER (WHERE next_attempt_ms <= ?) AS due
+       FROM deliveries WHERE status = 'pending'`,
+        [nowMs],
+        (r) => ({ pending: Number(r.pending), due: Number(r.due) }),
+      )!,
+
+    pruneDeliveries: async (beforeMs) =>
+      q.run("DELETE FROM deliveries WHERE status <> 'pending' AND updated_ms < ?", [beforeMs]),
+  };
+}

@@ -1,0 +1,48 @@
+/**
+ * The rows the SQLite driver keeps in process memory, frozen: those every endpoint hit, timer tick,
+ * delivery attempt and routed event reads. Unlike PostgreSQL's short-lived caches (postgres/row-cache.ts),
+ * these are kept until a write through this connection changes them: while the server runs, it is the
+ * only writer of these tables (`fount admin` on the same file writes accounts only, and users are never
+ * updated or deleted). The operation files read and forget them; a rolled-back transaction, which may
+ * have cached rows it wrote, forgets them all (`clear`).
+ */
+import { BoundedCache } from "../../bounded-cache.ts";
+import type { SourceRecord, Subscription, User, Webhook } from "../../domain/types.ts";
+
+/** Rows cached per connection; a cache that grew past this starts over (endpoint probes cannot grow it). */
+export const maxCachedRows = 10_000;
+
+/** The driver's row caches (one set per connection). */
+export class RowCache {
+  /**
+   * Sources by endpoint, read on every source endpoint hit. A write to `sources`, or a rolled-back
+   * transaction that may have read its own uncommitted rows, clears the source caches.
+   */
+  readonly sourcesByEndpoint = new BoundedCache<string, SourceRecord>(maxCachedRows);
+  /** The same rows by ID, read for every timer tick and source-to-source delivery; cleared with the above. */
+  readonly sourcesById = new BoundedCache<string, SourceRecord>(maxCachedRows);
+  readonly users = new BoundedCache<string, User>(maxCachedRows);
+  /** Webhooks, read for every delivery attempt; each write to one here forgets it. */
+  readonly webhooks = new BoundedCache<string, Webhook>(maxCachedRows);
+  /**
+   * What routing reads for every stored event: the owner of each emitter (sources and workflows, whose
+   * owner never changes; deleting one forgets it) and the subscriptions matching an emitter, its owner
+   * and a channel (any write to `subscriptions` forgets them all).
+   */
+  readonly emitterOwners = new BoundedCache<string, string>(maxCachedRows);
+  readonly matches = new BoundedCache<string, Subscription[]>(maxCachedRows);
+
+  /** Forgets the cached sources (a write to `sources`). */
+  forgetSources(): void {
+    this.sourcesByEndpoint.clear();
+    this.sourcesById.clear();
+  }
+
+  /** Forgets every cached row (window slots are window-slots.ts's, cleared with these by the driver). */
+  clear(): void {
+    this.webhooks.clear();
+    this.forgetSources();
+    this.emitterOwners.clear();
+    this.matches.clear();
+  }
+}

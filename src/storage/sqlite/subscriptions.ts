@@ -1,0 +1,123 @@
+/**
+ * Subscriptions (emitter → listener routes), auto-subscriptions, and owners of resources by ID. What
+ * routing reads for every stored event (emitters' owners, the subscriptions matching a channel) is
+ * cached (row-cache.ts); any write to `subscriptions` forgets the matches.
+ */
+import type { Subscription } from "../../domain/types.ts";
+import type { SubscriptionOps } from "../concerns.ts";
+import { deepFreeze, toAutoSubscription, toSubscription } from "../rows.ts";
+import type { RowCache } from "./row-cache.ts";
+import { placeholders, type Sql } from "./sql.ts";
+
+/** Tables that hold ID-addressed resources with an owner, by ID prefix. Later migrations add kinds here. */
+const ownedTables: Record<string, string> = {
+  wh: "webhooks",
+  sub: "subscriptions",
+  sc: "components",
+  dc: "sources",
+  apn: "app_accounts",
+  p: "workflows",
+  del: "deliveries",
+};
+
+export function subscriptionOps(q: Sql, rows: RowCache): SubscriptionOps {
+  return {
+    upsertSubscription: async (s) => {
+      rows.matches.clear();
+      q.run(
+        `INSERT INTO subscriptions (id, owner_id, emitter_id, listener_id, event_name, created_at) VALUES (?, ?, ?, ?, ?, ?)
+       ON CONFLICT (owner_id, emitter_id, listener_id, event_name) DO NOTHING`,
+        [s.id, s.ownerId, s.emitterId, s.listenerId, s.eventName, s.createdAt],
+      );
+      return q.get(
+        "SELECT * FROM subscriptions WHERE owner_id = ? AND emitter_id = ? AND listener_id = ? AND event_name = ?",
+        [s.ownerId, s.emitterId, s.listenerId, s.eventName],
+        toSubscription,
+      )!;
+    },
+
+    listSubscriptions: async (ownerIds, page) =>
+      q.page("subscriptions", `owner_id IN (${placeholders(ownerIds)})`, ownerIds, page, (r) => ({
+        ...toSubscription(r),
+        seq: r.seq as number,
+      })),
+
+    deleteSubscriptions: async (ownerIds, m) => {
+      const where = `owner_id IN (${placeholders(ownerIds)}) AND emitter_id = ? AND listener_id = ? AND event_name = ?`;
+      const params = [...ownerIds, m.emitterId, m.listenerId, m.eventName];
+      const found = q.all(`SELECT * FROM subscriptions WHERE ${where}`, params, toSubscription);
+      rows.matches.clear();
+      q.run(`DELETE FROM subscriptions WHERE ${where}`, params);
+      return found;
+    },
+
+    deleteSubscriptionsOf: async (resourceId) => {
+      rows.matches.clear();
+      return (
+        q.run("DELETE FROM subscriptions WHERE emitter_id = ? OR listener_id = ?", [resourceId, resourceId]) +
+        q.run("DELETE FROM auto_subscriptions WHERE listener_id = ?", [resourceId])
+      );
+    },
+
+    upsertAutoSubscription: async (a) => {
+      q.run(
+        `INSERT INTO auto_subscriptions (id, owner_id, listener_id, event_name, created_at) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (owner_id, listener_id, event_name) DO NOTHING`,
+        [a.id, a.ownerId, a.listenerId, a.eventName, a.createdAt],
+      );
+      return q.get(
+        "SELECT * FROM auto_subscriptions WHERE owner_id = ? AND listener_id = ? AND event_name = ?",
+        [a.ownerId, a.listenerId, a.eventName],
+        toAutoSubscription,
+      )!;
+    },
+
+    listAutoSubscriptions: async (ownerIds) =>
+      q.all(
+        `SELECT * FROM auto_subscriptions WHERE owner_id IN (${placeholders(ownerIds)}) ORDER BY seq DESC`,
+        ownerIds,
+        toAutoSubscription,
+      ),
+
+    resourceOwner: async (id) => {
+      const prefix = id.slice(0, id.indexOf("_"));
+      const table = ownedTables[prefix];
+      if (!table) return undefined;
+      // Only emitters' owners are cached: they never change, and deleting one forgets it.
+      const emitter = prefix === "dc" || prefix === "p";
+      const cached = emitter ? rows.emitterOwners.get(id) : undefined;
+      if (cached !== undefined) return cached;
+      const owner = q.get(`SELECT owner_id FROM ${table} WHERE id = ?`, [id], (r) => r.owner_id as string);
+      if (emitter && owner !== undefined) rows.emitterOwners.set(id, owner);
+      return owner;
+    },
+
+    matchSubscriptions: async (emitterId, emitterOwnerId, channel) =>
+      rows.matches.getOrSet(`${emitterId}\0${emitterOwnerId ?? ""}\0${channel}`, () =>
+        deepFreeze(matching(q, emitterId, emitterOwnerId, channel)),
+      ),
+  };
+}
+
+/** The subscriptions of an emitter's channel, and its owner's wildcard ones (`dc_*`, `p_*`) for it. */
+function matching(
+  q: Sql,
+  emitterId: string,
+  emitterOwnerId: string | undefined,
+  channel: string,
+): Subscription[] {
+  const prefix = emitterId.slice(0, emitterId.indexOf("_") + 1);
+  if (emitterOwnerId === undefined || (prefix !== "dc_" && prefix !== "p_")) {
+    return q.all(
+      "SELECT * FROM subscriptions WHERE emitter_id = ? AND event_name = ? ORDER BY seq",
+      [emitterId, channel],
+      toSubscription,
+    );
+  }
+  return q.all(
+    `SELECT * FROM subscriptions WHERE event_name = ? AND (emitter_id = ? OR (emitter_id = ? AND owner_id = ?))
+       ORDER BY seq`,
+    [channel, emitterId, `${prefix}*`, emitterOwnerId],
+    toSubscription,
+  );
+}
