@@ -27,6 +27,20 @@ import type { DeliveryPatch } from "./port.ts";
 /** A row as either driver returns it. */
 export type Row = Record<string, unknown>;
 
+/**
+ * Tables that hold ID-addressed resources with an owner, by ID prefix, for `resourceOwner` in both
+ * drivers. Later migrations add kinds here.
+ */
+export const ownedTables: Readonly<Record<string, string>> = {
+  wh: "webhooks",
+  sub: "subscriptions",
+  sc: "components",
+  dc: "sources",
+  apn: "app_accounts",
+  p: "workflows",
+  del: "deliveries",
+};
+
 /** A boolean column: SQLite's 0/1 or PostgreSQL's boolean. */
 const flag = (value: unknown): boolean => value === true || value === 1;
 

@@ -1,19 +1,8 @@
 /** Subscriptions (emitter → listener routes), auto-subscriptions, and owners of resources by ID. */
 import type { Subscription } from "../../domain/types.ts";
 import type { SubscriptionOps } from "../concerns.ts";
-import { toAutoSubscription, toSubscription } from "../rows.ts";
+import { ownedTables, toAutoSubscription, toSubscription } from "../rows.ts";
 import type { Sql } from "./sql.ts";
-
-/** Tables that hold ID-addressed resources with an owner, by ID prefix. Later migrations add kinds here. */
-const ownedTables: Record<string, string> = {
-  wh: "webhooks",
-  sub: "subscriptions",
-  sc: "components",
-  dc: "sources",
-  apn: "app_accounts",
-  p: "workflows",
-  del: "deliveries",
-};
 
 /**
  * `remember`: inside one transaction (a group commit of many events of one emitter), the owner of an

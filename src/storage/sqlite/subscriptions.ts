@@ -5,20 +5,9 @@
  */
 import type { Subscription } from "../../domain/types.ts";
 import type { SubscriptionOps } from "../concerns.ts";
-import { deepFreeze, toAutoSubscription, toSubscription } from "../rows.ts";
+import { deepFreeze, ownedTables, toAutoSubscription, toSubscription } from "../rows.ts";
 import type { RowCache } from "./row-cache.ts";
 import { placeholders, type Sql } from "./sql.ts";
-
-/** Tables that hold ID-addressed resources with an owner, by ID prefix. Later migrations add kinds here. */
-const ownedTables: Record<string, string> = {
-  wh: "webhooks",
-  sub: "subscriptions",
-  sc: "components",
-  dc: "sources",
-  apn: "app_accounts",
-  p: "workflows",
-  del: "deliveries",
-};
 
 export function subscriptionOps(q: Sql, rows: RowCache): SubscriptionOps {
   return {
