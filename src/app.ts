@@ -56,6 +56,7 @@ import { sharedRateLimitStore } from "./http/plugins/rate-limit-store.ts";
 import { applyRequestRules } from "./http/plugins/request-rules.ts";
 import { RouteIndex } from "./http/plugins/route-index.ts";
 import { SessionCookies } from "./http/plugins/session.ts";
+import { RequestLogController } from "./http/request-log.ts";
 import { accountRoutes } from "./http/routes/accounts.ts";
 import { adminRoutes } from "./http/routes/admin.ts";
 import { catalogRoutes } from "./http/routes/catalog.ts";
@@ -174,6 +175,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   let closing = false;
   const app = Fastify({
     logger: options.logger ?? { level: config.logLevel },
+    logController: new RequestLogController(),
     serverFactory: (fastifyHandler, opts) => {
       const server = http.createServer(
         // Only the other nodes' forwarding connections are upgraded; any other request asking for an

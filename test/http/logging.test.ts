@@ -1,6 +1,8 @@
 /**
- * The server's log, read as an operator reads it (pino's JSON lines written to a stream): a refused
- * request's line carries its message, and component errors and failed deliveries carry their IDs.
+ * The server's log, read as an operator reads it (pino's JSON lines written to a stream, at debug so
+ * that the lines below info can be counted too): one line per request, at debug unless it failed with a
+ * 5xx, without query values; a refused request's line carries its message; component errors and failed
+ * deliveries carry their IDs.
  */
 import assert from "node:assert/strict";
 import { Writable } from "node:stream";
@@ -20,10 +22,20 @@ const stream = new Writable({
 let server: TestServer;
 let owner: { id: string; key: string };
 before(async () => {
-  server = await startServer({}, {}, { logger: { level: "info", stream } });
+  server = await startServer({}, {}, { logger: { level: "debug", stream } });
   owner = await server.createUser(unique("logged"));
 });
 after(() => server.close());
+
+/** pino's level numbers. */
+const DEBUG = 20;
+const INFO = 30;
+const ERROR = 50;
+
+/** Every log line so far that `match` accepts. */
+function logLines(match: (entry: any) => boolean): any[] {
+  return lines.map((raw) => JSON.parse(raw)).filter(match);
+}
 
 /** The first log line (raw text and parsed) that `match` accepts, waiting up to 30 s for it. */
 async function logLine(match: (entry: any) => boolean): Promise<{ raw: string; entry: any }> {
@@ -38,17 +50,74 @@ async function logLine(match: (entry: any) => boolean): Promise<{ raw: string; e
   }
 }
 
-test("a refused request's log line has one msg, and it carries the error's message", async () => {
+test("a successful request leaves one line, at debug, without the values of its query", async () => {
+  const res = await server.api("GET", "/v1/users/me?api_key=very-secret&limit=5", {
+    headers: { "x-request-id": "fine-1" },
+  });
+  assert.equal(res.status, 200);
+  const { raw, entry } = await logLine((e) => e.reqId === "fine-1");
+  assert.equal(entry.level, DEBUG);
+  assert.equal(entry.method, "GET");
+  assert.equal(entry.url, "/v1/users/me?api_key=…&limit=…");
+  assert.equal(entry.statusCode, 200);
+  assert.equal(typeof entry.durationMs, "number");
+  assert.doesNotMatch(raw, /very-secret/);
+  // Answered and logged: the line is written once the answer is sent, so it is there by now.
+  assert.equal(logLines((e) => e.reqId === "fine-1").length, 1);
+  assert.equal(logLines((e) => e.reqId === "fine-1" && e.level >= INFO).length, 0);
+});
+
+test("a refused request leaves one line, at debug, that carries the error's code and message", async () => {
   const res = await server.api("GET", "/v1/users/me", {
     key: "fnt_wrongkey000000000000000000000000",
     headers: { "x-request-id": "refused-1" },
   });
   assert.equal(res.status, 401);
-  const { raw, entry } = await logLine((e) => e.reqId === "refused-1" && e.code !== undefined);
+  const { raw, entry } = await logLine((e) => e.reqId === "refused-1");
   assert.equal(raw.match(/"msg":/g)?.length, 1, raw);
-  assert.match(entry.msg, /Unknown or revoked API key/);
+  assert.equal(entry.level, DEBUG);
+  assert.match(entry.msg, /^GET \/v1\/users\/me answered 401 in \d+ ms: Unknown or revoked API key/);
   assert.equal(entry.code, "unauthorized");
   assert.equal(entry.statusCode, 401);
+  assert.equal(logLines((e) => e.reqId === "refused-1").length, 1);
+});
+
+test("a request that fails with a 500 leaves one line, at error, with what was thrown", async () => {
+  const store = server.built.services.store;
+  const listWebhooks = store.listWebhooks;
+  store.listWebhooks = async () => {
+    throw new Error("the disk is on fire");
+  };
+  try {
+    const res = await server.api("GET", "/v1/users/me/webhooks?cursor=abc", {
+      headers: { "x-request-id": "failed-1" },
+    });
+    assert.equal(res.status, 500);
+    assert.doesNotMatch(res.text, /fire/);
+  } finally {
+    store.listWebhooks = listWebhooks;
+  }
+  const { entry } = await logLine((e) => e.reqId === "failed-1");
+  assert.equal(entry.level, ERROR);
+  assert.match(entry.msg, /^GET \/v1\/users\/me\/webhooks\?cursor=… answered 500 in \d+ ms/);
+  assert.equal(entry.statusCode, 500);
+  assert.equal(entry.code, "internal");
+  assert.equal(entry.err.message, "the disk is on fire");
+  assert.match(entry.err.stack, /listWebhooks|logging\.test\.ts/);
+  assert.equal(logLines((e) => e.reqId === "failed-1").length, 1);
+});
+
+test("a source endpoint's hit leaves one line too: at debug when it succeeds", async () => {
+  const source = await deploy(server, { component_code: fixture("http-echo.mjs") }, owner.key);
+  const res = await hit(source.configured_props.http.endpoint_url, {
+    method: "POST",
+    headers: { "x-request-id": "hit-1" },
+  });
+  assert.equal(res.status, 200);
+  const { entry } = await logLine((e) => e.reqId === "hit-1");
+  assert.equal(entry.level, DEBUG);
+  assert.equal(entry.statusCode, 200);
+  assert.equal(logLines((e) => e.reqId === "hit-1").length, 1);
 });
 
 test("a component error is logged with the source, its owner and the error code", async () => {
@@ -65,6 +134,22 @@ test("a component error is logged with the source, its owner and the error code"
   assert.equal(entry.trigger, "http");
   assert.match(entry.errorEventId, /^\d+-\d+$/);
   assert.match(entry.msg, /cannot handle this input/);
+});
+
+test("a component error is logged with its source, and the hit it failed with leaves one line at info", async () => {
+  const source = await deploy(server, { component_code: fixture("thrower.mjs") }, owner.key);
+  const res = await hit(source.configured_props.http.endpoint_url, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-request-id": "thrown-1" },
+    body: JSON.stringify({ fail: "that input" }),
+  });
+  assert.equal(res.status, 500);
+  const { entry } = await logLine((e) => e.reqId === "thrown-1");
+  assert.equal(entry.level, INFO);
+  assert.equal(entry.code, "component_error");
+  assert.equal(entry.err, undefined, "the component's error is on the source's line, not the request's");
+  await logLine((e) => e.sourceId === source.id && /cannot handle that input/.test(e.msg));
+  assert.equal(logLines((e) => e.reqId === "thrown-1").length, 1);
 });
 
 test("a failed delivery is logged with its delivery, subscription, source, event and webhook IDs", async () => {

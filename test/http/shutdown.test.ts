@@ -62,7 +62,8 @@ async function startFount(): Promise<Fount> {
     PORT: String(port),
     FOUNT_ENDPOINT_PORT: String(await freePort()),
     HOST: "127.0.0.1",
-    LOG_LEVEL: "info",
+    // At trace a request's arrival is logged ("incoming request"): the first test waits for it.
+    LOG_LEVEL: "trace",
   });
   const child = spawn(nodeBin, ["src/main.ts"], { cwd: root, env, stdio: ["pipe", "pipe", "pipe"] });
   const lines: string[] = [];

@@ -3,6 +3,7 @@ import type { Socket } from "node:net";
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { AppError, type ErrorCode } from "../../errors.ts";
 import { isStoreUnavailable } from "../../storage/health.ts";
+import { noteErrorAnswer } from "../request-log.ts";
 
 /**
  * `Retry-After` of a `store_unavailable` answer, in seconds: the store is probed every second while it
@@ -86,25 +87,19 @@ export function toAppError(err: unknown): AppError {
   return new AppError("internal", undefined, { cause: err });
 }
 
-export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
+/** Sends `err` as the answer; `thrown`: what failed, for the request's log line (http/request-log.ts). */
+export function sendError(reply: FastifyReply, err: AppError, thrown?: unknown): FastifyReply {
+  noteErrorAnswer(reply, err.code, err.message, thrown);
   if (err.headers) reply.headers(err.headers);
   return reply.code(err.status).type("application/json; charset=utf-8").send(err.toJSON());
 }
 
 export function registerErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((err, request: FastifyRequest, reply) => {
+  app.setErrorHandler((err, _request: FastifyRequest, reply) => {
     const appError = toAppError(err);
-    // A lost store is logged once, when it is found lost (app.ts); each refused request only at info.
-    if (appError.status >= 500 && appError.code !== "store_unavailable")
-      request.log.error({ err }, "request failed");
-    // The message goes in `msg` itself: a `msg` key in the object would be a second one, and the
-    // reader of the JSON line would keep only the last ("request refused").
-    else
-      request.log.info(
-        { code: appError.code, statusCode: appError.status },
-        `request refused: ${appError.message}`,
-      );
-    return sendError(reply, appError);
+    // Logged once answered, in the request's one line (http/request-log.ts), which keeps what was thrown
+    // for a 5xx of Fount's own.
+    return sendError(reply, appError, appError.status >= 500 ? err : undefined);
   });
 }
 

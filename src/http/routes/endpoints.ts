@@ -40,6 +40,7 @@ import type { Services } from "../../services.ts";
 import { bearerToken } from "../conventions.ts";
 import { setsFountCookie, withoutFountCookies } from "../fount-cookies.ts";
 import { toAppError } from "../plugins/errors.ts";
+import { logAnswer } from "../request-log.ts";
 
 /** Bodies above this get 413, as on Pipedream. */
 export const endpointBodyLimit = 512 * 1024;
@@ -124,9 +125,6 @@ const jsonType = "application/json; charset=utf-8";
 /** The answer of a run that stored its emits, without customResponse. */
 const successBody = '{"success":true}';
 
-/** Levels at which Fastify logs each request; endpoint requests are logged at the same ones. */
-const requestLogLevels = new Set(["trace", "debug", "info"]);
-
 /** Reads the whole body, or answers null once it exceeds the limit (declared or counted). */
 function readBody(req: IncomingMessage): Promise<Buffer | null> {
   const declared = Number(req.headers["content-length"]);
@@ -207,21 +205,25 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
           `This origin serves source endpoints only (${endpointPlace(config.endpointUrl)}); the API and the console are at ${config.publicUrl}`,
         );
 
-  /** Counts and logs an answer given; `forwarded`: another node ran it (counted there as a hit). */
-  const record = (hit: Hit, answer: HitAnswer, forwarded: boolean) => {
+  /** The error answers given, with their code and message (and what was thrown), for their log line. */
+  const errorAnswers = new WeakMap<HitAnswer, { code: string; message: string; err?: unknown }>();
+
+  /**
+   * Counts and logs an answer given, in one line as the API's requests are (http/request-log.ts);
+   * `forwarded`: another node ran it (counted there as a hit, and a failure logged there).
+   */
+  const record = (hit: Hit, answer: HitAnswer, forwarded: boolean, startedAt: number) => {
     if (forwarded) services.metrics.endpointForwarded(answer.status);
     else services.metrics.endpointHit(answer.status);
-    if (requestLogLevels.has(logger.level)) {
-      logger.info(
-        {
-          reqId: answer.headers["x-request-id"],
-          req: { method: hit.method, url: hit.url },
-          res: { statusCode: answer.status },
-          ...(hit.elsewhere ? { fromNode: true } : {}),
-        },
-        "request completed",
-      );
-    }
+    logAnswer(logger, {
+      method: hit.method,
+      url: hit.url,
+      statusCode: answer.status,
+      durationMs: performance.now() - startedAt,
+      ...errorAnswers.get(answer),
+      ranElsewhere: forwarded,
+      fields: { reqId: answer.headers["x-request-id"], ...(hit.elsewhere ? { fromNode: true } : {}) },
+    });
   };
 
   /** Failures of Fount's own making (limits, crashes), named in the answer; a component's own codes are not. */
@@ -234,11 +236,15 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
     "process_exit",
   ]);
 
-  const failure = (base: Record<string, string>, err: AppError): HitAnswer => ({
-    status: err.status,
-    headers: { ...base, "content-type": jsonType, ...err.headers },
-    body: JSON.stringify(err.toJSON()),
-  });
+  const failure = (base: Record<string, string>, err: AppError, thrown?: unknown): HitAnswer => {
+    const answer = {
+      status: err.status,
+      headers: { ...base, "content-type": jsonType, ...err.headers },
+      body: JSON.stringify(err.toJSON()),
+    };
+    errorAnswers.set(answer, { code: err.code, message: err.message, ...(thrown ? { err: thrown } : {}) });
+    return answer;
+  };
 
   /**
    * A component's answer, as it wrote it but for what no source may send: framing (the server's), cookies
@@ -427,19 +433,20 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
         typeof requestId === "string" && /^[\w.-]{1,128}$/.test(requestId) ? requestId : randomUUID(),
     };
     let answered = false;
+    const startedAt = performance.now();
     const reply = (answer: HitAnswer, forwarded = false) => {
       if (answered) return;
       answered = true;
       send(answer);
-      record(hit, answer, forwarded);
+      record(hit, answer, forwarded, startedAt);
     };
     serve(hit, base, reply).catch((err: unknown) => {
-      // Catalogue errors, and a lost store (503 with Retry-After, logged once when it was found lost).
+      // Catalogue errors, and a lost store (503 with Retry-After, logged once when it was found lost);
+      // what was thrown is logged with the answer's line when it is a failure of Fount's own.
       const known = toAppError(err);
-      if (known.code === "internal") logger.error({ err, reqId: base["x-request-id"] }, "request failed");
       // The body may not have been read (the store failed before): drained, the connection stays usable.
       hit.discardBody();
-      reply(failure(base, known));
+      reply(failure(base, known, known.status >= 500 ? err : undefined));
     });
   };
 
