@@ -76,6 +76,7 @@ import { userRoutes } from "./http/routes/users.ts";
 import { webhookRoutes } from "./http/routes/webhooks.ts";
 import { workflowRoutes } from "./http/routes/workflows.ts";
 import { randomString } from "./ids.ts";
+import { loggerOptions } from "./logging.ts";
 import { Metrics } from "./metrics.ts";
 import { ComponentBuilder } from "./runtime/build.ts";
 import { jsonTextTooDeep, maxBodyDepth } from "./runtime/child/guards/json-depth.ts";
@@ -174,7 +175,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   // so that keep-alive sockets do not hold the process open.
   let closing = false;
   const app = Fastify({
-    logger: options.logger ?? { level: config.logLevel },
+    logger: options.logger ?? loggerOptions(config),
     logController: new RequestLogController(),
     serverFactory: (fastifyHandler, opts) => {
       const server = http.createServer(

@@ -39,6 +39,11 @@ export interface Config {
   /** Hostnames (`*.corp.example` too), IP addresses and CIDR ranges deliveries may reach even when private. */
   webhookAllowHosts: string[];
   logLevel: string;
+  /**
+   * How log lines are written (LOG_FORMAT): `pretty` (one readable line each), `json` (pino's JSON lines);
+   * undefined: pretty when stdout is a terminal, JSON otherwise (src/logging.ts).
+   */
+  logFormat: "pretty" | "json" | undefined;
   /** Per-invocation wall-clock limit for component code. */
   invocationTimeoutMs: number;
   /** PEM file of extra CAs that component code trusts (FOUNT_EXECUTOR_CA_CERTS). */
@@ -165,6 +170,14 @@ function trustProxy(env: NodeJS.ProcessEnv): false | string[] {
   return entries;
 }
 
+/** LOG_FORMAT: `pretty`, `json`, or unset (chosen by whether stdout is a terminal). */
+function logFormat(env: NodeJS.ProcessEnv): Config["logFormat"] {
+  const raw = (env.LOG_FORMAT ?? "").trim().toLowerCase();
+  if (raw === "") return undefined;
+  if (raw === "pretty" || raw === "json") return raw;
+  throw new ConfigError(`LOG_FORMAT must be pretty or json, got "${env.LOG_FORMAT}"`);
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Partial<Config> = {}): Config {
   const host = env.HOST || "127.0.0.1";
   const port = int(env, "PORT", 8787);
@@ -225,6 +238,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     webhookAllowPrivate: bool(env, "FOUNT_WEBHOOK_ALLOW_PRIVATE"),
     webhookAllowHosts: hostList(env, "FOUNT_WEBHOOK_ALLOW_HOSTS"),
     logLevel: env.LOG_LEVEL || "info",
+    logFormat: logFormat(env),
     invocationTimeoutMs: int(env, "FOUNT_INVOCATION_TIMEOUT_MS", 30_000, 100),
     executorCaCerts: env.FOUNT_EXECUTOR_CA_CERTS ? path.resolve(env.FOUNT_EXECUTOR_CA_CERTS) : undefined,
     executorMemoryMb: int(env, "FOUNT_EXECUTOR_MEMORY_MB", 256, 32),

@@ -23,8 +23,20 @@ export interface ServerProcess {
   kill(): Promise<void>;
 }
 
-export function startProcess(env: NodeJS.ProcessEnv, how: "node" | "npm" = "node"): ServerProcess {
-  const [cmd, args] = how === "npm" ? ["npm", ["start"]] : [process.execPath, ["src/main.ts"]];
+/**
+ * `terminal`: `node src/main.ts` with a terminal for its stdout (util-linux `script` gives it a pty), as
+ * when a person starts it by hand; the output read here is what that terminal shows.
+ */
+export function startProcess(
+  env: NodeJS.ProcessEnv,
+  how: "node" | "npm" | "terminal" = "node",
+): ServerProcess {
+  const [cmd, args] =
+    how === "npm"
+      ? ["npm", ["start"]]
+      : how === "terminal"
+        ? ["script", ["--quiet", "--return", "--command", `${process.execPath} src/main.ts`, "/dev/null"]]
+        : [process.execPath, ["src/main.ts"]];
   const proc = spawn(cmd, args, {
     cwd: repoRoot,
     env: { ...process.env, FOUNT_RATE_LIMIT: "0", ...env },
@@ -65,8 +77,8 @@ export function startProcess(env: NodeJS.ProcessEnv, how: "node" | "npm" = "node
       listeners.add(check);
       check();
     });
-  // Under `node` the server is `proc`. Under npm it is npm's child, which names itself in its data dir's
-  // lock (src/file-lock.ts): the start prints no line with its pid (nothing at LOG_LEVEL=warn).
+  // Under `node` the server is `proc`. Under npm (or script) it is a child, which names itself in its data
+  // dir's lock (src/file-lock.ts): the start prints no line with its pid (nothing at LOG_LEVEL=warn).
   const lockFile = path.join(env.FOUNT_DATA_DIR ?? path.join(repoRoot, ".fount"), "server.lock.json");
   const lockedPid = (): number | undefined => {
     try {
