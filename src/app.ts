@@ -16,6 +16,7 @@ import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { SecretBox } from "./crypto/secret-box.ts";
 import { AddressPolicy } from "./delivery/address-guard.ts";
+import { DestinationHealth } from "./delivery/destination-health.ts";
 import { deliveryContext } from "./delivery/routing.ts";
 import { setUpDelivery } from "./delivery/setup.ts";
 import { Accounts } from "./domain/accounts/accounts.ts";
@@ -228,6 +229,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const bus = new Bus();
   bus.onError((err) => app.log.error({ err }, "internal event listener failed"));
   logErrors(bus, app.log);
+  new DestinationHealth({ bus, logger: app.log, clock }).listen();
   // A lost store is logged when the driver's probe confirms it, and again when it answers; what fails
   // meanwhile (requests, loops) is logged at info or debug only.
   let storeLostAt = 0;

@@ -160,7 +160,7 @@ export class Metrics {
     });
   }
 
-  /** Counts what the bus reports: invocations, stored events, timer ticks and deliveries. */
+  /** Counts what the bus reports: invocations, stored events, timer ticks, deliveries and destinations. */
   listen(bus: Bus): void {
     const registry = this.registry;
     const invocations = new Counter({
@@ -213,6 +213,21 @@ export class Metrics {
       labelNames: ["kind"],
       buckets: durationBuckets,
       registers: [registry],
+    });
+    const destinationChanges = new Counter({
+      name: "fount_destination_state_changes_total",
+      help: "Delivery destinations (webhooks, workflows, listener sources) that started failing or recovered, as this node's attempts found them, by listener kind and state",
+      labelNames: ["kind", "state"],
+      registers: [registry],
+    });
+    const failingDestinations = new Gauge({
+      name: "fount_destinations_failing",
+      help: "Delivery destinations whose last attempt from this node failed",
+      registers: [registry],
+    });
+    bus.on("destination.changed", (c) => {
+      if (c.state !== "forgotten") destinationChanges.inc({ kind: c.kind, state: c.state });
+      failingDestinations.set(c.failing);
     });
     bus.on("invocation.finished", (i) => {
       const outcome = i.ok ? "ok" : (i.errorCode ?? "error");

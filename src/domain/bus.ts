@@ -34,6 +34,19 @@ export interface EventMap {
       latencyMs: number;
     },
   ];
+  /**
+   * A delivery destination (a listener) started failing, recovered, or was forgotten after a day without
+   * attempts, as this node's attempts find it (delivery/destination-health.ts); `failing`: how many
+   * destinations fail now.
+   */
+  "destination.changed": [
+    info: {
+      listenerId: string;
+      kind: ListenerKind;
+      state: "failing" | "recovered" | "forgotten";
+      failing: number;
+    },
+  ];
 }
 
 export class Bus {

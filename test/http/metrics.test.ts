@@ -74,6 +74,8 @@ test("the text format has every family, each series labelled with the node", asy
     "fount_sse_clients",
     "fount_store_commit_duration_seconds",
     "fount_store_up",
+    "fount_destination_state_changes_total",
+    "fount_destinations_failing",
     "fount_process_resident_memory_bytes",
   ]) {
     assert.match(text, new RegExp(`^# TYPE ${family} `, "m"), family);

@@ -1,9 +1,10 @@
 /**
  * Puts what goes wrong in the server's log with the IDs an operator searches by: every `$errors` entry a
  * source gets (a component that threw, a refused emit, a timer skipped over quota…) with its source,
- * owner and error code, and every delivery attempt that failed with its delivery, subscription, emitter,
- * event and listener (webhook, workflow or source) IDs. It listens on the bus, so the runner and the
- * dispatcher need no logging of their own for it.
+ * owner and error code, and at debug every delivery attempt that failed with its delivery, subscription,
+ * emitter, event and listener (webhook, workflow or source) IDs (at info and above, a destination's
+ * failures are told once per change of its state: delivery/destination-health.ts). It listens on the bus,
+ * so the runner and the dispatcher need no logging of their own for it.
  */
 import type { FastifyBaseLogger } from "fastify";
 import type { Bus } from "../bus.ts";
@@ -45,9 +46,10 @@ export function logErrors(bus: Bus, logger: FastifyBaseLogger): () => void {
       listenerKind: d.kind,
       statusCode: d.statusCode,
     };
-    // A retry is routine while a receiver is down; the final failure is what needs attention.
-    if (d.outcome === "retry") logger.info(ids, `delivery attempt failed, will retry: ${d.error}`);
-    else logger.warn(ids, `delivery failed: ${d.error}`);
+    // One line per attempt would repeat itself while a receiver is down (282 lines in 35 minutes for one
+    // webhook): above debug, its destination's changes of state are logged instead.
+    if (d.outcome === "retry") logger.debug(ids, `delivery attempt failed, will retry: ${d.error}`);
+    else logger.debug(ids, `delivery failed: ${d.error}`);
   });
   return () => {
     offStored();
