@@ -4,26 +4,16 @@
  */
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { after, test } from "node:test";
 import pg from "pg";
-import { unmountScratchUnder } from "../helpers.ts";
 import { dropSchema, freshSchema, schemaUrl, testPgUrl } from "../pg-schemas.ts";
-import { type ServerProcess, startProcess } from "./server-process.ts";
+import { processCleanup, type ServerProcess, startProcess } from "./server-process.ts";
 
 const adminKey = "fnt_keychecktestkey0000000000000000";
-const running = new Set<ServerProcess>();
-const dirs: string[] = [];
+const { running, tempDir } = processCleanup("fount-keycheck-");
 const schemas: string[] = [];
 
 after(async () => {
-  for (const p of running) await p.kill();
-  for (const d of dirs) {
-    unmountScratchUnder(d);
-    rmSync(d, { recursive: true, force: true });
-  }
   await Promise.all(schemas.map(dropSchema));
 });
 
@@ -82,12 +72,6 @@ async function refusesAnotherKey(env: NodeJS.ProcessEnv): Promise<void> {
   });
   assert.equal(me.status, 200, "the right key starts as before");
   await stop(again);
-}
-
-function tempDir(): string {
-  const dir = mkdtempSync(path.join(os.tmpdir(), "fount-keycheck-"));
-  dirs.push(dir);
-  return dir;
 }
 
 test("sqlite: a start with another encryption key than the secrets' is refused with one line, exit 1", async () => {

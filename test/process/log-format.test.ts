@@ -4,34 +4,21 @@
  * and at the default level no line for a request that went well, one for a request that failed.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { after, test } from "node:test";
+import { test } from "node:test";
 import { stripVTControlCharacters } from "node:util";
 import { fixture } from "../fixtures/components/fixtures.ts";
-import { unmountScratchUnder } from "../helpers.ts";
-import { type ServerProcess, startProcess } from "./server-process.ts";
+import { processCleanup, type ServerProcess, startProcess } from "./server-process.ts";
 
 const adminKey = "fnt_logformattestkey0000000000000000";
-const running = new Set<ServerProcess>();
-const dirs: string[] = [];
-
-after(async () => {
-  for (const p of running) await p.kill();
-  for (const d of dirs) {
-    unmountScratchUnder(d);
-    rmSync(d, { recursive: true, force: true });
-  }
-});
+const { running, tempDir } = processCleanup("fount-log-format-");
 
 function start(env: NodeJS.ProcessEnv, how: "node" | "terminal" = "node"): ServerProcess {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-log-format-"));
-  dirs.push(dataDir);
   const p = startProcess(
     {
       PORT: "0",
-      FOUNT_DATA_DIR: dataDir,
+      FOUNT_DATA_DIR: tempDir(),
       FOUNT_BOOTSTRAP_API_KEY: adminKey,
       FOUNT_NPM_CACHE: path.join(os.tmpdir(), "fount-test-npm-cache"),
       LOG_LEVEL: "info",

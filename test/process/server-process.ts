@@ -1,8 +1,11 @@
 /** Runs Fount as a user does (`node src/main.ts` or `npm start`) with its own env, and watches its output. */
 import { type ChildProcess, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
+import { after } from "node:test";
 import { fileURLToPath } from "node:url";
+import { unmountScratchUnder } from "../helpers.ts";
 
 export const repoRoot = fileURLToPath(new URL("../../", import.meta.url));
 /** Starting includes building the registry's components; a loaded machine may take a while. */
@@ -132,4 +135,26 @@ export async function gone(pid: number, timeoutMs: number): Promise<void> {
     if (Date.now() > deadline) throw new Error(`process ${pid} still runs after ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/**
+ * The servers and data dirs of one test file: after its tests each server still in `running` is killed
+ * and each dir made by `tempDir` removed (its scratch mounts first).
+ */
+export function processCleanup(prefix: string): { running: Set<ServerProcess>; tempDir: () => string } {
+  const running = new Set<ServerProcess>();
+  const dirs: string[] = [];
+  after(async () => {
+    for (const p of running) await p.kill();
+    for (const d of dirs) {
+      unmountScratchUnder(d);
+      rmSync(d, { recursive: true, force: true });
+    }
+  });
+  const tempDir = () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), prefix));
+    dirs.push(dir);
+    return dir;
+  };
+  return { running, tempDir };
 }

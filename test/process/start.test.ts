@@ -4,33 +4,16 @@
  * that is never lost, signals that stop the server, and a data dir executors cannot reach refused.
  */
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import net from "node:net";
-import os from "node:os";
 import path from "node:path";
-import { after, test } from "node:test";
+import { test } from "node:test";
 import { fixture } from "../fixtures/components/fixtures.ts";
-import { unmountScratchUnder } from "../helpers.ts";
-import { alive, gone, type ServerProcess, startProcess } from "./server-process.ts";
+import { alive, gone, processCleanup, type ServerProcess, startProcess } from "./server-process.ts";
 
 const root = process.getuid?.() === 0;
 const adminKey = "fnt_processtestkey000000000000000000";
-const running = new Set<ServerProcess>();
-const dirs: string[] = [];
-
-after(async () => {
-  for (const p of running) await p.kill();
-  for (const d of dirs) {
-    unmountScratchUnder(d);
-    rmSync(d, { recursive: true, force: true });
-  }
-});
-
-function tempDir(): string {
-  const dir = mkdtempSync(path.join(os.tmpdir(), "fount-process-"));
-  dirs.push(dir);
-  return dir;
-}
+const { running, tempDir } = processCleanup("fount-process-");
 
 function start(env: NodeJS.ProcessEnv, how: "node" | "npm" = "node"): ServerProcess {
   const p = startProcess({ PORT: "0", ...env }, how);
