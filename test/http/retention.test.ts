@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { maxCustomChannels } from "../../src/domain/sources/runner.ts";
+import { maxCustomChannels } from "../../src/domain/sources/stored-emits.ts";
 import { deploy, events } from "../fixtures/components/fixtures.ts";
 import { startServer, type TestServer } from "../helpers.ts";
 

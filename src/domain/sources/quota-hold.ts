@@ -1,0 +1,67 @@
+/**
+ * The free plan's daily quota as the runner meets it: before an invocation runs, the check counts it in
+ * its owner's day at once (so hits checked at the same time, on any node, cannot all pass on one count),
+ * and the invocation holds that place until its commit adds its compute time, or gives it back when it
+ * never commits.
+ */
+import type { FastifyBaseLogger } from "fastify";
+import type { Clock } from "../../clock.ts";
+import type { Config } from "../../config.ts";
+import { AppError } from "../../errors.ts";
+import type { Storage } from "../../storage/port.ts";
+import { planLimits, usageDay } from "../accounts/quotas.ts";
+import type { SourceRecord } from "../types.ts";
+
+/** One invocation's place in its owner's daily quota, taken at the check. */
+export interface QuotaHold {
+  /** The check counted the invocation in its day's usage already: its commit adds the compute time only. */
+  readonly counted: boolean;
+  /** The invocation ended without a commit: a counted invocation is given back. */
+  release(): void;
+}
+
+const noHold: QuotaHold = { counted: false, release: () => undefined };
+
+/** What the quota check reads and writes. */
+export interface QuotaDeps {
+  store: Storage;
+  clock: Clock;
+  config: Config;
+  logger: FastifyBaseLogger;
+}
+
+/**
+ * Throws `quota_exceeded` when the free account that created the source used up its day; otherwise
+ * counts the invocation in the day's usage at once, in one statement of the store.
+ */
+export async function holdQuota(d: QuotaDeps, source: SourceRecord): Promise<QuotaHold> {
+  const user = await d.store.getUser(source.createdBy);
+  if (user?.plan !== "free") return noHold;
+  const day = usageDay(d.clock.now());
+  const limits = planLimits(d.config);
+  const reserved = await d.store.reserveInvocation(user.id, day, {
+    invocations: limits.dailyInvocations,
+    computeMs: limits.dailyComputeMs,
+  });
+  if (!reserved) {
+    const tomorrow = new Date(day).getTime() + 86_400_000;
+    throw new AppError(
+      "quota_exceeded",
+      "The daily invocation or compute-time quota of this account is used up",
+      {
+        headers: { "retry-after": String(Math.max(1, Math.ceil((tomorrow - d.clock.now()) / 1000))) },
+      },
+    );
+  }
+  let released = false;
+  return {
+    counted: true,
+    release: () => {
+      if (released) return;
+      released = true;
+      d.store.addUsage(user.id, day, { invocations: -1, computeMs: 0 }).catch((err) => {
+        d.logger.warn({ err, userId: user.id }, "could not give back an invocation that never ran");
+      });
+    },
+  };
+}
