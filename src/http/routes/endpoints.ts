@@ -19,12 +19,8 @@
  */
 import { randomUUID } from "node:crypto";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
-import type {
-  Elsewhere,
-  ForwardedHit,
-  ForwardTarget,
-  HitAnswer,
-} from "../../domain/cluster/hit-forwarding.ts";
+import type { Elsewhere, ForwardedHit, HitAnswer } from "../../domain/cluster/forwarding-protocol.ts";
+import type { ForwardTarget } from "../../domain/cluster/hit-forwarding.ts";
 import { LeaseMoved } from "../../domain/cluster/source-leases.ts";
 import type { RunOutcome } from "../../domain/sources/runner.ts";
 import {

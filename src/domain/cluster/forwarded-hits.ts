@@ -1,0 +1,184 @@
+/**
+ * The receiving end of hit forwarding: the forwarding connections other nodes open to this one (taken
+ * as an upgrade of the API server's requests, then TLS with the cluster's pre-shared key), and the hits
+ * on them, run here and answered in any order. Shutting down, it turns new hits down and says `bye`
+ * once the hits it took are answered.
+ */
+import type { IncomingMessage } from "node:http";
+import type { Socket } from "node:net";
+import type { Duplex } from "node:stream";
+import tls from "node:tls";
+import type { FastifyBaseLogger } from "fastify";
+import {
+  type AnswerFrame,
+  connectTimeoutMs,
+  type Elsewhere,
+  type ForwardedHit,
+  forwardPath,
+  type HitAnswer,
+  type HitFrame,
+  pskIdentity,
+  readLines,
+  tlsOptions,
+  upgradeProtocol,
+} from "./forwarding-protocol.ts";
+
+export interface ForwardedHitsDeps {
+  /** The cluster's pre-shared key (the same on every node). */
+  psk: Buffer;
+  /** Runs a forwarded hit here, answering as to a client; `Elsewhere`: this node does not run its source. */
+  serve: (hit: ForwardedHit) => Promise<HitAnswer | Elsewhere>;
+  logger: FastifyBaseLogger;
+}
+
+interface Incoming {
+  socket: Duplex;
+  /** Hits taken and not yet answered. */
+  running: number;
+  outbox: string[];
+  flushing: boolean;
+  /** `bye` was sent: nothing more is written. */
+  ended: boolean;
+}
+
+/** The receiving side: forwarding connections from the other nodes, and the hits on them. */
+export class ForwardedHits {
+  readonly #d: ForwardedHitsDeps;
+  readonly #connections = new Set<Incoming>();
+  #closing = false;
+  #drained: (() => void) | undefined;
+
+  constructor(deps: ForwardedHitsDeps) {
+    this.#d = deps;
+  }
+
+  /**
+   * An upgrade request to the server: a forwarding connection is taken; false for any other. It is a
+   * node's only once the TLS handshake proved that the other end has the cluster's key.
+   */
+  accept(req: IncomingMessage, raw: Duplex, head: Buffer): boolean {
+    if (req.url !== forwardPath) return false;
+    const refuse = (status: string) => {
+      raw.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+      return true;
+    };
+    if (req.headers.upgrade !== upgradeProtocol) return refuse("400 Bad Request");
+    if (this.#closing) return refuse("503 Service Unavailable");
+    raw.write(
+      `HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: ${upgradeProtocol}\r\n\r\n`,
+    );
+    (raw as Socket).setNoDelay(true);
+    // Bytes that came with the request are the start of the TLS handshake.
+    if (head.length > 0) raw.unshift(head);
+    // Node's TLSSocket takes a server's `pskCallback` as tls.createServer does; its type leaves it out.
+    const serverOptions: tls.TLSSocketOptions & Pick<tls.TlsOptions, "pskCallback"> = {
+      ...tlsOptions,
+      isServer: true,
+      pskCallback: (_socket, identity) => (identity === pskIdentity ? this.#d.psk : null),
+    };
+    const socket = new tls.TLSSocket(raw as Socket, serverOptions);
+    const remote = req.socket.remoteAddress;
+    const timer = setTimeout(() => socket.destroy(), connectTimeoutMs);
+    socket.once("close", () => clearTimeout(timer));
+    socket.once("error", (err) => {
+      clearTimeout(timer);
+      this.#d.logger.warn(
+        { remote, err },
+        "refused a forwarding connection: its TLS handshake failed (a node with another FOUNT_ENCRYPTION_KEY?)",
+      );
+      socket.destroy();
+    });
+    socket.once("secure", () => {
+      clearTimeout(timer);
+      socket.removeAllListeners("error");
+      socket.on("error", () => undefined);
+      const conn: Incoming = { socket, running: 0, outbox: [], flushing: false, ended: false };
+      this.#connections.add(conn);
+      socket.once("close", () => {
+        this.#connections.delete(conn);
+        this.#checkDrained();
+      });
+      readLines(
+        socket,
+        (line) => this.#hit(conn, line),
+        () => socket.destroy(),
+      );
+      // Closing began during the handshake: nothing is taken.
+      if (this.#closing) this.#end(conn);
+    });
+    return true;
+  }
+
+  /**
+   * Turns down new hits, and resolves once the hits taken are answered and the connections ended (or
+   * after `waitMs`, when the rest are cut off: the process is about to end).
+   */
+  close(waitMs = 25_000): Promise<void> {
+    this.#closing = true;
+    for (const conn of this.#connections) if (conn.running === 0 && !conn.flushing) this.#end(conn);
+    if (this.#connections.size === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        for (const conn of this.#connections) conn.socket.destroy();
+        resolve();
+      }, waitMs);
+      this.#drained = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+
+  /** Says `bye` and ends the connection: the hits it took are answered. */
+  #end(conn: Incoming): void {
+    if (conn.ended) return;
+    conn.ended = true;
+    conn.socket.end('{"bye":true}\n');
+  }
+
+  #hit(conn: Incoming, line: string): void {
+    let frame: HitFrame;
+    try {
+      frame = JSON.parse(line) as HitFrame;
+    } catch {
+      conn.socket.destroy();
+      return;
+    }
+    if (this.#closing) {
+      this.#send(conn, { i: frame.i, x: true });
+      return;
+    }
+    conn.running++;
+    const hit: ForwardedHit = {
+      method: frame.m,
+      url: frame.u,
+      headers: frame.h,
+      body: Buffer.from(frame.b, "base64"),
+    };
+    void this.#d.serve(hit).then((answer) => {
+      conn.running--;
+      // An unknown node (`to` undefined) is left out of the line.
+      if ("elsewhere" in answer) return this.#send(conn, { i: frame.i, r: true, to: answer.elsewhere });
+      const body = answer.body === null ? null : Buffer.from(answer.body).toString("base64");
+      this.#send(conn, { i: frame.i, s: answer.status, h: answer.headers, b: body });
+    });
+  }
+
+  #send(conn: Incoming, frame: AnswerFrame): void {
+    if (conn.ended) return;
+    conn.outbox.push(`${JSON.stringify(frame)}\n`);
+    if (conn.flushing) return;
+    conn.flushing = true;
+    setImmediate(() => {
+      conn.flushing = false;
+      const lines = conn.outbox;
+      conn.outbox = [];
+      if (lines.length > 0) conn.socket.write(lines.length === 1 ? lines[0]! : lines.join(""));
+      if (this.#closing && conn.running === 0) this.#end(conn);
+    });
+  }
+
+  #checkDrained(): void {
+    if (this.#closing && this.#connections.size === 0) this.#drained?.();
+  }
+}

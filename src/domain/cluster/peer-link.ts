@@ -1,0 +1,230 @@
+/**
+ * The sending end of hit forwarding: the connection from this node to one other node, opened on first
+ * use (the HTTP upgrade, then the TLS handshake with the cluster's pre-shared key) and again after it
+ * broke. Hits queued in one turn of the event loop go out in one write; answers come back in any order.
+ */
+import http from "node:http";
+import type { Duplex } from "node:stream";
+import tls from "node:tls";
+import { AppError } from "../../errors.ts";
+import {
+  type AnswerFrame,
+  connectTimeoutMs,
+  type ForwardedHit,
+  forwardPath,
+  type HitAnswer,
+  type HitFrame,
+  pskIdentity,
+  readLines,
+  tlsOptions,
+  upgradeProtocol,
+} from "./forwarding-protocol.ts";
+
+/** What became of a hit sent on a link: its answer, or why it was not run there. */
+export type Sent =
+  | { ok: true; answer: HitAnswer }
+  | { ok: false; why: "unreachable" | "declined"; err?: Error }
+  | { ok: false; why: "elsewhere"; to: string | undefined };
+
+interface Pending {
+  resolve: (sent: Sent) => void;
+  reject: (err: AppError) => void;
+  /** Written to the connection: from then on it may have run. */
+  written: boolean;
+  at: number;
+}
+
+/** The connection to one other node, opened on first use and again after it broke. */
+export class PeerLink {
+  readonly url: string;
+  readonly #psk: Buffer;
+  #socket: Duplex | undefined;
+  #connecting: Promise<Duplex> | undefined;
+  readonly #pending = new Map<number, Pending>();
+  #outbox: string[] = [];
+  #outboxIds: number[] = [];
+  #flushing = false;
+  #nextId = 1;
+  #closed = false;
+
+  constructor(url: string, psk: Buffer) {
+    this.url = url;
+    this.#psk = psk;
+  }
+
+  async send(hit: ForwardedHit): Promise<Sent> {
+    if (!this.#socket) {
+      try {
+        this.#connecting ??= this.#connect();
+        await this.#connecting;
+      } catch (err) {
+        return { ok: false, why: "unreachable", err: err as Error };
+      }
+    }
+    const id = this.#nextId++;
+    const frame: HitFrame = {
+      i: id,
+      m: hit.method,
+      u: hit.url,
+      h: hit.headers,
+      b: hit.body.toString("base64"),
+    };
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject, written: false, at: Date.now() });
+      this.#outbox.push(`${JSON.stringify(frame)}\n`);
+      this.#outboxIds.push(id);
+      if (!this.#flushing) {
+        this.#flushing = true;
+        setImmediate(() => this.#flush());
+      }
+    });
+  }
+
+  /** Hits written before `deadline` and still unanswered fail: the other node stalled. */
+  expire(deadline: number): void {
+    for (const [id, p] of this.#pending) {
+      if (!p.written || p.at >= deadline) continue;
+      this.#pending.delete(id);
+      p.reject(cutOff());
+    }
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#socket?.end();
+    this.#gone(new Error("closed"), false);
+  }
+
+  #flush(): void {
+    this.#flushing = false;
+    const socket = this.#socket;
+    if (!socket || this.#outbox.length === 0) return;
+    socket.write(this.#outbox.length === 1 ? this.#outbox[0]! : this.#outbox.join(""));
+    for (const id of this.#outboxIds) {
+      const p = this.#pending.get(id);
+      if (p) p.written = true;
+    }
+    this.#outbox = [];
+    this.#outboxIds = [];
+  }
+
+  #connect(): Promise<Duplex> {
+    return new Promise<Duplex>((resolve, reject) => {
+      if (this.#closed) return reject(new Error("closed"));
+      const req = http.request(new URL(forwardPath, this.url), {
+        headers: { connection: "Upgrade", upgrade: upgradeProtocol },
+        timeout: connectTimeoutMs,
+      });
+      req.once("upgrade", (_res, raw, head) => {
+        // The other node writes nothing after its 101 until this node's TLS hello.
+        if (this.#closed || head.length > 0) {
+          raw.destroy();
+          return reject(new Error(this.#closed ? "closed" : "it wrote before the TLS handshake"));
+        }
+        raw.setTimeout(0);
+        raw.setNoDelay(true);
+        const socket = tls.connect({
+          ...tlsOptions,
+          socket: raw,
+          pskCallback: () => ({ psk: this.#psk, identity: pskIdentity }),
+          // No certificate: the pre-shared key authenticates the other node.
+          checkServerIdentity: () => undefined,
+        });
+        const timer = setTimeout(
+          () => socket.destroy(new Error(`no TLS handshake within ${connectTimeoutMs} ms`)),
+          connectTimeoutMs,
+        );
+        socket.once("error", (err) => {
+          clearTimeout(timer);
+          reject(new Error(`its TLS handshake failed (another FOUNT_ENCRYPTION_KEY?): ${err.message}`));
+        });
+        const closedEarly = () => {
+          clearTimeout(timer);
+          reject(new Error("it closed the connection during the TLS handshake"));
+        };
+        socket.once("close", closedEarly);
+        socket.once("secureConnect", () => {
+          clearTimeout(timer);
+          socket.removeListener("close", closedEarly);
+          socket.removeAllListeners("error");
+          socket.on("error", () => undefined);
+          if (this.#closed) {
+            socket.destroy();
+            return reject(new Error("closed"));
+          }
+          readLines(
+            socket,
+            (line) => this.#answer(line),
+            () => socket.destroy(),
+          );
+          // A connection already given up (after `bye`, or closed here) leaves its successor alone.
+          socket.once("close", () => {
+            if (this.#socket === socket) this.#gone(new Error("the connection closed"), false);
+          });
+          this.#socket = socket;
+          resolve(socket);
+        });
+      });
+      req.once("response", (res) => {
+        res.resume();
+        reject(new Error(`it answered the forwarding connection with ${res.statusCode}`));
+      });
+      req.once("timeout", () => req.destroy(new Error(`no answer within ${connectTimeoutMs} ms`)));
+      req.once("error", reject);
+      req.end();
+    }).finally(() => {
+      this.#connecting = undefined;
+    });
+  }
+
+  #answer(line: string): void {
+    let frame: AnswerFrame;
+    try {
+      frame = JSON.parse(line) as AnswerFrame;
+    } catch {
+      this.#socket?.destroy();
+      return;
+    }
+    if ("bye" in frame) {
+      // The other node stops: hits not answered by now were not run there.
+      this.#gone(new Error("the other node stops"), true);
+      return;
+    }
+    const p = this.#pending.get(frame.i);
+    if (!p) return;
+    this.#pending.delete(frame.i);
+    if ("x" in frame) p.resolve({ ok: false, why: "declined" });
+    else if ("r" in frame)
+      p.resolve({ ok: false, why: "elsewhere", to: typeof frame.to === "string" ? frame.to : undefined });
+    else
+      p.resolve({
+        ok: true,
+        answer: {
+          status: frame.s,
+          headers: frame.h,
+          body: frame.b === null ? null : Buffer.from(frame.b, "base64"),
+        },
+      });
+  }
+
+  /**
+   * The connection is given up: hits not yet written run where they came in, and so do written ones
+   * when the other node said `bye` (`notRun`: it ran none of them); otherwise written ones may have run.
+   */
+  #gone(err: Error, notRun: boolean): void {
+    this.#socket = undefined;
+    this.#outbox = [];
+    this.#outboxIds = [];
+    for (const [id, p] of this.#pending) {
+      this.#pending.delete(id);
+      if (notRun) p.resolve({ ok: false, why: "declined" });
+      else if (p.written) p.reject(cutOff(err));
+      else p.resolve({ ok: false, why: "unreachable", err });
+    }
+  }
+}
+
+/** A hit that went out to another node and may have run there, but whose answer never came. */
+function cutOff(cause?: Error): AppError {
+  return new AppError("node_unreachable", undefined, { cause, headers: { "retry-after": "1" } });
+}
