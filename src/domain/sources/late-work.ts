@@ -46,7 +46,7 @@ export class LateWorkRecorder {
     if (work.cpuMs > 0) this.#charge(work.sourceId, work.cpuMs);
     if (work.error && this.#allowError(work.sourceId)) {
       this.#recordError(work.sourceId, work.error).catch((err: unknown) => {
-        // A lost store is logged once by app.ts; the note is dropped like one over the window's limit.
+        // A lost store is logged once by app/services.ts; the note is dropped like one over the window's limit.
         if (isStoreUnavailable(err))
           this.#d.logger.debug({ err, sourceId: work.sourceId }, "recording late work failed");
         else this.#d.logger.warn({ err, sourceId: work.sourceId }, "recording late work failed");
@@ -77,7 +77,7 @@ export class LateWorkRecorder {
         );
       } catch (err) {
         if (isStoreUnavailable(err) && !this.#closed) {
-          // The store is lost (logged once by app.ts): this and the remaining charges wait for the next flush.
+          // The store is lost (logged once by app/services.ts): this and the remaining charges wait for the next flush.
           this.#d.logger.debug({ err }, "charging late work deferred: the store is unavailable");
           for (const [id, left] of pending.slice(i)) this.#charge(id, left);
           return;

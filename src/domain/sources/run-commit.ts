@@ -145,7 +145,7 @@ export class RunCommits {
       )
       .catch((err) => {
         if (isStoreUnavailable(err)) {
-          // The store is out of reach (logged once by app.ts). The cached db is kept: the executor's copy
+          // The store is out of reach (logged once by app/services.ts). The cached db is kept: the executor's copy
           // holds the same writes, and invocations already handed over build on it; dropping ours would
           // let their results land on an empty db. They reach the store with the next commit that writes the db.
           this.#d.logger.debug({ err, sourceId: source.id }, "commit of an invocation failed");

@@ -123,7 +123,7 @@ export class TimerScheduler {
     this.#schedule(next === undefined ? maxSleepMs : Math.min(maxSleepMs, Math.max(gap, next - now)));
   }
 
-  /** A lost store is logged once by app.ts; each pass that fails because of it only at debug. */
+  /** A lost store is logged once by app/services.ts; each pass that fails because of it only at debug. */
   #logFailure(err: unknown, message: string): void {
     if (isStoreUnavailable(err)) this.#d.logger.debug({ err }, message);
     else this.#d.logger.error({ err }, message);

@@ -44,7 +44,7 @@ function takesAnyValue(schema: Obj): boolean {
 
 /**
  * Where in `value` a string or a property name holds U+0000, as a field path (`a.b[2]`, `path` its
- * own); undefined when nowhere. Bodies are bounded in depth before they are parsed (app.ts).
+ * own); undefined when nowhere. Bodies are bounded in depth before they are parsed (app/json-bodies.ts).
  */
 function nulField(value: unknown, path: string): string | undefined {
   if (typeof value === "string") return value.includes("\0") ? path || "value" : undefined;

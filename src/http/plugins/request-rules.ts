@@ -21,7 +21,7 @@ const shared: Options = {
 };
 // Query strings and path parameters are text, so they are converted to the schema's types; JSON bodies
 // already carry types, so a mismatch there is the client's mistake. Query values merged into a POST body
-// are converted before validation (app.ts `coerceQueryValue`).
+// are converted before validation (app/json-bodies.ts `coerceQueryValue`).
 const bodies = addFormats.default(new Ajv({ ...shared, coerceTypes: false }));
 const texts = addFormats.default(new Ajv({ ...shared, coerceTypes: "array" }));
 // Query strings drop parameters their route does not know: clients written for Pipedream send `limit`

@@ -1,0 +1,63 @@
+/**
+ * How the API reads JSON bodies: an empty body counts as none (Pipedream's own examples POST query
+ * parameters with a JSON content type and no body), `__proto__` keys are dropped, nesting is bounded,
+ * and for POST/PUT the query parameters are merged under the body (the body wins), converted to the body
+ * schema's types.
+ */
+import type { FastifyInstance } from "fastify";
+import { AppError } from "../errors.ts";
+import { jsonTextTooDeep, maxBodyDepth } from "../runtime/child/guards/json-depth.ts";
+
+export function registerJsonBodies(app: FastifyInstance): void {
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (_request, body, done) => {
+    const text = (body as string).trim();
+    if (text === "") return done(null, undefined);
+    // Parsing (with the reviver) and every later step recurse over the value; refuse depth first.
+    if (jsonTextTooDeep(text, maxBodyDepth)) return done(new AppError("json_too_deep"), undefined);
+    try {
+      done(
+        null,
+        JSON.parse(text, (key, value) => (key === "__proto__" ? undefined : value)),
+      );
+    } catch (err) {
+      done(
+        new AppError("invalid_json", `The request body is not valid JSON: ${(err as Error).message}`),
+        undefined,
+      );
+    }
+  });
+  app.addHook("preValidation", async (request) => {
+    if (request.method !== "POST" && request.method !== "PUT") return;
+    // Source endpoints take any body as raw bytes; spreading a Buffer here would copy it byte by byte.
+    if (Buffer.isBuffer(request.body)) return;
+    if (
+      request.body !== undefined &&
+      (typeof request.body !== "object" || request.body === null || Array.isArray(request.body))
+    ) {
+      throw new AppError("invalid_parameter", "The request body must be a JSON object", {
+        details: { field: "body" },
+      });
+    }
+    const query = (request.query ?? {}) as Record<string, unknown>;
+    const bodySchema = request.routeOptions.schema?.body as
+      | { properties?: Record<string, { type?: unknown }> }
+      | undefined;
+    const merged: Record<string, unknown> = {};
+    for (const [key, value] of Object.entries(query)) {
+      // Unknown query parameters are ignored, as on GET routes; unknown body fields are still a 400.
+      if (bodySchema?.properties && !Object.hasOwn(bodySchema.properties, key)) continue;
+      merged[key] = coerceQueryValue(value, bodySchema?.properties?.[key]);
+    }
+    request.body = { ...merged, ...((request.body as Record<string, unknown> | undefined) ?? {}) };
+  });
+}
+
+/** Query strings carry text; a body schema may want a boolean or an integer there. */
+function coerceQueryValue(value: unknown, schema: { type?: unknown } | undefined): unknown {
+  if (typeof value !== "string" || !schema) return value;
+  const types = Array.isArray(schema.type) ? schema.type : [schema.type];
+  if (types.includes("boolean") && (value === "true" || value === "false")) return value === "true";
+  if (types.includes("integer") && /^-?\d{1,15}$/.test(value)) return Number(value);
+  return value;
+}
