@@ -1,6 +1,6 @@
 /**
  * Where component code may connect. By default executors may reach public addresses only: the
- * ranges webhook deliveries refuse (delivery/address-guard.ts: loopback, private, link-local,
+ * ranges webhook deliveries refuse (non-public-ranges.ts: loopback, private, link-local,
  * unique-local, …) are refused to them too, so a component cannot call Fount's own API, a database
  * on loopback or the cloud metadata address. `FOUNT_EXECUTOR_ALLOW_PRIVATE` opens everything;
  * `FOUNT_EXECUTOR_ALLOW_HOSTS` opens some addresses.
@@ -16,7 +16,7 @@ import { spawn } from "node:child_process";
 import dns from "node:dns/promises";
 import fs from "node:fs";
 import { isIP } from "node:net";
-import { v4Ranges, v6Ranges } from "../delivery/address-guard.ts";
+import { v4Ranges, v6Ranges } from "../non-public-ranges.ts";
 import type { EgressRules } from "./child/guards/egress-guard.ts";
 import type { UidRange } from "./uid-range.ts";
 

@@ -7,12 +7,12 @@
 import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { AsyncLock } from "../../async-lock.ts";
 import type { Config } from "../../config.ts";
 import { sha256Hex } from "../../crypto/secret-box.ts";
 import { AppError } from "../../errors.ts";
 import { ComponentBuilder } from "../../runtime/build.ts";
 import type { ComponentMeta, Executor } from "../../runtime/types.ts";
-import { AsyncLock } from "../../storage/lock.ts";
 import type { Storage } from "../../storage/port.ts";
 import type { ComponentRecord } from "../types.ts";
 import { type ComponentCatalog, maxCodeBytes, registryOwner } from "./components.ts";

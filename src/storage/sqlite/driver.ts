@@ -26,8 +26,8 @@
 import { chmodSync, mkdirSync } from "node:fs";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
+import { AsyncLock } from "../../async-lock.ts";
 import { alwaysAvailable } from "../health.ts";
-import { AsyncLock } from "../lock.ts";
 import type { Storage, StorageOps } from "../port.ts";
 import { accountOps, writeUsage } from "./accounts.ts";
 import { appAccountOps } from "./app-accounts.ts";

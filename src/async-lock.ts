@@ -1,4 +1,7 @@
-/** A FIFO async mutex: one holder at a time, in arrival order. */
+/**
+ * A FIFO async mutex: one holder at a time, in arrival order. The SQLite driver and the component
+ * registry both use it, so it sits with the base modules, below the domain and the storage.
+ */
 export class AsyncLock {
   #tail: Promise<unknown> = Promise.resolve();
 
