@@ -6,16 +6,11 @@
  */
 import type { FastifyInstance } from "fastify";
 import { Agent as UndiciAgent } from "undici";
-import type { Clock } from "../clock.ts";
-import type { Config } from "../config.ts";
-import type { SecretBox } from "../crypto/secret-box.ts";
 import { AddressPolicy } from "../delivery/address-guard.ts";
 import { DestinationHealth } from "../delivery/destination-health.ts";
 import type { DeliveryDispatcher } from "../delivery/dispatcher.ts";
 import { deliveryContext } from "../delivery/routing.ts";
 import { setUpDelivery } from "../delivery/setup.ts";
-import type { Accounts } from "../domain/accounts/accounts.ts";
-import type { Sessions } from "../domain/accounts/sessions.ts";
 import { Bus } from "../domain/bus.ts";
 import { type ClusterNode, clusterNode } from "../domain/cluster/cluster-link.ts";
 import { nodeDeadAfterMs } from "../domain/cluster/source-leases.ts";
@@ -35,17 +30,11 @@ import { ComponentBuilder } from "../runtime/build.ts";
 import { ExecutorPool } from "../runtime/executor-pool.ts";
 import type { Executor } from "../runtime/types.ts";
 import type { Services } from "../services.ts";
-import type { Storage } from "../storage/port.ts";
 import { type Executors, type Isolation, startExecutors } from "./executors.ts";
 
-/** What the services are built from. */
-export interface ServiceInputs {
-  config: Config;
-  clock: Clock;
-  store: Storage;
-  secrets: SecretBox;
-  accounts: Accounts;
-  sessions: Sessions;
+/** What the services are built from: the store and accounts opened before them, and the app. */
+export interface ServiceInputs
+  extends Pick<Services, "config" | "clock" | "store" | "secrets" | "accounts" | "sessions"> {
   /** Its logger, and its routes for components that call the Pipedream API. */
   app: FastifyInstance;
   /** Executor to use instead of the sandboxed process pool (never in production). */
