@@ -93,10 +93,6 @@ const domainImports: Readonly<Record<string, readonly string[]>> = {
  * only shrinks.
  */
 const oversized: Readonly<Record<string, string>> = {
-  "src/delivery/dispatcher.ts": "split into parts by the house-delivery branch (issue 27)",
-  "src/runtime/child/realm.ts": "split at its seams by the house-runtime branch (issue 27)",
-  "src/runtime/child/runner.ts": "split at its seams by the house-runtime branch (issue 27)",
-  "src/runtime/executors/pool.ts": "split into rooms by the house-runtime branch (issue 27)",
   "src/storage/sqlite/driver.ts":
     "split one file per concern, as postgres/ is, by the house-sqlite branch (issue 27)",
 };
