@@ -231,7 +231,7 @@ export class DeliveryDispatcher {
         if (next !== undefined && next > now) delay = Math.min(delay, next - now);
       }
     } catch (err) {
-      // A lost store is logged once by app.ts; the loop polls again after `pollMs`.
+      // A lost store is logged once by app/services.ts; the loop polls again after `pollMs`.
       if (isStoreUnavailable(err)) this.#d.logger?.debug({ err }, "delivery loop failed; retrying shortly");
       else this.#d.logger?.error({ err }, "delivery loop failed; retrying shortly");
     } finally {

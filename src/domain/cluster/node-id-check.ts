@@ -19,7 +19,7 @@ export class NodeIdInUseError extends Error {
 const watchMs = 2_500;
 
 export async function refuseSharedNodeId(cluster: ClusterStore, nodeId: string): Promise<void> {
-  // Each process is a member named `<FOUNT_NODE_ID>/<its own suffix>` (app.ts).
+  // Each process is a member named `<FOUNT_NODE_ID>/<its own suffix>` (app/services.ts).
   const sameId = async () =>
     (await cluster.nodes(nodeDeadAfterMs)).filter((n) => n.live && n.id.startsWith(`${nodeId}/`));
   const before = await sameId();
