@@ -11,14 +11,11 @@
  * measures a Node or V8 flag: `--base HEAD --node-args=--single-threaded-gc` (with `=`, as the value
  * starts with a dash).
  */
-import { execFileSync } from "node:child_process";
-import { chmodSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { parseArgs } from "node:util";
+import { checkout } from "./lib/checkout.ts";
 import { type InterleavedResult, interleavedLoad } from "./lib/interleave.ts";
 import { runLoad } from "./lib/load.ts";
-import { FountProcess, repoRoot } from "./lib/processes.ts";
+import { FountProcess } from "./lib/processes.ts";
 import { createSchema, dropSchema, emitterCode, payloadText, urlWithSchema } from "./parts/context.ts";
 
 const { values } = parseArgs({
@@ -51,18 +48,12 @@ async function storeEnv(): Promise<Record<string, string>> {
 }
 const connections = Number(values.connections);
 
-const git = (...args: string[]) => execFileSync("git", args, { cwd: repoRoot, encoding: "utf8" }).trim();
-const baseCommit = git("rev-parse", "--short", values.base);
-const worktree = mkdtempSync(path.join(os.tmpdir(), "fount-compare-"));
-// Executors run under uids of their own when the bench runs as root: they must reach the runner's folder.
-chmodSync(worktree, 0o755);
-git("worktree", "add", "--detach", worktree, baseCommit);
-symlinkSync(path.join(repoRoot, "node_modules"), path.join(worktree, "node_modules"));
+const base = checkout(values.base);
 
 const servers: FountProcess[] = [];
 try {
-  const base = await FountProcess.start({ root: worktree, env: await storeEnv() });
-  servers.push(base);
+  const baseServer = await FountProcess.start({ root: base.root, env: await storeEnv() });
+  servers.push(baseServer);
   const work = await FountProcess.start({
     nodeArgs: values["node-args"].split(" ").filter(Boolean),
     env: await storeEnv(),
@@ -75,14 +66,14 @@ try {
     urls.push(source.endpointUrl);
   }
   const [b, w] = await interleavedLoad(
-    { url: urls[0]!, pid: base.pid },
+    { url: urls[0]!, pid: baseServer.pid },
     { url: urls[1]!, pid: work.pid },
     { body: payloadText, connections, slices: Number(values.slices), sliceS: Number(values.slice) },
   );
   const line = (name: string, r: InterleavedResult) =>
     `${name.padEnd(14)} ${Math.round(r.okPerS).toString().padStart(7)}/s  p50 ${r.latencyMs.p50.toFixed(1)} ms  p99 ${r.latencyMs.p99.toFixed(1)} ms  ` +
     `${((1e6 * r.cpu.serverS) / r.ok).toFixed(1)} µs server CPU/hit  slices ${r.sliceRates.join(" ")}`;
-  console.log(line(`base ${baseCommit}`, b));
+  console.log(line(`base ${base.commit}`, b));
   console.log(line("working tree", w));
   console.log(
     `working tree / base: ${(w.okPerS / b.okPerS).toFixed(3)} (rate), ${(b.cpu.serverS / b.ok / (w.cpu.serverS / w.ok)).toFixed(3)} (CPU per hit, base / working tree)`,
@@ -90,6 +81,5 @@ try {
 } finally {
   for (const server of servers) await server.stop();
   for (const schema of schemas) await dropSchema(pgUrl, schema);
-  git("worktree", "remove", "--force", worktree);
-  rmSync(worktree, { recursive: true, force: true });
+  base.remove();
 }

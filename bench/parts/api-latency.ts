@@ -3,6 +3,7 @@
  * deploy-to-first-event (`POST /v1/sources` with new code, then the first endpoint hit acknowledged).
  */
 import { httpCall } from "../lib/http-client.ts";
+import type { FountProcess } from "../lib/processes.ts";
 import { type Figure, figure } from "../lib/report.ts";
 import { distribution, median } from "../lib/stats.ts";
 import { emitterCode, type PartContext, payload, payloadText } from "./context.ts";
@@ -10,6 +11,17 @@ import { emitterCode, type PartContext, payload, payloadText } from "./context.t
 const runs = 200;
 const warmRuns = 20;
 const deploys = 5;
+
+/** One `POST /v1/sources/{id}/run` of an emitter source, timed from the client (ms); throws unless it emitted. */
+export async function timedManualRun(fount: FountProcess, sourceId: string): Promise<number> {
+  const t0 = performance.now();
+  const res = await fount.api("POST", `/v1/sources/${sourceId}/run`, { event: payload }, 10_000);
+  const ms = performance.now() - t0;
+  if (res.data?.ok !== true || res.data.emits?.length !== 1) {
+    throw new Error(`a manual run did not emit: ${JSON.stringify(res).slice(0, 200)}`);
+  }
+  return ms;
+}
 
 export async function manualRun(
   ctx: PartContext,
@@ -21,12 +33,7 @@ export async function manualRun(
   const times: number[] = [];
   ctx.log(`${part}: ${runs} sequential runs after ${warmRuns} warm-up runs`);
   for (let i = 0; i < warmRuns + runs; i++) {
-    const t0 = performance.now();
-    const res = await fount.api("POST", `/v1/sources/${source.id}/run`, { event: payload }, 10_000);
-    const ms = performance.now() - t0;
-    if (res.data?.ok !== true || res.data.emits?.length !== 1) {
-      throw new Error(`run ${i} did not emit: ${JSON.stringify(res).slice(0, 200)}`);
-    }
+    const ms = await timedManualRun(fount, source.id);
     if (i >= warmRuns) times.push(ms);
   }
   const d = distribution(times);

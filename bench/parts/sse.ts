@@ -5,44 +5,15 @@
  * the component stamped, so the latency covers commit, hub fan-out, the socket and the client's parse.
  */
 import { runLoad } from "../lib/load.ts";
-import { benchApiKey, cpuMeter, type HelperChild, sleep } from "../lib/processes.ts";
+import { cpuMeter, type HelperChild, sleep } from "../lib/processes.ts";
 import { type Figure, figure } from "../lib/report.ts";
+import { SseAudience } from "../lib/sse-audience.ts";
 import { distribution } from "../lib/stats.ts";
-import { pollUntil } from "../lib/wait.ts";
 import { emitterCode, type PartContext, payload } from "./context.ts";
 
 const part = "SSE fan-out";
 /** Client processes; each holds its share of the streams. */
 const clientProcesses = 4;
-
-interface ClientsReport {
-  clients: number;
-  open: number;
-  received: number[];
-  emitLatencies: number[];
-  sendLatencies: number[];
-}
-
-async function reportAll(children: HelperChild[]): Promise<ClientsReport> {
-  const reports = await Promise.all(children.map((c) => c.call<ClientsReport>("report", {}, 30_000)));
-  return {
-    clients: reports.reduce((a, r) => a + r.clients, 0),
-    open: reports.reduce((a, r) => a + r.open, 0),
-    received: reports.flatMap((r) => r.received),
-    emitLatencies: reports.flatMap((r) => r.emitLatencies),
-    sendLatencies: reports.flatMap((r) => r.sendLatencies),
-  };
-}
-
-/** Waits until every client has `expected` events, or nothing moved for `quietMs`. */
-function awaitFanOut(children: HelperChild[], expected: number, quietMs: number): Promise<ClientsReport> {
-  return pollUntil(() => reportAll(children), {
-    done: (r) => r.received.every((n) => n >= expected),
-    progress: (r) => r.received.reduce((a, b) => a + b, 0),
-    quietMs,
-    everyMs: 200,
-  });
-}
 
 export async function sseFanOut(
   ctx: PartContext,
@@ -55,27 +26,11 @@ export async function sseFanOut(
   for (let i = 0; i < clientProcesses; i++) children.push(await ctx.helper("sse-clients.ts"));
 
   ctx.log(`${part}: opening ${sseClients} streams`);
-  const share = Math.ceil(sseClients / clientProcesses);
-  const opened = await Promise.all(
-    children.map((c, i) =>
-      c.call<{ connected: number; errors: string[]; ms: number }>(
-        "open",
-        {
-          url: `${fount.url}/sources/${source.id}/sse`,
-          key: benchApiKey,
-          count: Math.max(0, Math.min(share, sseClients - i * share)),
-          concurrency: 25,
-        },
-        120_000,
-      ),
-    ),
-  );
-  const connected = opened.reduce((a, o) => a + o.connected, 0);
-  const openErrors = opened.flatMap((o) => o.errors);
+  const audience = await SseAudience.open(children, `${fount.url}/sources/${source.id}/sse`, sseClients);
+  const { connected, openErrors, openMs } = audience;
   if (connected < sseClients) {
     throw new Error(`only ${connected} of ${sseClients} streams opened: ${openErrors.join("; ")}`);
   }
-  const openMs = Math.max(...opened.map((o) => o.ms));
 
   // A short warm-up (also checks that events arrive at all), then the measured run.
   const bodyOf = () => JSON.stringify({ ...payload, sent_at: Date.now() });
@@ -88,10 +43,10 @@ export async function sseFanOut(
     durationS: 2,
     overallRate: sseRate,
   });
-  const warm = await awaitFanOut(children, 1, 5_000);
+  const warm = await audience.awaitFanOut(1, 5_000);
   if (warm.received.some((n) => n === 0)) throw new Error("a stream received nothing during the warm-up");
   await sleep(500);
-  await Promise.all(children.map((c) => c.call("reset")));
+  await audience.reset();
 
   ctx.log(`${part}: ${durationS} s of emits at ${sseRate}/s to ${connected} streams`);
   const meter = cpuMeter(fount.pid);
@@ -103,12 +58,12 @@ export async function sseFanOut(
     durationS,
     overallRate: sseRate,
   });
-  await awaitFanOut(children, load.ok, 3_000);
+  await audience.awaitFanOut(load.ok, 3_000);
   // Emits of requests cut off at the end land a moment later.
   await sleep(500);
-  const r = await reportAll(children);
+  const r = await audience.report();
   const cpu = meter();
-  await Promise.all(children.map((c) => c.call("close")));
+  await audience.close();
 
   const emit = distribution(r.emitLatencies);
   const sent = distribution(r.sendLatencies);
