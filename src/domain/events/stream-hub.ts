@@ -1,14 +1,17 @@
 /**
  * Live fan-out of stored events to SSE clients: one `event.stored` listener for every client, an index
- * emitter → channel → clients, and per-client backpressure. A client whose socket stops draining gets
- * a bounded queue and is dropped when it stays over the bound (it reconnects with Last-Event-ID and
- * replays from the store), so a slow client costs an emit one array push, never a wait.
+ * emitter → channel → clients, and per-client backpressure (stream-client.ts). The events stored in one
+ * turn of the event loop (a group commit's) go out together: each channel's frames are serialised and
+ * joined once, and every client gets them in one write, so 1,000 clients cost 1,000 socket writes per
+ * commit rather than per event. A slow client costs a batch one array push, never a wait.
  */
-import type { Writable } from "node:stream";
 import { AppError } from "../../errors.ts";
 import type { Bus } from "../bus.ts";
 import type { EventRecord } from "../types.ts";
 import type { EventIdParts } from "./event-ids.ts";
+import { type ClientHost, type Frame, joinFrames, StreamClient, type StreamSink } from "./stream-client.ts";
+
+export { StreamClient, type StreamSink } from "./stream-client.ts";
 
 /** Tunables of a StreamHub; tests shorten the intervals and bounds. */
 export interface StreamHubOptions {
@@ -38,9 +41,6 @@ export const defaultStreamHubOptions: StreamHubOptions = {
   stallMs: 1_000,
 };
 
-/** Over this many times a queue bound, a client is dropped without waiting for `stallMs`. */
-const hardBoundFactor = 4;
-
 /**
  * Where streams' events come from besides this process (cluster-link.ts): `watch` says a stream of an
  * emitter opened here; it goes live once `ready`, and calls `release` when it ends.
@@ -61,23 +61,17 @@ export interface StreamHubStats {
   frames: number;
 }
 
-/** One event, serialised and encoded once for every client of its channel. */
-interface Frame {
-  ms: number;
-  seq: number;
-  data: Buffer;
-}
-
 /** Renders an event as its complete SSE frame (`id:`, `data:`, blank line). */
 export type FrameFormatter = (event: EventRecord) => string;
 
-const keepaliveFrame = ":keepalive\n\n";
-
-function isAfter(e: { ms: number; seq: number }, last: EventIdParts | undefined): boolean {
-  return last === undefined || e.ms > last.ms || (e.ms === last.ms && e.seq > last.seq);
+/** Frames of one emitter's channel stored in this turn, waiting for the flush. */
+interface Pending {
+  emitterId: string;
+  channel: string;
+  frames: Frame[];
 }
 
-export class StreamHub {
+export class StreamHub implements ClientHost {
   readonly #format: FrameFormatter;
   readonly #options: StreamHubOptions;
   readonly #byEmitter = new Map<string, Map<string, Set<StreamClient>>>();
@@ -87,6 +81,8 @@ export class StreamHub {
   #frames = 0;
   #keepalive: NodeJS.Timeout | undefined;
   #closed = false;
+  /** By emitter and channel (joined with U+0000, which neither may hold). */
+  #pending = new Map<string, Pending>();
 
   constructor(bus: Bus, format: FrameFormatter, options: Partial<StreamHubOptions> = {}) {
     this.#format = format;
@@ -117,7 +113,7 @@ export class StreamHub {
    * call it before reading stored events; then `start(stored)` sends those and goes live at the seam.
    * `after` is the client's Last-Event-ID: nothing at or before it is sent.
    */
-  open(emitterId: string, channel: string, sink: Writable, after?: EventIdParts): StreamClient {
+  open(emitterId: string, channel: string, sink: StreamSink, after?: EventIdParts): StreamClient {
     if (this.#closed) throw new AppError("shutting_down");
     const client = new StreamClient(this, emitterId, channel, sink, after);
     let channels = this.#byEmitter.get(emitterId);
@@ -138,6 +134,8 @@ export class StreamHub {
 
   /** Ends every stream of an emitter (its source was deleted); clients that reconnect get a 404. */
   endEmitter(emitterId: string): number {
+    // Events stored before the deletion still reach the streams, before they end.
+    this.#flush();
     const channels = this.#byEmitter.get(emitterId);
     if (!channels) return 0;
     let n = 0;
@@ -167,6 +165,7 @@ export class StreamHub {
   /** Ends every stream and stops listening; idempotent. Called before the server stops accepting. */
   close(): void {
     if (this.#closed) return;
+    this.#flush();
     this.#closed = true;
     this.#unsubscribe();
     for (const channels of [...this.#byEmitter.values()]) {
@@ -192,8 +191,8 @@ export class StreamHub {
   }
 
   /** @internal */
-  countFrame(): void {
-    this.#frames++;
+  countFrames(n: number): void {
+    this.#frames += n;
   }
 
   /** @internal */
@@ -206,8 +205,31 @@ export class StreamHub {
     if (!set || set.size === 0) return;
     // Serialised once, whatever the number of clients.
     const frame = this.frame(e);
-    for (const client of set) client.deliver(frame);
+    const key = `${e.emitterId}\u0000${e.channel}`;
+    const pending = this.#pending.get(key);
+    if (pending) pending.frames.push(frame);
+    else {
+      if (this.#pending.size === 0) process.nextTick(this.#flush);
+      this.#pending.set(key, { emitterId: e.emitterId, channel: e.channel, frames: [frame] });
+    }
   }
+
+  /**
+   * Sends what was published since the last flush: called at the end of the turn (after the group
+   * commit's other callbacks, so a commit's events go together), and before streams are ended.
+   */
+  #flush = (): void => {
+    if (this.#pending.size === 0) return;
+    const pending = this.#pending;
+    this.#pending = new Map();
+    for (const { emitterId, channel, frames } of pending.values()) {
+      // The clients of this moment: one that opened since the publish holds the frames until it is live.
+      const set = this.#byEmitter.get(emitterId)?.get(channel);
+      if (!set) continue;
+      const joined = joinFrames(frames);
+      for (const client of set) client.deliver(frames, joined);
+    }
+  };
 
   #startKeepalive(): void {
     if (this.#keepalive || this.#closed) return;
@@ -223,177 +245,5 @@ export class StreamHub {
   #stopKeepalive(): void {
     if (this.#keepalive) clearInterval(this.#keepalive);
     this.#keepalive = undefined;
-  }
-}
-
-/** One open stream: replaying stored events, then live, then closed. */
-export class StreamClient {
-  readonly emitterId: string;
-  readonly channel: string;
-  readonly #hub: StreamHub;
-  readonly #sink: Writable;
-  #state: "replaying" | "live" | "closed" = "replaying";
-  /** The newest event ID sent (or the client's Last-Event-ID); nothing at or before it is sent again. */
-  #last: EventIdParts | undefined;
-  /** Live events that arrived while stored ones were being sent. */
-  #held: Frame[] = [];
-  #heldBytes = 0;
-  /** Frames waiting for the socket to drain (shared with other clients: only references are per client). */
-  #queue: Buffer[] = [];
-  #queuedBytes = 0;
-  #waitingDrain = false;
-  #stallTimer: NodeJS.Timeout | undefined;
-  #drainWaiters: Array<() => void> = [];
-
-  constructor(
-    hub: StreamHub,
-    emitterId: string,
-    channel: string,
-    sink: Writable,
-    after: EventIdParts | undefined,
-  ) {
-    this.#hub = hub;
-    this.emitterId = emitterId;
-    this.channel = channel;
-    this.#sink = sink;
-    this.#last = after;
-    sink.on("drain", this.#onDrain);
-    sink.once("close", () => this.#closed());
-    // A write to a vanished peer fails asynchronously; 'close' follows and cleans up.
-    sink.on("error", () => this.#closed());
-  }
-
-  /**
-   * Sends the opening comment (unless `preamble` is false: another client of the same socket, for
-   * another channel, sent it) and `stored` (oldest first), pacing them by the socket's drain, then the
-   * live events held meanwhile, skipping any already sent; from then on the stream is live.
-   */
-  async start(stored: EventRecord[], preamble = true): Promise<void> {
-    if (this.#state !== "replaying") return;
-    if (preamble) this.#write(`:ok\nretry: ${this.#hub.options.retryMs}\n\n`);
-    for (const e of stored) {
-      if (this.#state !== "replaying") return;
-      if (!isAfter({ ms: e.idMs, seq: e.idSeq }, this.#last)) continue;
-      this.#last = { ms: e.idMs, seq: e.idSeq };
-      this.#hub.countFrame();
-      // Stored events can be read at any pace: wait for the socket instead of queueing them.
-      if (!this.#write(this.#hub.frame(e).data)) await this.#drained();
-    }
-    if (this.#state !== "replaying") return;
-    this.#state = "live";
-    const held = this.#held;
-    this.#held = [];
-    this.#heldBytes = 0;
-    for (const frame of held) this.deliver(frame);
-  }
-
-  /** @internal A live event of this stream's channel. */
-  deliver(frame: Frame): void {
-    if (this.#state === "closed") return;
-    if (this.#state === "replaying") {
-      this.#held.push(frame);
-      this.#heldBytes += frame.data.length;
-      this.#checkBounds(this.#held.length, this.#heldBytes);
-      return;
-    }
-    if (!isAfter(frame, this.#last)) return;
-    this.#last = { ms: frame.ms, seq: frame.seq };
-    this.#hub.countFrame();
-    if (this.#waitingDrain) {
-      this.#queue.push(frame.data);
-      this.#queuedBytes += frame.data.length;
-      this.#checkBounds(this.#queue.length, this.#queuedBytes);
-      return;
-    }
-    this.#write(frame.data);
-  }
-
-  /** @internal */
-  keepalive(): void {
-    // A client behind on its writes gets events soon enough; one replaying gets them now.
-    if (this.#state === "live" && !this.#waitingDrain) this.#write(keepaliveFrame);
-  }
-
-  /** Ends the stream cleanly after what is already written; a client stuck behind is cut off. */
-  end(): void {
-    if (this.#state === "closed") return;
-    const stuck = this.#waitingDrain;
-    this.#closed();
-    if (stuck) this.#sink.destroy();
-    else this.#sink.end();
-  }
-
-  /** Forgets the stream without touching its socket (the request failed before the stream began). */
-  abandon(): void {
-    this.#closed();
-  }
-
-  #checkBounds(events: number, bytes: number): void {
-    const { maxQueuedEvents, maxQueuedBytes, stallMs } = this.#hub.options;
-    if (events <= maxQueuedEvents && bytes <= maxQueuedBytes) return;
-    if (events > maxQueuedEvents * hardBoundFactor || bytes > maxQueuedBytes * hardBoundFactor) {
-      this.#drop();
-      return;
-    }
-    this.#stallTimer ??= setTimeout(() => {
-      this.#stallTimer = undefined;
-      const [n, b] =
-        this.#state === "replaying"
-          ? [this.#held.length, this.#heldBytes]
-          : [this.#queue.length, this.#queuedBytes];
-      if (n > maxQueuedEvents || b > maxQueuedBytes) this.#drop();
-    }, stallMs);
-    this.#stallTimer.unref();
-  }
-
-  #drop(): void {
-    if (this.#state === "closed") return;
-    this.#hub.countDrop();
-    this.#closed();
-    this.#sink.destroy();
-  }
-
-  /** Writes now; false (and a wait for 'drain') when the socket's buffer is full. */
-  #write(chunk: string | Buffer): boolean {
-    if (this.#sink.destroyed || this.#sink.writableEnded) return true;
-    const ok = this.#sink.write(chunk);
-    if (!ok) this.#waitingDrain = true;
-    return ok;
-  }
-
-  #onDrain = (): void => {
-    this.#waitingDrain = false;
-    if (this.#queue.length > 0) {
-      const queue = this.#queue;
-      this.#queue = [];
-      this.#queuedBytes = 0;
-      // Written frame by frame, not joined: the frames are shared between clients, a join would copy them.
-      this.#sink.cork();
-      let ok = true;
-      for (const data of queue) ok = this.#write(data);
-      this.#sink.uncork();
-      if (!ok) return;
-    }
-    const waiters = this.#drainWaiters;
-    this.#drainWaiters = [];
-    for (const wake of waiters) wake();
-  };
-
-  #drained(): Promise<void> {
-    if (!this.#waitingDrain || this.#state === "closed") return Promise.resolve();
-    return new Promise((resolve) => this.#drainWaiters.push(resolve));
-  }
-
-  #closed(): void {
-    if (this.#state === "closed") return;
-    this.#state = "closed";
-    this.#held = [];
-    this.#queue = [];
-    if (this.#stallTimer) clearTimeout(this.#stallTimer);
-    this.#sink.off("drain", this.#onDrain);
-    this.#hub.remove(this);
-    const waiters = this.#drainWaiters;
-    this.#drainWaiters = [];
-    for (const wake of waiters) wake();
   }
 }
