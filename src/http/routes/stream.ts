@@ -15,6 +15,7 @@ import { invalidParameter } from "../../errors.ts";
 import type { Services } from "../../services.ts";
 import { errorResponses } from "../conventions.ts";
 import { renderEvent } from "../event-entries.ts";
+import { sseSink } from "../sse-sink.ts";
 import { sourceIdParams, visibleSource } from "./sources.ts";
 
 /** The hub of each app, for tests and benchmarks (the plugin is encapsulated, so it decorates nothing). */
@@ -166,7 +167,8 @@ export async function streamRoutes(
     // the store is read and the headers go out.
     const interest = streamInterest?.watch(source.id);
     if (interest) reply.raw.once("close", interest.release);
-    const clients = channels.map((channel) => hub.open(source.id, channel, reply.raw, after));
+    const sink = sseSink(reply.raw);
+    const clients = channels.map((channel) => hub.open(source.id, channel, sink, after));
     const stored: EventRecord[][] = [];
     try {
       await interest?.ready;
