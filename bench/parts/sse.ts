@@ -3,6 +3,8 @@
  * processes so that reading 1,000 sockets is not the bench's own bottleneck, while the source gets
  * emits at `sseRate` per second. Each client records, per event, its arrival against the `emitted_at`
  * the component stamped, so the latency covers commit, hub fan-out, the socket and the client's parse.
+ * The emits come as autocannon sends them at a fixed rate: each of the 5 connections sends its share of
+ * a second back to back as the second starts, so 50/s is a burst of 50 events each second.
  */
 import { runLoad } from "../lib/load.ts";
 import { cpuMeter, type HelperChild, sleep } from "../lib/processes.ts";
@@ -100,7 +102,8 @@ export async function sseFanOut(
       "emit-to-client p99",
       emit.p99,
       "ms",
-      { op: "<=", value: 100 },
+      // Issue 29: on an idle machine (issue 4 had 100 ms).
+      { op: "<=", value: 50 },
       `max ${emit.max} ms; request-to-client p99 ${sent.p99} ms`,
     ),
     figure(
