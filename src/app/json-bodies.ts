@@ -8,18 +8,25 @@ import type { FastifyInstance } from "fastify";
 import { AppError } from "../errors.ts";
 import { jsonTextTooDeep, maxBodyDepth } from "../runtime/child/guards/json-depth.ts";
 
+/**
+ * `JSON.parse` with every `__proto__` key left out. A reviver makes V8's parse several times slower
+ * (30 µs instead of 5 for a 300-byte body on the 2-core machine), so it runs only when the text could
+ * hold such a key: spelt out, or behind a `\u` escape (the only other way JSON can spell a key's letters).
+ */
+function parseDroppingProto(text: string): unknown {
+  if (!text.includes("__proto__") && !text.includes("\\u")) return JSON.parse(text);
+  return JSON.parse(text, (key, value) => (key === "__proto__" ? undefined : value));
+}
+
 export function registerJsonBodies(app: FastifyInstance): void {
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, (_request, body, done) => {
     const text = (body as string).trim();
     if (text === "") return done(null, undefined);
-    // Parsing (with the reviver) and every later step recurse over the value; refuse depth first.
+    // Parsing and every later step recurse over the value; refuse depth first.
     if (jsonTextTooDeep(text, maxBodyDepth)) return done(new AppError("json_too_deep"), undefined);
     try {
-      done(
-        null,
-        JSON.parse(text, (key, value) => (key === "__proto__" ? undefined : value)),
-      );
+      done(null, parseDroppingProto(text));
     } catch (err) {
       done(
         new AppError("invalid_json", `The request body is not valid JSON: ${(err as Error).message}`),
