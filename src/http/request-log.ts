@@ -2,7 +2,8 @@
  * What a request leaves in the server's log: one line once it is answered. At debug when it succeeded or
  * was refused (4xx is the client's doing, and a storm of 401s or 429s must not flood the log); at info
  * when it failed for a cause that has a line of its own where it is found (the store lost, shutdown, a
- * component that threw, …); at error for any other 5xx, with what was thrown and its stack. Fastify's own
+ * component that threw, …); at error for any other 5xx, with what was thrown and its stack; a 5xx that
+ * nothing threw (a readiness probe's 503, a component's own 500 answer) at debug. Fastify's own
  * pair of lines per request at info ("incoming request", "request completed") is replaced through its
  * `logController`; source endpoints, answered outside Fastify, log through `logAnswer` the same way.
  */
@@ -70,7 +71,12 @@ export function loggedUrl(url: string): string {
 export function answerLevel(
   a: Pick<Answered, "statusCode" | "code" | "err">,
 ): "debug" | "info" | "warn" | "error" {
-  if (a.statusCode >= 500) return a.code !== undefined && loggedWhereFound.has(a.code) ? "info" : "error";
+  if (a.statusCode >= 500) {
+    // A 5xx that nothing threw is an answer given on purpose: /readyz while the store is away (whose loss
+    // has its own line), or a component's own `$respond({status: 500})`. Neither is Fount failing.
+    if (a.code === undefined && a.err === undefined) return "debug";
+    return a.code !== undefined && loggedWhereFound.has(a.code) ? "info" : "error";
+  }
   // Answered below 500 but the response itself failed (Fastify's reply `error` event).
   return a.err !== undefined ? "warn" : "debug";
 }
