@@ -9,6 +9,7 @@ import { type EventRecorder, eventsKept } from "../domain/events/recorder.ts";
 import type { Delivery, EventRecord, ListenerKind, Subscription } from "../domain/types.ts";
 import { newSortableId } from "../ids.ts";
 import type { StorageOps } from "../storage/port.ts";
+import { traceScope, tracing } from "../tracing.ts";
 
 /**
  * The delivery being handled while a listener source runs, so that what it emits is routed one hop
@@ -34,7 +35,7 @@ function newDelivery(
 ): Delivery | undefined {
   const kind = listenerKindOf(sub.listenerId);
   if (!kind) return undefined;
-  return {
+  const d: Delivery = {
     id: newSortableId("del", nowMs),
     ownerId: sub.ownerId,
     subscriptionId: sub.id,
@@ -58,6 +59,10 @@ function newDelivery(
     createdMs: nowMs,
     updatedMs: nowMs,
   };
+  // The span of the commit storing the event, when there is one: each attempt continues its trace.
+  const trace = tracing.on ? traceScope.getStore() : undefined;
+  if (trace !== undefined) d.trace = trace;
+  return d;
 }
 
 /**

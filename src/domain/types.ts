@@ -269,6 +269,11 @@ export interface Delivery {
   claimedUntilMs?: number;
   createdMs: number;
   updatedMs: number;
+  /**
+   * With traces on: the span its event was stored under (tracing.ts, `contextText`), the parent of each
+   * attempt's span, so that every attempt, however late and on whichever node, continues the event's trace.
+   */
+  trace?: string;
 }
 
 /** One attempt of a delivery, kept for `GET /v1/webhooks/{id}/deliveries`. */

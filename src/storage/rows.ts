@@ -205,7 +205,14 @@ export const toWorkflow = (r: Row): WithSeq<Workflow> => ({
   updatedAt: r.updated_at as number,
 });
 
-export const toDelivery = (r: Row): WithSeq<Delivery> => ({
+export const toDelivery = (r: Row): WithSeq<Delivery> => {
+  const d = plainDeliveryRow(r);
+  // Only deliveries routed while traces were on have one (tracing.ts).
+  if (r.trace_context !== null && r.trace_context !== undefined) d.trace = r.trace_context as string;
+  return d;
+};
+
+const plainDeliveryRow = (r: Row): WithSeq<Delivery> => ({
   seq: r.seq as number,
   id: r.id as string,
   ownerId: r.owner_id as string,
@@ -255,7 +262,7 @@ export function deepFreeze<T>(value: T): T {
  * The values of a new delivery's row, in the order both drivers' INSERTs bind them: id, owner_id,
  * subscription_id, emitter_id, event_id, channel, listener_id, listener_kind, event_json, meta_json,
  * indexed_at_ms, hops, status, attempts, round_attempts, next_attempt_ms (index 15), last_status_code,
- * last_error, last_duration_ms, claimed_by, created_ms, updated_ms, claimed_until.
+ * last_error, last_duration_ms, claimed_by, created_ms, updated_ms, claimed_until, trace_context.
  */
 export function deliveryRowValues(d: Delivery): Array<string | number | null> {
   return [
@@ -282,6 +289,7 @@ export function deliveryRowValues(d: Delivery): Array<string | number | null> {
     d.createdMs,
     d.updatedMs,
     d.claimedUntilMs ?? null,
+    d.trace ?? null,
   ];
 }
 

@@ -252,6 +252,20 @@ export function deliveryContract(withStore: WithStore, unique: (prefix: string) 
     assert.deepEqual(ids(await claim(s, 6000, { limit: 1 })), [due.id], "soonest first, up to the limit");
   });
 
+  withStore("a delivery keeps the trace its event was stored under, for each claim of it", async (s) => {
+    const hook = webhook(unique("u"));
+    await s.insertWebhook(hook);
+    const trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01 vendor=a1,other=b2";
+    const traced = delivery(hook.id, { nextAttemptMs: 1000, trace });
+    const plain = delivery(hook.id, { nextAttemptMs: 1000 });
+    await s.insertDeliveries([traced, plain]);
+    assert.deepEqual(await s.getDelivery(traced.id), traced);
+    assert.deepEqual(await s.getDelivery(plain.id), plain, "one routed with traces off has none");
+    const claimed = await claim(s, 2000);
+    assert.equal(claimed.find((d) => d.id === traced.id)?.trace, trace);
+    assert.equal(claimed.find((d) => d.id === plain.id)?.trace, undefined);
+  });
+
   withStore(
     "claims leave out inactive listeners, busy listeners, and take a bounded number per listener",
     async (s) => {

@@ -52,9 +52,10 @@ const insertColumns: Array<[name: string, type: string]> = [
   ["created_ms", "bigint"],
   ["updated_ms", "bigint"],
   ["claimed_until", "bigint"],
+  ["trace_context", "text"],
 ];
 
-/** Rows per INSERT: 23 parameters each stays far below PostgreSQL's 65,535 per statement. */
+/** Rows per INSERT: 24 parameters each stays far below PostgreSQL's 65,535 per statement. */
 const insertChunk = 500;
 
 /**

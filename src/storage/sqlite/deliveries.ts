@@ -61,8 +61,8 @@ export function deliveryOps(q: Sql): DeliveryOps {
         q.run(
           `INSERT INTO deliveries (id, owner_id, subscription_id, emitter_id, event_id, channel, listener_id, listener_kind,
            event_json, meta_json, indexed_at_ms, hops, status, attempts, round_attempts, next_attempt_ms,
-           last_status_code, last_error, last_duration_ms, claimed_by, created_ms, updated_ms, claimed_until)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ${dueUnlessParked("?")}, ?, ?, ?, ?, ?, ?, ?)`,
+           last_status_code, last_error, last_duration_ms, claimed_by, created_ms, updated_ms, claimed_until, trace_context)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ${dueUnlessParked("?")}, ?, ?, ?, ?, ?, ?, ?, ?)`,
           // The due time is bound after the listener's ID twice, for the parking test.
           deliveryRowValues(d).flatMap((v, i) => (i === 15 ? [d.listenerId, d.listenerId, v] : [v])),
         );
