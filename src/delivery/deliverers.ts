@@ -109,6 +109,8 @@ export class HttpDeliverer implements Deliverer {
             channel: d.channel,
             body: JSON.stringify(d.event ?? null),
             allowPrivate,
+            attempt: d.attempts + 1,
+            trace: d.trace,
           },
           timeoutMs,
           stop,

@@ -7,8 +7,10 @@
 import type { Readable } from "node:stream";
 import { Agent, request } from "undici";
 import type { Clock } from "../clock.ts";
+import { injectHeaders, type Span, tracing } from "../tracing.ts";
 import type { AddressPolicy } from "./address-guard.ts";
 import { destinationRefusedCode } from "./address-guard.ts";
+import { endAttempt, startHttpAttempt } from "./attempt-span.ts";
 import type { AttemptOutcome } from "./outcome.ts";
 import { parseRetryAfter } from "./schedule.ts";
 import { signPayload } from "./signature.ts";
@@ -33,6 +35,10 @@ export interface OutgoingDelivery {
   body: string;
   /** An admin allowed this webhook loopback and private addresses: the address policy does not apply. */
   allowPrivate?: boolean;
+  /** 1 for the first attempt (traces). */
+  attempt: number;
+  /** The span the event was stored under (`Delivery.trace`): the attempt's span continues its trace. */
+  trace?: string | undefined;
 }
 
 export class HttpSender {
@@ -46,7 +52,25 @@ export class HttpSender {
     this.#clock = clock;
   }
 
+  /** Makes one attempt; with traces on, in a span of its own, sent on as the request's `traceparent`. */
   async send(d: OutgoingDelivery, timeoutMs: number, stop: AbortSignal): Promise<AttemptOutcome> {
+    if (!tracing.on) return this.#send(d, timeoutMs, stop, undefined);
+    const span = startHttpAttempt(d);
+    let outcome: AttemptOutcome = { kind: "retry", error: "the attempt threw" };
+    try {
+      outcome = await this.#send(d, timeoutMs, stop, span);
+      return outcome;
+    } finally {
+      endAttempt(span, outcome);
+    }
+  }
+
+  async #send(
+    d: OutgoingDelivery,
+    timeoutMs: number,
+    stop: AbortSignal,
+    span: Span | undefined,
+  ): Promise<AttemptOutcome> {
     let url: URL;
     try {
       url = new URL(d.url);
@@ -68,21 +92,23 @@ export class HttpSender {
     const onStop = () => abort.abort(stop.reason);
     if (stop.aborted) onStop();
     else stop.addEventListener("abort", onStop, { once: true });
+    const headers: Record<string, string> = {
+      "content-type": "application/json",
+      "user-agent": userAgent,
+      "webhook-id": d.id,
+      "webhook-timestamp": String(timestamp),
+      "webhook-signature": signPayload(d.secret, d.id, timestamp, d.body),
+      "x-fount-emitter-id": d.emitterId,
+      "x-fount-event-name": d.channel === "" ? "default" : d.channel,
+      "x-fount-event-id": d.eventId,
+    };
+    if (span) injectHeaders(span.spanContext(), headers);
     try {
       const res = await request(url, {
         method: "POST",
         dispatcher: d.allowPrivate ? this.#openAgentInUse() : this.#agentInUse(),
         signal: abort.signal,
-        headers: {
-          "content-type": "application/json",
-          "user-agent": userAgent,
-          "webhook-id": d.id,
-          "webhook-timestamp": String(timestamp),
-          "webhook-signature": signPayload(d.secret, d.id, timestamp, d.body),
-          "x-fount-emitter-id": d.emitterId,
-          "x-fount-event-name": d.channel === "" ? "default" : d.channel,
-          "x-fount-event-id": d.eventId,
-        },
+        headers,
         body: d.body,
       });
       const response = await readSome(res.body);

@@ -33,8 +33,10 @@ import {
 import { AppError } from "../../errors.ts";
 import type { HttpResponse } from "../../runtime/types.ts";
 import type { Services } from "../../services.ts";
+import { type Span, tracing } from "../../tracing.ts";
 import { bearerToken } from "../conventions.ts";
 import { setsFountCookie, withoutFountCookies } from "../fount-cookies.ts";
+import { endHitSpan, startHitSpan, type TracedHit } from "../hit-span.ts";
 import { toAppError } from "../plugins/errors.ts";
 import { logAnswer } from "../request-log.ts";
 
@@ -152,11 +154,7 @@ export interface EndpointServing {
 }
 
 /** One request to a source endpoint: from a client, or sent on by another node (domain/cluster/hit-forwarding.ts). */
-interface Hit {
-  method: string;
-  /** The request target: `/e/{id}[/path][?query]`. */
-  url: string;
-  headers: IncomingHttpHeaders;
+interface Hit extends TracedHit {
   /** The whole body, or null once it passes the limit. */
   readBody(): Promise<Buffer | null>;
   /** The body will not be read (answered before). */
@@ -278,6 +276,7 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
     hit: Hit,
     base: Record<string, string>,
     reply: (answer: HitAnswer, forwarded?: boolean) => void,
+    span: Span | undefined,
   ): Promise<void> => {
     if (serving.closing()) return reply(failure(base, new AppError("shutting_down")));
     if (!hit.url.startsWith(endpointPrefix)) {
@@ -309,6 +308,7 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
       hit.discardBody();
       return reply(failure(base, new AppError("not_found", "No active source has this endpoint")));
     }
+    span?.setAttribute("fount.source_id", source.id);
     const bytes = await hit.readBody();
     if (bytes === null) {
       base.connection = "close";
@@ -430,13 +430,15 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
     };
     let answered = false;
     const startedAt = performance.now();
+    const span = tracing.on ? startHitSpan(hit, hit.elsewhere !== undefined) : undefined;
     const reply = (answer: HitAnswer, forwarded = false) => {
       if (answered) return;
       answered = true;
       send(answer);
       record(hit, answer, forwarded, startedAt);
+      if (span) endHitSpan(span, answer.status, errorAnswers.get(answer)?.code);
     };
-    serve(hit, base, reply).catch((err: unknown) => {
+    serve(hit, base, reply, span).catch((err: unknown) => {
       // Catalogue errors, and a lost store (503 with Retry-After, logged once when it was found lost);
       // what was thrown is logged with the answer's line when it is a failure of Fount's own.
       const known = toAppError(err);
