@@ -1,18 +1,28 @@
 /**
- * Starts the server: reads config, listens, prints the URL, what confines component code here (egress,
- * scratch) and the first API key once, stops on signals.
+ * Starts the server: reads config, sets traces up when an OTLP endpoint is given, listens, prints the
+ * URL, what confines component code here (egress, scratch) and the first API key once, stops on signals.
  */
+import type { FastifyBaseLogger } from "fastify";
 import { buildApp } from "./app.ts";
-import { ConfigError, loadConfig } from "./config.ts";
+import { readVersion } from "./cli/version.ts";
+import { type Config, ConfigError, loadConfig } from "./config.ts";
 import { derivedEndpointUrl, endpointPlace } from "./endpoint-origin.ts";
 import type { FileLock } from "./file-lock.ts";
 import { lockDataDir } from "./storage/data-dir-lock.ts";
+import { tracesWanted } from "./tracing.ts";
+import type { TracingHandle } from "./tracing-sdk.ts";
 
 /**
  * Under `npm start`, one Ctrl-C reaches the server twice: from the terminal (the whole foreground
  * process group gets it) and forwarded by npm. A repeat this soon after the first is that echo.
  */
 const SIGNAL_ECHO_MS = 500;
+
+/** The OpenTelemetry SDK, loaded only now that traces are wanted (docs/operations.md, *Traces*). */
+async function startTraces(config: Config, log: FastifyBaseLogger): Promise<TracingHandle> {
+  const { startTracing } = await import("./tracing-sdk.ts");
+  return startTracing({ nodeId: config.nodeId, version: readVersion(), log });
+}
 
 async function main(): Promise<void> {
   let config: ReturnType<typeof loadConfig>;
@@ -32,6 +42,7 @@ async function main(): Promise<void> {
     throw err;
   }
   const { app } = built;
+  const traces = tracesWanted() ? await startTraces(config, app.log) : undefined;
   let bound: { url: string; endpoints: string };
   try {
     bound = await built.listen();
@@ -51,6 +62,7 @@ async function main(): Promise<void> {
           : `fount: cannot listen on ${config.host}:${port}: ${e.message}`,
     );
     await app.close().catch(() => {});
+    await traces?.stop();
     dataDirLock.release();
     process.exit(1);
   }
@@ -66,6 +78,7 @@ async function main(): Promise<void> {
     `Source endpoints answer on ${endpointPlace(config.endpointUrl)}`,
     // What confines component code on this machine: the egress layers, the scratch folders.
     ...built.startNotes,
+    ...(traces ? [`Traces go to ${traces.target} (OpenTelemetry, OTLP/HTTP JSON)`] : []),
   ];
   if (bootstrap) {
     lines.push(
@@ -89,16 +102,19 @@ async function main(): Promise<void> {
     // A stuck shutdown ends after 30 s.
     const force = setTimeout(() => process.exit(1), 30_000);
     force.unref();
-    app.close().then(
-      () => {
-        dataDirLock.release();
-        process.exit(0);
-      },
-      (err) => {
-        app.log.error({ err }, "shutdown failed");
-        process.exit(1);
-      },
-    );
+    app
+      .close()
+      .then(() => traces?.stop())
+      .then(
+        () => {
+          dataDirLock.release();
+          process.exit(0);
+        },
+        (err) => {
+          app.log.error({ err }, "shutdown failed");
+          process.exit(1);
+        },
+      );
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
