@@ -4,7 +4,7 @@
  *
  *   npm run bench                         all parts
  *   npm run bench -- --only http,sse      some parts (http, manual, deploy, webhooks, sse, timers, sibling,
- *                                         cli, cluster)
+ *                                         cli, cluster, traces)
  *   npm run bench -- --duration 5         shorter load runs
  *   npm run bench -- --json out.json      also write every figure and raw detail
  *   npm run bench -- --cpu-prof dir       write the Fount servers' CPU profiles to dir
@@ -24,6 +24,7 @@ import { httpIngest } from "./parts/http-ingest.ts";
 import { sibling } from "./parts/sibling.ts";
 import { sseFanOut } from "./parts/sse.ts";
 import { timers } from "./parts/timers.ts";
+import { tracesCost } from "./parts/traces.ts";
 import { webhooks } from "./parts/webhooks.ts";
 
 type Part = (ctx: PartContext, out: { figures: Figure[]; details: Record<string, unknown> }) => Promise<void>;
@@ -38,6 +39,7 @@ const parts: Record<string, { title: string; run: Part }> = {
   sibling: { title: "Sibling", run: sibling },
   cli: { title: "CLI start", run: cliStart },
   cluster: { title: "Cluster", run: cluster },
+  traces: { title: "Traces", run: tracesCost },
 };
 
 const { values } = parseArgs({

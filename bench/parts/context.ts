@@ -100,9 +100,15 @@ export class PartContext {
     this.#log(message);
   }
 
-  /** A Fount server that is stopped when the part ends, whatever happens; on the run's store by default. */
-  async fount(store: BenchStore = this.settings.store): Promise<FountProcess> {
-    const env: Record<string, string> = {};
+  /**
+   * A Fount server that is stopped when the part ends, whatever happens; on the run's store by default,
+   * with `env` added to its environment.
+   */
+  async fount(
+    store: BenchStore = this.settings.store,
+    extraEnv: Record<string, string> = {},
+  ): Promise<FountProcess> {
+    const env: Record<string, string> = { ...extraEnv };
     if (store.driver === "postgres") env.DATABASE_URL = await this.#schemaUrl(store.url);
     return this.#start(env);
   }
