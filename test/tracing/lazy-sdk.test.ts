@@ -22,12 +22,11 @@ function imports(text: string): { typeOnly: boolean; names: string; from: string
     // `import { type A, type B } from` is type-only too.
     const inner = /^\{([\s\S]*)\}$/.exec(names.trim())?.[1];
     const allTypes =
-      inner !== undefined &&
       inner
-        .split(",")
+        ?.split(",")
         .map((n) => n.trim())
         .filter(Boolean)
-        .every((n) => n.startsWith("type "));
+        .every((n) => n.startsWith("type ")) ?? false;
     found.push({ typeOnly: m[1] !== undefined || allTypes, names, from: m[3]! });
   }
   return found;
