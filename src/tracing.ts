@@ -10,7 +10,6 @@
  * writes (an incoming hit's `traceparent`, a webhook delivery's), and inside Fount (a delivery row, a hit
  * forwarded to another node) as text in the W3C form (`contextText`), whatever propagator is set.
  */
-import { AsyncLocalStorage } from "node:async_hooks";
 import type {
   Attributes,
   Context,
@@ -152,10 +151,3 @@ export function contextFromText(text: string | null | undefined): SpanContext | 
   if (space !== -1) span.traceState = backend.traceState(text.slice(space + 1));
   return span;
 }
-
-/**
- * The span whose work is storing events now (a run's commit), as `contextText`: routing writes it with
- * each delivery it makes, so each attempt of that delivery, however much later and on whichever node,
- * continues the trace. Set around a commit job, where the committer's transaction runs it.
- */
-export const traceScope = new AsyncLocalStorage<string>();

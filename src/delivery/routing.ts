@@ -9,7 +9,6 @@ import { type EventRecorder, eventsKept } from "../domain/events/recorder.ts";
 import type { Delivery, EventRecord, ListenerKind, Subscription } from "../domain/types.ts";
 import { newSortableId } from "../ids.ts";
 import type { StorageOps } from "../storage/port.ts";
-import { traceScope, tracing } from "../tracing.ts";
 
 /**
  * The delivery being handled while a listener source runs, so that what it emits is routed one hop
@@ -32,6 +31,7 @@ function newDelivery(
   event: EventRecord,
   hops: number,
   nowMs: number,
+  trace?: string,
 ): Delivery | undefined {
   const kind = listenerKindOf(sub.listenerId);
   if (!kind) return undefined;
@@ -59,8 +59,7 @@ function newDelivery(
     createdMs: nowMs,
     updatedMs: nowMs,
   };
-  // The span of the commit storing the event, when there is one: each attempt continues its trace.
-  const trace = tracing.on ? traceScope.getStore() : undefined;
+  // The span of the commit storing the event, when traces are on: each attempt continues its trace.
   if (trace !== undefined) d.trace = trace;
   return d;
 }
@@ -88,6 +87,7 @@ export async function routeEvent(
   tx: StorageOps,
   event: EventRecord,
   claim?: ClaimAtRouting,
+  trace?: string,
 ): Promise<{ deliveries: Delivery[]; claimed: Delivery[] }> {
   const owner = await tx.resourceOwner(event.emitterId);
   const subs = await tx.matchSubscriptions(event.emitterId, owner, event.channel);
@@ -98,7 +98,7 @@ export async function routeEvent(
     // A glob never hands a source its own events (that would be a loop nobody asked for); naming the
     // source itself as emitter still does.
     if (sub.emitterId !== event.emitterId && sub.listenerId === event.emitterId) continue;
-    const d = newDelivery(sub, event, hops, event.indexedAtMs);
+    const d = newDelivery(sub, event, hops, event.indexedAtMs, trace);
     if (d) deliveries.push(d);
   }
   const claimed = claim ? deliveries.filter((d) => claim(d)) : [];
@@ -130,8 +130,8 @@ export function deliveriesClaimedAtRouting(event: EventRecord): readonly Deliver
 
 /** Routes every event the recorder stores, inside its transaction; `claim` may take deliveries at once. */
 export function registerRouting(recorder: EventRecorder, claim?: ClaimAtRouting): void {
-  recorder.onStore(async (tx, event) => {
-    const { deliveries, claimed } = await routeEvent(tx, event, claim);
+  recorder.onStore(async (tx, event, trace) => {
+    const { deliveries, claimed } = await routeEvent(tx, event, claim, trace);
     if (deliveries.length > 0)
       routed.set(event, { queued: claimed.length < deliveries.length, deliveries, claimed });
   });

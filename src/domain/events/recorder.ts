@@ -14,14 +14,20 @@ export interface NewEvent {
   meta?: Omit<EventMeta, "emit_id" | "name" | "emitter_id">;
   /** Epoch ms the event is indexed at (the commit time). */
   nowMs: number;
+  /** With traces on: the span storing it (tracing.ts, `contextText`), for the hooks (routing keeps it with each delivery). */
+  trace?: string | undefined;
 }
 
 export class EventRecorder {
   readonly ids = new EventIdGenerator();
-  /** Hooks run inside the storing transaction for each new event (routing adds deliveries here). */
-  readonly #onStore: Array<(tx: StorageOps, event: EventRecord) => Promise<void>> = [];
+  /**
+   * Hooks run inside the storing transaction for each new event (routing adds deliveries here), with the
+   * span storing it when traces are on.
+   */
+  readonly #onStore: Array<(tx: StorageOps, event: EventRecord, trace: string | undefined) => Promise<void>> =
+    [];
 
-  onStore(hook: (tx: StorageOps, event: EventRecord) => Promise<void>): void {
+  onStore(hook: (tx: StorageOps, event: EventRecord, trace: string | undefined) => Promise<void>): void {
     this.#onStore.push(hook);
   }
 
@@ -38,7 +44,7 @@ export class EventRecorder {
       meta: { emit_id: randomString(27), name: e.channel, emitter_id: e.emitterId, ...(e.meta ?? {}) },
     };
     await tx.insertEvent(record, eventsKept);
-    for (const hook of this.#onStore) await hook(tx, record);
+    for (const hook of this.#onStore) await hook(tx, record, e.trace);
     return record;
   }
 }

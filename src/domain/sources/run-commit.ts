@@ -17,6 +17,7 @@ import type {
   LogEntry,
 } from "../../runtime/types.ts";
 import { isStoreUnavailable } from "../../storage/health.ts";
+import type { Span } from "../../tracing.ts";
 import { usageDay } from "../accounts/quotas.ts";
 import type { Bus } from "../bus.ts";
 import type { SourceLeases } from "../cluster/source-leases.ts";
@@ -24,6 +25,7 @@ import type { Committer } from "../events/committer.ts";
 import type { EventRecorder } from "../events/recorder.ts";
 import type { EventRecord, SourceRecord } from "../types.ts";
 import { leaseLost } from "./run-lease.ts";
+import { endCommitSpan, startCommitSpan } from "./run-span.ts";
 import type { SourceDb, SourceDbs } from "./source-db.ts";
 import { type PutError, type PutEvent, storeEmits } from "./stored-emits.ts";
 
@@ -70,7 +72,8 @@ export class RunCommits {
 
   /**
    * Commits a run's result (`dbAfter`: the db its writes left, from SourceDbs.apply). `leaseGen`: the run
-   * lease's generation it ran under (several nodes); `counted`: the quota check counted it already.
+   * lease's generation it ran under (several nodes); `counted`: the quota check counted it already;
+   * `run`: the run's span (traces on), whose child the commit's span is.
    */
   commit(
     source: SourceRecord,
@@ -82,6 +85,7 @@ export class RunCommits {
     startedMs: number,
     leaseGen: number | undefined,
     counted = false,
+    run?: Span,
   ): Promise<RunOutcome> {
     const stored: EventRecord[] = [];
     const outcome = (): RunOutcome => ({
@@ -97,7 +101,8 @@ export class RunCommits {
     if (invocation.kind === "options" || invocation.kind === "props") return Promise.resolve(outcome());
     // Parsed only when an error is stored: most runs never need the original event again.
     const original = () => (invocation.kind === "run" ? eventOf(invocation) : { hook: invocation.hook });
-    return this.#d.committer
+    const span = run ? startCommitSpan(run, source.id) : undefined;
+    const committed = this.#d.committer
       .submit(
         async (tx) => {
           stored.length = 0;
@@ -112,6 +117,7 @@ export class RunCommits {
                 event,
                 meta: extra,
                 nowMs: now,
+                trace: span?.trace,
               }),
             );
           };
@@ -159,6 +165,16 @@ export class RunCommits {
         this.#d.logger.error({ err, sourceId: source.id }, "commit of an invocation failed");
         throw err;
       });
+    if (span)
+      void committed.then(
+        (o) =>
+          endCommitSpan(
+            span.span,
+            o.emits.map((e) => e.id),
+          ),
+        (err) => endCommitSpan(span.span, undefined, err),
+      );
+    return committed;
   }
 
   #errorEvent(

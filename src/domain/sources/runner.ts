@@ -15,6 +15,7 @@ import type { SecretBox } from "../../crypto/secret-box.ts";
 import { endpointUrlOf } from "../../endpoint-origin.ts";
 import type { Executor, HttpResponse, InvocationKind, InvokeResult } from "../../runtime/types.ts";
 import type { Storage } from "../../storage/port.ts";
+import { type SpanContext, tracing } from "../../tracing.ts";
 import type { Bus } from "../bus.ts";
 import type { SourceLeases } from "../cluster/source-leases.ts";
 import type { ComponentCatalog } from "../components/components.ts";
@@ -25,6 +26,7 @@ import { InvokeConfigs } from "./invoke-config.ts";
 import { holdQuota, type QuotaHold } from "./quota-hold.ts";
 import { eventOf, RunCommits, type RunOutcome, type Trigger } from "./run-commit.ts";
 import { runLeases } from "./run-lease.ts";
+import { endRunSpan, startRunSpan } from "./run-span.ts";
 import { SourceChain } from "./source-chain.ts";
 import { SourceDbs } from "./source-db.ts";
 
@@ -58,6 +60,8 @@ export interface InvokeOptions {
    * `LeaseMoved` rather than take back a lease this node is giving away (source-leases.ts).
    */
   movable?: boolean;
+  /** With traces on: the span of what triggered it (an endpoint hit, a delivery attempt), the run's span's parent. */
+  trace?: SpanContext | undefined;
 }
 
 /** A run handed to the executor: its component, and its result to come. */
@@ -112,8 +116,10 @@ export class SourceRunner {
      * Its commit is coming: a batch of the committer may wait a moment for it (committer.ts). Told once
      * the commit is submitted, or never will be.
      */
-    const arrived =
-      invocation.kind !== "options" && invocation.kind !== "props" ? this.#d.committer.expect() : undefined;
+    const commits = invocation.kind !== "options" && invocation.kind !== "props";
+    const arrived = commits ? this.#d.committer.expect() : undefined;
+    // Runs that commit are traced, from here to their commit's end.
+    const span = tracing.on && commits ? startRunSpan(source.id, options.trigger, options.trace) : undefined;
     // Take the lease, then hand over to the executor: chained per source, so calls reach it in call order.
     const submitted = this.#chain.next(source.id, async (): Promise<HandedOver> => {
       // Waits for this node to hold the source (several nodes); reads (`options`) need no lease.
@@ -155,12 +161,18 @@ export class SourceRunner {
         started,
         gen,
         options.hold?.counted ?? false,
+        span,
       );
       arrived?.();
       return committed;
     });
     // A run that failed before its commit was submitted is not waited for any longer.
     void outcome.catch(() => arrived?.());
+    if (span)
+      void outcome.then(
+        (o) => endRunSpan(span, o.error),
+        (err) => endRunSpan(span, err),
+      );
     const hold = options.hold;
     // A run that resolved has committed its usage; one that failed to load or commit gives it back.
     if (hold) void outcome.catch(() => hold.release());
