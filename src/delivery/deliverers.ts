@@ -9,6 +9,8 @@ import type { QuotaHold, SourceRunner } from "../domain/sources/runner.ts";
 import type { Delivery, ListenerKind, Webhook } from "../domain/types.ts";
 import type { AppError } from "../errors.ts";
 import type { Storage } from "../storage/port.ts";
+import { tracing } from "../tracing.ts";
+import { endAttempt, startSourceAttempt } from "./attempt-span.ts";
 import type { HttpSender } from "./http-sender.ts";
 import type { AttemptOutcome } from "./outcome.ts";
 import { deliveryContext, maxSourceHops } from "./routing.ts";
@@ -158,13 +160,26 @@ export class SourceDeliverer implements Deliverer {
           }
           throw err;
         }
-        // What the listener emits is routed one hop further than this delivery.
-        const outcome = await deliveryContext.run({ hops: d.hops }, () =>
-          this.#runner.invoke(source, { kind: "run", event: d.event }, { trigger: "subscription", hold }),
-        );
-        if (outcome.ok) return { kind: "succeeded" };
-        const e = outcome.error;
-        return { kind: "retry", error: e ? `${e.code}: ${e.message}` : "the run failed" };
+        // With traces on, the attempt's span is the run's parent (attempt-span.ts).
+        const span = tracing.on ? startSourceAttempt(d) : undefined;
+        let attempt: AttemptOutcome = { kind: "retry", error: "the run threw" };
+        try {
+          // What the listener emits is routed one hop further than this delivery.
+          const outcome = await deliveryContext.run({ hops: d.hops }, () =>
+            this.#runner.invoke(
+              source,
+              { kind: "run", event: d.event },
+              { trigger: "subscription", hold, trace: span?.spanContext() },
+            ),
+          );
+          const e = outcome.error;
+          attempt = outcome.ok
+            ? { kind: "succeeded" }
+            : { kind: "retry", error: e ? `${e.code}: ${e.message}` : "the run failed" };
+          return attempt;
+        } finally {
+          if (span) endAttempt(span, attempt);
+        }
       },
     };
   }
