@@ -154,6 +154,7 @@ export class ForwardedHits {
       url: frame.u,
       headers: frame.h,
       body: Buffer.from(frame.b, "base64"),
+      trace: typeof frame.t === "string" ? frame.t : undefined,
     };
     void this.#d.serve(hit).then((answer) => {
       conn.running--;

@@ -39,6 +39,11 @@ export interface ForwardedHit {
   url: string;
   headers: IncomingHttpHeaders;
   body: Buffer;
+  /**
+   * With traces on at the sending node: its span of the hit (tracing.ts, `contextText`), the parent of the
+   * receiving node's. Not a header: the source sees the caller's headers as they came.
+   */
+  trace?: string | undefined;
 }
 
 /** The answer of a hit: status, headers (framing ones excepted) and body. */
@@ -56,6 +61,8 @@ export interface HitFrame {
   h: IncomingHttpHeaders;
   /** The body in base64. */
   b: string;
+  /** `ForwardedHit.trace`, when there is one (a node that does not trace ignores it). */
+  t?: string;
 }
 
 /**

@@ -69,6 +69,7 @@ export class PeerLink {
       h: hit.headers,
       b: hit.body.toString("base64"),
     };
+    if (hit.trace !== undefined) frame.t = hit.trace;
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { resolve, reject, written: false, at: Date.now() });
       this.#outbox.push(`${JSON.stringify(frame)}\n`);

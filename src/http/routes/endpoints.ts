@@ -33,7 +33,7 @@ import {
 import { AppError } from "../../errors.ts";
 import type { HttpResponse } from "../../runtime/types.ts";
 import type { Services } from "../../services.ts";
-import { type Span, tracing } from "../../tracing.ts";
+import { contextText, type Span, tracing } from "../../tracing.ts";
 import { bearerToken } from "../conventions.ts";
 import { setsFountCookie, withoutFountCookies } from "../fount-cookies.ts";
 import { endHitSpan, startHitSpan, type TracedHit } from "../hit-span.ts";
@@ -336,6 +336,7 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
           url: hit.url,
           headers: { ...headers, "x-request-id": base["x-request-id"] },
           body: bytes,
+          trace: span ? contextText(span.spanContext()) : undefined,
         };
         const result = await forwarding.forward(to, sent);
         if (result === "not-sent") return false;
@@ -374,6 +375,7 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
           hold: await runner.checkQuota(source),
           // Several nodes: the hit fails with LeaseMoved rather than take back a source this node gives away.
           movable,
+          trace: span?.spanContext(),
           onRespond: (r) => {
             if (responded) return;
             responded = true;
@@ -489,6 +491,7 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
           readBody: async () => (sent.body.length > endpointBodyLimit ? null : sent.body),
           discardBody: () => undefined,
           elsewhere: (to) => resolve({ elsewhere: to }),
+          trace: sent.trace,
         };
         run(hit, sent.headers["x-request-id"], resolve);
       }),
