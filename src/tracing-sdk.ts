@@ -111,7 +111,10 @@ export function startTracing(options: TracingOptions): TracingHandle {
     stop: () => {
       stopped ??= (async () => {
         disableTracing();
-        await provider.shutdown();
+        // Spans that cannot be sent now are lost, with a line: the process stops all the same.
+        await provider.shutdown().catch((err: unknown) => {
+          options.log.warn({ err }, "traces: the last spans were not sent");
+        });
         trace.disable();
         propagation.disable();
         diag.disable();
@@ -180,7 +183,8 @@ function propagatorFromEnv(log: TracingLog): TextMapPropagator {
 function watchDiagnostics(log: TracingLog): void {
   const level = getStringFromEnv("OTEL_LOG_LEVEL")?.toUpperCase() ?? "WARN";
   const lastSaid = new Map<string, number>();
-  const say = (message: string, args: unknown[]) => {
+  const say = (raw: string, args: unknown[]) => {
+    const message = readable(raw);
     const now = Date.now();
     if ((lastSaid.get(message) ?? -Infinity) > now - repeatLogMs) return;
     lastSaid.set(message, now);
@@ -197,4 +201,19 @@ function watchDiagnostics(log: TracingLog): void {
     },
     { logLevel: DiagLogLevel[level as keyof typeof DiagLogLevel] ?? DiagLogLevel.WARN },
   );
+}
+
+/**
+ * The SDK's global error handler hands an error over as its JSON (stack included): the error's message is
+ * what a person needs, with what failed (`connect ECONNREFUSED 127.0.0.1:4318` says where spans go).
+ */
+function readable(message: string): string {
+  if (!message.startsWith("{")) return message;
+  try {
+    const parsed = JSON.parse(message) as { message?: unknown };
+    if (typeof parsed.message === "string") return `spans were not sent: ${parsed.message}`;
+  } catch {
+    // Not JSON after all.
+  }
+  return message;
 }
