@@ -4,8 +4,7 @@
  * emitted) and `sent_at` (set by the load generator when it sent the request) found in the body.
  * IPC: `ready` → port; `count`; `reset`; `report` → every latency.
  */
-import http from "node:http";
-import type { AddressInfo } from "node:net";
+import { bodyServer } from "./body-server.ts";
 import { serve } from "./ipc.ts";
 import { numberAfter } from "./stamps.ts";
 
@@ -18,34 +17,25 @@ let ids = new Set<string>();
 let duplicates = 0;
 let unparsed = 0;
 
-const server = http.createServer((req, res) => {
-  const chunks: Buffer[] = [];
-  req.on("data", (c: Buffer) => chunks.push(c));
-  req.on("end", () => {
-    const now = Date.now();
-    res.writeHead(200, { "content-type": "text/plain", "content-length": 2 }).end("ok");
-    const body = Buffer.concat(chunks).toString("utf8");
-    count++;
-    if (firstMs === 0) firstMs = now;
-    lastMs = now;
-    const id = String(req.headers["webhook-id"] ?? "");
-    if (ids.has(id)) duplicates++;
-    else ids.add(id);
-    const emitted = numberAfter(body, "emitted_at");
-    const sent = numberAfter(body, "sent_at");
-    if (emitted === undefined) unparsed++;
-    else emitLatencies.push(now - emitted);
-    if (sent !== undefined) sendLatencies.push(now - sent);
-  });
+const server = bodyServer((req, bytes, res) => {
+  const now = Date.now();
+  res.writeHead(200, { "content-type": "text/plain", "content-length": 2 }).end("ok");
+  const body = bytes.toString("utf8");
+  count++;
+  if (firstMs === 0) firstMs = now;
+  lastMs = now;
+  const id = String(req.headers["webhook-id"] ?? "");
+  if (ids.has(id)) duplicates++;
+  else ids.add(id);
+  const emitted = numberAfter(body, "emitted_at");
+  const sent = numberAfter(body, "sent_at");
+  if (emitted === undefined) unparsed++;
+  else emitLatencies.push(now - emitted);
+  if (sent !== undefined) sendLatencies.push(now - sent);
 });
-server.keepAliveTimeout = 60_000;
-const listening = new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
 
 serve({
-  ready: async () => {
-    await listening;
-    return { port: (server.address() as AddressInfo).port };
-  },
+  ready: server.ready,
   count: () => ({ count }),
   reset: () => {
     count = 0;
