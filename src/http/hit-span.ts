@@ -29,6 +29,11 @@ export interface TracedHit {
   /** The request target: `/e/{id}[/path][?query]`. */
   url: string;
   headers: IncomingHttpHeaders;
+  /**
+   * Sent on by another node of the cluster: it runs here, never going on to a third, or, when this node
+   * does not run its source, is handed back through this, with the node it runs on if this one knows.
+   */
+  elsewhere: ((to: string | undefined) => void) | undefined;
   /** Sent on by another node: the span it was sent from (`contextText`), when that node traces. */
   trace?: string | undefined;
 }
@@ -36,9 +41,11 @@ export interface TracedHit {
 /**
  * Starts the span of `hit`. Its parent: the span another node sent it from, else the one the request's
  * headers name. The query string is left out of the attributes (it may carry a caller's secrets), and so
- * is the body.
+ * is the body. A hit handed back to the node that sent it (`elsewhere`) ends its span too, unanswered
+ * here: its `elsewhere` is wrapped to do so.
  */
-export function startHitSpan(hit: TracedHit, forwarded: boolean): Span {
+export function startHitSpan(hit: TracedHit): Span {
+  const forwarded = hit.elsewhere !== undefined;
   const method = knownMethods.has(hit.method) ? hit.method : "_OTHER";
   const query = hit.url.indexOf("?");
   const host = hit.headers.host;
@@ -60,7 +67,15 @@ export function startHitSpan(hit: TracedHit, forwarded: boolean): Span {
   if (agent) attributes["user_agent.original"] = agent;
   if (forwarded) attributes["fount.forwarded"] = true;
   const parent = contextFromText(hit.trace) ?? parentFromHeaders(hit.headers);
-  return startSpan(`${method} ${route}`, spanKind.server, attributes, parent);
+  const span = startSpan(`${method} ${route}`, spanKind.server, attributes, parent);
+  const handBack = hit.elsewhere;
+  if (handBack)
+    hit.elsewhere = (to) => {
+      span.setAttribute("fount.handed_back", true);
+      span.end();
+      handBack(to);
+    };
+  return span;
 }
 
 /**

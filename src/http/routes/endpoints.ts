@@ -159,11 +159,6 @@ interface Hit extends TracedHit {
   readBody(): Promise<Buffer | null>;
   /** The body will not be read (answered before). */
   discardBody(): void;
-  /**
-   * Sent on by another node of the cluster: it runs here, never going on to a third, or, when this node
-   * does not run its source, is handed back through this, with the node it runs on if this one knows.
-   */
-  elsewhere: ((to: string | undefined) => void) | undefined;
 }
 
 export interface EndpointHandler {
@@ -432,7 +427,7 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
     };
     let answered = false;
     const startedAt = performance.now();
-    const span = tracing.on ? startHitSpan(hit, hit.elsewhere !== undefined) : undefined;
+    const span = tracing.on ? startHitSpan(hit) : undefined;
     const reply = (answer: HitAnswer, forwarded = false) => {
       if (answered) return;
       answered = true;
