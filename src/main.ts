@@ -87,8 +87,7 @@ async function main(): Promise<void> {
       `Try: curl -H "Authorization: Bearer ${bootstrap.secret}" ${config.publicUrl}/v1/users/me`,
     );
   }
-  process.stdout.write(`${lines.join("\n")}\n`);
-
+  // Signals are handled before the banner goes out: whoever reads it may stop the server at once.
   let stoppedAt: number | undefined;
   const stop = (signal: string) => {
     if (stoppedAt !== undefined) {
@@ -118,6 +117,7 @@ async function main(): Promise<void> {
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
+  process.stdout.write(`${lines.join("\n")}\n`);
 }
 
 main().catch((err) => {
