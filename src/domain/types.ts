@@ -274,6 +274,10 @@ export interface Delivery {
    * attempt's span, so that every attempt, however late and on whichever node, continues the event's trace.
    */
   trace?: string;
+  /** Set on a replay (`POST …/replay`): the replay request's ID (`rpl_…`); absent or null otherwise. */
+  replayId?: string | null;
+  /** A replay's newest earlier delivery of the same event to the same listener, when one was kept. */
+  replayedFrom?: string | null;
 }
 
 /** One attempt of a delivery, kept for `GET /v1/webhooks/{id}/deliveries`. */
@@ -285,8 +289,43 @@ export interface DeliveryAttempt {
   durationMs: number;
   statusCode: number | null;
   error: string | null;
-  /** The first bytes of the response body, for diagnosis. */
+  /** The first bytes of the response body (`attemptResponseBytes`), for diagnosis. */
   response: string | null;
   /** What the attempt led to. */
   outcome: "succeeded" | "retry" | "failed";
+  /** What was sent and received besides (delivery/attempt-record.ts); absent for attempts stored before it was kept. */
+  detail?: AttemptDetail;
 }
+
+/**
+ * What an HTTP attempt sent and got besides its status and body: the request's URL and headers (the
+ * signature, never the secret), the answer's headers, whether its body was cut, and the kind of error.
+ */
+export interface AttemptDetail {
+  url: string | null;
+  requestHeaders: Record<string, string> | null;
+  responseHeaders: Record<string, string | string[]> | null;
+  /** The answer's body was longer than what was kept. */
+  responseTruncated: boolean;
+  /** What kind of failure ended the attempt; null when it succeeded. */
+  errorKind: AttemptErrorKind | null;
+}
+
+/**
+ * What kind of failure ended an attempt: the name did not resolve (`dns`), the TLS handshake failed,
+ * no answer in time, the connection was refused or reset, another `network` error, the address guard
+ * refused the destination (`guard`), an answer that was not 2xx (`http`), a URL that does not parse,
+ * the listener source's run failed (`run`), or Fount could not prepare the attempt (`internal`).
+ */
+export type AttemptErrorKind =
+  | "dns"
+  | "tls"
+  | "timeout"
+  | "refused"
+  | "reset"
+  | "network"
+  | "guard"
+  | "http"
+  | "url"
+  | "run"
+  | "internal";

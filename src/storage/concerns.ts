@@ -125,6 +125,9 @@ export type DeliveryOps = Pick<
   | "pruneDeliveries"
 >;
 
+/** delivery-history.ts: deliveries searched by listener or event, one event by ID, replay marks. */
+export type DeliveryHistoryOps = Pick<StorageOps, "searchDeliveries" | "getEvent" | "markReplay">;
+
 /** node-ops.ts: what nodes share (meta, a sealed secret, transaction locks, rate-limit windows). */
 export type NodeOps = Pick<
   StorageOps,

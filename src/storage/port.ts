@@ -107,6 +107,23 @@ export interface DeliveryClaim {
   member?: { nodeId: string; deadAfterMs: number };
 }
 
+/** Which deliveries `searchDeliveries` lists: a listener's or an event's, narrowed by the other fields. */
+export interface DeliverySearch {
+  /** The deliveries to this listener… */
+  listenerId?: string;
+  /** …or those of this event (at least one of the two is given). */
+  event?: { emitterId: string; eventId: string };
+  /** Only deliveries whose subscription (or replay) one of these owns: the caller's tenants. */
+  ownerIds?: string[];
+  status?: DeliveryStatus;
+  /** Created at or after this time (epoch ms). */
+  sinceMs?: number;
+  /** Created before this time (epoch ms). */
+  untilMs?: number;
+  /** The last attempt's HTTP status is in this inclusive range. */
+  statusCode?: { min: number; max: number };
+}
+
 /** How long a claim holds when the claimer names no lease (see `DeliveryClaim.leaseUntilMs`). */
 export const defaultClaimLeaseMs = 60_000;
 
@@ -345,6 +362,17 @@ export interface StorageOps {
   countPendingDeliveries(nowMs: number): Promise<{ pending: number; due: number }>;
   /** Deletes finished deliveries (and their attempts) last updated before `beforeMs`; returns how many. */
   pruneDeliveries(beforeMs: number): Promise<number>;
+
+  // Delivery history (docs/delivery.md, "Attempts" and "Replay"): storage/*/delivery-history.ts
+  /** Deliveries matching `search`, newest first. */
+  searchDeliveries(search: DeliverySearch, page: PageQuery): Promise<Page<WithSeq<Delivery>>>;
+  /** One stored event of an emitter by its ID, whatever its channel. */
+  getEvent(emitterId: string, eventId: string): Promise<EventRecord | undefined>;
+  /**
+   * Marks the deliveries `insertDeliveries` just wrote under the subscription ID `replayId` as that
+   * replay's, each with the newest earlier delivery of its event to its listener; returns how many.
+   */
+  markReplay(replayId: string): Promise<number>;
   /**
    * Inside a transaction: makes it fail (code `lease_lost`) unless `nodeId` still holds the source's
    * run lease at `gen`, so a node that lost a lease never commits a run over another node's. A no-op

@@ -22,6 +22,7 @@ import type {
   WithSeq,
   Workflow,
 } from "../domain/types.ts";
+import { toAttemptDetail } from "./attempt-rows.ts";
 import type { DeliveryPatch } from "./port.ts";
 
 /** A row as either driver returns it. */
@@ -236,6 +237,10 @@ const plainDeliveryRow = (r: Row): WithSeq<Delivery> => ({
   claimedBy: (r.claimed_by as string | null) ?? null,
   createdMs: r.created_ms as number,
   updatedMs: r.updated_ms as number,
+  // Only on replays, so that a routed delivery reads back as it was written.
+  ...(typeof r.replay_id === "string"
+    ? { replayId: r.replay_id, replayedFrom: (r.replayed_from as string | null) ?? null }
+    : {}),
 });
 
 export const toAttempt = (r: Row): DeliveryAttempt => ({
@@ -247,7 +252,14 @@ export const toAttempt = (r: Row): DeliveryAttempt => ({
   error: (r.error as string | null) ?? null,
   response: (r.response as string | null) ?? null,
   outcome: r.outcome as DeliveryAttempt["outcome"],
+  ...withDetail(r),
 });
+
+/** An attempt's `detail`, when its row has one (attempts stored before migration 012 have none). */
+function withDetail(r: Row): { detail?: DeliveryAttempt["detail"] } {
+  const detail = toAttemptDetail(r);
+  return detail ? { detail } : {};
+}
 
 /** Freezes `value` and everything in it, so a cached row handed to many callers cannot be changed by one. */
 export function deepFreeze<T>(value: T): T {

@@ -7,6 +7,7 @@ import { test } from "node:test";
 import type { EventRecord, SessionRecord, User, Webhook } from "../../src/domain/types.ts";
 import type { Storage } from "../../src/storage/port.ts";
 import { deliveryContract } from "./delivery-contract.ts";
+import { deliveryHistoryContract } from "./delivery-history-contract.ts";
 import { sharedStateContract } from "./shared-state-contract.ts";
 
 let counter = 0;
@@ -517,5 +518,6 @@ export function storageContract(name: string, open: () => Promise<Storage>): voi
   });
 
   deliveryContract(withStore, unique);
+  deliveryHistoryContract(withStore, unique);
   sharedStateContract(withStore, unique, () => user());
 }

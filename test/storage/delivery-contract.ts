@@ -7,9 +7,10 @@ import assert from "node:assert/strict";
 import type { Delivery, SourceRecord, Webhook, Workflow } from "../../src/domain/types.ts";
 import type { Storage } from "../../src/storage/port.ts";
 
-type WithStore = (title: string, fn: (s: Storage) => Promise<void>) => void;
+export type WithStore = (title: string, fn: (s: Storage) => Promise<void>) => void;
 
-export function deliveryContract(withStore: WithStore, unique: (prefix: string) => string): void {
+/** Rows of the delivery contracts: workflows, webhooks, sources and deliveries with unique IDs. */
+export function deliveryFixtures(unique: (prefix: string) => string) {
   const workflow = (ownerId: string, overrides: Partial<Workflow> = {}): Workflow => ({
     id: unique("p"),
     ownerId,
@@ -79,6 +80,11 @@ export function deliveryContract(withStore: WithStore, unique: (prefix: string) 
     updatedMs: 1000,
     ...overrides,
   });
+  return { workflow, webhook, source, delivery };
+}
+
+export function deliveryContract(withStore: WithStore, unique: (prefix: string) => string): void {
+  const { workflow, webhook, source, delivery } = deliveryFixtures(unique);
 
   const claim = (
     s: Storage,

@@ -3,7 +3,8 @@
  * `FOR UPDATE SKIP LOCKED`, so dispatchers of several processes never take the same delivery; a claim
  * holds under a lease its node renews, and a lease that ran out (the node died) frees the row.
  */
-import type { Delivery, DeliveryAttempt } from "../../domain/types.ts";
+import type { Delivery } from "../../domain/types.ts";
+import { attemptColumnNames, attemptRowValues } from "../attempt-rows.ts";
 import type { DeliveryOps } from "../concerns.ts";
 import { defaultClaimLeaseMs } from "../port.ts";
 import { deliveryPatchParams, deliveryRowValues, toAttempt, toDelivery } from "../rows.ts";
@@ -147,18 +148,9 @@ const updateSql = `UPDATE deliveries SET status = $1, attempts = $2, round_attem
   last_duration_ms = $7, updated_ms = $8, claimed_by = NULL, claimed_until = NULL
 WHERE id = $9`;
 
-const attemptColumns = "(delivery_id, n, started_ms, duration_ms, status_code, error, response, outcome)";
-const attemptValues = "($1, $2, $3, $4, $5, $6, $7, $8)";
-const attemptParams = (a: DeliveryAttempt): unknown[] => [
-  a.deliveryId,
-  a.n,
-  a.startedMs,
-  a.durationMs,
-  a.statusCode,
-  a.error,
-  a.response,
-  a.outcome,
-];
+const attemptColumns = `(${attemptColumnNames.join(", ")})`;
+const attemptValues = `(${attemptColumnNames.map((c, i) => `$${i + 1}${c === "response_truncated" ? "::int::boolean" : ""}`).join(", ")})`;
+const attemptParams = attemptRowValues;
 
 /** `rows` of parameters as `VALUES` tuples of placeholders numbered from $1; the parameters in order. */
 function valuesOf(rows: unknown[][]): { tuples: string; params: unknown[] } {
@@ -221,7 +213,9 @@ function attemptsSql(rows: unknown[][]): { text: string; params: unknown[] } {
   return {
     text: `INSERT INTO delivery_attempts ${attemptColumns}
       SELECT v.delivery_id::text, v.n::int, v.started_ms::bigint, v.duration_ms::bigint,
-        v.status_code::int, v.error::text, v.response::text, v.outcome::text
+        v.status_code::int, v.error::text, v.response::text, v.outcome::text, v.url::text,
+        v.request_headers::text, v.response_headers::text, v.response_truncated::int::boolean,
+        v.error_kind::text
       FROM (VALUES ${tuples}) AS v${attemptColumns}
       WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = v.delivery_id::text)`,
     params,

@@ -19,6 +19,7 @@
  *   app-accounts.ts   connected app accounts
  *   workflows.ts      external workflows
  *   deliveries.ts     the deliveries outbox and its attempts
+ *   delivery-history.ts  deliveries by listener or event with filters, one event by ID, replay marks
  *   node-ops.ts       meta, a sealed-secret sample, transaction locks, API rate limits
  *   sql.ts            statement helpers
  *   migrate.ts        numbered schema migrations (migrations/)
@@ -35,6 +36,7 @@ import { appAccountOps } from "./app-accounts.ts";
 import { clusterStore } from "./cluster.ts";
 import { DeferringClient } from "./deferred.ts";
 import { deliveryOps } from "./deliveries.ts";
+import { deliveryHistoryOps } from "./delivery-history.ts";
 import { eventOps } from "./events.ts";
 import { PostgresHealth, probeOnce } from "./health.ts";
 import { migrate, quoteIdent } from "./migrate.ts";
@@ -116,6 +118,7 @@ function opsOn(db: Queryable, inTransaction = false): StorageOps {
     ...appAccountOps(q),
     ...workflowOps(q),
     ...deliveryOps(q),
+    ...deliveryHistoryOps(q),
     ...nodeOps(q),
   };
 }

@@ -4,6 +4,7 @@
  * of the due index and an UPDATE of the rows it takes, made under the driver's lock.
  */
 import type { DeliveryAttempt } from "../../domain/types.ts";
+import { attemptColumnNames, attemptRowValues } from "../attempt-rows.ts";
 import type { DeliveryOps } from "../concerns.ts";
 import { type DeliveryPatch, defaultClaimLeaseMs } from "../port.ts";
 import { deliveryPatchParams, deliveryRowValues, toAttempt, toDelivery } from "../rows.ts";
@@ -50,9 +51,8 @@ export function deliveryOps(q: Sql): DeliveryOps {
     ) > 0;
   const insertDeliveryAttempt = (a: DeliveryAttempt): void => {
     q.run(
-      `INSERT INTO delivery_attempts (delivery_id, n, started_ms, duration_ms, status_code, error, response, outcome)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-      [a.deliveryId, a.n, a.startedMs, a.durationMs, a.statusCode, a.error, a.response, a.outcome],
+      `INSERT INTO delivery_attempts (${attemptColumnNames.join(", ")}) VALUES (${placeholders(attemptColumnNames)})`,
+      attemptRowValues(a),
     );
   };
   return {

@@ -15,6 +15,7 @@
  *   app-accounts.ts   connected app accounts
  *   workflows.ts      external workflows
  *   deliveries.ts     the deliveries outbox and its attempts
+ *   delivery-history.ts  deliveries by listener or event with filters, one event by ID, replay marks
  *   node-ops.ts       meta, a sealed-secret sample, transaction locks, API rate limits
  *   sql.ts            statement helpers
  *   migrate.ts        numbered schema migrations (migrations/)
@@ -33,6 +34,7 @@ import { accountOps, writeUsage } from "./accounts.ts";
 import { appAccountOps } from "./app-accounts.ts";
 import { DeferredWrites } from "./deferred.ts";
 import { deliveryOps } from "./deliveries.ts";
+import { deliveryHistoryOps } from "./delivery-history.ts";
 import { eventOps, writeClock } from "./events.ts";
 import { migrate } from "./migrate.ts";
 import { nodeOps } from "./node-ops.ts";
@@ -63,6 +65,7 @@ function opsOn(q: Sql, rows: RowCache, slots: WindowSlots, held: DeferredWrites)
     ...appAccountOps(q),
     ...workflowOps(q, rows),
     ...deliveryOps(q),
+    ...deliveryHistoryOps(q),
     ...nodeOps(q),
   };
 }

@@ -1,0 +1,63 @@
+/**
+ * A delivery attempt's row, shared by both drivers: the columns in the order their INSERTs bind them,
+ * the values of an attempt in that order, and what migration 012 added read back as its `detail`
+ * (docs/delivery.md, "Attempts"). Both drivers store the flag as 0/1 (PostgreSQL casts it to boolean).
+ */
+import type { AttemptDetail, AttemptErrorKind, DeliveryAttempt } from "../domain/types.ts";
+
+/** Row as either driver returns it. */
+type Row = Record<string, unknown>;
+
+/** The columns of `delivery_attempts`, in `attemptRowValues` order. */
+export const attemptColumnNames = [
+  "delivery_id",
+  "n",
+  "started_ms",
+  "duration_ms",
+  "status_code",
+  "error",
+  "response",
+  "outcome",
+  "url",
+  "request_headers",
+  "response_headers",
+  "response_truncated",
+  "error_kind",
+] as const;
+
+/** The values of an attempt's row, in `attemptColumnNames` order. */
+export function attemptRowValues(a: DeliveryAttempt): Array<string | number | null> {
+  const d = a.detail;
+  return [
+    a.deliveryId,
+    a.n,
+    a.startedMs,
+    a.durationMs,
+    a.statusCode,
+    a.error,
+    a.response,
+    a.outcome,
+    d?.url ?? null,
+    d?.requestHeaders ? JSON.stringify(d.requestHeaders) : null,
+    d?.responseHeaders ? JSON.stringify(d.responseHeaders) : null,
+    d ? (d.responseTruncated ? 1 : 0) : null,
+    d?.errorKind ?? null,
+  ];
+}
+
+const json = <T>(value: unknown): T | null => (typeof value === "string" ? (JSON.parse(value) as T) : null);
+
+/**
+ * What migration 012 added to an attempt's row, or undefined for an attempt stored before it (all its
+ * columns are null then: `response_truncated` is written with every attempt since).
+ */
+export function toAttemptDetail(r: Row): AttemptDetail | undefined {
+  if (r.response_truncated === null || r.response_truncated === undefined) return undefined;
+  return {
+    url: (r.url as string | null) ?? null,
+    requestHeaders: json(r.request_headers),
+    responseHeaders: json(r.response_headers),
+    responseTruncated: r.response_truncated === true || r.response_truncated === 1,
+    errorKind: (r.error_kind as AttemptErrorKind | null) ?? null,
+  };
+}

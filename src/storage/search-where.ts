@@ -1,0 +1,41 @@
+/**
+ * The WHERE clause of a deliveries search (`DeliverySearch`), shared by both drivers: they differ only
+ * in how a parameter is written (`$n` or `?`), which `placeholder` gives for the n-th (from 1).
+ */
+import type { DeliverySearch } from "./port.ts";
+
+export function searchWhere(
+  s: DeliverySearch,
+  placeholder: (n: number) => string,
+): { where: string; params: Array<string | number> } {
+  const params: Array<string | number> = [];
+  const where: string[] = [];
+  const add = (clause: (p: string) => string, value: string | number) => {
+    params.push(value);
+    where.push(clause(placeholder(params.length)));
+  };
+  if (s.listenerId === undefined && s.event === undefined)
+    throw new Error("a deliveries search names a listener or an event");
+  // The listener's index (or the event's) leads; the rest filters the rows it finds.
+  if (s.listenerId !== undefined) add((p) => `listener_id = ${p}`, s.listenerId);
+  if (s.event) {
+    add((p) => `emitter_id = ${p}`, s.event.emitterId);
+    add((p) => `event_id = ${p}`, s.event.eventId);
+  }
+  if (s.ownerIds) {
+    if (s.ownerIds.length === 0) where.push("FALSE");
+    else {
+      const first = params.length + 1;
+      params.push(...s.ownerIds);
+      where.push(`owner_id IN (${s.ownerIds.map((_, i) => placeholder(first + i)).join(", ")})`);
+    }
+  }
+  if (s.status !== undefined) add((p) => `status = ${p}`, s.status);
+  if (s.sinceMs !== undefined) add((p) => `created_ms >= ${p}`, s.sinceMs);
+  if (s.untilMs !== undefined) add((p) => `created_ms < ${p}`, s.untilMs);
+  if (s.statusCode) {
+    add((p) => `last_status_code >= ${p}`, s.statusCode.min);
+    add((p) => `last_status_code <= ${p}`, s.statusCode.max);
+  }
+  return { where: where.join(" AND "), params };
+}
