@@ -1,26 +1,23 @@
 /**
  * Sends one signed delivery over HTTP: the Standard Webhooks headers, a bounded wait, and the answer
- * sorted into success, retry or failure. Connections go through an undici Agent whose `lookup` applies
- * the address policy at connect time; those of a webhook an admin allowed private addresses go through
- * an Agent of their own without it.
+ * sorted into success, retry or failure, with what was sent and received (attempt-record.ts).
+ * Connections go through an undici Agent whose `lookup` applies the address policy at connect time;
+ * those of a webhook an admin allowed private addresses go through an Agent of their own without it.
  */
 import type { Readable } from "node:stream";
 import { Agent, request } from "undici";
 import type { Clock } from "../clock.ts";
+import type { AttemptDetail, AttemptErrorKind } from "../domain/types.ts";
 import { injectHeaders, type Span, tracing } from "../tracing.ts";
 import type { AddressPolicy } from "./address-guard.ts";
 import { destinationRefusedCode } from "./address-guard.ts";
+import { attemptResponseBytes, describeNetworkError, storableText } from "./attempt-record.ts";
 import { endAttempt, startHttpAttempt } from "./attempt-span.ts";
 import type { AttemptOutcome } from "./outcome.ts";
 import { parseRetryAfter } from "./schedule.ts";
 import { signPayload } from "./signature.ts";
 
 export const userAgent = "Fount-Webhooks/1";
-
-/** Response bytes kept with an attempt, for diagnosis. */
-const keptResponseBytes = 512;
-/** Response bytes read at most; the rest is dropped with the connection. */
-const readResponseBytes = 64 * 1024;
 
 export interface OutgoingDelivery {
   url: string;
@@ -71,15 +68,29 @@ export class HttpSender {
     stop: AbortSignal,
     span: Span | undefined,
   ): Promise<AttemptOutcome> {
+    // What the attempt records: filled in as far as it got.
+    const detail: AttemptDetail = {
+      url: storableText(d.url),
+      requestHeaders: null,
+      responseHeaders: null,
+      responseTruncated: false,
+      errorKind: null,
+    };
+    const failed = (kind: AttemptErrorKind) => {
+      detail.errorKind = kind;
+      return detail;
+    };
     let url: URL;
     try {
       url = new URL(d.url);
       if (!d.allowPrivate) this.#policy.checkUrl(url);
     } catch (err) {
       if ((err as { code?: string }).code === destinationRefusedCode) {
-        return { kind: "failed", code: "destination_refused", error: (err as Error).message };
+        const error = (err as Error).message;
+        return { kind: "failed", code: "destination_refused", error, detail: failed("guard") };
       }
-      return { kind: "failed", code: "delivery_rejected", error: `invalid url: ${(err as Error).message}` };
+      const error = `invalid url: ${(err as Error).message}`;
+      return { kind: "failed", code: "delivery_rejected", error, detail: failed("url") };
     }
     const timestamp = Math.floor(this.#clock.now() / 1000);
     // One controller and one timer per attempt: AbortSignal.timeout/any cost more than the request.
@@ -103,6 +114,7 @@ export class HttpSender {
       "x-fount-event-id": d.eventId,
     };
     if (span) injectHeaders(span.spanContext(), headers);
+    detail.requestHeaders = headers;
     try {
       const res = await request(url, {
         method: "POST",
@@ -111,9 +123,12 @@ export class HttpSender {
         headers,
         body: d.body,
       });
-      const response = await readSome(res.body);
+      detail.responseHeaders = res.headers as Record<string, string | string[]>;
+      const { text: response, truncated } = await readSome(res.body);
+      detail.responseTruncated = truncated;
       const status = res.statusCode;
-      if (status >= 200 && status < 300) return { kind: "succeeded", statusCode: status, response };
+      if (status >= 200 && status < 300) return { kind: "succeeded", statusCode: status, response, detail };
+      failed("http");
       if (status === 410) {
         return {
           kind: "failed",
@@ -122,11 +137,12 @@ export class HttpSender {
           response,
           deactivate: true,
           error: "HTTP 410 Gone",
+          detail,
         };
       }
       if ((status >= 300 && status < 400) || status === 408 || status === 429 || status >= 500) {
         const retryAfterMs = parseRetryAfter(res.headers["retry-after"], this.#clock.now());
-        return { kind: "retry", statusCode: status, response, retryAfterMs, error: `HTTP ${status}` };
+        return { kind: "retry", statusCode: status, response, retryAfterMs, error: `HTTP ${status}`, detail };
       }
       return {
         kind: "failed",
@@ -134,14 +150,17 @@ export class HttpSender {
         statusCode: status,
         response,
         error: `HTTP ${status}`,
+        detail,
       };
     } catch (err) {
       if (stop.aborted) return { kind: "release" };
-      if (timedOut) return { kind: "retry", error: `timed out after ${timeoutMs} ms` };
+      if (timedOut)
+        return { kind: "retry", error: `timed out after ${timeoutMs} ms`, detail: failed("timeout") };
       const e = err as Error & { code?: string };
       if (e.code === destinationRefusedCode)
-        return { kind: "failed", code: "destination_refused", error: e.message };
-      return { kind: "retry", error: `network error: ${e.code ? `${e.code} ` : ""}${e.message}` };
+        return { kind: "failed", code: "destination_refused", error: e.message, detail: failed("guard") };
+      const { error, kind } = describeNetworkError(e, url);
+      return { kind: "retry", error, detail: failed(kind) };
     } finally {
       clearTimeout(timer);
       stop.removeEventListener("abort", onStop);
@@ -168,20 +187,27 @@ export class HttpSender {
   }
 }
 
-/** The start of a response body as text; reading stops after a bound. */
-function readSome(body: Readable): Promise<string | undefined> {
+/**
+ * The start of a response body as text (`attemptResponseBytes` of it, made storable), and whether there
+ * was more; reading stops after the bound, and the rest is dropped with the connection.
+ */
+function readSome(body: Readable): Promise<{ text: string | undefined; truncated: boolean }> {
   return new Promise((resolve, reject) => {
     const kept: Buffer[] = [];
     let keptBytes = 0;
     let read = 0;
-    const done = () => resolve(keptBytes > 0 ? Buffer.concat(kept).toString("utf8") : undefined);
+    const done = () =>
+      resolve({
+        text: keptBytes > 0 ? storableText(Buffer.concat(kept).toString("utf8")) : undefined,
+        truncated: read > keptBytes,
+      });
     body.on("data", (chunk: Buffer) => {
-      if (keptBytes < keptResponseBytes) {
-        kept.push(chunk.subarray(0, keptResponseBytes - keptBytes));
-        keptBytes += Math.min(chunk.length, keptResponseBytes - keptBytes);
+      if (keptBytes < attemptResponseBytes) {
+        kept.push(chunk.subarray(0, attemptResponseBytes - keptBytes));
+        keptBytes += Math.min(chunk.length, attemptResponseBytes - keptBytes);
       }
       read += chunk.length;
-      if (read > readResponseBytes) {
+      if (read > attemptResponseBytes) {
         body.destroy();
         done();
       }

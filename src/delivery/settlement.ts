@@ -6,6 +6,7 @@
  */
 import type { Delivery, DeliveryAttempt } from "../domain/types.ts";
 import type { DeliveryPatch } from "../storage/port.ts";
+import { attemptDetailOf } from "./attempt-record.ts";
 import type { AttemptOutcome, FailureCode } from "./outcome.ts";
 import { maxAttempts, retryDelay } from "./schedule.ts";
 
@@ -82,6 +83,7 @@ export function settlementOf(
       error: s.patch.lastError,
       response: outcome.response ?? null,
       outcome: result,
+      detail: attemptDetailOf(outcome, d.listenerKind),
     };
   }
   return s;
