@@ -2,7 +2,7 @@ import { randomFillSync } from "node:crypto";
 
 const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
-/** Resource ID prefixes of the spec, plus Fount's own (`apn_` accounts, `key_` API keys, `del_` deliveries, `ses_` console sessions). */
+/** Resource ID prefixes of the spec, plus Fount's own (`apn_` accounts, `key_` API keys, `del_` deliveries, `ses_` console sessions, `rpl_` replays). */
 export type IdPrefix =
   | "sc"
   | "dc"
@@ -17,7 +17,8 @@ export type IdPrefix =
   | "asub"
   | "del"
   | "emt"
-  | "ses";
+  | "ses"
+  | "rpl";
 
 /** `<prefix>_<12 base62 chars>`: about 71 bits of randomness, plenty to be unguessable within a store. */
 export function newId(prefix: IdPrefix, length = 12): string {

@@ -26,7 +26,8 @@ export function listenerKindOf(listenerId: string): ListenerKind | undefined {
   return undefined;
 }
 
-function newDelivery(
+/** The delivery of `event` that `sub` routes (undefined for a listener of no known kind). */
+export function newDelivery(
   sub: Subscription,
   event: EventRecord,
   hops: number,

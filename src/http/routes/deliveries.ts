@@ -1,11 +1,18 @@
-/** A webhook's deliveries: every attempt, newest first, and redelivery of one or of all that failed since a time. */
+/**
+ * A webhook's deliveries: every attempt, newest first (filtered by status, time and status code), and
+ * redelivery of one or of all that failed since a time. One delivery in full, an event's deliveries and
+ * replay are in delivery-history.ts and replays.ts.
+ */
 import type { FastifyInstance } from "fastify";
 import { Type } from "typebox";
+import { listedResponseBytes } from "../../delivery/attempt-record.ts";
 import type { Delivery, DeliveryAttempt, DeliveryStatus } from "../../domain/types.ts";
 import { AppError, notFound } from "../../errors.ts";
+import type { DeliverySearch } from "../../storage/port.ts";
 import {
   commonParams,
   errorResponses,
+  type ListQuery,
   pageEnvelope,
   pageParams,
   pageQuery,
@@ -13,6 +20,7 @@ import {
   params,
   trimPage,
 } from "../conventions.ts";
+import { parseStatusCode, parseTime, statusCodeParam, timeParam } from "../history-params.ts";
 import { visibleWebhook } from "./webhooks.ts";
 
 const attemptSchema = Type.Object({
@@ -23,37 +31,84 @@ const attemptSchema = Type.Object({
   error: Type.Union([Type.String(), Type.Null()]),
   response: Type.Union([Type.String(), Type.Null()], { description: "The first 512 bytes of the answer" }),
   outcome: Type.Union([Type.Literal("succeeded"), Type.Literal("retry"), Type.Literal("failed")]),
+  replay: Type.Boolean({ description: "An attempt of a replayed delivery" }),
 });
 
-const deliverySchema = Type.Object(
-  {
-    id: Type.String({ description: "del_…; also the webhook-id header, the same on every attempt" }),
-    event_id: Type.String(),
-    emitter_id: Type.String(),
-    event_name: Type.String({ description: "Channel; empty for the default one" }),
-    listener_id: Type.String(),
-    status: Type.Union([Type.Literal("pending"), Type.Literal("succeeded"), Type.Literal("failed")]),
-    attempts: Type.Integer(),
-    last_status_code: Type.Union([Type.Integer(), Type.Null()]),
-    last_error: Type.Union([Type.String(), Type.Null()]),
-    duration_ms: Type.Union([Type.Integer(), Type.Null()], { description: "Duration of the last attempt" }),
-    next_attempt_at: Type.Union([Type.Integer(), Type.Null()], {
-      description: "Epoch seconds; null once finished",
+/** How a delivery came to be, when it was replayed rather than routed. */
+export const replaySchema = Type.Union(
+  [
+    Type.Object({
+      id: Type.String({ description: "rpl_…: the replay request" }),
+      replayed_from: Type.Union([Type.String(), Type.Null()], {
+        description: "The newest earlier delivery of the event to this listener, when one was kept",
+      }),
     }),
-    created_at: Type.Integer(),
-    updated_at: Type.Integer(),
-    attempt_history: Type.Array(attemptSchema),
-  },
+    Type.Null(),
+  ],
+  { description: "Set on a replayed delivery; null on a routed one" },
+);
+
+/** The fields of a delivery every rendering has (the list's `attempt_history` or the full `attempts`). */
+export const deliveryFields = {
+  id: Type.String({ description: "del_…; also the webhook-id header, the same on every attempt" }),
+  event_id: Type.String(),
+  emitter_id: Type.String(),
+  event_name: Type.String({ description: "Channel; empty for the default one" }),
+  listener_id: Type.String(),
+  status: Type.Union([Type.Literal("pending"), Type.Literal("succeeded"), Type.Literal("failed")]),
+  attempts: Type.Integer(),
+  last_status_code: Type.Union([Type.Integer(), Type.Null()]),
+  last_error: Type.Union([Type.String(), Type.Null()]),
+  duration_ms: Type.Union([Type.Integer(), Type.Null()], { description: "Duration of the last attempt" }),
+  next_attempt_at: Type.Union([Type.Integer(), Type.Null()], {
+    description: "Epoch seconds; null once finished",
+  }),
+  created_at: Type.Integer(),
+  updated_at: Type.Integer(),
+  replay: replaySchema,
+};
+
+export const deliverySchema = Type.Object(
+  { ...deliveryFields, attempt_history: Type.Array(attemptSchema) },
   { description: "Delivery" },
 );
 
-const webhookId = Type.String({ pattern: "^wh_[A-Za-z0-9]+$", maxLength: 64 });
-const deliveryId = Type.String({ pattern: "^del_[A-Za-z0-9]+$", maxLength: 64 });
+export const webhookId = Type.String({ pattern: "^wh_[A-Za-z0-9]+$", maxLength: 64 });
+export const deliveryId = Type.String({ pattern: "^del_[A-Za-z0-9]+$", maxLength: 64 });
 const statuses = ["pending", "succeeded", "failed"] as const;
+
+/** The filters a deliveries list takes besides paging (`status`, `since`, `until`, `status_code`). */
+export const deliveryFilters = {
+  status: Type.Optional(
+    Type.Union(
+      statuses.map((s) => Type.Literal(s)),
+      { description: "Only this status" },
+    ),
+  ),
+  since: Type.Optional(timeParam("Created at or after")),
+  until: Type.Optional(timeParam("Created before")),
+  status_code: Type.Optional(statusCodeParam),
+};
+
+/** The filters of a list request, as a store search (to which the route adds a listener or an event). */
+export function deliverySearchOf(q: {
+  status?: DeliveryStatus;
+  since?: string | number;
+  until?: string | number;
+  status_code?: string;
+}): Omit<DeliverySearch, "listenerId" | "event"> {
+  return {
+    status: q.status,
+    sinceMs: parseTime(q.since, "since"),
+    untilMs: parseTime(q.until, "until"),
+    statusCode: parseStatusCode(q.status_code),
+  };
+}
 
 const seconds = (ms: number) => Math.floor(ms / 1000);
 
-export function renderDelivery(d: Delivery, attempts: DeliveryAttempt[]): Record<string, unknown> {
+/** The fields of `deliveryFields`: all of a delivery but its attempts. */
+export function renderDeliveryFields(d: Delivery): Record<string, unknown> {
   return {
     id: d.id,
     event_id: d.eventId,
@@ -68,14 +123,23 @@ export function renderDelivery(d: Delivery, attempts: DeliveryAttempt[]): Record
     next_attempt_at: d.status === "pending" && d.nextAttemptMs !== null ? seconds(d.nextAttemptMs) : null,
     created_at: seconds(d.createdMs),
     updated_at: seconds(d.updatedMs),
+    replay: d.replayId ? { id: d.replayId, replayed_from: d.replayedFrom ?? null } : null,
+  };
+}
+
+export function renderDelivery(d: Delivery, attempts: DeliveryAttempt[]): Record<string, unknown> {
+  return {
+    ...renderDeliveryFields(d),
     attempt_history: attempts.map((a) => ({
       attempt: a.n,
       started_at: seconds(a.startedMs),
       duration_ms: a.durationMs,
       status_code: a.statusCode,
       error: a.error,
-      response: a.response,
+      // The list stays light: the whole kept answer is in the delivery's own route.
+      response: a.response === null ? null : a.response.slice(0, listedResponseBytes),
       outcome: a.outcome,
+      replay: Boolean(d.replayId),
     })),
   };
 }
@@ -94,18 +158,11 @@ export async function deliveryRoutes(app: FastifyInstance): Promise<void> {
       schema: {
         tags,
         summary: "List a webhook's deliveries (newest first) with their attempts",
+        description:
+          "Filters: status, since and until (creation time), status_code (the last attempt's, e.g. 503 or 5xx).",
         params: Type.Object({ id: webhookId }),
         querystring: Type.Object(
-          {
-            ...commonParams,
-            ...pageParams,
-            status: Type.Optional(
-              Type.Union(
-                statuses.map((s) => Type.Literal(s)),
-                { description: "Only this status" },
-              ),
-            ),
-          },
+          { ...commonParams, ...pageParams, ...deliveryFilters },
           { additionalProperties: false },
         ),
         response: {
@@ -116,10 +173,14 @@ export async function deliveryRoutes(app: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const { id } = request.params as { id: string };
-      const q = request.query as { limit?: number; after?: string; before?: string; status?: DeliveryStatus };
+      const q = request.query as Parameters<typeof deliverySearchOf>[0] & ListQuery;
       const cursor = pageQuery(q);
+      const search = deliverySearchOf(q);
       const webhook = await visibleWebhook(app, request, id);
-      const page = trimPage(await store.listDeliveries(webhook.id, cursor, q.status), cursor);
+      const page = trimPage(
+        await store.searchDeliveries({ ...search, listenerId: webhook.id }, cursor),
+        cursor,
+      );
       const attempts = await store.listDeliveryAttempts(page.items.map((d) => d.id));
       const byDelivery = Map.groupBy(attempts, (a) => a.deliveryId);
       return pageEnvelope(page, (d) => renderDelivery(d, byDelivery.get(d.id) ?? []));

@@ -1,0 +1,166 @@
+/**
+ * Replay (docs/delivery.md, "Replay"): send a kept event again, or every kept event of a source that
+ * matches, to a listener the caller chooses, as new deliveries marked as a replay. The bulk form can
+ * count first (`dry_run`), so that a client confirms before it sends.
+ */
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { Type } from "typebox";
+import { eventsInRange, maxReplayedEvents, replayEvents } from "../../delivery/replay.ts";
+import { channelPattern, normalizeChannel } from "../../domain/events/channels.ts";
+import type { EventRecord } from "../../domain/types.ts";
+import { invalidParameter, notFound } from "../../errors.ts";
+import { actingOwner, canSee, commonParams, errorResponses, params } from "../conventions.ts";
+import { parseTime, timeParam } from "../history-params.ts";
+import { sourceEventParams } from "./delivery-history.ts";
+import { sourceIdParams, visibleSource } from "./sources.ts";
+
+const listenerId = Type.String({
+  pattern: "^(dc|p|wh)_[A-Za-z0-9]+$",
+  maxLength: 64,
+  description: "The webhook, source or workflow to send to",
+});
+
+const replayAnswer = Type.Object({
+  data: Type.Object({
+    replayed: Type.Integer({ description: "Deliveries queued" }),
+    matching: Type.Integer({ description: "Events that matched" }),
+    replay_id: Type.Union([Type.String(), Type.Null()], {
+      description: "rpl_…, marking the deliveries; null when nothing was queued",
+    }),
+    delivery_id: Type.Optional(Type.String({ description: "The delivery of a single event's replay" })),
+  }),
+});
+
+interface BulkReplay {
+  listener_id: string;
+  org_id?: string;
+  event_name?: string;
+  since?: string | number;
+  until?: string | number;
+  q?: string;
+  where?: string | string[];
+  dry_run?: boolean;
+}
+
+/**
+ * The search's conditions on an event (`q`, free text, and `where`, `<json path>:<value>`): the one place
+ * where the event search plugs into replay. Until the search exists, giving them is a 400, so that a
+ * replay never sends more than was asked for.
+ */
+function searchConditions(p: BulkReplay): ((e: EventRecord) => boolean) | undefined {
+  if (p.q === undefined && p.where === undefined) return undefined;
+  throw invalidParameter(
+    p.q === undefined ? "where" : "q",
+    "q and where are not supported by this server yet: narrow the replay with event_name, since and until",
+  );
+}
+
+export async function replayRoutes(app: FastifyInstance): Promise<void> {
+  const { store, clock, dispatcher } = app.fount;
+  const tags = ["events"];
+
+  /** The listener if the caller may see it; unknown and foreign look the same. */
+  async function visibleListener(request: FastifyRequest, id: string): Promise<string> {
+    if (!canSee(request, await store.resourceOwner(id))) throw notFound("Listener", id);
+    return id;
+  }
+
+  app.post(
+    "/sources/:id/events/:event_id/replay",
+    {
+      schema: {
+        tags,
+        summary: "Send a kept event again to a listener, as a new delivery marked as a replay",
+        description:
+          "The listener is a webhook, source or workflow the caller may see, subscribed or not. The delivery is due now and belongs to the caller (or org_id).",
+        params: sourceEventParams,
+        body: Type.Object({ ...commonParams, listener_id: listenerId }, { additionalProperties: false }),
+        response: { 200: replayAnswer, ...errorResponses(404) },
+      },
+    },
+    async (request) => {
+      const { id, event_id } = request.params as { id: string; event_id: string };
+      const p = params<{ listener_id: string; org_id?: string }>(request);
+      const ownerId = actingOwner(request, p.org_id);
+      const source = await visibleSource(app, request, id);
+      const listener = await visibleListener(request, p.listener_id);
+      const event = await store.getEvent(source.id, event_id);
+      if (!event) throw notFound("Event", event_id);
+      const { replayId, deliveries } = await replayEvents(store, {
+        ownerId,
+        listenerId: listener,
+        events: [event],
+        nowMs: clock.now(),
+      });
+      dispatcher.wake();
+      return { data: { replayed: 1, matching: 1, replay_id: replayId, delivery_id: deliveries[0]!.id } };
+    },
+  );
+
+  app.post(
+    "/sources/:id/events/replay",
+    {
+      schema: {
+        tags,
+        summary: "Send every kept event of a source that matches again to a listener",
+        description: `Events of one channel (event_name, default the default channel) in [since, until), sent oldest first, at most ${maxReplayedEvents} per request (more is a 400: narrow the range). dry_run counts them without sending. q and where (the event search) are refused until this server supports them.`,
+        params: sourceIdParams,
+        body: Type.Object(
+          {
+            ...commonParams,
+            listener_id: listenerId,
+            event_name: Type.Optional(
+              Type.String({ maxLength: 64, pattern: channelPattern.replace("(|", "(|default|") }),
+            ),
+            since: Type.Optional(timeParam("Events at or after")),
+            until: Type.Optional(timeParam("Events before")),
+            q: Type.Optional(Type.String({ maxLength: 1024, description: "Free text (event search)" })),
+            where: Type.Optional(
+              Type.Union(
+                [
+                  Type.String({ maxLength: 1024 }),
+                  Type.Array(Type.String({ maxLength: 1024 }), { maxItems: 20 }),
+                ],
+                {
+                  description: "<json path>:<value> (event search)",
+                },
+              ),
+            ),
+            dry_run: Type.Optional(Type.Boolean({ description: "Only count the matching events" })),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 200: replayAnswer, ...errorResponses(404) },
+      },
+    },
+    async (request) => {
+      const { id } = request.params as { id: string };
+      const p = params<BulkReplay>(request);
+      const range = {
+        channel: normalizeChannel(p.event_name),
+        sinceMs: parseTime(p.since, "since"),
+        untilMs: parseTime(p.until, "until"),
+        matches: searchConditions(p),
+      };
+      const ownerId = actingOwner(request, p.org_id);
+      const source = await visibleSource(app, request, id);
+      const listener = await visibleListener(request, p.listener_id);
+      const { events, more } = await eventsInRange(store, source.id, range, maxReplayedEvents);
+      if (more)
+        throw invalidParameter(
+          "since",
+          `More than ${maxReplayedEvents} events match; replay at most ${maxReplayedEvents} at once (narrow since and until)`,
+        );
+      if (p.dry_run || events.length === 0)
+        return { data: { replayed: 0, matching: events.length, replay_id: null } };
+      const { replayId, deliveries } = await replayEvents(store, {
+        ownerId,
+        listenerId: listener,
+        events,
+        nowMs: clock.now(),
+      });
+      dispatcher.wake();
+      return { data: { replayed: deliveries.length, matching: events.length, replay_id: replayId } };
+    },
+  );
+}

@@ -1,0 +1,369 @@
+/**
+ * Delivery history over HTTP, against real local receivers: each attempt's request and answer (a
+ * receiver that answers 500 with a body, one that never answers, one that refuses the connection, one
+ * that answers too much), the signing secret shown nowhere, the filters of the deliveries lists, the
+ * links between a delivery and its event, replay of one event and of a range with its marker, and
+ * tenancy of all of it.
+ */
+import assert from "node:assert/strict";
+import { after, afterEach, before, test } from "node:test";
+import type { DeliveryDispatcher } from "../../src/delivery/dispatcher.ts";
+import {
+  createWebhook,
+  deliveries,
+  deploySource,
+  emit,
+  entries,
+  hookSourceCode,
+  Receiver,
+  relaySourceCode,
+  subscribe,
+} from "../delivery/receiver.ts";
+import { startServer, type TestServer } from "../helpers.ts";
+import { assertApiError } from "./openapi-walk.ts";
+
+let server: TestServer;
+let dispatcher: DeliveryDispatcher;
+before(async () => {
+  server = await startServer({ webhookAllowPrivate: true });
+  dispatcher = server.built.services.dispatcher;
+});
+after(() => server.close());
+
+/** Receivers opened by the running test, closed after it even when it fails half-way. */
+const opened = new Set<Receiver>();
+afterEach(async () => {
+  await Promise.all([...opened].map((r) => r.close()));
+  opened.clear();
+});
+
+async function scripted(answer: Receiver["answer"]): Promise<Receiver> {
+  const r = await Receiver.start();
+  r.answer = answer;
+  opened.add(r);
+  return r;
+}
+
+/** A source subscribed to a webhook at `url`, owned by `key` (default the admin). */
+async function setUp(url: string, key?: string) {
+  const source = await deploySource(server, hookSourceCode, key);
+  const hook = await createWebhook(server, url, key);
+  await subscribe(server, { emitter_id: source.id, listener_id: hook.id }, key);
+  return { source, hook };
+}
+
+/** The one delivery of the webhook, in full. */
+async function onlyDelivery(hookId: string, key?: string): Promise<any> {
+  const [d] = await deliveries(server, hookId, key);
+  const res = await server.api("GET", `/v1/webhooks/${hookId}/deliveries/${d.id}`, { key });
+  assert.equal(res.status, 200, res.text);
+  return res.body.data;
+}
+
+test("an attempt answered 500 with a body records what was sent and what came back, and never the secret", async () => {
+  const r = await scripted(() => ({
+    status: 500,
+    headers: { "content-type": "application/json", "x-reason": "db down" },
+    body: '{"error":"db down"}',
+  }));
+  const { source, hook } = await setUp(`${r.url}?token=abc`);
+  await emit(source.endpoint, { order: 7, text: "héllo" });
+  await dispatcher.drain();
+
+  const d = await onlyDelivery(hook.id);
+  const got = r.requests[0]!;
+  assert.equal(d.attempt_count, 1);
+  assert.equal(d.listener_kind, "webhook");
+  assert.equal(d.replay, null);
+  const [a] = d.attempts;
+  assert.equal(a.n, 1);
+  assert.ok(Math.abs(a.at_ms - Date.now()) < 60_000);
+  assert.ok(Number.isInteger(a.duration_ms));
+  assert.equal(a.request.url, `${r.url}?token=abc`);
+  assert.equal(a.request.body, got.body, "the body sent, byte for byte");
+  for (const name of [
+    "webhook-id",
+    "webhook-timestamp",
+    "webhook-signature",
+    "x-fount-event-id",
+    "user-agent",
+  ])
+    assert.equal(a.request.headers[name], got.headers[name], name);
+  assert.match(a.request.headers["webhook-signature"], /^v1,/);
+  assert.equal(a.response.status, 500);
+  assert.equal(a.response.headers["x-reason"], "db down");
+  assert.equal(a.response.body, '{"error":"db down"}');
+  assert.equal(a.response.truncated, false);
+  assert.equal(a.error, "HTTP 500");
+  assert.equal(a.error_kind, "http");
+  assert.equal(a.outcome, "retry");
+  assert.equal(a.replay, false);
+  const key = hook.secret.replace(/^whsec_/, "");
+  for (const path of [
+    `/v1/webhooks/${hook.id}/deliveries/${d.id}`,
+    `/v1/deliveries/${d.id}`,
+    `/v1/webhooks/${hook.id}/deliveries`,
+  ]) {
+    const text = (await server.api("GET", path)).text;
+    assert.ok(!text.includes(key), `${path} shows no part of the signing secret`);
+  }
+
+  // The same delivery without naming the webhook, and the links both ways.
+  const byId = await server.api("GET", `/v1/deliveries/${d.id}`);
+  assert.deepEqual(byId.body.data, d);
+  assert.equal(d.links.listener, `/v1/webhooks/${hook.id}`);
+  const event = await server.api("GET", d.links.event);
+  assert.equal(event.status, 200, event.text);
+  assert.deepEqual(event.body.data.event, { order: 7, text: "héllo" });
+  assert.equal(event.body.data.id, d.event_id);
+  const listed = await server.api("GET", d.links.event_deliveries);
+  assert.deepEqual(
+    listed.body.data.map((x: any) => x.id),
+    [d.id],
+  );
+});
+
+test("an attempt the receiver never answers records no response and says it timed out", async () => {
+  const r = await scripted(() => "hang");
+  const { source, hook } = await setUp(r.url);
+  const timeout = dispatcher.options.timeoutMs;
+  dispatcher.options.timeoutMs = 300;
+  try {
+    await emit(source.endpoint, { n: 1 });
+    await dispatcher.drain();
+  } finally {
+    dispatcher.options.timeoutMs = timeout;
+  }
+  const [a] = (await onlyDelivery(hook.id)).attempts;
+  assert.equal(a.response, null);
+  assert.equal(a.error, "timed out after 300 ms");
+  assert.equal(a.error_kind, "timeout");
+  assert.equal(a.request.url, r.url);
+  assert.equal(a.request.headers["webhook-id"], r.requests[0]!.headers["webhook-id"]);
+  assert.ok(a.duration_ms >= 250, `waited for the timeout (${a.duration_ms} ms)`);
+});
+
+test("an attempt whose connection is refused says so in words", async () => {
+  const gone = await Receiver.start();
+  await gone.close();
+  const { source, hook } = await setUp(gone.url);
+  await emit(source.endpoint, { n: 1 });
+  await dispatcher.drain();
+  const d = await onlyDelivery(hook.id);
+  const [a] = d.attempts;
+  assert.equal(a.response, null);
+  assert.equal(a.error_kind, "refused");
+  assert.match(
+    a.error,
+    /^connection refused: nothing accepts connections at 127\.0\.0\.1:\d+ \(ECONNREFUSED\)$/,
+  );
+  assert.equal(d.last_error, a.error);
+});
+
+test("the answer is kept up to 64 KB and marked cut beyond; U+0000 in it is stored as U+FFFD", async () => {
+  const big = "é".repeat(40_000); // 80,000 bytes
+  const r = await scripted((_q, n) =>
+    n === 0 ? { status: 400, body: big } : { status: 422, body: "a\u0000b" },
+  );
+  const { source, hook } = await setUp(r.url);
+  await emit(source.endpoint, { n: 1 });
+  await emit(source.endpoint, { n: 2 });
+  await dispatcher.drain();
+  const list = await deliveries(server, hook.id);
+  const full = await Promise.all(
+    list.map(async (d) => (await server.api("GET", `/v1/deliveries/${d.id}`)).body.data.attempts[0].response),
+  );
+  const cut = full.find((x) => x.status === 400);
+  assert.equal(cut.truncated, true);
+  assert.equal(Buffer.byteLength(cut.body), 64 * 1024);
+  assert.ok(big.startsWith(cut.body));
+  assert.equal(full.find((x) => x.status === 422).body, "a\uFFFDb");
+  const listed = list.find((d) => d.last_status_code === 400);
+  assert.equal(listed.attempt_history[0].response.length, 512, "the list shows the first 512 characters");
+});
+
+test("deliveries lists filter by status, time and status code; an event's list has every listener's", async () => {
+  const [ok, failing] = [await scripted(() => 200), await scripted(() => 503)];
+  const source = await deploySource(server, hookSourceCode);
+  const good = await createWebhook(server, ok.url);
+  const bad = await createWebhook(server, failing.url);
+  await subscribe(server, { emitter_id: source.id, listener_id: good.id });
+  await subscribe(server, { emitter_id: source.id, listener_id: bad.id });
+  const before = Date.now();
+  await emit(source.endpoint, { n: 1 });
+  await dispatcher.drain();
+  const list = (path: string) =>
+    server.api("GET", path).then((res) => {
+      assert.equal(res.status, 200, res.text);
+      return res.body.data.map((d: any) => d.listener_id);
+    });
+  assert.deepEqual(await list(`/v1/webhooks/${bad.id}/deliveries?status_code=5xx`), [bad.id]);
+  assert.deepEqual(await list(`/v1/webhooks/${bad.id}/deliveries?status_code=503&status=pending`), [bad.id]);
+  assert.deepEqual(await list(`/v1/webhooks/${bad.id}/deliveries?status_code=2xx`), []);
+  assert.deepEqual(await list(`/v1/webhooks/${good.id}/deliveries?since=${before - 1000}`), [good.id]);
+  const iso = new Date(before - 60_000).toISOString();
+  assert.deepEqual(await list(`/v1/webhooks/${good.id}/deliveries?until=${encodeURIComponent(iso)}`), []);
+  assertApiError(await server.api("GET", `/v1/webhooks/${good.id}/deliveries?since=yesterday`), {
+    status: 400,
+    code: "invalid_parameter",
+  });
+  assertApiError(await server.api("GET", `/v1/webhooks/${good.id}/deliveries?status_code=5x`), {
+    status: 400,
+  });
+
+  const [event] = await entries(server, `/v1/sources/${source.id}`);
+  const path = `/v1/sources/${source.id}/events/${event.id}/deliveries`;
+  assert.deepEqual((await list(path)).sort(), [good.id, bad.id].sort());
+  assert.deepEqual(await list(`${path}?listener_id=${good.id}`), [good.id]);
+  assert.deepEqual(await list(`${path}?status=succeeded`), [good.id]);
+  assert.deepEqual(await list(`/v1/sources/${source.id}/events/1-0/deliveries`), [], "an event without any");
+});
+
+test("replaying an event sends it again as a new delivery marked as a replay of the earlier one", async () => {
+  const r = await scripted(() => 200);
+  const { source, hook } = await setUp(r.url);
+  await emit(source.endpoint, { n: 1 });
+  await dispatcher.drain();
+  const [original] = await deliveries(server, hook.id);
+  const res = await server.api("POST", `/v1/sources/${source.id}/events/${original.event_id}/replay`, {
+    body: { listener_id: hook.id },
+  });
+  assert.equal(res.status, 200, res.text);
+  const { replayed, matching, replay_id, delivery_id } = res.body.data;
+  assert.deepEqual([replayed, matching], [1, 1]);
+  assert.match(replay_id, /^rpl_/);
+  await dispatcher.drain();
+
+  assert.equal(r.requests.length, 2);
+  const [first, again] = r.requests;
+  assert.equal(again!.body, first!.body, "the same event");
+  assert.equal(again!.headers["webhook-id"], delivery_id, "a delivery of its own");
+  assert.notEqual(again!.headers["webhook-id"], first!.headers["webhook-id"]);
+  const d = (await server.api("GET", `/v1/webhooks/${hook.id}/deliveries/${delivery_id}`)).body.data;
+  assert.equal(d.status, "succeeded");
+  assert.deepEqual(d.replay, { id: replay_id, replayed_from: original.id });
+  assert.equal(d.attempts[0].replay, true);
+  const listed = await deliveries(server, hook.id);
+  assert.deepEqual(
+    listed.map((x) => [x.id, x.replay?.id ?? null, x.attempt_history[0].replay]),
+    [
+      [delivery_id, replay_id, true],
+      [original.id, null, false],
+    ],
+  );
+  const ofEvent = await server.api("GET", `/v1/sources/${source.id}/events/${original.event_id}/deliveries`);
+  assert.deepEqual(
+    ofEvent.body.data.map((x: any) => x.id),
+    [delivery_id, original.id],
+  );
+
+  // To a webhook never subscribed: nothing to repeat, still a replay.
+  const other = await scripted(() => 200);
+  const fresh = await createWebhook(server, other.url);
+  const to = await server.api("POST", `/v1/sources/${source.id}/events/${original.event_id}/replay`, {
+    body: { listener_id: fresh.id },
+  });
+  await dispatcher.drain();
+  assert.equal(other.requests.length, 1);
+  assert.deepEqual(other.requests[0]!.json, { n: 1 });
+  const theirs = (await server.api("GET", `/v1/deliveries/${to.body.data.delivery_id}`)).body.data;
+  assert.deepEqual(theirs.replay, { id: to.body.data.replay_id, replayed_from: null });
+});
+
+test("a range replay counts first, then sends the channel's events in the range oldest first; q is refused", async () => {
+  const r = await scripted(() => 200);
+  const source = await deploySource(server, hookSourceCode);
+  const hook = await createWebhook(server, r.url);
+  for (let n = 1; n <= 3; n++) await emit(source.endpoint, { n });
+  await emit(source.endpoint, { n: "other" }, "other");
+  const ids = (await entries(server, `/v1/sources/${source.id}`)).map((e) => e.id).reverse();
+  const since = Number(ids[1]!.split("-")[0]);
+  const path = `/v1/sources/${source.id}/events/replay`;
+
+  const count = await server.api("POST", path, { body: { listener_id: hook.id, since, dry_run: true } });
+  assert.deepEqual(count.body, { data: { replayed: 0, matching: 2, replay_id: null } });
+  await dispatcher.drain();
+  assert.equal(r.requests.length, 0, "a dry run sends nothing");
+
+  const all = await server.api("POST", path, { body: { listener_id: hook.id } });
+  assert.equal(all.body.data.replayed, 3);
+  await dispatcher.drain();
+  assert.deepEqual(r.requests.map((q) => q.json.n).sort(), [1, 2, 3]);
+  const queued = (await deliveries(server, hook.id)).reverse();
+  assert.deepEqual(
+    queued.map((d) => d.event_id),
+    ids,
+    "queued oldest first",
+  );
+  assert.ok(queued.every((d) => d.replay.id === all.body.data.replay_id));
+
+  const other = await server.api("POST", path, { body: { listener_id: hook.id, event_name: "other" } });
+  assert.equal(other.body.data.replayed, 1);
+  const none = await server.api("POST", path, {
+    body: { listener_id: hook.id, until: new Date(Date.now() - 3_600_000).toISOString() },
+  });
+  assert.deepEqual(none.body.data, { replayed: 0, matching: 0, replay_id: null });
+  assertApiError(await server.api("POST", path, { body: { listener_id: hook.id, q: "x" } }), {
+    status: 400,
+    code: "invalid_parameter",
+  });
+});
+
+test("a source listener gets a replayed event as a run, and its attempt has no request URL", async () => {
+  const source = await deploySource(server, hookSourceCode);
+  const listener = await deploySource(server, relaySourceCode);
+  await emit(source.endpoint, { n: 1 });
+  const [event] = await entries(server, `/v1/sources/${source.id}`);
+  const res = await server.api("POST", `/v1/sources/${source.id}/events/${event.id}/replay`, {
+    body: { listener_id: listener.id },
+  });
+  assert.equal(res.status, 200, res.text);
+  await dispatcher.drain();
+  const d = (await server.api("GET", `/v1/deliveries/${res.body.data.delivery_id}`)).body.data;
+  assert.equal(d.status, "succeeded");
+  assert.equal(d.listener_kind, "source");
+  assert.equal(d.links.listener, `/v1/sources/${listener.id}`);
+  assert.deepEqual(d.attempts[0].request, { url: null, headers: null, body: '{"n":1}' });
+  assert.equal(d.attempts[0].response, null);
+  const relayed = await entries(server, `/v1/sources/${listener.id}`);
+  assert.deepEqual(relayed[0].event, { relayed: { n: 1 }, hop: 1 });
+});
+
+test("no route shows or replays another tenant's deliveries or events", async () => {
+  const owner = await server.createUser(`hist-owner-${process.pid}`);
+  const intruder = await server.createUser(`hist-intruder-${process.pid}`);
+  const r = await scripted(() => 200);
+  const { source, hook } = await setUp(r.url, owner.key);
+  await emit(source.endpoint, { secret: "of the owner" });
+  await dispatcher.drain();
+  const [d] = await deliveries(server, hook.id, owner.key);
+  const theirs = await setUp(r.url, intruder.key);
+  await emit(theirs.source.endpoint, { n: "intruder's" });
+  const [ownEvent] = await entries(server, `/v1/sources/${theirs.source.id}`, undefined, intruder.key);
+  const tries: Array<[string, string, unknown?]> = [
+    ["GET", `/v1/webhooks/${hook.id}/deliveries/${d.id}`],
+    ["GET", `/v1/webhooks/${theirs.hook.id}/deliveries/${d.id}`],
+    ["GET", `/v1/deliveries/${d.id}`],
+    ["GET", `/v1/sources/${source.id}/events/${d.event_id}`],
+    ["GET", `/v1/sources/${source.id}/events/${d.event_id}/deliveries`],
+    ["GET", `/v1/sources/${theirs.source.id}/events/${d.event_id}`],
+    ["POST", `/v1/sources/${source.id}/events/${d.event_id}/replay`, { listener_id: theirs.hook.id }],
+    ["POST", `/v1/sources/${theirs.source.id}/events/${ownEvent.id}/replay`, { listener_id: hook.id }],
+    ["POST", `/v1/sources/${source.id}/events/replay`, { listener_id: theirs.hook.id }],
+    ["POST", `/v1/sources/${theirs.source.id}/events/replay`, { listener_id: hook.id, dry_run: true }],
+  ];
+  for (const [method, path, body] of tries) {
+    assertApiError(
+      await server.api(method, path, { key: intruder.key, body }),
+      { status: 404, code: "not_found" },
+      `${method} ${path}`,
+    );
+  }
+  // The intruder's own event's deliveries never include the owner's, whatever the event ID.
+  const mine = await server.api("GET", `/v1/sources/${theirs.source.id}/events/${d.event_id}/deliveries`, {
+    key: intruder.key,
+  });
+  assert.deepEqual(mine.body.data, []);
+  await dispatcher.drain();
+  assert.equal(r.requests.filter((q) => q.json?.secret).length, 1, "nothing of the owner's was replayed");
+});
