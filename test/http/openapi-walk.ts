@@ -187,6 +187,7 @@ const notResourceIds = new Set([
   "start_id", // event IDs (`<ms>-<seq>`) of DELETE /sources/{id}/events
   "end_id",
   "last_event_id", // the SSE stream's replay point, an event ID
+  "event_id", // an event of /sources/{id}/events/{event_id}: its deliveries, its replay
 ]);
 
 /** The ID prefixes a parameter accepts, or undefined when it does not hold an ID. */
@@ -357,6 +358,9 @@ export const sampleOverrides: Record<string, unknown> = {
   prop: "color",
   // POST /v1/workflows/{id}/errors: the error object needs its code.
   error: { code: "walker_error" },
+  // An event ID: the walk's sources have no such event, so the routes answer 404 or an empty list.
+  event_id: "1700000000000-0",
+  status_code: "5xx",
 };
 
 /** The user's fixture for a prefix, created on first use. */

@@ -41,6 +41,10 @@ const excluded: Record<string, string> = {
 const noControl: Record<string, string> = {
   "GET /v1/components/registry/{key}": "the registry is empty in a fresh store, so no key can be read",
   "GET /v1/apps/{app}": "apps are known from components' app props, and no walker component has one",
+  "GET /v1/sources/{id}/events/{event_id}":
+    "the walk's event ID is no stored event of the caller's (test/http/delivery-history.test.ts reads real ones)",
+  "POST /v1/sources/{id}/events/{event_id}/replay":
+    "the walk's event ID is no stored event of the caller's (test/http/delivery-history.test.ts replays real ones)",
 };
 
 interface Case {

@@ -8,6 +8,7 @@ import { Type } from "typebox";
 import type { Delivery, DeliveryAttempt } from "../../domain/types.ts";
 import { notFound } from "../../errors.ts";
 import {
+  canSee,
   commonParams,
   errorResponses,
   type ListQuery,
@@ -239,6 +240,8 @@ export async function deliveryHistoryRoutes(app: FastifyInstance): Promise<void>
       const cursor = pageQuery(q);
       const search = deliverySearchOf(q);
       const source = await visibleSource(app, request, id);
+      if (q.listener_id !== undefined && !canSee(request, await store.resourceOwner(q.listener_id)))
+        throw notFound("Listener", q.listener_id);
       const page = trimPage(
         await store.searchDeliveries(
           {
