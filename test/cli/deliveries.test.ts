@@ -1,7 +1,8 @@
 /**
- * `fount deliveries`: a webhook's deliveries listed by its ID or URL, one sent again with
- * `--redeliver`, the failed ones with `--redeliver-failed --since`, against a real server delivering
- * to a local receiver.
+ * `fount deliveries`: a webhook's deliveries listed by its ID or URL (and filtered), one sent again with
+ * `--redeliver`, the failed ones with `--redeliver-failed --since`, one shown with its attempts
+ * (`deliveries show`), and events replayed (`replay`, `events replay`), against a real server
+ * delivering to a local receiver.
  */
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -124,7 +125,13 @@ test("deliveries lists a webhook's deliveries by ID or URL, and --redeliver / --
 
 test("deliveries refuses bad options and an unknown webhook URL", async () => {
   const cases: Array<[string[], number, RegExp]> = [
-    [["deliveries", "wh_x", "--since", "1h"], 2, /--since goes with --redeliver-failed/],
+    [["deliveries", "wh_x", "--redeliver", "del_x", "--since", "1h"], 2, /filter a list/],
+    [["deliveries", "wh_x", "--redeliver-failed", "--code", "5xx"], 2, /takes --since only/],
+    [["deliveries", "wh_x", "--code", "5x"], 2, /--code takes an HTTP status/],
+    [["deliveries", "show", "wh_x"], 2, /Give a delivery ID/],
+    [["replay", "src", "--to", "wh_x", "nope"], 2, /Give an event ID/],
+    [["replay", "src", "1-0", "--to", "wh_x", "--since", "1h"], 2, /without an event ID/],
+    [["replay", "src"], 2, /Missing --to/],
     [["deliveries", "wh_x", "--redeliver-failed", "--since", "soon"], 2, /--since takes 30m/],
     [["deliveries", "wh_x", "--redeliver", "x", "--redeliver-failed"], 2, /not both/],
     [["deliveries", "wh_x", "--redeliver", "nope"], 2, /--redeliver takes a del_… ID/],
@@ -141,4 +148,63 @@ test("deliveries refuses bad options and an unknown webhook URL", async () => {
     assert.equal(res.code, code, `${args.join(" ")}: ${res.stderr}`);
     assert.match(res.stderr, stderr);
   }
+});
+
+test("deliveries show prints the attempts; replay sends one event or a confirmed range again, marked", async () => {
+  answer = 422;
+  const file = path.join(dir, "replayed.mjs");
+  writeFileSync(
+    file,
+    `export default { name: "Replayed", version: "0.0.1", async run() { this.$emit({ n: 1 }); } };\n`,
+  );
+  const source = await json("deploy", file, "--name", "replayed");
+  const hook = await json("webhook", "create", hookUrl, "--name", "replays");
+  await json("subscribe", "replayed", hook.id);
+  await json("run", source.id);
+  await json("run", source.id);
+  const [d] = await deliveriesWhen(hook.id, (l) => l.length === 2 && l.every((x) => x.status === "failed"));
+
+  const shown = await fount(["deliveries", "show", d.id], env);
+  assert.equal(shown.code, 0, shown.stderr);
+  assert.match(shown.stdout, new RegExp(`^${d.id}  failed  to ${hook.id} \\(webhook\\)$`, "m"));
+  assert.match(shown.stdout, /^#1 {2}\d{4}-.*Z {2}failed 422 {2}\d+ ms$/m);
+  assert.match(shown.stdout, new RegExp(`^  → POST ${hookUrl.replaceAll(".", "\\.")}$`, "m"));
+  assert.match(shown.stdout, /^ {4}webhook-signature: v1,\S+$/m);
+  assert.match(shown.stdout, /^ {4}\{"n":1\}$/m);
+  assert.match(shown.stdout, /^ {2}← 422$/m);
+  assert.match(shown.stdout, /^ {4}refused$/m);
+  assert.match(shown.stdout, /^ {2}error \(http\): HTTP 422$/m);
+  const asJson = await json("deliveries", "show", d.id);
+  assert.equal(asJson.attempts[0].response.status, 422);
+
+  answer = 200;
+  const one = await fount(["replay", "replayed", d.event_id, "--to", hook.id], env);
+  assert.equal(one.code, 0, one.stderr);
+  const replayed = /delivery (del_\w+) \(replay (rpl_\w+)\)/.exec(one.stdout);
+  assert.ok(replayed, one.stdout);
+  const again = await deliveriesWhen(
+    hook.id,
+    (l) => l.find((x) => x.id === replayed[1])?.status === "succeeded",
+  );
+  assert.equal(again.find((x) => x.id === replayed[1]).replay.replayed_from, d.id);
+  const detail = await fount(["deliveries", "show", replayed[1]!], env);
+  assert.match(detail.stdout, new RegExp(`^replay ${replayed[2]} of ${d.id}$`, "m"));
+
+  const unconfirmed = await fount(["events", "replay", "replayed", "--to", hook.id, "--since", "1h"], env);
+  assert.equal(unconfirmed.code, 2);
+  assert.match(unconfirmed.stderr, /pass --yes/);
+  const all = await fount(["events", "replay", "replayed", "--to", "replays", "--since", "1h", "--yes"], env);
+  assert.equal(all.code, 0, all.stderr);
+  assert.match(
+    all.stdout,
+    new RegExp(`^Replaying 2 of 2 events to ${hook.id} \\(replay rpl_\\w+\\)\\.$`, "m"),
+  );
+  await deliveriesWhen(hook.id, (l) => l.length === 5 && l.every((x) => x.status !== "pending"));
+  const none = await fount(["replay", "replayed", "--to", hook.id, "--until", "2000-01-01"], env);
+  assert.match(none.stdout, /^No kept events of replayed match: nothing to replay\.$/m);
+  const failedOnes = await json("deliveries", hook.id, "--code", "4xx");
+  assert.deepEqual(
+    failedOnes.map((x: any) => x.last_status_code),
+    [422, 422],
+  );
 });

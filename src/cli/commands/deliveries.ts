@@ -1,8 +1,10 @@
 /**
  * `fount deliveries <webhook>`: a webhook's deliveries (status, attempts, last answer, next attempt),
- * and sending them again (`--redeliver <del_…>`, `--redeliver-failed [--since <time>]`).
+ * filtered by status, time and answer code, and sending them again (`--redeliver <del_…>`,
+ * `--redeliver-failed [--since <time>]`). One delivery's attempts: `fount deliveries show`
+ * (delivery-history.ts).
  */
-import { type Command, UsageError } from "../command.ts";
+import { type Command, type Context, UsageError } from "../command.ts";
 import { formatTime, table } from "../output.ts";
 import { resolveWebhook } from "../resolve.ts";
 import type { Painter } from "../terminal.ts";
@@ -40,6 +42,19 @@ export function parseSince(raw: string, nowMs = Date.now()): number | undefined 
   return Number.isNaN(ms) || !/^\d{4}-\d{2}-\d{2}/.test(text) ? undefined : Math.floor(ms / 1000);
 }
 
+/** A `--since`/`--until` value as epoch seconds; undefined when not given, a usage error when malformed. */
+export function timeOf(ctx: Context, name: string): number | undefined {
+  const raw = ctx.string(name);
+  if (raw === undefined) return undefined;
+  const at = parseSince(raw);
+  if (at === undefined)
+    throw new UsageError(
+      `--${name} takes 30m, 2h, 7d, a date, a date-time or epoch seconds, not "${raw}"`,
+      ctx.command.name,
+    );
+  return at;
+}
+
 const statusStyle = { pending: "yellow", succeeded: "green", failed: "red" } as const;
 
 function deliveryTable(items: Delivery[], paint: Painter): string {
@@ -65,7 +80,7 @@ const deliveries: Command = {
   name: "deliveries",
   summary: "List a webhook's deliveries, or send some again",
   usage:
-    "<wh_…|url|name> [-n <count>] [--status <status>] [--redeliver <del_…> | --redeliver-failed [--since <time>]]",
+    "<wh_…|url|name> [-n <count>] [--status <status>] [--code <code>] [--since <time>] [--until <time>] [--redeliver <del_…> | --redeliver-failed [--since <time>]]",
   args: { min: 1, max: 1 },
   options: {
     n: {
@@ -92,17 +107,24 @@ const deliveries: Command = {
       type: "string",
       value: "time",
       description:
-        "With --redeliver-failed: 30m, 2h, 7d ago, a date or date-time, epoch seconds (default: all kept)",
+        "Deliveries created since: 30m, 2h, 7d ago, a date or date-time, epoch seconds (default: all kept)",
+    },
+    until: { type: "string", value: "time", description: "Deliveries created before (same forms)" },
+    code: {
+      type: "string",
+      value: "code",
+      description: "Only deliveries whose last answer had this HTTP status: 503, or a class like 5xx",
     },
   },
   description: [
     "The webhook is named by its ID, URL or name, or a unique start of one. Columns: status, attempts made, the last answer's HTTP",
     "code and duration, when the next attempt is due (pending ones), the routed event, the last error.",
     "A redelivery keeps the delivery's ID, so the receiver sees the same webhook-id header. Finished",
-    "deliveries are kept 7 days.",
+    "deliveries are kept 7 days. `fount deliveries show <del_…>` shows one delivery's attempts.",
     "",
     "Examples:",
     "  fount deliveries wh_AqcxIUtDafgp --status failed",
+    "  fount deliveries wh_AqcxIUtDafgp --code 5xx --since 2h",
     "  fount deliveries https://example.com/hook --redeliver del_0Fh2kQ9xAbCdEfGh1234",
     "  fount deliveries wh_AqcxIUtDafgp --redeliver-failed --since 2h",
   ].join("\n"),
@@ -114,15 +136,21 @@ const deliveries: Command = {
       throw new UsageError("Give --redeliver or --redeliver-failed, not both", ctx.command.name);
     if (one !== undefined && !deliveryId.test(one))
       throw new UsageError(`--redeliver takes a del_… ID, not "${one}"`, ctx.command.name);
-    const rawSince = ctx.string("since");
-    if (rawSince !== undefined && !failed)
-      throw new UsageError("--since goes with --redeliver-failed", ctx.command.name);
-    const since = rawSince === undefined ? 0 : parseSince(rawSince);
-    if (since === undefined)
+    const since = timeOf(ctx, "since") ?? 0;
+    const until = timeOf(ctx, "until");
+    const code = ctx.string("code");
+    if (code !== undefined && !/^([1-5]\d\d|[1-5]xx)$/.test(code))
       throw new UsageError(
-        `--since takes 30m, 2h, 7d, a date, a date-time or epoch seconds, not "${rawSince}"`,
+        `--code takes an HTTP status (503) or a class (5xx), not "${code}"`,
         ctx.command.name,
       );
+    if (one !== undefined && (ctx.string("since") ?? until ?? code) !== undefined)
+      throw new UsageError(
+        "--since, --until and --code filter a list: give them without --redeliver",
+        ctx.command.name,
+      );
+    if (failed && (until ?? code) !== undefined)
+      throw new UsageError("--redeliver-failed takes --since only", ctx.command.name);
     const status = ctx.choice("status", statuses);
     const limit = count(ctx, 20);
 
@@ -145,9 +173,19 @@ const deliveries: Command = {
       );
       return 0;
     }
-    const items = await client.listAll<Delivery>(`${base}/deliveries`, { status }, limit);
+    const filters = {
+      status,
+      status_code: code,
+      since: since === 0 ? undefined : since * 1000,
+      until: until === undefined ? undefined : until * 1000,
+    };
+    const items = await client.listAll<Delivery>(`${base}/deliveries`, filters, limit);
     ctx.output(items, () => {
-      if (items.length === 0) return ctx.print(`No deliveries to ${webhook}${status ? ` (${status})` : ""}.`);
+      const filtered = Object.values(filters).some((v) => v !== undefined);
+      if (items.length === 0)
+        return ctx.print(
+          `No deliveries to ${webhook}${status && !code ? ` (${status})` : filtered ? " match" : ""}.`,
+        );
       ctx.print(deliveryTable(items, ctx.paint));
     });
     return 0;

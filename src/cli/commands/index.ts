@@ -9,6 +9,7 @@ import { accountCommands } from "./accounts.ts";
 import { adminListCommands } from "./admin-lists.ts";
 import { authCommands } from "./auth.ts";
 import { deliveryCommands } from "./deliveries.ts";
+import { deliveryHistoryCommands } from "./delivery-history.ts";
 import { devCommands } from "./dev.ts";
 import { eventCommands } from "./events.ts";
 import { initCommands } from "./init.ts";
@@ -29,6 +30,7 @@ export const commands: Command[] = [
   ...webhookCommands,
   ...listenCommands,
   ...deliveryCommands,
+  ...deliveryHistoryCommands,
   ...subscriptionCommands,
   ...adminCommands,
   ...adminListCommands,
