@@ -4,6 +4,8 @@ import { ApiError, api, type Session, whenSignedOut } from "./api.ts";
 import { focusHeadingSoon } from "./focus.ts";
 import { AccountsPage } from "./pages/accounts.tsx";
 import { AdminPage } from "./pages/admin.tsx";
+import { DeliveryPage } from "./pages/delivery.tsx";
+import { EventPage } from "./pages/event.tsx";
 import { NewSourcePage } from "./pages/new-source.tsx";
 import { SourcePage } from "./pages/source.tsx";
 import { SourcesPage } from "./pages/sources.tsx";
@@ -167,7 +169,12 @@ function Page({ route, orgId, session }: { route: string; orgId: string | undefi
   const parts = route.split("/").filter(Boolean);
   const key = `${route}|${orgId ?? ""}`;
   if (parts[0] === "new") return <NewSourcePage key={key} orgId={orgId} />;
+  if (parts[0] === "sources" && parts[1] && parts[2] === "events" && parts[3])
+    return <EventPage key={key} sourceId={parts[1]} eventId={parts[3]} />;
   if (parts[0] === "sources" && parts[1]) return <SourcePage key={key} id={parts[1]} />;
+  if (parts[0] === "deliveries" && parts[1]) return <DeliveryPage key={key} id={parts[1]} />;
+  if (parts[0] === "webhooks" && parts[1] && parts[2] === "deliveries" && parts[3])
+    return <DeliveryPage key={key} id={parts[3]} />;
   if (parts[0] === "webhooks" && parts[1]) return <WebhookPage key={key} id={parts[1]} />;
   if (parts[0] === "webhooks") return <WebhooksPage key={key} orgId={orgId} />;
   if (parts[0] === "subscriptions") return <SubscriptionsPage key={key} orgId={orgId} />;

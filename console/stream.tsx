@@ -6,6 +6,8 @@
  */
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, formatTime } from "./api.ts";
+import { eventHref } from "./deliveries-api.ts";
+import { EventDeliveries } from "./event-deliveries.tsx";
 import { CopyButton, ErrorNote, JsonTree } from "./ui.tsx";
 
 /** An `event_summaries` entry. */
@@ -129,6 +131,14 @@ export function ChannelView({
             <div class="json">
               <JsonTree value={chosen.metadata} />
             </div>
+            {channel !== "$in" && (
+              <>
+                <p>
+                  <a href={eventHref(sourceId, chosen.id)}>Open event {chosen.id}</a>
+                </p>
+                <EventDeliveries key={chosen.id} sourceId={sourceId} eventId={chosen.id} />
+              </>
+            )}
           </section>
         )}
       </div>

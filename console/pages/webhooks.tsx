@@ -1,4 +1,7 @@
-/** Webhooks (create with the secret shown once, delete) and one webhook's deliveries with Redeliver. */
+/**
+ * Webhooks (create with the secret shown once, delete) and one webhook's deliveries with Redeliver; each
+ * delivery opens its attempts (delivery.tsx).
+ */
 import { useRef, useState } from "preact/hooks";
 import { api, formatTime } from "../api.ts";
 import { useFocusOnShow } from "../focus.ts";
@@ -23,6 +26,8 @@ interface Webhook {
 
 interface Delivery {
   id: string;
+  listener_id: string;
+  replay: { id: string } | null;
   event_id: string;
   emitter_id: string;
   status: "pending" | "succeeded" | "failed";
@@ -46,8 +51,11 @@ const deliveryColumns: Column<Delivery>[] = [
     label: "Delivery",
     cell: (d) => (
       <>
-        {d.id}
-        <div class="muted">event {d.event_id}</div>
+        <a href={`#/webhooks/${d.listener_id}/deliveries/${d.id}`}>{d.id}</a>
+        <div class="muted">
+          event {d.event_id}
+          {d.replay ? " (replay)" : ""}
+        </div>
       </>
     ),
   },
