@@ -160,6 +160,16 @@ test("an attempt whose connection is refused says so in words", async () => {
   assert.equal(d.last_error, a.error);
 });
 
+test("an attempt to a name that does not resolve says it is DNS", async () => {
+  // `.invalid` never resolves (RFC 6761); a resolver that cannot be reached fails as DNS too.
+  const { source, hook } = await setUp("http://no-such-host.invalid/hook");
+  await emit(source.endpoint, { n: 1 });
+  await dispatcher.drain();
+  const [a] = (await onlyDelivery(hook.id)).attempts;
+  assert.equal(a.error_kind, "dns");
+  assert.match(a.error, /^DNS: (no-such-host\.invalid does not resolve \(ENOTFOUND\)|the lookup of no-such-host\.invalid failed)/);
+});
+
 test("the answer is kept up to 64 KB and marked cut beyond; U+0000 in it is stored as U+FFFD", async () => {
   const big = "é".repeat(40_000); // 80,000 bytes
   const r = await scripted((_q, n) =>
