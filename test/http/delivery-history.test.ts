@@ -167,7 +167,10 @@ test("an attempt to a name that does not resolve says it is DNS", async () => {
   await dispatcher.drain();
   const [a] = (await onlyDelivery(hook.id)).attempts;
   assert.equal(a.error_kind, "dns");
-  assert.match(a.error, /^DNS: (no-such-host\.invalid does not resolve \(ENOTFOUND\)|the lookup of no-such-host\.invalid failed)/);
+  assert.match(
+    a.error,
+    /^DNS: (no-such-host\.invalid does not resolve \(ENOTFOUND\)|the lookup of no-such-host\.invalid failed)/,
+  );
 });
 
 test("the answer is kept up to 64 KB and marked cut beyond; U+0000 in it is stored as U+FFFD", async () => {
