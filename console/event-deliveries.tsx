@@ -3,10 +3,37 @@
  * source of the caller's after a confirmation. Shown under an event on the source page and on the
  * event's own page.
  */
+import type { Ref } from "preact";
 import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import { api } from "./api.ts";
 import { type DeliverySummary, deliveryHref, listenerHref, useReplay } from "./deliveries-api.ts";
 import { type Column, DataTable, ErrorNote, SelectField, useLoad } from "./ui.tsx";
+
+/** The question a replay asks before it is sent, in place of the button that asked for it. */
+export function ConfirmReplay({
+  eventId,
+  to,
+  replay,
+  cancelRef,
+}: {
+  eventId: string;
+  to: string;
+  replay: ReturnType<typeof useReplay>;
+  cancelRef: Ref<HTMLButtonElement>;
+}) {
+  return (
+    <fieldset class="confirm">
+      <legend class="visually-hidden">Confirm the replay</legend>
+      Send event {eventId} again to {to}, as a new delivery?{" "}
+      <button type="button" onClick={replay.confirm} disabled={replay.busy}>
+        Yes, replay
+      </button>{" "}
+      <button type="button" ref={cancelRef} onClick={replay.cancel}>
+        Cancel
+      </button>
+    </fieldset>
+  );
+}
 
 const columns: Column<DeliverySummary>[] = [
   { label: "Delivery", cell: (d) => <a href={deliveryHref(d.id)}>{d.id}</a> },
@@ -90,16 +117,7 @@ export function EventDeliveries({ sourceId, eventId }: { sourceId: string; event
             onValue={setTarget}
           />
           {replay.asking ? (
-            <fieldset class="confirm">
-              <legend class="visually-hidden">Confirm the replay</legend>
-              Send event {eventId} again to {chosen}, as a new delivery?{" "}
-              <button type="button" onClick={replay.confirm} disabled={replay.busy}>
-                Yes, replay
-              </button>{" "}
-              <button type="button" ref={cancelRef} onClick={replay.cancel}>
-                Cancel
-              </button>
-            </fieldset>
+            <ConfirmReplay eventId={eventId} to={chosen} replay={replay} cancelRef={cancelRef} />
           ) : (
             <div class="actions">
               <button type="submit">Replay…</button>

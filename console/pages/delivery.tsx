@@ -12,6 +12,7 @@ import {
   listenerHref,
   useReplay,
 } from "../deliveries-api.ts";
+import { ConfirmReplay } from "../event-deliveries.tsx";
 import { ErrorNote, Title, useLoad } from "../ui.tsx";
 
 function Headers({ headers }: { headers: Record<string, string | string[]> | null }) {
@@ -132,16 +133,7 @@ export function DeliveryPage({ id }: { id: string }) {
         )}
         {fromSource &&
           (replay.asking ? (
-            <fieldset class="confirm">
-              <legend class="visually-hidden">Confirm the replay</legend>
-              Send event {d.event_id} again to {d.listener_id}, as a new delivery?{" "}
-              <button type="button" onClick={replay.confirm} disabled={replay.busy}>
-                Yes, replay
-              </button>{" "}
-              <button type="button" ref={cancelRef} onClick={replay.cancel}>
-                Cancel
-              </button>
-            </fieldset>
+            <ConfirmReplay eventId={d.event_id} to={d.listener_id} replay={replay} cancelRef={cancelRef} />
           ) : (
             <button type="button" ref={replayRef} onClick={() => replay.ask(d.listener_id)}>
               Replay event

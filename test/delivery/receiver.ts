@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import http, { type IncomingHttpHeaders } from "node:http";
 import type { AddressInfo } from "node:net";
+import { afterEach } from "node:test";
 import type { TestServer } from "../helpers.ts";
 
 export interface Received {
@@ -60,6 +61,24 @@ export class Receiver {
     this.#server.closeAllConnections();
     await new Promise((resolve) => this.#server.close(resolve));
   }
+}
+
+/**
+ * A maker of receivers that answer as scripted, each closed after the test that opened it, even when the
+ * test fails half-way. Call it at the top of a test file (it registers the `afterEach`).
+ */
+export function scriptedReceivers(): (answer: Receiver["answer"]) => Promise<Receiver> {
+  const opened = new Set<Receiver>();
+  afterEach(async () => {
+    await Promise.all([...opened].map((r) => r.close()));
+    opened.clear();
+  });
+  return async (answer) => {
+    const r = await Receiver.start();
+    r.answer = answer;
+    opened.add(r);
+    return r;
+  };
 }
 
 /** An HTTP source that emits the request body, on the channel named by `?channel=` (default otherwise). */

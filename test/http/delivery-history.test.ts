@@ -6,7 +6,7 @@
  * tenancy of all of it.
  */
 import assert from "node:assert/strict";
-import { after, afterEach, before, test } from "node:test";
+import { after, before, test } from "node:test";
 import type { DeliveryDispatcher } from "../../src/delivery/dispatcher.ts";
 import {
   createWebhook,
@@ -17,6 +17,7 @@ import {
   hookSourceCode,
   Receiver,
   relaySourceCode,
+  scriptedReceivers,
   subscribe,
 } from "../delivery/receiver.ts";
 import { startServer, type TestServer } from "../helpers.ts";
@@ -30,19 +31,8 @@ before(async () => {
 });
 after(() => server.close());
 
-/** Receivers opened by the running test, closed after it even when it fails half-way. */
-const opened = new Set<Receiver>();
-afterEach(async () => {
-  await Promise.all([...opened].map((r) => r.close()));
-  opened.clear();
-});
-
-async function scripted(answer: Receiver["answer"]): Promise<Receiver> {
-  const r = await Receiver.start();
-  r.answer = answer;
-  opened.add(r);
-  return r;
-}
+/** A fresh receiver per test that scripts its answers, closed after the test. */
+const scripted = scriptedReceivers();
 
 /** A source subscribed to a webhook at `url`, owned by `key` (default the admin). */
 async function setUp(url: string, key?: string) {

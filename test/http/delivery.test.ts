@@ -5,7 +5,7 @@
  * redelivery and tenancy of the deliveries API.
  */
 import assert from "node:assert/strict";
-import { after, afterEach, before, describe, test } from "node:test";
+import { after, before, describe, test } from "node:test";
 import { Webhook } from "standardwebhooks";
 import type { DeliveryDispatcher } from "../../src/delivery/dispatcher.ts";
 import {
@@ -18,6 +18,7 @@ import {
   hookSourceCode,
   Receiver,
   relaySourceCode,
+  scriptedReceivers,
   subscribe,
 } from "../delivery/receiver.ts";
 import { FakeClock, startClockServer } from "../fixtures/components/fixtures.ts";
@@ -30,20 +31,8 @@ before(async () => {
 });
 after(() => receiver.close());
 
-/** Receivers opened by the running test, closed after it even when it fails half-way. */
-const opened = new Set<Receiver>();
-afterEach(async () => {
-  await Promise.all([...opened].map((r) => r.close()));
-  opened.clear();
-});
-
-/** A fresh receiver per test that scripts its answers. */
-async function scripted(answer: Receiver["answer"]): Promise<Receiver> {
-  const r = await Receiver.start();
-  r.answer = answer;
-  opened.add(r);
-  return r;
-}
+/** A fresh receiver per test that scripts its answers, closed after the test. */
+const scripted = scriptedReceivers();
 
 describe("on a live server", () => {
   let server: TestServer;
