@@ -13,8 +13,11 @@ import type { AttemptOutcome } from "./outcome.ts";
  */
 export const attemptResponseBytes = 64 * 1024;
 
-/** Bytes of an answer's body the deliveries list shows per attempt (`GET /v1/webhooks/{id}/deliveries`). */
-export const listedResponseBytes = 512;
+/**
+ * Characters of an answer's body the deliveries lists show per attempt (`GET /v1/webhooks/{id}/deliveries`),
+ * as much as was kept at all before answers were kept up to 64 KB.
+ */
+export const listedResponseChars = 512;
 
 /**
  * Text safe to store in either driver: PostgreSQL's `text` refuses U+0000, which a receiver may well

@@ -25,6 +25,18 @@ export const attemptColumnNames = [
   "error_kind",
 ] as const;
 
+/**
+ * The columns an attempts read selects: all, or with `responseChars` only the start of each answer's
+ * body (the lists show 512 characters of answers kept up to 64 KB, and need not read the rest).
+ */
+export function attemptSelect(responseChars?: number): string {
+  if (responseChars === undefined) return attemptColumnNames.join(", ");
+  const n = Math.max(0, Math.floor(responseChars));
+  return attemptColumnNames
+    .map((c) => (c === "response" ? `substr(response, 1, ${n}) AS response` : c))
+    .join(", ");
+}
+
 /** The values of an attempt's row, in `attemptColumnNames` order. */
 export function attemptRowValues(a: DeliveryAttempt): Array<string | number | null> {
   const d = a.detail;

@@ -349,7 +349,7 @@ export interface StorageOps {
     status?: DeliveryStatus,
   ): Promise<Page<WithSeq<Delivery>>>;
   /** The attempts of these deliveries, oldest first. */
-  listDeliveryAttempts(deliveryIds: string[]): Promise<DeliveryAttempt[]>;
+  listDeliveryAttempts(deliveryIds: string[], responseChars?: number): Promise<DeliveryAttempt[]>;
   /** Deletes these deliveries of a listener while pending and not claimed (a cancelled scheduled event); returns how many. */
   cancelDeliveries(listenerId: string, ids: string[]): Promise<number>;
   /** Makes a delivery pending and due at `nowMs` with a fresh retry schedule; false when it is claimed or unknown. */

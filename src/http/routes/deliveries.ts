@@ -5,7 +5,7 @@
  */
 import type { FastifyInstance } from "fastify";
 import { Type } from "typebox";
-import { listedResponseBytes } from "../../delivery/attempt-record.ts";
+import { listedResponseChars } from "../../delivery/attempt-record.ts";
 import type { Delivery, DeliveryAttempt, DeliveryStatus } from "../../domain/types.ts";
 import { AppError, notFound } from "../../errors.ts";
 import type { DeliverySearch } from "../../storage/port.ts";
@@ -29,7 +29,9 @@ const attemptSchema = Type.Object({
   duration_ms: Type.Integer(),
   status_code: Type.Union([Type.Integer(), Type.Null()]),
   error: Type.Union([Type.String(), Type.Null()]),
-  response: Type.Union([Type.String(), Type.Null()], { description: "The first 512 bytes of the answer" }),
+  response: Type.Union([Type.String(), Type.Null()], {
+    description: "The first 512 characters of the answer",
+  }),
   outcome: Type.Union([Type.Literal("succeeded"), Type.Literal("retry"), Type.Literal("failed")]),
   replay: Type.Boolean({ description: "An attempt of a replayed delivery" }),
 });
@@ -136,8 +138,9 @@ export function renderDelivery(d: Delivery, attempts: DeliveryAttempt[]): Record
       duration_ms: a.durationMs,
       status_code: a.statusCode,
       error: a.error,
-      // The list stays light: the whole kept answer is in the delivery's own route.
-      response: a.response === null ? null : a.response.slice(0, listedResponseBytes),
+      // The list stays light (its reads take the start of each answer): the whole kept answer is in
+      // the delivery's own route.
+      response: a.response === null ? null : a.response.slice(0, listedResponseChars),
       outcome: a.outcome,
       replay: Boolean(d.replayId),
     })),
@@ -149,7 +152,7 @@ export async function deliveryRoutes(app: FastifyInstance): Promise<void> {
   const tags = ["webhooks"];
 
   async function render(delivery: Delivery): Promise<Record<string, unknown>> {
-    return renderDelivery(delivery, await store.listDeliveryAttempts([delivery.id]));
+    return renderDelivery(delivery, await store.listDeliveryAttempts([delivery.id], listedResponseChars));
   }
 
   app.get(
@@ -181,7 +184,10 @@ export async function deliveryRoutes(app: FastifyInstance): Promise<void> {
         await store.searchDeliveries({ ...search, listenerId: webhook.id }, cursor),
         cursor,
       );
-      const attempts = await store.listDeliveryAttempts(page.items.map((d) => d.id));
+      const attempts = await store.listDeliveryAttempts(
+        page.items.map((d) => d.id),
+        listedResponseChars,
+      );
       const byDelivery = Map.groupBy(attempts, (a) => a.deliveryId);
       return pageEnvelope(page, (d) => renderDelivery(d, byDelivery.get(d.id) ?? []));
     },

@@ -5,6 +5,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
+import { listedResponseChars } from "../../delivery/attempt-record.ts";
 import type { Delivery, DeliveryAttempt } from "../../domain/types.ts";
 import { notFound } from "../../errors.ts";
 import {
@@ -256,7 +257,10 @@ export async function deliveryHistoryRoutes(app: FastifyInstance): Promise<void>
         ),
         cursor,
       );
-      const attempts = await store.listDeliveryAttempts(page.items.map((d) => d.id));
+      const attempts = await store.listDeliveryAttempts(
+        page.items.map((d) => d.id),
+        listedResponseChars,
+      );
       const byDelivery = Map.groupBy(attempts, (a) => a.deliveryId);
       return pageEnvelope(page, (d) => renderDelivery(d, byDelivery.get(d.id) ?? []));
     },

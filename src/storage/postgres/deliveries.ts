@@ -4,7 +4,7 @@
  * holds under a lease its node renews, and a lease that ran out (the node died) frees the row.
  */
 import type { Delivery } from "../../domain/types.ts";
-import { attemptColumnNames, attemptRowValues } from "../attempt-rows.ts";
+import { attemptColumnNames, attemptRowValues, attemptSelect } from "../attempt-rows.ts";
 import type { DeliveryOps } from "../concerns.ts";
 import { defaultClaimLeaseMs } from "../port.ts";
 import { deliveryPatchParams, deliveryRowValues, toAttempt, toDelivery } from "../rows.ts";
@@ -308,9 +308,10 @@ export function deliveryOps(q: Sql): DeliveryOps {
         ? q.page("deliveries", "listener_id = $1", [listenerId], page, toDelivery)
         : q.page("deliveries", "listener_id = $1 AND status = $2", [listenerId, status], page, toDelivery),
 
-    listDeliveryAttempts: (deliveryIds) =>
+    listDeliveryAttempts: (deliveryIds, responseChars) =>
       q.all(
-        "SELECT * FROM delivery_attempts WHERE delivery_id = ANY($1::text[]) ORDER BY delivery_id, n",
+        `SELECT ${attemptSelect(responseChars)} FROM delivery_attempts
+         WHERE delivery_id = ANY($1::text[]) ORDER BY delivery_id, n`,
         [deliveryIds],
         toAttempt,
       ),

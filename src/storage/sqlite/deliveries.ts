@@ -4,7 +4,7 @@
  * of the due index and an UPDATE of the rows it takes, made under the driver's lock.
  */
 import type { DeliveryAttempt } from "../../domain/types.ts";
-import { attemptColumnNames, attemptRowValues } from "../attempt-rows.ts";
+import { attemptColumnNames, attemptRowValues, attemptSelect } from "../attempt-rows.ts";
 import type { DeliveryOps } from "../concerns.ts";
 import { type DeliveryPatch, defaultClaimLeaseMs } from "../port.ts";
 import { deliveryPatchParams, deliveryRowValues, toAttempt, toDelivery } from "../rows.ts";
@@ -165,10 +165,11 @@ export function deliveryOps(q: Sql): DeliveryOps {
         ? q.page("deliveries", "listener_id = ?", [listenerId], page, toDelivery)
         : q.page("deliveries", "listener_id = ? AND status = ?", [listenerId, status], page, toDelivery),
 
-    listDeliveryAttempts: async (deliveryIds) => {
+    listDeliveryAttempts: async (deliveryIds, responseChars) => {
       if (deliveryIds.length === 0) return [];
       return q.all(
-        `SELECT * FROM delivery_attempts WHERE delivery_id IN (${placeholders(deliveryIds)}) ORDER BY delivery_id, n`,
+        `SELECT ${attemptSelect(responseChars)} FROM delivery_attempts
+         WHERE delivery_id IN (${placeholders(deliveryIds)}) ORDER BY delivery_id, n`,
         deliveryIds,
         toAttempt,
       );
