@@ -38,6 +38,65 @@ export interface OutgoingDelivery {
   trace?: string | undefined;
 }
 
+/** What names a delivery in its request's headers. */
+export interface DeliveryNames {
+  /** `webhook-id`: the delivery ID. */
+  id: string;
+  emitterId: string;
+  eventId: string;
+  channel: string;
+}
+
+/**
+ * The headers of a delivery's request: the Standard Webhooks ones and Fount's (a trace adds its own).
+ * Also how an attempt's headers are shown again (`sentHeaders`), from the delivery and what the attempt
+ * stored of them.
+ */
+export function webhookHeaders(d: DeliveryNames, timestamp: number | string, signature: string) {
+  return {
+    "content-type": "application/json",
+    "user-agent": userAgent,
+    "webhook-id": d.id,
+    "webhook-timestamp": String(timestamp),
+    "webhook-signature": signature,
+    "x-fount-emitter-id": d.emitterId,
+    "x-fount-event-name": d.channel === "" ? "default" : d.channel,
+    "x-fount-event-id": d.eventId,
+  };
+}
+
+/** Headers of every attempt of a delivery alike, which `webhookHeaders` gives again from the delivery. */
+const deliveryHeaderNames = new Set([
+  "content-type",
+  "user-agent",
+  "webhook-id",
+  "x-fount-emitter-id",
+  "x-fount-event-name",
+  "x-fount-event-id",
+]);
+
+/** What an attempt stores of its request's headers: those that change between attempts (timestamp, signature, trace). */
+function attemptHeaders(headers: Record<string, string>): Record<string, string> {
+  const own: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) if (!deliveryHeaderNames.has(name)) own[name] = value;
+  return own;
+}
+
+/**
+ * The headers an attempt of `d` sent: the delivery's own, and what the attempt stored (its timestamp,
+ * signature and trace); null when it sent no request or stored none.
+ */
+export function sentHeaders(
+  d: DeliveryNames,
+  stored: Record<string, string> | null | undefined,
+): Record<string, string> | null {
+  if (!stored) return null;
+  return {
+    ...webhookHeaders(d, stored["webhook-timestamp"] ?? "", stored["webhook-signature"] ?? ""),
+    ...stored,
+  };
+}
+
 export class HttpSender {
   readonly #policy: AddressPolicy;
   readonly #clock: Clock;
@@ -103,18 +162,11 @@ export class HttpSender {
     const onStop = () => abort.abort(stop.reason);
     if (stop.aborted) onStop();
     else stop.addEventListener("abort", onStop, { once: true });
-    const headers: Record<string, string> = {
-      "content-type": "application/json",
-      "user-agent": userAgent,
-      "webhook-id": d.id,
-      "webhook-timestamp": String(timestamp),
-      "webhook-signature": signPayload(d.secret, d.id, timestamp, d.body),
-      "x-fount-emitter-id": d.emitterId,
-      "x-fount-event-name": d.channel === "" ? "default" : d.channel,
-      "x-fount-event-id": d.eventId,
-    };
+    const signature = signPayload(d.secret, d.id, timestamp, d.body);
+    const headers: Record<string, string> = webhookHeaders(d, timestamp, signature);
     if (span) injectHeaders(span.spanContext(), headers);
-    detail.requestHeaders = headers;
+    // Only what changes between attempts is stored; the rest follows from the delivery (`webhookHeaders`).
+    detail.requestHeaders = attemptHeaders(headers);
     try {
       const res = await request(url, {
         method: "POST",

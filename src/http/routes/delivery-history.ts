@@ -6,6 +6,7 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { listedResponseChars } from "../../delivery/attempt-record.ts";
+import { sentHeaders } from "../../delivery/http-sender.ts";
 import type { Delivery, DeliveryAttempt } from "../../domain/types.ts";
 import { notFound } from "../../errors.ts";
 import {
@@ -104,7 +105,7 @@ export function renderDeliveryDetail(d: Delivery, attempts: DeliveryAttempt[]): 
       n: a.n,
       at_ms: a.startedMs,
       duration_ms: a.durationMs,
-      request: { url: a.detail?.url ?? null, headers: a.detail?.requestHeaders ?? null, body },
+      request: { url: a.detail?.url ?? null, headers: sentHeaders(d, a.detail?.requestHeaders), body },
       response:
         a.statusCode === null
           ? null
