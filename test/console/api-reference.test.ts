@@ -44,9 +44,10 @@ test("the reference page is accessible, self-contained and fits a phone", { skip
         await page.keyboard.press("Enter");
         assert.match(page.url(), /#main$/);
         // An operation is reachable by its operationId, as the index links it.
-        await page.getByRole("link", { name: "GET /v1/sources/{id}/events" }).click();
+        // Exact: other routes start with the same path (…/events/{event_id}, …/deliveries).
+        await page.getByRole("link", { name: "GET /v1/sources/{id}/events", exact: true }).click();
         assert.match(page.url(), /#listSourceEvents$/);
-        await page.getByRole("heading", { name: "GET /v1/sources/{id}/events" }).waitFor();
+        await page.getByRole("heading", { name: "GET /v1/sources/{id}/events", exact: true }).waitFor();
       } finally {
         await context.close();
       }
