@@ -6,12 +6,13 @@
 import type { FastifyInstance } from "fastify";
 import { Type } from "typebox";
 import { listedResponseChars } from "../../delivery/attempt-record.ts";
-import type { Delivery, DeliveryAttempt, DeliveryStatus } from "../../domain/types.ts";
+import type { Delivery, DeliveryAttempt, DeliveryStatus, WithSeq } from "../../domain/types.ts";
 import { AppError, notFound } from "../../errors.ts";
-import type { DeliverySearch } from "../../storage/port.ts";
+import type { DeliverySearch, Storage } from "../../storage/port.ts";
 import {
   commonParams,
   errorResponses,
+  type ListPage,
   type ListQuery,
   pageEnvelope,
   pageParams,
@@ -147,6 +148,16 @@ export function renderDelivery(d: Delivery, attempts: DeliveryAttempt[]): Record
   };
 }
 
+/** A page of deliveries as a list answers it, each with its attempts (the start of each answer). */
+export async function deliveriesPage(store: Storage, page: ListPage<WithSeq<Delivery>>) {
+  const attempts = await store.listDeliveryAttempts(
+    page.items.map((d) => d.id),
+    listedResponseChars,
+  );
+  const byDelivery = Map.groupBy(attempts, (a) => a.deliveryId);
+  return pageEnvelope(page, (d) => renderDelivery(d, byDelivery.get(d.id) ?? []));
+}
+
 export async function deliveryRoutes(app: FastifyInstance): Promise<void> {
   const { store, clock, dispatcher } = app.fount;
   const tags = ["webhooks"];
@@ -184,12 +195,7 @@ export async function deliveryRoutes(app: FastifyInstance): Promise<void> {
         await store.searchDeliveries({ ...search, listenerId: webhook.id }, cursor),
         cursor,
       );
-      const attempts = await store.listDeliveryAttempts(
-        page.items.map((d) => d.id),
-        listedResponseChars,
-      );
-      const byDelivery = Map.groupBy(attempts, (a) => a.deliveryId);
-      return pageEnvelope(page, (d) => renderDelivery(d, byDelivery.get(d.id) ?? []));
+      return deliveriesPage(store, page);
     },
   );
 

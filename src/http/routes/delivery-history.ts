@@ -5,7 +5,6 @@
  */
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
-import { listedResponseChars } from "../../delivery/attempt-record.ts";
 import { sentHeaders } from "../../delivery/http-sender.ts";
 import type { Delivery, DeliveryAttempt } from "../../domain/types.ts";
 import { notFound } from "../../errors.ts";
@@ -14,7 +13,6 @@ import {
   commonParams,
   errorResponses,
   type ListQuery,
-  pageEnvelope,
   pageParams,
   pageQuery,
   pageResponse,
@@ -24,12 +22,12 @@ import {
 } from "../conventions.ts";
 import { eventEntrySchema, renderEvent } from "../event-entries.ts";
 import {
+  deliveriesPage,
   deliveryFields,
   deliveryFilters,
   deliveryId,
   deliverySchema,
   deliverySearchOf,
-  renderDelivery,
   renderDeliveryFields,
   webhookId,
 } from "./deliveries.ts";
@@ -258,12 +256,7 @@ export async function deliveryHistoryRoutes(app: FastifyInstance): Promise<void>
         ),
         cursor,
       );
-      const attempts = await store.listDeliveryAttempts(
-        page.items.map((d) => d.id),
-        listedResponseChars,
-      );
-      const byDelivery = Map.groupBy(attempts, (a) => a.deliveryId);
-      return pageEnvelope(page, (d) => renderDelivery(d, byDelivery.get(d.id) ?? []));
+      return deliveriesPage(store, page);
     },
   );
 }
