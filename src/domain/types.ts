@@ -304,8 +304,9 @@ export interface DeliveryAttempt {
 export interface AttemptDetail {
   url: string | null;
   /**
-   * The request's headers that change between attempts (`webhook-timestamp`, `webhook-signature`); the
-   * others follow from the delivery (delivery/http-sender.ts `webhookHeaders`), and are not stored again.
+   * The request's headers that change between attempts (`webhook-timestamp`, `webhook-signature`, a
+   * trace's); the others follow from the delivery (delivery/http-sender.ts `webhookHeaders`), and are not
+   * stored again.
    */
   requestHeaders: Record<string, string> | null;
   responseHeaders: Record<string, string | string[]> | null;
