@@ -155,9 +155,9 @@ test("sqlite: migration 010 revokes the 'console session' keys of earlier sign-i
   const store = openSqliteStorage({ dataDir });
   await keysBeforeSessions(store);
   await store.close();
-  // Back to the store as version 009 left it, then migrate again.
+  // Back to the store without migration 010 (the later ones stay applied), then migrate again.
   const db = new DatabaseSync(path.join(dataDir, "fount.db"));
-  db.exec("DROP TABLE sessions; DELETE FROM schema_migrations WHERE version >= 10");
+  db.exec("DROP TABLE sessions; DELETE FROM schema_migrations WHERE version = 10");
   db.close();
   const migrated = openSqliteStorage({ dataDir });
   try {
@@ -177,7 +177,7 @@ test("postgres: migration 010 revokes the 'console session' keys of earlier sign
     await client.connect();
     try {
       await client.query(
-        `DROP TABLE "${schema}".sessions; DELETE FROM "${schema}".schema_migrations WHERE version >= 10`,
+        `DROP TABLE "${schema}".sessions; DELETE FROM "${schema}".schema_migrations WHERE version = 10`,
       );
     } finally {
       await client.end();
