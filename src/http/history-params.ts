@@ -6,20 +6,25 @@
 import { Type } from "typebox";
 import { invalidParameter } from "../errors.ts";
 
+/** The last instant a JavaScript Date holds (year 275760): a time past it is a 400, never a number SQL cannot bind. */
+const maxTimeMs = 8.64e15;
+
 /** Schema of a time parameter: epoch ms, or an ISO 8601 date or date-time. */
 export const timeParam = (description: string) =>
-  Type.Union([Type.Integer({ minimum: 0 }), Type.String({ maxLength: 40 })], {
+  Type.Union([Type.Integer({ minimum: 0, maximum: maxTimeMs }), Type.String({ maxLength: 40 })], {
     description: `${description}: epoch milliseconds or ISO 8601 (2026-11-22, 2026-11-22T21:40:00Z)`,
   });
 
 /** Epoch ms of a time parameter; undefined when absent, a 400 naming `field` when it is neither form. */
 export function parseTime(value: string | number | undefined, field: string): number | undefined {
   if (value === undefined) return undefined;
-  if (typeof value === "number") return value;
-  const text = value.trim();
-  if (/^\d{1,15}$/.test(text)) return Number(text);
-  const ms = /^\d{4}-\d{2}-\d{2}/.test(text) ? Date.parse(text) : Number.NaN;
-  if (Number.isNaN(ms))
+  const text = typeof value === "number" ? String(value) : value.trim();
+  const ms = /^\d{1,16}$/.test(text)
+    ? Number(text)
+    : /^\d{4}-\d{2}-\d{2}/.test(text)
+      ? Date.parse(text)
+      : Number.NaN;
+  if (Number.isNaN(ms) || ms > maxTimeMs)
     throw invalidParameter(field, `${field} must be epoch milliseconds or an ISO 8601 date or date-time`);
   return ms;
 }

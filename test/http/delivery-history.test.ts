@@ -213,6 +213,10 @@ test("deliveries lists filter by status, time and status code; an event's list h
   assertApiError(await server.api("GET", `/v1/webhooks/${good.id}/deliveries?status_code=5x`), {
     status: 400,
   });
+  for (const until of ["1e%2B308", "99999999999999999", "8640000000000001"])
+    assertApiError(await server.api("GET", `/v1/webhooks/${good.id}/deliveries?until=${until}`), {
+      status: 400,
+    });
 
   const [event] = await entries(server, `/v1/sources/${source.id}`);
   const path = `/v1/sources/${source.id}/events/${event.id}/deliveries`;
