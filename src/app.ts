@@ -92,6 +92,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   }
   const accounts = new Accounts(store, clock);
   const sessions = new Sessions(store, clock);
+  accounts.bootstrapPending = options.deferBootstrap === true;
   const created = options.deferBootstrap ? undefined : await accounts.bootstrap(config.bootstrapApiKey);
   const isolation = claimIsolation(config, options.executor);
   const { app, door } = createFastify(config, options.logger);

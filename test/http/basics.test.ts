@@ -33,6 +33,25 @@ test("health and readiness answer without a key", async () => {
   assert.equal((await server.api("GET", "/readyz", { key: null })).body.status, "ready");
 });
 
+test("a start that makes the first admin after listening is live but not ready until the admin exists", async () => {
+  const deferred = await startServer({}, {}, { deferBootstrap: true });
+  try {
+    assert.equal((await deferred.api("GET", "/healthz", { key: null })).status, 200);
+    const starting = await deferred.api("GET", "/readyz", { key: null });
+    assert.deepEqual([starting.status, starting.body.status], [503, "starting: creating the first admin"]);
+    assert.equal(
+      (await deferred.api("GET", "/v1/users/me")).status,
+      401,
+      "the bootstrap key opens nothing yet",
+    );
+    await deferred.built.services.accounts.bootstrap(deferred.built.services.config.bootstrapApiKey);
+    assert.equal((await deferred.api("GET", "/readyz", { key: null })).body.status, "ready");
+    assert.equal((await deferred.api("GET", "/v1/users/me")).status, 200);
+  } finally {
+    await deferred.close();
+  }
+});
+
 test("an unknown path is a 404 and a known path with another method a 405", async () => {
   const missing = await server.api("GET", "/v1/nothing-here");
   assert.equal(missing.status, 404);

@@ -16,6 +16,12 @@ export class Accounts {
   readonly #store: Storage;
   readonly #clock: Clock;
 
+  /**
+   * True from a start that defers the bootstrap (main.ts makes the admin once the server listens) until
+   * it is done: the node is live but not ready, since a `FOUNT_BOOTSTRAP_API_KEY` would not open yet.
+   */
+  bootstrapPending = false;
+
   constructor(store: Storage, clock: Clock) {
     this.#store = store;
     this.#clock = clock;
@@ -31,7 +37,7 @@ export class Accounts {
    * starting at once on an empty store take turns: one creates the admin, the others find it.
    */
   async bootstrap(bootstrapKey: string | undefined): Promise<{ user: User; secret: string } | undefined> {
-    return this.#store.transaction(async (tx) => {
+    const created = await this.#store.transaction(async (tx) => {
       await tx.acquireTransactionLock("bootstrap");
       if ((await tx.countUsers()) > 0) return undefined;
       const now = this.#now();
@@ -49,6 +55,8 @@ export class Accounts {
       await tx.insertApiKey(keyRecord(user.id, "bootstrap", secret, now));
       return { user, secret };
     });
+    this.bootstrapPending = false;
+    return created;
   }
 
   async createUser(input: { username: string; email: string; plan?: Plan; isAdmin?: boolean }): Promise<{

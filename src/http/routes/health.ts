@@ -30,7 +30,9 @@ export async function healthRoutes(app: FastifyInstance): Promise<void> {
       },
     },
     async (_request, reply) => {
-      const { store } = app.fount;
+      const { store, accounts } = app.fount;
+      if (accounts.bootstrapPending)
+        return reply.code(503).send({ status: "starting: creating the first admin" });
       // Known lost: no round trip (the probe in the driver tells when it is back).
       if (!store.health.available) {
         return reply.code(503).send({ status: `storage unreachable: ${store.health.reason}` });
