@@ -8,6 +8,7 @@ import { createRequire, isBuiltin } from "node:module";
 import path from "node:path";
 import * as esbuild from "esbuild";
 import { AppError } from "../errors.ts";
+import { OWNER_DIR_MODE, OWNERS_DIR_MODE, ownerBundleDir } from "./bundle-layout.ts";
 import type { BuiltComponent } from "./types.ts";
 
 /** Options of a `ComponentBuilder`; one builder (and one npm cache) serves the whole server. */
@@ -87,10 +88,12 @@ export class ComponentBuilder {
   }
 
   /**
-   * Builds `code`. `pinned` holds exact versions recorded when the component was first saved; they win
-   * over ranges and tags in the code, but not over an exact version written in a specifier.
+   * Builds `code` for the executor of `owner` (the user or organization whose process will run it): the
+   * bundle goes to that owner's folder of the package set (bundle-layout.ts), so each owner that runs a
+   * component has its own copy. `pinned` holds exact versions recorded when the component was first
+   * saved; they win over ranges and tags in the code, but not over an exact version written in a specifier.
    */
-  async build(code: string, pinned: Record<string, string> = {}): Promise<BuiltComponent> {
+  async build(code: string, owner: string, pinned: Record<string, string> = {}): Promise<BuiltComponent> {
     const codeHash = createHash("sha256").update(code).digest("hex");
     await mkdirReadable(this.#packagesDir);
     const { bundle, imports } = await bundleServerCode(code, this.#packagesDir);
@@ -99,10 +102,13 @@ export class ComponentBuilder {
     const dependencies = await this.#resolveVersions(wanted, pinned, deadline);
     const key = packageSetKey(dependencies);
     const dir = await this.#ensurePackages(key, dependencies, wanted, deadline);
-    const entryFile = path.join(dir, "components", `${codeHash}.mjs`);
-    await mkdirReadable(path.dirname(entryFile));
+    const ownerDir = await makeOwnerDir(dir, owner);
+    const entryFile = path.join(ownerDir, `${codeHash}.mjs`);
     await writeReadable(entryFile, bundle);
-    return { codeHash, entryFile, readDirs: [dir], dependencies };
+    // The empty package set has no node_modules; a bundle reads nothing else of the set's folder.
+    const modules = path.join(dir, "node_modules");
+    const readDirs = (await exists(modules)) ? [ownerDir, modules] : [ownerDir];
+    return { codeHash, entryFile, ownerDir, readDirs, dependencies };
   }
 
   async #resolveVersions(
@@ -388,6 +394,28 @@ async function exists(file: string): Promise<boolean> {
 async function mkdirReadable(dir: string): Promise<void> {
   await fs.mkdir(dir, { recursive: true, mode: 0o755 });
   await fs.chmod(dir, 0o755);
+}
+
+/**
+ * Creates the owner's bundle folder (and the set's `owners/`, which others may pass but not list). As
+ * root it is 0750 with root's group, closed to every executor until the pool grants it to the owner's
+ * gid (executors/grants.ts); otherwise 0755, as bundle folders always were. An existing one is left as
+ * it is: its group may be the owner's already.
+ */
+async function makeOwnerDir(packageSetDir: string, owner: string): Promise<string> {
+  const dir = ownerBundleDir(packageSetDir, owner);
+  const owners = path.dirname(dir);
+  await fs.mkdir(owners, { recursive: true, mode: OWNERS_DIR_MODE });
+  await fs.chmod(owners, OWNERS_DIR_MODE);
+  const mode = process.getuid?.() === 0 ? OWNER_DIR_MODE : 0o755;
+  try {
+    await fs.mkdir(dir, { mode });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "EEXIST") return dir;
+    throw err;
+  }
+  await fs.chmod(dir, mode);
+  return dir;
 }
 
 async function writeReadable(file: string, contents: string): Promise<void> {

@@ -11,8 +11,17 @@ export interface BuiltComponent {
   codeHash: string;
   /** Absolute path of the ESM file an executor imports; it resolves its packages from a sibling node_modules. */
   entryFile: string;
-  /** Folders the executor must be allowed to read (the entry's folder and its package folder). */
+  /**
+   * Folders the executor must be allowed to read: `ownerDir` and the package set's shared
+   * `node_modules` (when the set has packages).
+   */
   readDirs: string[];
+  /**
+   * The folder of `readDirs` that holds the bundles of one owner only (runtime/bundle-layout.ts): the
+   * pool grants it to that owner's executor alone, and refuses it to any other. Absent for code that is
+   * no tenant's (tests' fixture folders), whose readDirs every executor may read.
+   */
+  ownerDir?: string;
   /** Exact package versions the code's bare imports resolved to (`{"axios": "1.7.9"}`), pinned for reuse. */
   dependencies: Record<string, string>;
 }

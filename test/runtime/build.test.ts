@@ -11,6 +11,7 @@ import { pathToFileURL } from "node:url";
 import { bundleLocalComponent } from "../../src/cli/bundle.ts";
 import { AppError } from "../../src/errors.ts";
 import { ComponentBuilder, componentFromModule, parsePackageSpecifier } from "../../src/runtime/build.ts";
+import { ownerFolderName } from "../../src/runtime/bundle-layout.ts";
 import { fetchComponentCode, rawGitHubUrl } from "../../src/runtime/fetch-code.ts";
 import type { BuiltComponent } from "../../src/runtime/types.ts";
 
@@ -28,7 +29,15 @@ function builder(
   t: { after(fn: () => void): void },
   options: { registry?: string; installTimeoutMs?: number } = {},
 ) {
-  return new ComponentBuilder({ dataDir: tempDir(t), npmCacheDir, ...options });
+  const components = new ComponentBuilder({ dataDir: tempDir(t), npmCacheDir, ...options });
+  return {
+    build: (code: string, pinned?: Record<string, string>) => components.build(code, "u_test", pinned),
+  };
+}
+
+/** The package set folder a build's packages are in: `<dataDir>/packages/<key>`. */
+function setOf(built: BuiltComponent): string {
+  return path.dirname(path.dirname(built.ownerDir!));
 }
 
 async function load(built: BuiltComponent): Promise<any> {
@@ -36,7 +45,7 @@ async function load(built: BuiltComponent): Promise<any> {
 }
 
 function installedVersion(built: BuiltComponent, name: string): string {
-  const file = path.join(built.readDirs[0], "node_modules", name, "package.json");
+  const file = path.join(setOf(built), "node_modules", name, "package.json");
   return JSON.parse(fs.readFileSync(file, "utf8")).version;
 }
 
@@ -62,7 +71,9 @@ test("an ESM component builds into a module whose default export is the componen
     };`;
   const built = await builder(t).build(code);
   assert.equal(built.codeHash, createHash("sha256").update(code).digest("hex"));
-  assert.equal(built.entryFile, path.join(built.readDirs[0], "components", `${built.codeHash}.mjs`));
+  const ownerFolder = path.join(setOf(built), "owners", ownerFolderName("u_test"));
+  assert.equal(built.entryFile, path.join(ownerFolder, `${built.codeHash}.mjs`));
+  assert.equal(built.ownerDir, ownerFolder);
   assert.match(built.dependencies.ms, exactVersion);
   assert.deepEqual(Object.keys(built.dependencies), ["ms"]);
   const component = await load(built);
@@ -125,11 +136,13 @@ test("an exact version in the specifier installs exactly that version into world
   assert.equal(installedVersion(built, "axios"), "1.6.0");
   assert.equal((await load(built)).version, "1.6.0");
   const mode = (file: string) => fs.statSync(file).mode & 0o777;
-  assert.equal(mode(built.readDirs[0]), 0o755);
-  assert.equal(mode(path.dirname(built.entryFile)), 0o755);
+  assert.equal(mode(setOf(built)), 0o755);
+  // As root the owner's bundle folder is closed until the pool grants it to the owner's executor gid.
+  assert.equal(mode(path.dirname(built.entryFile)), process.getuid?.() === 0 ? 0o750 : 0o755);
+  assert.equal(mode(path.dirname(path.dirname(built.entryFile))), 0o711);
   assert.equal(mode(built.entryFile), 0o644);
-  assert.equal(mode(path.join(built.readDirs[0], "node_modules", "axios")), 0o755);
-  assert.equal(mode(path.join(built.readDirs[0], "node_modules", "axios", "package.json")), 0o644);
+  assert.equal(mode(path.join(setOf(built), "node_modules", "axios")), 0o755);
+  assert.equal(mode(path.join(setOf(built), "node_modules", "axios", "package.json")), 0o644);
 });
 
 test("the entry loads in a process whose permission model allows reading only readDirs", async (t) => {
@@ -138,7 +151,9 @@ test("the entry loads in a process whose permission model allows reading only re
     const isNumber = require("is-number@7.0.0");
     module.exports = { version: axios.VERSION, n: isNumber(2) };`);
   const probe = `const m = await import(${JSON.stringify(pathToFileURL(built.entryFile).href)}); console.log(JSON.stringify(m.default));`;
-  const args = ["--permission", `--allow-fs-read=${built.readDirs[0]}`, "--input-type=module", "-e", probe];
+  const grants = built.readDirs.map((d) => `--allow-fs-read=${d}`);
+  assert.deepEqual(built.readDirs, [built.ownerDir, path.join(setOf(built), "node_modules")]);
+  const args = ["--permission", ...grants, "--input-type=module", "-e", probe];
   const out = execFileSync(process.execPath, args, { env: {}, encoding: "utf8" });
   assert.deepEqual(JSON.parse(out), { version: "1.6.0", n: true });
 });
@@ -153,7 +168,7 @@ test("an unpinned import records the resolved version and a pinned rebuild reuse
   assert.deepEqual(again, first);
   const older = await components.build(code, { ms: "2.1.2" });
   assert.deepEqual(older.dependencies, { ms: "2.1.2" });
-  assert.notEqual(older.readDirs[0], first.readDirs[0]);
+  assert.notEqual(setOf(older), setOf(first));
   assert.equal(installedVersion(older, "ms"), "2.1.2");
 });
 
@@ -188,7 +203,8 @@ test("Node built-ins stay external and a component without packages still gets a
     export default { kinds: [typeof fs.readFileSync, typeof join, typeof os.cpus], zlib: () => import("zlib") };`;
   const built = await builder(t).build(code);
   assert.deepEqual(built.dependencies, {});
-  assert.ok(fs.existsSync(path.join(built.readDirs[0], "package.json")));
+  assert.ok(fs.existsSync(path.join(setOf(built), "package.json")));
+  assert.deepEqual(built.readDirs, [built.ownerDir]);
   const component = await load(built);
   assert.deepEqual(component.kinds, ["function", "function", "function"]);
   assert.equal(typeof (await component.zlib()).gzipSync, "function");
@@ -357,11 +373,11 @@ test("concurrent builds needing the same packages install them once", async (t) 
   const built = await Promise.all(
     [1, 2, 3].map((n) => components.build(`import s from "fount-shared"; export default { n: ${n}, s };`)),
   );
-  assert.equal(new Set(built.map((b) => b.readDirs[0])).size, 1);
+  assert.equal(new Set(built.map((b) => setOf(b))).size, 1);
   assert.equal(new Set(built.map((b) => b.entryFile)).size, 3);
   assert.equal(hits.get("/fount-shared/-/fount-shared-2.0.0.tgz"), 1);
   assert.deepEqual(
-    fs.readdirSync(path.dirname(built[0].readDirs[0])).filter((f) => f.startsWith(".tmp")),
+    fs.readdirSync(path.dirname(setOf(built[0]))).filter((f) => f.startsWith(".tmp")),
     [],
   );
 });

@@ -24,6 +24,8 @@ export class ComponentCatalog {
   readonly #executor: Executor;
   readonly #clock: Clock;
   readonly #fetchGuard: FetchCodeOptions["guard"];
+  readonly #records = new Map<string, Promise<ComponentRecord>>();
+  /** Records with their builds, by component and executor owner: each owner runs its own copy of a bundle. */
   readonly #loaded = new Map<string, Promise<{ record: ComponentRecord; built: BuiltComponent }>>();
 
   constructor(deps: {
@@ -51,7 +53,7 @@ export class ComponentCatalog {
     if (Buffer.byteLength(code) > maxCodeBytes)
       throw new AppError("payload_too_large", "Component code is over 1 MB");
     if (code.trim() === "") throw invalidParameter("component_code", "component_code is empty");
-    const built = await this.#builder.build(code);
+    const built = await this.#builder.build(code, ownerId);
     const meta = await this.#inspect(ownerId, built);
     // Stored as text columns, where PostgreSQL refuses U+0000 (the rest of the meta is stored as JSON).
     for (const field of ["key", "name", "version"] as const) {
@@ -76,7 +78,8 @@ export class ComponentCatalog {
       updatedAt: now,
     };
     await this.#store.insertComponent(record);
-    this.#loaded.set(record.id, Promise.resolve({ record, built }));
+    this.#records.set(record.id, Promise.resolve(record));
+    this.#loaded.set(loadKey(record.id, ownerId), Promise.resolve({ record, built }));
     return record;
   }
 
@@ -107,18 +110,40 @@ export class ComponentCatalog {
     return c;
   }
 
-  /** The stored record and its build, rebuilt (from the package cache) after a restart. */
-  load(componentId: string): Promise<{ record: ComponentRecord; built: BuiltComponent }> {
-    let loaded = this.#loaded.get(componentId);
+  /** The stored record of a component. */
+  record(componentId: string): Promise<ComponentRecord> {
+    let record = this.#records.get(componentId);
+    if (!record) {
+      record = (async () => {
+        const found = await this.#store.getComponent(componentId);
+        if (!found) throw notFound("Component", componentId);
+        return found;
+      })();
+      record.catch(() => this.#records.delete(componentId));
+      this.#records.set(componentId, record);
+    }
+    return record;
+  }
+
+  /**
+   * The stored record and its build for the executor of `ownerId` (whoever's process runs it: the
+   * source's owner, not the component's), built into that owner's folder on first use after a start.
+   */
+  load(componentId: string, ownerId: string): Promise<{ record: ComponentRecord; built: BuiltComponent }> {
+    const key = loadKey(componentId, ownerId);
+    let loaded = this.#loaded.get(key);
     if (!loaded) {
       loaded = (async () => {
-        const record = await this.#store.getComponent(componentId);
-        if (!record) throw notFound("Component", componentId);
-        return { record, built: await this.#builder.build(record.code, record.dependencies) };
+        const record = await this.record(componentId);
+        return { record, built: await this.#builder.build(record.code, ownerId, record.dependencies) };
       })();
-      loaded.catch(() => this.#loaded.delete(componentId));
-      this.#loaded.set(componentId, loaded);
+      loaded.catch(() => this.#loaded.delete(key));
+      this.#loaded.set(key, loaded);
     }
     return loaded;
   }
+}
+
+function loadKey(componentId: string, ownerId: string): string {
+  return `${componentId}\0${ownerId}`;
 }

@@ -52,7 +52,7 @@ export class DynamicProps {
     const { component } = input;
     if (!component.meta.additionalProps) return [];
     const { props, refs } = await this.#thisValues(component, input.values, input.accountOwners);
-    const { built } = await this.#d.catalog.load(component.id);
+    const { built } = await this.#d.catalog.load(component.id, input.ownerId);
     const result = await this.#d.executor.invoke({
       ownerId: input.ownerId,
       // The realm the component's options calls use: no source exists (yet) to run it in.

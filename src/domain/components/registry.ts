@@ -134,7 +134,7 @@ async function inspect(deps: RegistryDeps, code: string): Promise<ComponentMeta>
     dataDir: deps.config.dataDir,
     npmCacheDir: deps.config.npmCacheDir,
   });
-  const built = await builder.build(code);
+  const built = await builder.build(code, registryOwner);
   try {
     return await deps.executor.inspect(registryOwner, built);
   } catch (err) {

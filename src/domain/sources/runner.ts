@@ -124,7 +124,7 @@ export class SourceRunner {
     const submitted = this.#chain.next(source.id, async (): Promise<HandedOver> => {
       // Waits for this node to hold the source (several nodes); reads (`options`) need no lease.
       if (leases) gen = await leases.enter(source.id, options.movable);
-      const { record, built } = await this.#d.catalog.load(source.componentId);
+      const { record, built } = await this.#d.catalog.load(source.componentId, source.ownerId);
       // A schedule source without run emits the event that triggered it.
       if (invocation.kind === "run" && !record.meta.hasRun) return { record, result: emitOnly(invocation) };
       const db = await this.#dbs.of(source.id);

@@ -234,7 +234,7 @@ export class SourceService {
     },
   ): Promise<SourceRecord> {
     const { store, catalog } = this.#d;
-    const current = (await catalog.load(source.componentId)).record;
+    const current = await catalog.record(source.componentId);
     const swapping = input.component !== undefined || input.configuredProps !== undefined;
     let next = current;
     let props = source.props;
@@ -276,7 +276,7 @@ export class SourceService {
   }
 
   async delete(source: SourceRecord): Promise<void> {
-    const component = (await this.#d.catalog.load(source.componentId)).record;
+    const component = await this.#d.catalog.record(source.componentId);
     if (source.active) {
       try {
         await this.#hook(source, component, "deactivate");

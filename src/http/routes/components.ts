@@ -216,7 +216,7 @@ export async function componentRoutes(app: FastifyInstance): Promise<void> {
       if (meta && meta.options !== "dynamic") {
         return { data: { options: Array.isArray(meta.options) ? meta.options : [] } };
       }
-      const { built } = await catalog.load(component.id);
+      const { built } = await catalog.load(component.id, owner);
       const configured = p.configured_props ?? {};
       const appProps: Record<string, unknown> = {};
       for (const x of component.meta.props) {

@@ -103,7 +103,7 @@ export async function sourceRoutes(app: FastifyInstance): Promise<void> {
   const { store, catalog, sources, runner } = app.fount;
 
   async function render(source: SourceRecord, withUser: boolean): Promise<Record<string, unknown>> {
-    const { record } = await catalog.load(source.componentId);
+    const record = await catalog.record(source.componentId);
     const endpoint = runner.endpointUrl(source);
     return {
       id: source.id,

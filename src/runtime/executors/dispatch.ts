@@ -129,7 +129,7 @@ export class Dispatch {
     const limit = timeoutMs && timeoutMs > 0 ? timeoutMs : this.core.settings.defaultTimeoutMs;
     if (this.core.closed) throw stoppedError();
     const owner = this.owner(ownerId);
-    const dirs = await this.core.grants.readDirsOf([component]);
+    const dirs = await this.core.grants.readDirsOf(owner, [component]);
     const child = await this.core.readyChild(owner, dirs);
     if (child.gone) throw new ExecutorError("executor_crash", "The executor process stopped");
     const q = ++this.seq;
@@ -202,7 +202,10 @@ export class Dispatch {
 
   private async startBatch(batch: Batch): Promise<void> {
     const { source } = batch;
-    const dirs = await this.core.grants.readDirsOf(batch.calls.map((c) => c.req.component));
+    const dirs = await this.core.grants.readDirsOf(
+      source.owner,
+      batch.calls.map((c) => c.req.component),
+    );
     const child = await this.core.readyChild(source.owner, dirs);
     if (this.core.closed) throw stoppedError();
     if (child.gone) throw new ExecutorError("executor_crash", "The executor process stopped");

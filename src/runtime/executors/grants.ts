@@ -1,17 +1,22 @@
 /**
- * What an executor may touch on disk: the owner's scratch folder (created 0700 under its uid) and
- * the folders of its components, opened up so an unprivileged uid can read them (docs/isolation.md).
+ * What an executor may touch on disk: the owner's scratch folder (created 0700 under its uid), its
+ * owner's bundle folders (closed to every other uid), and the shared package folders of its components,
+ * opened up so an unprivileged uid can read them (docs/isolation.md).
  */
 import fsp from "node:fs/promises";
 import path from "node:path";
+import { ignoreVanished, OWNER_DIR_MODE, ownerFolderName, sweepBundleFolders } from "../bundle-layout.ts";
 import type { BuiltComponent } from "../types.ts";
-import { dirsKey, ExecutorError, type Owner } from "./model.ts";
+import { ExecutorError, type Owner } from "./model.ts";
 import type { ScratchLimit } from "./scratch.ts";
 
 /** Scratch folders, uids and readable folders of one pool. */
 export class Grants {
-  private readonly readDirCache = new Map<string, Promise<string[]>>();
-  private readonly readable = new Map<string, Promise<void>>();
+  private readonly readable = new Map<string, Promise<string>>();
+  /** Owner bundle folders granted, by real path and uid. */
+  private readonly granted = new Map<string, Promise<string>>();
+  /** `<dataDir>/packages` swept of old layouts and stale groups, once per pool (bundle-layout.ts). */
+  private swept: Promise<void> | undefined;
   /** Real path of `<dataDir>/scratch`, emptied and created on first use. */
   private scratchRoot: Promise<string> | undefined;
   private realDataDir: string | undefined;
@@ -54,7 +59,7 @@ export class Grants {
   /** Creates the owner's scratch folder (mode 0700, owned by its uid) and returns its real path. */
   async prepareScratch(owner: Owner): Promise<string> {
     const scratch = path.join(await this.scratchRootDir(), owner.scratchName);
-    if (this.isolateUsers && owner.uid === undefined) owner.uid = this.uidBase + this.nextUid++;
+    this.assignUid(owner);
     await fsp.mkdir(scratch, { recursive: true, mode: 0o700 });
     if (owner.uid !== undefined) await fsp.chown(scratch, owner.uid, owner.uid);
     await fsp.chmod(scratch, 0o700);
@@ -64,46 +69,85 @@ export class Grants {
     return scratch;
   }
 
-  /** Real paths of the components' readDirs, made readable by executor uids. */
-  async readDirsOf(components: BuiltComponent[]): Promise<string[]> {
+  /**
+   * Real paths of the components' readDirs for `owner`'s executor: shared folders opened to executor
+   * uids, and each component's owner folder, which must be `owner`'s, granted to its gid alone.
+   */
+  async readDirsOf(owner: Owner, components: BuiltComponent[]): Promise<string[]> {
     const out = new Set<string>();
     for (const component of components) {
-      const key = dirsKey(component);
-      let dirs = this.readDirCache.get(key);
-      if (!dirs) {
-        dirs = Promise.all(
-          component.readDirs.map(async (d) => {
-            const real = await fsp.realpath(d).catch(() => {
-              throw new ExecutorError("executor_crash", `The component's folder ${d} does not exist`);
-            });
-            if (this.isolateUsers) await this.ensureReadable(real);
-            return real;
-          }),
-        );
-        this.readDirCache.set(key, dirs);
-        dirs.catch(() => this.readDirCache.delete(key));
+      for (const d of component.readDirs) {
+        out.add(await (d === component.ownerDir ? this.grantOwnerDir(owner, d) : this.shared(d)));
       }
-      for (const d of await dirs) out.add(d);
     }
     return [...out];
   }
 
-  /** Makes a folder every executor needs (the runner's) readable by executor uids. */
-  async grantToExecutors(dir: string): Promise<void> {
-    if (this.isolateUsers) await this.ensureReadable(dir);
+  /** Gives the owner its executor uid (and gid) for this pool's life, when executors get uids. */
+  private assignUid(owner: Owner): void {
+    if (this.isolateUsers && owner.uid === undefined) owner.uid = this.uidBase + this.nextUid++;
   }
 
-  private ensureReadable(dir: string): Promise<void> {
+  /** A folder every executor may read, opened to executor uids once. */
+  private shared(dir: string): Promise<string> {
     let done = this.readable.get(dir);
     if (!done) {
       done = (async () => {
-        await this.ensureReachable(path.dirname(dir));
-        await openUp(dir);
+        const real = await realFolder(dir);
+        if (this.isolateUsers) await this.ensureReadable(real);
+        return real;
       })();
       this.readable.set(dir, done);
       done.catch(() => this.readable.delete(dir));
     }
     return done;
+  }
+
+  /**
+   * The owner's bundle folder, checked to be the owner's own (its name is the owner's hash) and, with
+   * uids, made root's with the owner's executor gid and mode 0750: no other uid may enter it.
+   */
+  private async grantOwnerDir(owner: Owner, dir: string): Promise<string> {
+    if (path.basename(dir) !== ownerFolderName(owner.id)) {
+      throw new ExecutorError("executor_crash", "The component was built for another owner's executor");
+    }
+    this.assignUid(owner);
+    const key = `${dir}\0${owner.uid ?? ""}`;
+    let done = this.granted.get(key);
+    if (!done) {
+      done = (async () => {
+        await this.sweep();
+        const real = await realFolder(dir);
+        if (owner.uid !== undefined) {
+          await this.ensureReachable(path.dirname(real));
+          await fsp.chown(real, -1, owner.uid);
+          await fsp.chmod(real, OWNER_DIR_MODE);
+        }
+        return real;
+      })();
+      this.granted.set(key, done);
+      done.catch(() => this.granted.delete(key));
+    }
+    return done;
+  }
+
+  /** Sweeps `<dataDir>/packages` before the pool grants its first owner folder. */
+  private sweep(): Promise<void> {
+    this.swept ??= sweepBundleFolders(path.join(this.dataDir, "packages"), this.isolateUsers);
+    this.swept.catch(() => {
+      this.swept = undefined;
+    });
+    return this.swept;
+  }
+
+  /** Makes a folder every executor needs (the runner's) readable by executor uids. */
+  async grantToExecutors(dir: string): Promise<void> {
+    await this.shared(dir);
+  }
+
+  private async ensureReadable(dir: string): Promise<void> {
+    await this.ensureReachable(path.dirname(dir));
+    await openUp(dir);
   }
 
   /** Every folder from `dir` up to `/` must be searchable by others; only folders in dataDir are changed. */
@@ -129,13 +173,26 @@ function isInside(child: string, parent: string): boolean {
   return rel === "" || (!rel.startsWith("..") && !path.isAbsolute(rel));
 }
 
-/** Adds read (and, on folders, search) permission for others through a tree, not following links. */
+/** Real path of a component's folder; executor_crash when it is missing. */
+async function realFolder(dir: string): Promise<string> {
+  return fsp.realpath(dir).catch(() => {
+    throw new ExecutorError("executor_crash", `The component's folder ${dir} does not exist`);
+  });
+}
+
+/**
+ * Adds read (and, on folders, search) permission for others through a tree, not following links. A
+ * build may add or remove files meanwhile (a temporary bundle renamed, a `.tmp-*` install moved):
+ * what vanishes under the walk is skipped, not an executor crash.
+ */
 async function openUp(target: string): Promise<void> {
-  const st = await fsp.lstat(target);
-  if (st.isSymbolicLink()) return;
-  const want = st.isDirectory() ? 0o005 : 0o004;
-  if ((st.mode & want) !== want) await fsp.chmod(target, (st.mode & 0o7777) | want);
-  if (st.isDirectory()) {
-    for (const name of await fsp.readdir(target)) await openUp(path.join(target, name));
-  }
+  await ignoreVanished(async () => {
+    const st = await fsp.lstat(target);
+    if (st.isSymbolicLink()) return;
+    const want = st.isDirectory() ? 0o005 : 0o004;
+    if ((st.mode & want) !== want) await fsp.chmod(target, (st.mode & 0o7777) | want);
+    if (st.isDirectory()) {
+      for (const name of await fsp.readdir(target)) await openUp(path.join(target, name));
+    }
+  });
 }

@@ -70,7 +70,7 @@ const runnerDir = path.dirname(fileURLToPath(import.meta.url));
 
 /**
  * Stacks go to the component's owner: frames of the runner itself are dropped, and the package-cache
- * path of the bundle goes. Source maps already give the author's lines; names from a map the CLI sent
+ * path of the bundle goes (its owner folder, `owners/<hash>/`, or the `components/` of older versions). Source maps already give the author's lines; names from a map the CLI sent
  * (`sources/hello/hello.mjs`) resolve below the bundle's folder and keep their relative path, and a
  * bundle without one is plain `component`.
  */
@@ -80,7 +80,7 @@ function cleanStack(stack: string): string {
     .filter((line) => !line.includes(runnerDir))
     .map((line) =>
       line.replace(
-        /(?:file:\/\/)?\/[^\s()]*?\/packages\/[^\s()/]+\/components\/([0-9a-f]{64}\.mjs)?/g,
+        /(?:file:\/\/)?\/[^\s()]*?\/packages\/[^\s()/]+\/(?:owners\/[0-9a-f]+|components)\/([0-9a-f]{64}\.mjs)?/g,
         (_, bundle: string | undefined) => (bundle ? "component" : ""),
       ),
     )
