@@ -382,6 +382,36 @@ test("concurrent builds needing the same packages install them once", async (t) 
   );
 });
 
+test("two owners importing the same package share node_modules, each with a bundle folder the other cannot read", async (t) => {
+  const { registry } = await fakeRegistry(t, [{ name: "fount-common", version: "1.0.0" }]);
+  const components = new ComponentBuilder({ dataDir: tempDir(t), npmCacheDir, registry });
+  const code = (who: string) => `import c from "fount-common"; export default { who: "${who}", c };`;
+  const alice = await components.build(code("alice"), "u_alice");
+  const bob = await components.build(code("bob"), "u_bob");
+  assert.equal(setOf(alice), setOf(bob));
+  assert.equal(alice.readDirs[1], bob.readDirs[1]);
+  assert.notEqual(alice.ownerDir, bob.ownerDir);
+  // A node process granted bob's readDirs, as bob's executor is: his bundle loads with its package;
+  // alice's bundle cannot be read, imported, nor the owners folder listed.
+  const denied = (fn: string) => `try { ${fn}; console.log("allowed"); } catch (e) { console.log(e.code); }`;
+  const probe = [
+    `const m = await import(${JSON.stringify(pathToFileURL(bob.entryFile).href)}); console.log(JSON.stringify(m.default));`,
+    `const fs = await import("node:fs");`,
+    denied(`fs.readFileSync(${JSON.stringify(alice.entryFile)})`),
+    denied(`fs.readdirSync(${JSON.stringify(path.dirname(bob.ownerDir!))})`),
+    denied(`await import(${JSON.stringify(pathToFileURL(alice.entryFile).href)})`),
+  ].join("\n");
+  const grants = bob.readDirs.map((d) => `--allow-fs-read=${d}`);
+  const args = ["--permission", ...grants, "--input-type=module", "-e", probe];
+  const out = execFileSync(process.execPath, args, { env: {}, encoding: "utf8" }).trim().split("\n");
+  assert.deepEqual(out, [
+    JSON.stringify({ who: "bob", c: "fount-common" }),
+    "ERR_ACCESS_DENIED",
+    "ERR_ACCESS_DENIED",
+    "ERR_ACCESS_DENIED",
+  ]);
+});
+
 test("an install that outlasts the time limit fails with package_install_failed", async (t) => {
   const { registry } = await fakeRegistry(
     t,
