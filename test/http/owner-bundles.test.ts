@@ -186,3 +186,41 @@ test("a bundle in the shared folder of an older version runs after a restart, an
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
 });
+
+test("an owner folder granted in an earlier run is closed to every executor at the next start", async (t) => {
+  if (!isRoot) {
+    t.skip("bundle folders get executor groups only when executors run under uids of their own (as root)");
+    return;
+  }
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "fount-owner-bundles-"));
+  fs.chmodSync(dataDir, 0o755);
+  try {
+    const first = await startServer({ dataDir });
+    const alice = await first.createUser("alice");
+    const bob = await first.createUser("bob");
+    const code = secretCode("alice's, from the first run");
+    const secret = await deploy(first, { component_code: code }, alice.key);
+    const [bundle] = bundlesOf(dataDir, code);
+    const folder = path.dirname(bundle!);
+    assert.equal(fs.statSync(folder).gid, executorUid(first, alice.id));
+    await first.close();
+
+    // Executor gids are handed out anew: whoever starts first may get the gid alice had.
+    const second = await startServer({ dataDir });
+    try {
+      const probe = await deploy(second, { component_code: probeCode }, bob.key);
+      const bobUid = executorUid(second, bob.id);
+      assert.deepEqual([fs.statSync(folder).gid, fs.statSync(folder).mode & 0o7777], [0, 0o750]);
+      const read = `require("fs").readFileSync(${JSON.stringify(bundle)})`;
+      assert.equal(asUid(bobUid, read), "EACCES");
+      assert.ok(probe.id);
+      const url = secret.endpoint_url.replace(/^http:\/\/[^/]+/, second.endpoints);
+      assert.equal((await hit(url, { method: "POST" })).status, 200);
+      assert.equal(fs.statSync(folder).gid, executorUid(second, alice.id));
+    } finally {
+      await second.close();
+    }
+  } finally {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});

@@ -48,6 +48,8 @@ export class Grants {
       const real = await fsp.realpath(root);
       this.realDataDir = path.dirname(real);
       if (this.isolateUsers) await this.ensureReachable(real);
+      // No executor starts before bundle folders granted to a previous run's gids are closed again.
+      await this.sweep();
       return real;
     })();
     this.scratchRoot.catch(() => {
@@ -131,7 +133,7 @@ export class Grants {
     return done;
   }
 
-  /** Sweeps `<dataDir>/packages` before the pool grants its first owner folder. */
+  /** Sweeps `<dataDir>/packages` before the pool starts an executor or grants an owner folder. */
   private sweep(): Promise<void> {
     this.swept ??= sweepBundleFolders(path.join(this.dataDir, "packages"), this.isolateUsers);
     this.swept.catch(() => {
