@@ -1,15 +1,18 @@
 /**
- * `npm run bench`: the performance figures of issues 3 and 4 in one run, printed as a table with the
- * targets. Every server under test runs in its own process, started fresh for its part.
+ * `npm run bench`: the performance figures of issues 3, 4 and 29 in one run, printed as a table with the
+ * targets. Every server under test runs in its own process, started fresh for its part. Parts marked
+ * `eachStore` run once per store (SQLite, then PostgreSQL), their figures named with the store; the
+ * others run once, on the first store.
  *
- *   npm run bench                         all parts
+ *   npm run bench                         all parts, on both stores
  *   npm run bench -- --only http,sse      some parts (http, manual, deploy, webhooks, sse, timers, sibling,
  *                                         cli, cluster, traces)
  *   npm run bench -- --duration 5         shorter load runs
  *   npm run bench -- --json out.json      also write every figure and raw detail
  *   npm run bench -- --cpu-prof dir       write the Fount servers' CPU profiles to dir
  *   npm run bench -- --strict             exit 1 when a figure misses its target
- *   npm run bench -- --store postgres     servers on PostgreSQL (--pg-url, default the local `test` database)
+ *   npm run bench -- --store postgres     only PostgreSQL (--pg-url, default the local `test` database);
+ *                                         --store sqlite: only SQLite; the default, both, runs both
  */
 import { writeFileSync } from "node:fs";
 import os from "node:os";
@@ -19,7 +22,7 @@ import { table } from "./lib/report.ts";
 import { deployToFirstEvent, manualRun } from "./parts/api-latency.ts";
 import { cliStart } from "./parts/cli-start.ts";
 import { cluster } from "./parts/cluster.ts";
-import { type BenchSettings, PartContext } from "./parts/context.ts";
+import { type BenchSettings, type BenchStore, PartContext } from "./parts/context.ts";
 import { httpIngest } from "./parts/http-ingest.ts";
 import { sibling } from "./parts/sibling.ts";
 import { sseFanOut } from "./parts/sse.ts";
@@ -29,11 +32,18 @@ import { webhooks } from "./parts/webhooks.ts";
 
 type Part = (ctx: PartContext, out: { figures: Figure[]; details: Record<string, unknown> }) => Promise<void>;
 
-const parts: Record<string, { title: string; run: Part }> = {
-  http: { title: "HTTP source", run: httpIngest },
+/** A part of the run; with `eachStore`, run on every store of the run rather than on the first only. */
+interface PartEntry {
+  title: string;
+  run: Part;
+  eachStore?: boolean;
+}
+
+const parts: Record<string, PartEntry> = {
+  http: { title: "HTTP source", run: httpIngest, eachStore: true },
   manual: { title: "Manual run", run: manualRun },
   deploy: { title: "Deploy", run: deployToFirstEvent },
-  webhooks: { title: "Webhooks", run: webhooks },
+  webhooks: { title: "Webhooks", run: webhooks, eachStore: true },
   sse: { title: "SSE fan-out", run: sseFanOut },
   timers: { title: "Timers", run: timers },
   sibling: { title: "Sibling", run: sibling },
@@ -54,7 +64,7 @@ const { values } = parseArgs({
     json: { type: "string" },
     "cpu-prof": { type: "string" },
     strict: { type: "boolean", default: false },
-    store: { type: "string", default: "sqlite" },
+    store: { type: "string", default: "both" },
     "pg-url": {
       type: "string",
       default: process.env.FOUNT_BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test",
@@ -79,13 +89,21 @@ const settings: BenchSettings = {
   sseClients: positive("sse-clients", values["sse-clients"]),
   sseRate: positive("sse-rate", values["sse-rate"]),
   cpuProfDir: values["cpu-prof"],
-  store: values.store === "postgres" ? { driver: "postgres", url: values["pg-url"] } : { driver: "sqlite" },
   pgUrl: values["pg-url"],
+  store: { driver: "sqlite" },
 };
-if (values.store !== "sqlite" && values.store !== "postgres") {
-  console.error(`--store must be sqlite or postgres, got ${values.store}`);
+const storeChoices: Record<string, BenchStore[]> = {
+  sqlite: [{ driver: "sqlite" }],
+  postgres: [{ driver: "postgres", url: settings.pgUrl }],
+  both: [{ driver: "sqlite" }, { driver: "postgres", url: settings.pgUrl }],
+};
+const stores = storeChoices[values.store ?? "both"];
+if (!stores) {
+  console.error(`--store must be sqlite, postgres or both, got ${values.store}`);
   process.exit(2);
 }
+settings.store = stores[0]!;
+const storeName = { sqlite: "SQLite", postgres: "PostgreSQL" } as const;
 
 const selected = values.only ? values.only.split(",").map((s) => s.trim()) : Object.keys(parts);
 for (const name of selected) {
@@ -101,31 +119,40 @@ log(
     `Node ${process.version}; load average ${os
       .loadavg()
       .map((l) => l.toFixed(2))
-      .join(" ")}; store: ${settings.store.driver}; parts: ${selected.join(", ")}`,
+      .join(" ")}; stores: ${stores.map((s) => s.driver).join(", ")}; parts: ${selected.join(", ")}`,
 );
 
-const results: PartResult[] = [];
-for (const name of selected) {
-  const { title, run } = parts[name];
-  const ctx = new PartContext(settings, log);
+/** Runs one part on one store; with `label`, its figures' part names say the store. */
+async function runPart(entry: PartEntry, store: BenchStore, label: boolean): Promise<PartResult> {
+  const title = label ? `${entry.title} (${storeName[store.driver]})` : entry.title;
+  const ctx = new PartContext({ ...settings, store }, log);
   const out = { figures: [] as Figure[], details: {} as Record<string, unknown> };
   const started = performance.now();
   let error: string | undefined;
   try {
-    await run(ctx, out);
+    await entry.run(ctx, out);
   } catch (err) {
     error = (err as Error).stack ?? String(err);
     log(`${title} failed: ${error}`);
   } finally {
     await ctx.cleanup();
   }
-  results.push({
+  if (label) for (const f of out.figures) f.part = `${f.part} (${storeName[store.driver]})`;
+  return {
     part: title,
     figures: out.figures,
-    details: out.details,
+    details: { store: store.driver, ...out.details },
     error,
     seconds: (performance.now() - started) / 1000,
-  });
+  };
+}
+
+const results: PartResult[] = [];
+for (const name of selected) {
+  const entry = parts[name]!;
+  const runOn = entry.eachStore ? stores : [settings.store];
+  for (const store of runOn)
+    results.push(await runPart(entry, store, stores.length > 1 && !!entry.eachStore));
 }
 
 console.log(table(results));
@@ -134,12 +161,12 @@ const failed = results.filter((r) => r.error);
 console.log(
   `\n${results.flatMap((r) => r.figures).filter((f) => f.verdict === "PASS").length} targets met, ${misses.length} missed, ` +
     `${failed.length} parts failed; ${settings.durationS} s load runs at ${settings.connections} connections; ` +
-    `store ${settings.store.driver}; load average ${os.loadavg()[0]!.toFixed(2)} at the end.`,
+    `stores ${stores.map((s) => s.driver).join(", ")}; load average ${os.loadavg()[0]!.toFixed(2)} at the end.`,
 );
 if (values.json) {
   writeFileSync(
     values.json,
-    `${JSON.stringify({ settings, machine: { cpus: os.cpus().length, node: process.version }, results }, null, 2)}\n`,
+    `${JSON.stringify({ settings: { ...settings, stores }, machine: { cpus: os.cpus().length, node: process.version }, results }, null, 2)}\n`,
   );
   log(`wrote ${values.json}`);
 }
