@@ -8,23 +8,54 @@
  * its routing once costs two round trips.
  *
  * A multi-statement query cannot carry parameters, so the values are written into the SQL as literals
- * (`escapeLiteral` for text). Only the driver's own statements are held back, and their parameters are
+ * (`textLiteral` for text, as pg's `escapeLiteral` writes them). Only the driver's own statements are held back, and their parameters are
  * text, integers, booleans or NULL.
  */
 import type { PoolClient } from "pg";
 import type { Queryable, Row } from "./sql.ts";
 
+/**
+ * `value` as a SQL string literal, as pg's `escapeLiteral` writes it (quotes doubled; with a backslash,
+ * backslashes doubled and an `E` string). pg's builds the literal a character at a time, which for an
+ * event's JSON took 6 to 7 µs per value and left a string of hundreds of pieces to flatten; this one
+ * takes about 0.3 µs (issue 29).
+ */
+export function textLiteral(value: string): string {
+  const quoted = value.includes("'") ? value.replaceAll("'", "''") : value;
+  return value.includes("\\") ? ` E'${quoted.replaceAll("\\", "\\\\")}'` : `'${quoted}'`;
+}
+
 /** A SQL literal for a statement parameter. */
-function literal(client: PoolClient, value: unknown): string {
+function literal(value: unknown): string {
   if (value === null || value === undefined) return "NULL";
   if (typeof value === "boolean") return value ? "TRUE" : "FALSE";
   if (typeof value === "number") {
     if (!Number.isFinite(value)) throw new TypeError(`cannot write ${value} into SQL`);
     return String(value);
   }
-  if (typeof value === "string") return client.escapeLiteral(value);
-  if (Array.isArray(value)) return `ARRAY[${value.map((v) => literal(client, v)).join(", ")}]`;
+  if (typeof value === "string") return textLiteral(value);
+  if (Array.isArray(value)) return `ARRAY[${value.map((v) => literal(v)).join(", ")}]`;
   throw new TypeError(`cannot write a ${typeof value} into SQL as a literal`);
+}
+
+/**
+ * Statement texts split at their `$n` placeholders (text, parameter index, text, …), kept per text: the
+ * driver's statements are a few fixed texts, and merged ones vary only in their number of rows.
+ */
+const splitTexts = new Map<string, Array<string | number>>();
+/** Past this many texts, further ones are split each time rather than kept (a bound, never reached by the driver's own). */
+const MAX_SPLIT_TEXTS = 1024;
+
+/** `text` with each `$n` replaced by the literal of `params[n - 1]`. */
+export function inlineParams(text: string, params: unknown[]): string {
+  let parts = splitTexts.get(text);
+  if (!parts) {
+    parts = text.split(/\$(\d+)/).map((part, i) => (i % 2 === 1 ? Number(part) - 1 : part));
+    if (splitTexts.size < MAX_SPLIT_TEXTS) splitTexts.set(text, parts);
+  }
+  let sql = "";
+  for (const part of parts) sql += typeof part === "number" ? literal(params[part]) : part;
+  return sql;
 }
 
 /** A statement and its parameters. */
@@ -104,7 +135,7 @@ export class DeferringClient implements Queryable {
   }
 
   #inline(text: string, params: unknown[]): string {
-    return text.replace(/\$(\d+)/g, (_, n: string) => literal(this.#client, params[Number(n) - 1]));
+    return inlineParams(text, params);
   }
 
   /** Sends the held-back writes, followed by `then` (COMMIT) in the same round trip when given. */
