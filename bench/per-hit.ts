@@ -35,9 +35,15 @@ function sample(serverPid: number): Map<string, number> {
   const all = new Map<string, number>();
   for (const [name, seconds] of threadCpuSeconds(serverPid)) all.set(`server ${name}`, seconds * 1000);
   for (const pid of childPids(serverPid)) {
-    let total = 0;
-    for (const seconds of threadCpuSeconds(pid).values()) total += seconds;
-    all.set(`executor ${pid}`, total * 1000);
+    // Its main thread (IPC with the server, relaying to realms) apart from the realms' threads.
+    let main = 0;
+    let realms = 0;
+    for (const [name, seconds] of threadCpuSeconds(pid)) {
+      if (name.endsWith("*")) main += seconds;
+      else realms += seconds;
+    }
+    all.set(`executor ${pid} main`, main * 1000);
+    all.set(`executor ${pid} other threads`, realms * 1000);
   }
   return all;
 }
