@@ -19,6 +19,7 @@ import os from "node:os";
 import { parseArgs } from "node:util";
 import type { Figure, PartResult } from "./lib/report.ts";
 import { table } from "./lib/report.ts";
+import { benchStores, partRuns } from "./lib/stores.ts";
 import { deployToFirstEvent, manualRun } from "./parts/api-latency.ts";
 import { cliStart } from "./parts/cli-start.ts";
 import { cluster } from "./parts/cluster.ts";
@@ -92,18 +93,12 @@ const settings: BenchSettings = {
   pgUrl: values["pg-url"],
   store: { driver: "sqlite" },
 };
-const storeChoices: Record<string, BenchStore[]> = {
-  sqlite: [{ driver: "sqlite" }],
-  postgres: [{ driver: "postgres", url: settings.pgUrl }],
-  both: [{ driver: "sqlite" }, { driver: "postgres", url: settings.pgUrl }],
-};
-const stores = storeChoices[values.store ?? "both"];
+const stores = benchStores(values.store ?? "both", settings.pgUrl);
 if (!stores) {
   console.error(`--store must be sqlite, postgres or both, got ${values.store}`);
   process.exit(2);
 }
 settings.store = stores[0]!;
-const storeName = { sqlite: "SQLite", postgres: "PostgreSQL" } as const;
 
 const selected = values.only ? values.only.split(",").map((s) => s.trim()) : Object.keys(parts);
 for (const name of selected) {
@@ -123,8 +118,8 @@ log(
 );
 
 /** Runs one part on one store; with `label`, its figures' part names say the store. */
-async function runPart(entry: PartEntry, store: BenchStore, label: boolean): Promise<PartResult> {
-  const title = label ? `${entry.title} (${storeName[store.driver]})` : entry.title;
+async function runPart(entry: PartEntry, store: BenchStore, label: string | undefined): Promise<PartResult> {
+  const named = (title: string) => (label ? `${title} (${label})` : title);
   const ctx = new PartContext({ ...settings, store }, log);
   const out = { figures: [] as Figure[], details: {} as Record<string, unknown> };
   const started = performance.now();
@@ -133,13 +128,13 @@ async function runPart(entry: PartEntry, store: BenchStore, label: boolean): Pro
     await entry.run(ctx, out);
   } catch (err) {
     error = (err as Error).stack ?? String(err);
-    log(`${title} failed: ${error}`);
+    log(`${named(entry.title)} failed: ${error}`);
   } finally {
     await ctx.cleanup();
   }
-  if (label) for (const f of out.figures) f.part = `${f.part} (${storeName[store.driver]})`;
+  for (const f of out.figures) f.part = named(f.part);
   return {
-    part: title,
+    part: named(entry.title),
     figures: out.figures,
     details: { store: store.driver, ...out.details },
     error,
@@ -148,12 +143,8 @@ async function runPart(entry: PartEntry, store: BenchStore, label: boolean): Pro
 }
 
 const results: PartResult[] = [];
-for (const name of selected) {
-  const entry = parts[name]!;
-  const runOn = entry.eachStore ? stores : [settings.store];
-  for (const store of runOn)
-    results.push(await runPart(entry, store, stores.length > 1 && !!entry.eachStore));
-}
+for (const { name, store, label } of partRuns(parts, selected, stores))
+  results.push(await runPart(parts[name]!, store, label));
 
 console.log(table(results));
 const misses = results.flatMap((r) => r.figures).filter((f) => f.verdict === "MISS" || f.verdict === "FAIL");
