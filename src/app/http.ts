@@ -30,6 +30,7 @@ import { consoleRoutes } from "../http/routes/console.ts";
 import { deliveryRoutes } from "../http/routes/deliveries.ts";
 import { deliveryHistoryRoutes } from "../http/routes/delivery-history.ts";
 import { endpointHandler, endpointPrefix } from "../http/routes/endpoints.ts";
+import { eventSearchRoutes } from "../http/routes/event-search.ts";
 import { healthRoutes } from "../http/routes/health.ts";
 import { countRequests, metricsRoutes } from "../http/routes/metrics.ts";
 import { orgRoutes } from "../http/routes/orgs.ts";
@@ -166,6 +167,7 @@ export async function registerHttp(app: App, door: FrontDoor, given: HttpInputs)
       await v1.register(deliveryRoutes);
       await v1.register(deliveryHistoryRoutes);
       await v1.register(replayRoutes);
+      await v1.register(eventSearchRoutes);
       await v1.register(workflowRoutes);
       await v1.register(catalogRoutes);
       await v1.register(orgRoutes);

@@ -3,18 +3,16 @@
  * event gets a new delivery, due now, written as routing writes deliveries but under the replay's own ID
  * in place of a subscription's (so a source listener gets a replay's events in order, one at a time),
  * and marked as a replay with the earlier delivery of the event to that listener it repeats, if one is
- * kept. The bulk form walks the source's kept events with the filters of the request.
+ * kept. The bulk form takes the source's kept events that the event search finds (docs/streams.md).
  */
 import type { Delivery, EventRecord, Subscription } from "../domain/types.ts";
 import { newId } from "../ids.ts";
+import type { EventSearch } from "../storage/event-search.ts";
 import type { Storage } from "../storage/port.ts";
 import { newDelivery } from "./routing.ts";
 
 /** Events one request may replay: beyond it, the caller narrows the range (a 400 says so). */
 export const maxReplayedEvents = 10_000;
-
-/** Events read per page while looking for the ones to replay. */
-const scanPage = 100;
 
 export interface ReplayRequest {
   /** Who the deliveries belong to (as a subscription's owner: the caller, or the organization it acts for). */
@@ -56,44 +54,17 @@ export async function replayEvents(
   return { replayId, deliveries };
 }
 
-/** Which of a source's kept events a bulk replay takes. */
-export interface EventRange {
-  channel: string;
-  /** At or after this time (epoch ms), by the event's ID, which is its time and only grows. */
-  sinceMs?: number;
-  /** Before this time (epoch ms), by the event's ID. */
-  untilMs?: number;
-  /**
-   * Further conditions on an event (the search's `q` and `where`), when given: the one place where the
-   * event search plugs into replay.
-   */
-  matches?: (e: EventRecord) => boolean;
-}
-
 /**
- * The kept events of `emitterId` in `range`, oldest first, at most `limit` of them; `more` tells that
- * others matched beyond it. Pages back from the newest, and stops at the first event older than `sinceMs`.
+ * The kept events a search finds (a bulk replay's: one source's channel, with its time range and the
+ * event search's `q` and `where`), oldest first, at most `limit` of them; `more` tells that others
+ * matched beyond it.
  */
 export async function eventsInRange(
   store: Storage,
-  emitterId: string,
-  range: EventRange,
+  search: EventSearch,
   limit: number,
 ): Promise<{ events: EventRecord[]; more: boolean }> {
-  const found: EventRecord[] = [];
-  let after: { ms: number; seq: number } | undefined;
-  for (;;) {
-    const page = await store.listEvents(emitterId, { channel: range.channel, limit: scanPage, after });
-    for (const e of page.items) {
-      if (range.sinceMs !== undefined && e.idMs < range.sinceMs)
-        return { events: found.reverse(), more: false };
-      if (range.untilMs !== undefined && e.idMs >= range.untilMs) continue;
-      if (range.matches && !range.matches(e)) continue;
-      if (found.length === limit) return { events: found.reverse(), more: true };
-      found.push(e);
-    }
-    const last = page.items.at(-1);
-    if (!last || page.items.length < scanPage) return { events: found.reverse(), more: false };
-    after = { ms: last.idMs, seq: last.idSeq };
-  }
+  // One past the limit tells whether more match; the newest `limit` would be sent, so none is.
+  const page = await store.searchEvents(search, { limit: limit + 1 });
+  return { events: page.items.slice(0, limit).reverse(), more: page.items.length > limit };
 }

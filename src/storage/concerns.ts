@@ -91,6 +91,9 @@ export type EventOps = Pick<
   "getEmitterClock" | "putEmitterClock" | "insertEvent" | "listChannels" | "listEvents" | "deleteEvents"
 >;
 
+/** event-search.ts: stored events found by text, JSON path, time and delivery outcome. */
+export type EventSearchOps = Pick<StorageOps, "searchEvents" | "explainEventSearch">;
+
 /** app-accounts.ts: connected app accounts. */
 export type AppAccountOps = Pick<
   StorageOps,

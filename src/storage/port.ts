@@ -27,6 +27,7 @@ import type {
   WithSeq,
   Workflow,
 } from "../domain/types.ts";
+import type { EventSearch, EventSearchPage, EventSearchResult } from "./event-search.ts";
 import type { StoreHealth } from "./health.ts";
 
 export interface StorageCapabilities {
@@ -291,6 +292,11 @@ export interface StorageOps {
     to: { ms: number; seq: number } | undefined,
     channel?: string,
   ): Promise<number>;
+
+  /** Stored events matching a search (event-search.ts), newest first. */
+  searchEvents(search: EventSearch, page: EventSearchPage): Promise<EventSearchResult>;
+  /** The store's plan for a search's page, as text: tests and the bench show which index serves it. */
+  explainEventSearch(search: EventSearch, page: EventSearchPage): Promise<string>;
 
   // App accounts
   insertAppAccount(account: AppAccount): Promise<void>;

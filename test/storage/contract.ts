@@ -8,6 +8,7 @@ import type { EventRecord, SessionRecord, User, Webhook } from "../../src/domain
 import type { Storage } from "../../src/storage/port.ts";
 import { deliveryContract } from "./delivery-contract.ts";
 import { deliveryHistoryContract } from "./delivery-history-contract.ts";
+import { eventSearchContract } from "./event-search-contract.ts";
 import { sharedStateContract } from "./shared-state-contract.ts";
 
 let counter = 0;
@@ -519,5 +520,6 @@ export function storageContract(name: string, open: () => Promise<Storage>): voi
 
   deliveryContract(withStore, unique);
   deliveryHistoryContract(withStore, unique);
+  eventSearchContract(withStore);
   sharedStateContract(withStore, unique, () => user());
 }

@@ -192,3 +192,81 @@ test("postgres: migration 010 revokes the 'console session' keys of earlier sign
     await dropSchema(schema);
   }
 });
+
+/** Events stored before the event search had an index: migration 014 must index them as it is applied. */
+async function eventsBeforeSearch(store: Storage): Promise<void> {
+  for (let n = 0; n < 3; n++)
+    await store.insertEvent(
+      {
+        emitterId: "dc_old",
+        channel: "",
+        id: `5-${n}`,
+        idMs: 5,
+        idSeq: n,
+        indexedAtMs: 5,
+        event: { text: `stored before ${n}`, user: { id: n } },
+        meta: { emit_id: `e${n}`, name: "", emitter_id: "dc_old" },
+      },
+      100,
+    );
+}
+
+async function assertEventsSearchable(store: Storage): Promise<void> {
+  const search = { emitterId: "dc_old", channel: "" };
+  const text = await store.searchEvents({ ...search, text: ["before 1"] }, { limit: 10 });
+  assert.deepEqual(
+    text.items.map((e) => e.id),
+    ["5-1"],
+  );
+  const where = await store.searchEvents(
+    { ...search, where: [{ path: ["user", "id"], value: "2" }] },
+    { limit: 10 },
+  );
+  assert.deepEqual(
+    where.items.map((e) => e.id),
+    ["5-2"],
+  );
+}
+
+test("sqlite: migration 014 indexes the events a store at 013 kept", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  const store = openSqliteStorage({ dataDir });
+  await eventsBeforeSearch(store);
+  await store.close();
+  const db = new DatabaseSync(path.join(dataDir, "fount.db"));
+  db.exec(`DROP TRIGGER events_text_insert; DROP TRIGGER events_text_delete; DROP TRIGGER events_text_update;
+    DROP TABLE events_text; DELETE FROM schema_migrations WHERE version = 14`);
+  db.close();
+  const migrated = openSqliteStorage({ dataDir });
+  try {
+    await assertEventsSearchable(migrated);
+  } finally {
+    await migrated.close();
+  }
+});
+
+test("postgres: migration 014 indexes the events a store at 013 kept", async () => {
+  const schema = freshSchema();
+  try {
+    const store = await openPostgresStorage({ url: testPgUrl, schema, poolSize: 1 });
+    await eventsBeforeSearch(store);
+    await store.close();
+    const client = new pg.Client({ connectionString: testPgUrl });
+    await client.connect();
+    try {
+      await client.query(
+        `DROP INDEX "${schema}".events_text; DROP INDEX "${schema}".events_json; DELETE FROM "${schema}".schema_migrations WHERE version = 14`,
+      );
+    } finally {
+      await client.end();
+    }
+    const migrated = await openPostgresStorage({ url: testPgUrl, schema, poolSize: 1 });
+    try {
+      await assertEventsSearchable(migrated);
+    } finally {
+      await migrated.close();
+    }
+  } finally {
+    await dropSchema(schema);
+  }
+});

@@ -6,11 +6,11 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { eventsInRange, maxReplayedEvents, replayEvents } from "../../delivery/replay.ts";
-import { channelPattern, normalizeChannel } from "../../domain/events/channels.ts";
-import type { EventRecord } from "../../domain/types.ts";
+import { channelPattern } from "../../domain/events/channels.ts";
 import { invalidParameter, notFound } from "../../errors.ts";
 import { actingOwner, canSee, commonParams, errorResponses, params } from "../conventions.ts";
-import { parseTime, timeParam } from "../history-params.ts";
+import { searchOf } from "../event-search-pages.ts";
+import { type SearchInput, searchParams } from "../event-search-params.ts";
 import { sourceEventParams } from "./delivery-history.ts";
 import { sourceIdParams, visibleSource } from "./sources.ts";
 
@@ -31,28 +31,11 @@ const replayAnswer = Type.Object({
   }),
 });
 
-interface BulkReplay {
+interface BulkReplay extends SearchInput {
   listener_id: string;
   org_id?: string;
   event_name?: string;
-  since?: string | number;
-  until?: string | number;
-  q?: string;
-  where?: string | string[];
   dry_run?: boolean;
-}
-
-/**
- * The search's conditions on an event (`q`, free text, and `where`, `<json path>:<value>`): the one place
- * where the event search plugs into replay. Until the search exists, giving them is a 400, so that a
- * replay never sends more than was asked for.
- */
-function searchConditions(p: BulkReplay): ((e: EventRecord) => boolean) | undefined {
-  if (p.q === undefined && p.where === undefined) return undefined;
-  throw invalidParameter(
-    p.q === undefined ? "where" : "q",
-    "q and where are not supported by this server yet: narrow the replay with event_name, since and until",
-  );
 }
 
 export async function replayRoutes(app: FastifyInstance): Promise<void> {
@@ -103,7 +86,7 @@ export async function replayRoutes(app: FastifyInstance): Promise<void> {
       schema: {
         tags,
         summary: "Send every kept event of a source that matches again to a listener",
-        description: `Events of one channel (event_name, default the default channel) in [since, until), sent oldest first, at most ${maxReplayedEvents} per request (more is a 400: narrow the range). dry_run counts them without sending. q and where (the event search) are refused until this server supports them.`,
+        description: `Events of one channel (event_name, default the default channel) that the event search finds (q, where, since, until, delivery_status: docs/streams.md, "Searching events"), sent oldest first, at most ${maxReplayedEvents} per request (more is a 400: narrow the search). dry_run counts them without sending, for a confirmation.`,
         params: sourceIdParams,
         body: Type.Object(
           {
@@ -112,20 +95,7 @@ export async function replayRoutes(app: FastifyInstance): Promise<void> {
             event_name: Type.Optional(
               Type.String({ maxLength: 64, pattern: channelPattern.replace("(|", "(|default|") }),
             ),
-            since: Type.Optional(timeParam("Events at or after")),
-            until: Type.Optional(timeParam("Events before")),
-            q: Type.Optional(Type.String({ maxLength: 1024, description: "Free text (event search)" })),
-            where: Type.Optional(
-              Type.Union(
-                [
-                  Type.String({ maxLength: 1024 }),
-                  Type.Array(Type.String({ maxLength: 1024 }), { maxItems: 20 }),
-                ],
-                {
-                  description: "<json path>:<value> (event search)",
-                },
-              ),
-            ),
+            ...searchParams,
             dry_run: Type.Optional(Type.Boolean({ description: "Only count the matching events" })),
           },
           { additionalProperties: false },
@@ -136,20 +106,16 @@ export async function replayRoutes(app: FastifyInstance): Promise<void> {
     async (request) => {
       const { id } = request.params as { id: string };
       const p = params<BulkReplay>(request);
-      const range = {
-        channel: normalizeChannel(p.event_name),
-        sinceMs: parseTime(p.since, "since"),
-        untilMs: parseTime(p.until, "until"),
-        matches: searchConditions(p),
-      };
       const ownerId = actingOwner(request, p.org_id);
       const source = await visibleSource(app, request, id);
+      // The event search's own reading of q, where, since, until and delivery_status.
+      const search = searchOf(request, { emitterId: source.id }, p);
       const listener = await visibleListener(request, p.listener_id);
-      const { events, more } = await eventsInRange(store, source.id, range, maxReplayedEvents);
+      const { events, more } = await eventsInRange(store, search, maxReplayedEvents);
       if (more)
         throw invalidParameter(
           "since",
-          `More than ${maxReplayedEvents} events match; replay at most ${maxReplayedEvents} at once (narrow since and until)`,
+          `More than ${maxReplayedEvents} events match; replay at most ${maxReplayedEvents} at once (narrow the search, since or until)`,
         );
       if (p.dry_run || events.length === 0)
         return { data: { replayed: 0, matching: events.length, replay_id: null } };

@@ -7,6 +7,8 @@ import type { EventRecord } from "../../domain/types.ts";
 import { AppError } from "../../errors.ts";
 import { commonParams, errorResponses } from "../conventions.ts";
 import { eventEntrySchema, renderEvent } from "../event-entries.ts";
+import { asksSearch, type SearchPageQuery, searchPage } from "../event-search-pages.ts";
+import { searchParams } from "../event-search-params.ts";
 import { sourceIdParams, visibleSource } from "./sources.ts";
 
 /** Queue of events waiting for delivery to a source: Pipedream's `$in` channel, read and cancelled here. */
@@ -29,6 +31,12 @@ export const eventListQuery = Type.Object(
     expand: Type.Optional(Type.Literal("event", { description: "event: full event data, never truncated" })),
     event_name: Type.Optional(eventNameParam),
   },
+  { additionalProperties: false },
+);
+
+/** A source's event lists: a channel's events, or those the search parameters find (docs/streams.md). */
+export const sourceEventListQuery = Type.Object(
+  { ...eventListQuery.properties, ...searchParams },
   { additionalProperties: false },
 );
 
@@ -165,20 +173,18 @@ export async function sourceEventRoutes(app: FastifyInstance): Promise<void> {
           tags,
           summary,
           description:
-            "event_name picks the channel ($logs, $errors, $in or a custom name; default channel otherwise). Data over 1 KB is truncated unless expand=event. page_info.end_cursor is null on the last page.",
+            'event_name picks the channel ($logs, $errors, $in or a custom name; default channel otherwise). Data over 1 KB is truncated unless expand=event. page_info.end_cursor is null on the last page. q, where, since, until and delivery_status search the channel (docs/streams.md, "Searching events"); total_count then counts the matching events.',
           params: sourceIdParams,
-          querystring: eventListQuery,
+          querystring: sourceEventListQuery,
           response: eventListResponse,
         },
       },
       async (request) => {
         const { id } = request.params as { id: string };
         const source = await visibleSource(app, request, id);
-        return listEventsFor(
-          app,
-          source.id,
-          request.query as Record<string, string | undefined> & { limit?: number },
-        );
+        const query = request.query as SearchPageQuery;
+        if (asksSearch(query)) return searchPage(app.fount.store, request, { emitterId: source.id }, query);
+        return listEventsFor(app, source.id, query);
       },
     );
   }

@@ -37,6 +37,7 @@ import { clusterStore } from "./cluster.ts";
 import { DeferringClient } from "./deferred.ts";
 import { deliveryOps } from "./deliveries.ts";
 import { deliveryHistoryOps } from "./delivery-history.ts";
+import { eventSearchOps } from "./event-search.ts";
 import { eventOps } from "./events.ts";
 import { PostgresHealth, probeOnce } from "./health.ts";
 import { migrate, quoteIdent } from "./migrate.ts";
@@ -119,6 +120,7 @@ function opsOn(db: Queryable, inTransaction = false): StorageOps {
     ...workflowOps(q),
     ...deliveryOps(q),
     ...deliveryHistoryOps(q),
+    ...eventSearchOps(q),
     ...nodeOps(q),
   };
 }

@@ -35,6 +35,7 @@ import { appAccountOps } from "./app-accounts.ts";
 import { DeferredWrites } from "./deferred.ts";
 import { deliveryOps } from "./deliveries.ts";
 import { deliveryHistoryOps } from "./delivery-history.ts";
+import { eventSearchOps } from "./event-search.ts";
 import { eventOps, writeClock } from "./events.ts";
 import { migrate } from "./migrate.ts";
 import { nodeOps } from "./node-ops.ts";
@@ -66,6 +67,7 @@ function opsOn(q: Sql, rows: RowCache, slots: WindowSlots, held: DeferredWrites)
     ...workflowOps(q, rows),
     ...deliveryOps(q),
     ...deliveryHistoryOps(q),
+    ...eventSearchOps(q, () => held.settle()),
     ...nodeOps(q),
   };
 }

@@ -1,0 +1,138 @@
+/**
+ * The event search's own routes (docs/streams.md, "Searching events"): the search across every source of
+ * the caller (`/users/me/event_summaries`) or of one of its organizations (`/orgs/{org_id}/…`), and a
+ * source's matching events exported as NDJSON, streamed a page at a time. The search within one source is
+ * on the source's event lists (source-events.ts).
+ */
+import { Readable } from "node:stream";
+import type { FastifyInstance } from "fastify";
+import { Type } from "typebox";
+import { channelPattern } from "../../domain/events/channels.ts";
+import type { EventKey, EventSearch } from "../../storage/event-search.ts";
+import type { Storage } from "../../storage/port.ts";
+import { actingOwner, commonParams, errorResponses, principal } from "../conventions.ts";
+import { renderEvent } from "../event-entries.ts";
+import { type SearchPageQuery, searchOf, searchPage } from "../event-search-pages.ts";
+import { searchParams } from "../event-search-params.ts";
+import { eventListQuery, eventListResponse } from "./source-events.ts";
+import { sourceIdParams, visibleSource } from "./sources.ts";
+
+/** Events read from the store per page of an export. */
+const exportPage = 500;
+
+/** A stored channel (`$in`, the queue of pending deliveries, has no stored events to search). */
+const storedChannel = Type.Optional(
+  Type.String({ maxLength: 64, pattern: channelPattern.replace("(|", "(|default|"), description: "Channel" }),
+);
+
+/** The cross-source lists' query: the event lists' (without `$in`), and the search. */
+const crossSourceQuery = Type.Object(
+  {
+    ...eventListQuery.properties,
+    after: Type.Optional(
+      Type.String({ maxLength: 120, description: "Cursor (end_cursor): items older than it" }),
+    ),
+    before: Type.Optional(
+      Type.String({ maxLength: 120, description: "Cursor (start_cursor): items newer than it" }),
+    ),
+    event_name: storedChannel,
+    ...searchParams,
+  },
+  { additionalProperties: false },
+);
+
+/** Every event of a search, newest first, as NDJSON lines of event summaries (untruncated). */
+async function* ndjsonLines(store: Storage, search: EventSearch): AsyncGenerator<string> {
+  let after: EventKey | undefined;
+  for (;;) {
+    const page = await store.searchEvents(search, { limit: exportPage, after });
+    if (page.items.length > 0)
+      yield page.items.map((e) => `${JSON.stringify(renderEvent(e, true))}\n`).join("");
+    const last = page.items.at(-1);
+    if (!last || page.items.length < exportPage) return;
+    after = { ms: last.idMs, seq: last.idSeq, emitterId: last.emitterId };
+  }
+}
+
+export async function eventSearchRoutes(app: FastifyInstance): Promise<void> {
+  const { store } = app.fount;
+  const tags = ["events"];
+  const description =
+    "Newest first across the sources; each entry's metadata.emitter_id names its source. q, where, since, until, event_name and delivery_status as on a source's event_summaries (docs/streams.md, \"Searching events\"); cursors are <event ID>:<source ID>.";
+
+  app.get(
+    "/users/me/event_summaries",
+    {
+      schema: {
+        tags,
+        summary: "Search the events of every source the caller owns",
+        description,
+        querystring: crossSourceQuery,
+        response: eventListResponse,
+      },
+    },
+    async (request) =>
+      searchPage(
+        store,
+        request,
+        { sourceOwnerIds: [principal(request).user.id] },
+        request.query as SearchPageQuery,
+      ),
+  );
+
+  app.get(
+    "/orgs/:org_id/event_summaries",
+    {
+      schema: {
+        tags,
+        summary: "Search the events of every source an organization owns (members only)",
+        description,
+        params: Type.Object({ org_id: Type.String({ pattern: "^o_[A-Za-z0-9]+$", maxLength: 64 }) }),
+        querystring: crossSourceQuery,
+        response: eventListResponse,
+      },
+    },
+    async (request) => {
+      const { org_id } = request.params as { org_id: string };
+      // A non-member gets 404, as for an organization that does not exist.
+      const owner = actingOwner(request, org_id);
+      return searchPage(store, request, { sourceOwnerIds: [owner] }, request.query as SearchPageQuery);
+    },
+  );
+
+  app.get(
+    "/sources/:id/events/export",
+    {
+      schema: {
+        tags,
+        summary: "Export a source's matching events as NDJSON, streamed",
+        description:
+          "application/x-ndjson: one event summary a line (never truncated), newest first, every matching event of the channel. The filters of event_summaries (q, where, since, until, delivery_status, event_name).",
+        params: sourceIdParams,
+        querystring: Type.Object(
+          {
+            ...commonParams,
+            event_name: storedChannel,
+            ...searchParams,
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: {
+            description: "The events, one JSON event summary a line",
+            content: { "application/x-ndjson": { schema: { type: "string" } } },
+          },
+          ...errorResponses(404),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { id } = request.params as { id: string };
+      const source = await visibleSource(app, request, id);
+      // Every parameter is read before the first byte, so that a bad one is still a 400.
+      const search = searchOf(request, { emitterId: source.id }, request.query as SearchPageQuery);
+      reply.type("application/x-ndjson; charset=utf-8");
+      return reply.send(Readable.from(ndjsonLines(store, search)));
+    },
+  );
+}

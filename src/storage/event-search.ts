@@ -1,0 +1,125 @@
+/**
+ * The event search (docs/streams.md, "Searching events"): what a search asks of the store, and the
+ * conditions both drivers write alike (which emitters, channel, time, cursor, delivery outcome). Each
+ * driver adds its own for the text (`q`: FTS5 on SQLite, pg_trgm on PostgreSQL) and for JSON paths
+ * (`where`) in its `event-search.ts`, and differs here only in how a parameter is written.
+ */
+import type { DeliveryStatus, EventRecord } from "../domain/types.ts";
+
+/** One `where` condition: the value at a path of the event's JSON (object keys, outermost first). */
+export interface EventWhere {
+  path: string[];
+  value: string;
+}
+
+/** Which stored events a search matches. */
+export interface EventSearch {
+  /** One emitter's events… */
+  emitterId?: string;
+  /** …or those of every source these accounts own (the cross-source search); one of the two is given. */
+  sourceOwnerIds?: string[];
+  channel: string;
+  /** Each must occur in the event's stored JSON text, case-insensitively; each at least 3 characters. */
+  text?: string[];
+  /** Each path's value must equal its value (as a string, or as the number, boolean or null it spells). */
+  where?: EventWhere[];
+  /** Events at or after this time (epoch ms), by their ID. */
+  sinceMs?: number;
+  /** Events before this time (epoch ms), by their ID. */
+  untilMs?: number;
+  /** Only events with a delivery in this status whose subscription (or replay) one of `ownerIds` owns. */
+  delivery?: { status: DeliveryStatus; ownerIds: string[] };
+}
+
+/** A position in a search's order (event time, sequence, then emitter, newest first). */
+export interface EventKey {
+  ms: number;
+  seq: number;
+  emitterId: string;
+}
+
+/** A page of a search, newest first. */
+export interface EventSearchPage {
+  limit: number;
+  /** Events older than this one. */
+  after?: EventKey;
+  /** Events newer than this one (the nearest `limit` above it). */
+  before?: EventKey;
+  /** Count every matching event too (`totalCount`); -1 when not asked. */
+  count?: boolean;
+}
+
+/** The events a search finds, newest first, and how many match in all (-1 unless counted). */
+export interface EventSearchResult {
+  items: EventRecord[];
+  totalCount: number;
+}
+
+/** Whether a search asks anything beyond a channel's events (otherwise a plain list serves it). */
+export function isFiltered(s: EventSearch): boolean {
+  return (
+    (s.text?.length ?? 0) > 0 ||
+    (s.where?.length ?? 0) > 0 ||
+    s.sinceMs !== undefined ||
+    s.untilMs !== undefined ||
+    s.delivery !== undefined ||
+    s.emitterId === undefined
+  );
+}
+
+/** A JSON number as text: `where` matches such a value as a number too. */
+const jsonNumber = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?$/;
+
+/** The JSON values a `where` value stands for: the string itself, and the number, boolean or null it spells. */
+export function whereValues(value: string): unknown[] {
+  const values: unknown[] = [value];
+  if (jsonNumber.test(value) && Number.isFinite(Number(value))) values.push(Number(value));
+  if (value === "true" || value === "false") values.push(value === "true");
+  if (value === "null") values.push(null);
+  return values;
+}
+
+/**
+ * The conditions on the events table (aliased `e`) that both drivers write alike, and their parameters;
+ * `placeholder(n)` writes the n-th parameter (from 1), `first` being the number of parameters before them.
+ */
+export function commonConditions(
+  s: EventSearch,
+  page: Pick<EventSearchPage, "after" | "before">,
+  placeholder: (n: number) => string,
+  first = 0,
+): { where: string[]; params: Array<string | number> } {
+  const params: Array<string | number> = [];
+  const where: string[] = [];
+  const p = (value: string | number) => {
+    params.push(value);
+    return placeholder(first + params.length);
+  };
+  const list = (values: string[]) => (values.length === 0 ? "NULL" : values.map(p).join(", "));
+  if (s.emitterId !== undefined) where.push(`e.emitter_id = ${p(s.emitterId)}`);
+  else if (s.sourceOwnerIds)
+    where.push(`e.emitter_id IN (SELECT id FROM sources WHERE owner_id IN (${list(s.sourceOwnerIds)}))`);
+  else throw new Error("an event search names an emitter or the owners of its sources");
+  where.push(`e.channel = ${p(s.channel)}`);
+  if (s.sinceMs !== undefined) where.push(`e.id_ms >= ${p(s.sinceMs)}`);
+  if (s.untilMs !== undefined) where.push(`e.id_ms < ${p(s.untilMs)}`);
+  if (page.after)
+    where.push(
+      `(e.id_ms, e.id_seq, e.emitter_id) < (${p(page.after.ms)}, ${p(page.after.seq)}, ${p(page.after.emitterId)})`,
+    );
+  if (page.before)
+    where.push(
+      `(e.id_ms, e.id_seq, e.emitter_id) > (${p(page.before.ms)}, ${p(page.before.seq)}, ${p(page.before.emitterId)})`,
+    );
+  if (s.delivery)
+    where.push(
+      `EXISTS (SELECT 1 FROM deliveries d WHERE d.emitter_id = e.emitter_id AND d.event_id = e.id AND d.status = ${p(s.delivery.status)} AND d.owner_id IN (${list(s.delivery.ownerIds)}))`,
+    );
+  return { where, params };
+}
+
+/** The ORDER BY and LIMIT of a page: newest first, or toward newer items from `before` (reversed after). */
+export function pageOrder(page: EventSearchPage): string {
+  const dir = page.before ? "ASC" : "DESC";
+  return `ORDER BY e.id_ms ${dir}, e.id_seq ${dir}, e.emitter_id ${dir}`;
+}

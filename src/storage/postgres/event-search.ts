@@ -1,0 +1,82 @@
+/**
+ * The event search on PostgreSQL (docs/streams.md, "Searching events"; mirrors sqlite/event-search.ts).
+ * `q` is ILIKE '%…%' on the stored JSON text, which the pg_trgm GIN index `events_text` serves (migration
+ * 014); `where` is JSONB containment (`@>`) on the parsed JSON, which the jsonb_path_ops GIN index
+ * `events_json` serves: the same matches as SQLite's FTS5 trigram table and JSON functions.
+ */
+import type { EventSearchOps } from "../concerns.ts";
+import {
+  commonConditions,
+  type EventSearch,
+  type EventSearchPage,
+  type EventWhere,
+  pageOrder,
+  whereValues,
+} from "../event-search.ts";
+import { toEvent } from "../rows.ts";
+import type { Sql } from "./sql.ts";
+
+/** An ILIKE pattern matching `term` anywhere (its `%`, `_` and `\` taken literally). */
+export function likePattern(term: string): string {
+  return `%${term.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+/** The JSON document that contains exactly `value` at `path`: `{"body":{"user":{"id":42}}}`. */
+function containing(path: string[], value: unknown): string {
+  let doc: unknown = value;
+  for (const key of [...path].reverse()) doc = { [key]: doc };
+  return JSON.stringify(doc);
+}
+
+/** The query of a search's page, and its parameters (`$1…`). */
+function searchQuery(
+  search: EventSearch,
+  page: EventSearchPage,
+): { body: string; order: string; params: unknown[] } {
+  const params: unknown[] = [];
+  const where: string[] = [];
+  const p = (value: unknown) => {
+    params.push(value);
+    return `$${params.length}`;
+  };
+  for (const term of search.text ?? []) where.push(`e.event_json ILIKE ${p(likePattern(term))}`);
+  for (const w of search.where ?? []) where.push(whereCondition(w, p));
+  const common = commonConditions(search, page, (n) => `$${n}`, params.length);
+  where.push(...common.where);
+  params.push(...common.params);
+  return { body: `FROM events e WHERE ${where.join(" AND ")}`, order: pageOrder(page), params };
+}
+
+/** One `where`: the event contains the value at the path, as any of the JSON values it spells. */
+function whereCondition(w: EventWhere, p: (value: unknown) => string): string {
+  const docs = whereValues(w.value).map((v) => `(e.event_json::jsonb @> ${p(containing(w.path, v))}::jsonb)`);
+  return `(${docs.join(" OR ")})`;
+}
+
+export function eventSearchOps(q: Sql): EventSearchOps {
+  return {
+    searchEvents: async (search, page) => {
+      const { body, order, params } = searchQuery(search, page);
+      let items = await q.all(
+        `SELECT e.* ${body} ${order} LIMIT $${params.length + 1}`,
+        [...params, page.limit],
+        toEvent,
+      );
+      if (page.before) items = items.reverse();
+      const totalCount = page.count
+        ? Number(await q.get(`SELECT count(*) AS n ${body}`, params, (r) => r.n))
+        : -1;
+      return { items, totalCount };
+    },
+
+    explainEventSearch: async (search, page) => {
+      const { body, order, params } = searchQuery(search, page);
+      const rows = await q.all(
+        `EXPLAIN SELECT e.* ${body} ${order} LIMIT $${params.length + 1}`,
+        [...params, page.limit],
+        (r) => r["QUERY PLAN"] as string,
+      );
+      return rows.join("\n");
+    },
+  };
+}

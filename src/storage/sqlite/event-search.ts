@@ -1,0 +1,97 @@
+/**
+ * The event search on SQLite (docs/streams.md, "Searching events"; mirrors postgres/event-search.ts).
+ * `q` goes to the FTS5 table `events_text` (migration 014, trigram: a case-insensitive substring match),
+ * which leads the query, so a text search reads only the rows whose text matches, never every event;
+ * `where` is read with the JSON functions from the rows the other conditions leave.
+ */
+import type { SQLInputValue } from "node:sqlite";
+import type { EventSearchOps } from "../concerns.ts";
+import {
+  commonConditions,
+  type EventSearch,
+  type EventSearchPage,
+  type EventWhere,
+  pageOrder,
+  whereValues,
+} from "../event-search.ts";
+import { toEvent } from "../rows.ts";
+import type { Sql } from "./sql.ts";
+
+/** An FTS5 query in which each term is a quoted string: with the trigram tokenizer, a substring. */
+export function ftsQuery(terms: string[]): string {
+  return terms.map((t) => `"${t.replaceAll('"', '""')}"`).join(" AND ");
+}
+
+/** SQLite's JSON path of a `where` path: each key quoted (keys holding `"` are refused before this). */
+function jsonPath(path: string[]): string {
+  return `$${path.map((k) => `."${k}"`).join("")}`;
+}
+
+/** The condition of one `where`, and its parameters. */
+function whereCondition(w: EventWhere): { sql: string; params: SQLInputValue[] } {
+  const path = jsonPath(w.path);
+  const type = "json_type(e.event_json, ?)";
+  const parts: string[] = [];
+  const params: SQLInputValue[] = [];
+  for (const value of whereValues(w.value)) {
+    if (typeof value === "string") {
+      parts.push(`(${type} = 'text' AND json_extract(e.event_json, ?) = ?)`);
+      params.push(path, path, value);
+    } else if (typeof value === "number") {
+      parts.push(`(${type} IN ('integer', 'real') AND json_extract(e.event_json, ?) = ?)`);
+      params.push(path, path, value);
+    } else {
+      parts.push(`${type} = ?`);
+      params.push(path, value === null ? "null" : String(value));
+    }
+  }
+  return { sql: `(${parts.join(" OR ")})`, params };
+}
+
+/** The query of a search's page (`select` names what it selects), and its parameters. */
+function searchQuery(
+  search: EventSearch,
+  page: EventSearchPage,
+): { body: string; order: string; params: SQLInputValue[] } {
+  const text = search.text ?? [];
+  // With text, the FTS table leads (CROSS JOIN keeps that order): the rows matching the text, then the
+  // other conditions on each; without, the events table's own indexes.
+  const from =
+    text.length > 0 ? "events_text CROSS JOIN events e ON e.rowid = events_text.rowid" : "events e";
+  const where: string[] = [];
+  const params: SQLInputValue[] = [];
+  if (text.length > 0) {
+    where.push("events_text MATCH ?");
+    params.push(ftsQuery(text));
+  }
+  const common = commonConditions(search, page, () => "?");
+  where.push(...common.where);
+  params.push(...common.params);
+  for (const w of search.where ?? []) {
+    const c = whereCondition(w);
+    where.push(c.sql);
+    params.push(...c.params);
+  }
+  return { body: `FROM ${from} WHERE ${where.join(" AND ")}`, order: pageOrder(page), params };
+}
+
+export function eventSearchOps(q: Sql, settle: () => void): EventSearchOps {
+  return {
+    searchEvents: async (search, page) => {
+      settle();
+      const { body, order, params } = searchQuery(search, page);
+      let items = q.all(`SELECT e.* ${body} ${order} LIMIT ?`, [...params, page.limit], toEvent);
+      if (page.before) items = items.reverse();
+      const totalCount = page.count ? q.count(`SELECT count(*) AS n ${body}`, params) : -1;
+      return { items, totalCount };
+    },
+
+    explainEventSearch: async (search, page) => {
+      const { body, order, params } = searchQuery(search, page);
+      const rows = q.db
+        .prepare(`EXPLAIN QUERY PLAN SELECT e.* ${body} ${order} LIMIT ?`)
+        .all(...params, page.limit) as Array<{ detail: string }>;
+      return rows.map((r) => r.detail).join("\n");
+    },
+  };
+}
