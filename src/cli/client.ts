@@ -31,7 +31,7 @@ export interface ApiClientOptions {
   timeoutMs?: number;
 }
 
-export type Query = Record<string, string | number | boolean | undefined>;
+export type Query = Record<string, string | number | boolean | string[] | undefined>;
 
 export interface RequestOptions {
   query?: Query;
@@ -83,8 +83,11 @@ export class ApiClient {
   urlFor(apiPath: string, query: Query = {}): string {
     const url = new URL(this.url + apiPath);
     const all: Query = this.orgId && query.org_id === undefined ? { ...query, org_id: this.orgId } : query;
-    for (const [key, value] of Object.entries(all))
-      if (value !== undefined) url.searchParams.set(key, String(value));
+    for (const [key, value] of Object.entries(all)) {
+      // A list is a repeated parameter (`where=…&where=…`).
+      if (Array.isArray(value)) for (const v of value) url.searchParams.append(key, v);
+      else if (value !== undefined) url.searchParams.set(key, String(value));
+    }
     return url.toString();
   }
 
@@ -134,24 +137,7 @@ export class ApiClient {
     } catch {
       parsed = undefined;
     }
-    if (!res.ok) {
-      const err = parsed as { error?: unknown; code?: unknown; details?: unknown } | undefined;
-      if (err && typeof err.error === "string") {
-        throw new ApiError(
-          err.error,
-          typeof err.code === "string" ? err.code : `http_${res.status}`,
-          res.status,
-          err.details && typeof err.details === "object"
-            ? (err.details as Record<string, unknown>)
-            : undefined,
-        );
-      }
-      throw new ApiError(
-        `${method} ${apiPath} answered ${res.status} ${res.statusText}`.trim(),
-        `http_${res.status}`,
-        res.status,
-      );
-    }
+    if (!res.ok) throw answerError(res, parsed, `${method} ${apiPath}`);
     if (text !== "" && parsed === undefined)
       throw new ApiError(
         `${method} ${apiPath} answered with a body that is not JSON`,
@@ -192,4 +178,21 @@ export class ApiClient {
     }
     return items;
   }
+}
+
+/** The ApiError of an error answer: its catalogue body when it has one (`parsed`), its status otherwise. */
+export function answerError(res: Response, parsed: unknown, what: string): ApiError {
+  const err = parsed as { error?: unknown; code?: unknown; details?: unknown } | undefined;
+  if (err && typeof err.error === "string")
+    return new ApiError(
+      err.error,
+      typeof err.code === "string" ? err.code : `http_${res.status}`,
+      res.status,
+      err.details && typeof err.details === "object" ? (err.details as Record<string, unknown>) : undefined,
+    );
+  return new ApiError(
+    `${what} answered ${res.status} ${res.statusText}`.trim(),
+    `http_${res.status}`,
+    res.status,
+  );
 }

@@ -6,7 +6,7 @@
 import { CliError, type Command, type Context, UsageError } from "../command.ts";
 import { resolveSource, resolveWebhook } from "../resolve.ts";
 import type { Painter } from "../terminal.ts";
-import { timeOf } from "./deliveries.ts";
+import { searchOptions, searchQuery } from "./event-search.ts";
 
 /** An attempt as GET /v1/deliveries/{id} renders it. */
 interface Attempt {
@@ -129,12 +129,6 @@ async function resolveListener(ctx: Context, ref: string): Promise<string> {
   return (await resolveWebhook(ctx.client(), ref)).id;
 }
 
-/** Epoch ms of a `--since`/`--until` value (30m, 2h, 7d ago, a date, a date-time, epoch seconds). */
-function timeOption(ctx: Context, name: string): number | undefined {
-  const seconds = timeOf(ctx, name);
-  return seconds === undefined ? undefined : seconds * 1000;
-}
-
 /** Whether to go on replaying `n` events: `--yes`, or a yes on the terminal; without either, exit 2. */
 async function confirmReplay(ctx: Context, question: string): Promise<boolean> {
   if (ctx.boolean("yes")) return true;
@@ -154,7 +148,7 @@ const replay: Command = {
   aliases: ["events replay"],
   summary: "Send kept events of a source again to a webhook, source or workflow",
   usage:
-    "<dc_…|name> [<event id>] --to <listener> [--event-name <name>] [--since <time>] [--until <time>] [--yes]",
+    "<dc_…|name> [<event id>] --to <listener> [--event-name <name>] [--search <words>] [--where <path:value>]… [--since <time>] [--until <time>] [--yes]",
   args: { min: 1, max: 2 },
   options: {
     to: { type: "string", value: "listener", description: "wh_…, dc_… or p_…, or a webhook's URL or name" },
@@ -163,22 +157,19 @@ const replay: Command = {
       value: "name",
       description: "Channel of a range replay (default: the default channel)",
     },
-    since: {
-      type: "string",
-      value: "time",
-      description: "Events at or after: 30m, 2h, 7d ago, a date, a date-time, epoch seconds",
-    },
-    until: { type: "string", value: "time", description: "Events before (same forms)" },
+    ...searchOptions,
     yes: { type: "boolean", short: "y", description: "Replay without asking (needed without a terminal)" },
   },
   description: [
-    "With an event ID, that event is sent again; without one, every kept event of the channel in the range,",
-    "oldest first, after the count is shown and confirmed (at most 10,000 per replay). Each is a new",
+    "With an event ID, that event is sent again; without one, every kept event of the channel that the search",
+    "options find (all of them without any), oldest first, after the count is shown and confirmed (at most",
+    "10,000 per replay). Each is a new",
     "delivery, marked as a replay (fount deliveries show tells), sent whether or not the listener is subscribed.",
     "",
     "Examples:",
     "  fount replay my-source 1714000000000-0 --to wh_AqcxIUtDafgp",
     "  fount events replay my-source --to https://example.com/hook --since 2h --yes",
+    "  fount replay my-source --to wh_AqcxIUtDafgp --search refund --where body.user.id:42",
   ].join("\n"),
   async run(ctx) {
     const ref = ctx.arg(0, "<source>");
@@ -186,14 +177,10 @@ const replay: Command = {
     const to = ctx.requireString("to");
     if (event !== undefined && !eventId.test(event))
       throw new UsageError(`Give an event ID like 1714000000000-0, not "${event}"`, ctx.command.name);
-    const range = {
-      event_name: ctx.string("event-name"),
-      since: timeOption(ctx, "since"),
-      until: timeOption(ctx, "until"),
-    };
+    const range = { event_name: ctx.string("event-name"), ...searchQuery(ctx) };
     if (event !== undefined && Object.values(range).some((v) => v !== undefined))
       throw new UsageError(
-        "--event-name, --since and --until select a range: give them without an event ID",
+        "--event-name and the search options select events: give them without an event ID",
         ctx.command.name,
       );
     const client = ctx.client();

@@ -1,9 +1,10 @@
 /** `fount events` (a source's emitted events, optionally followed) and `fount logs` (its `$logs` and `$errors`). */
-import type { ApiClient } from "../client.ts";
+import type { ApiClient, Query } from "../client.ts";
 import { type Command, type Context, UsageError } from "../command.ts";
 import { type NamedSource, resolveSource } from "../resolve.ts";
 import { compareEventIds, followSource, type StreamEntry, untilInterrupted } from "../sse.ts";
 import { type Painter, plain } from "../terminal.ts";
+import { refuseFollowedSearch, searching, searchOptions, searchQuery } from "./event-search.ts";
 
 /** The API's largest page, and so the most `-n` can ask for. */
 export const maxEvents = 100;
@@ -69,10 +70,11 @@ export async function recent(
   source: string,
   n: number,
   channel?: string,
+  search: Query = {},
 ): Promise<StreamEntry[]> {
   const res = await client.get<{ data: StreamEntry[] }>(
     `/v1/sources/${encodeURIComponent(source)}/event_summaries`,
-    { limit: n, expand: "event", event_name: channel },
+    { ...search, limit: n, expand: "event", event_name: channel },
   );
   return res.data.slice().reverse();
 }
@@ -127,8 +129,9 @@ export async function follow(
 
 const events: Command = {
   name: "events",
-  summary: "Show a source's last events; -f follows new ones",
-  usage: "<dc_…|name> [-n <count>] [-f]",
+  summary: "Show a source's last events, or those a search finds; -f follows new ones",
+  usage:
+    "<dc_…|name> [-n <count>] [-f] [--search <words>] [--where <path:value>]… [--since <time>] [--until <time>]",
   args: { min: 1, max: 1 },
   options: {
     n: {
@@ -143,30 +146,37 @@ const events: Command = {
       value: "name",
       description: "Channel: default, $logs, $errors or a custom name",
     },
+    ...searchOptions,
   },
   description: [
     "Events print oldest first: time, event ID, channel and summary, then the event data on one line.",
+    "--search, --where, --since, --until and --delivery-status show the newest events that match instead",
+    '(docs/streams.md, "Searching events"); fount events export writes every match as NDJSON.',
     "--json prints the event_summaries entries: an array, or one entry per line with -f.",
     "",
     "Examples:",
     "  fount events my-source -n 20",
     "  fount events dc_4fRt7YpQ1mZx -f",
+    '  fount events my-source --search "order 42" --where headers.x-github-event:push --since 2d',
   ].join("\n"),
   async run(ctx) {
     const channel = ctx.string("event-name");
     const following = ctx.boolean("follow");
     const n = count(ctx, 10);
+    const search = searchQuery(ctx);
+    refuseFollowedSearch(ctx, search);
     const client = ctx.client();
     const named = await resolveSource(client, ctx.arg(0, "<source>"));
     const source = named.id;
-    const shown = await recent(client, source, n, channel);
+    const shown = await recent(client, source, n, channel, search);
     if (ctx.json && !following) {
       ctx.print(JSON.stringify(shown, null, 2));
       return 0;
     }
     for (const e of shown) ctx.print(ctx.json ? JSON.stringify(e) : formatEntry(e, ctx.paint));
     if (!following) {
-      if (shown.length === 0 && !ctx.json) ctx.note("No events yet.");
+      if (shown.length === 0 && !ctx.json)
+        ctx.note(searching(search) ? "No event matches." : "No events yet.");
       return 0;
     }
     const on = channel ? ` on its ${channel} channel` : "";

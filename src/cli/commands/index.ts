@@ -11,6 +11,7 @@ import { authCommands } from "./auth.ts";
 import { deliveryCommands } from "./deliveries.ts";
 import { deliveryHistoryCommands } from "./delivery-history.ts";
 import { devCommands } from "./dev.ts";
+import { eventSearchCommands } from "./event-search.ts";
 import { eventCommands } from "./events.ts";
 import { initCommands } from "./init.ts";
 import { listenCommands } from "./listen.ts";
@@ -26,6 +27,7 @@ export const commands: Command[] = [
   ...devCommands,
   ...initCommands,
   ...eventCommands,
+  ...eventSearchCommands,
   ...accountCommands,
   ...webhookCommands,
   ...listenCommands,
