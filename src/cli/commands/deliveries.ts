@@ -4,7 +4,7 @@
  * `--redeliver-failed [--since <time>]`). One delivery's attempts: `fount deliveries show`
  * (delivery-history.ts).
  */
-import { type Command, type Context, UsageError } from "../command.ts";
+import { type Command, UsageError } from "../command.ts";
 import { formatTime, table } from "../output.ts";
 import { resolveWebhook } from "../resolve.ts";
 import type { Painter } from "../terminal.ts";
