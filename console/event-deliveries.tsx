@@ -50,7 +50,7 @@ const columns: Column<DeliverySummary>[] = [
 ];
 
 /** The caller's webhooks and sources, as listener choices. */
-function useListeners() {
+export function useListeners() {
   return useLoad(async () => {
     const [hooks, sources] = await Promise.all([
       api<{ data: Array<{ id: string; name: string | null; url: string }> }>(

@@ -80,6 +80,71 @@ export function summaryOf(e: EventEntry, channel: string): string {
   return json.length > 80 ? `${json.slice(0, 80)}…` : json;
 }
 
+/**
+ * A list of events that open on the side when chosen (the live channel's and the search's): each entry a
+ * button with its time and summary, the chosen one's data, metadata and deliveries beside the list.
+ */
+export function EventList({
+  sourceId,
+  channel,
+  label,
+  events,
+}: {
+  sourceId: string;
+  channel: string;
+  label: string;
+  events: EventEntry[];
+}) {
+  const [selected, setSelected] = useState<string | undefined>();
+  const detail = useRef<HTMLElement>(null);
+  const chosen = events.find((e) => e.id === selected);
+  useEffect(() => {
+    if (chosen) detail.current?.focus();
+  }, [chosen?.id]);
+  return (
+    <div class="split">
+      <ol class="events" aria-label={label}>
+        {events.map((e) => (
+          <li key={e.id}>
+            <button
+              type="button"
+              class={e.id === selected ? "event selected" : "event"}
+              aria-pressed={e.id === selected}
+              onClick={() => setSelected(e.id)}
+            >
+              <span class="time">{formatTime(e.indexed_at_ms, "ms")}</span>{" "}
+              <span class="summary">{summaryOf(e, channel)}</span>
+            </button>
+          </li>
+        ))}
+      </ol>
+      {chosen && (
+        <section class="detail" aria-label="Event detail" tabIndex={-1} ref={detail}>
+          <h3>Event {chosen.id}</h3>
+          {channel === "$errors" ? <ErrorDetail entry={chosen} /> : null}
+          <CopyButton text={JSON.stringify(chosen.event, null, 2)} label="Copy JSON" />
+          <h4>Data</h4>
+          <div class="json">
+            <JsonTree value={chosen.event} />
+          </div>
+          <h4>Metadata</h4>
+          <div class="json">
+            <JsonTree value={chosen.metadata} />
+          </div>
+          {channel !== "$in" && (
+            <>
+              <p>
+                <a href={eventHref(sourceId, chosen.id)}>Open event {chosen.id}</a>
+              </p>
+              <EventDeliveries key={chosen.id} sourceId={sourceId} eventId={chosen.id} />
+            </>
+          )}
+        </section>
+      )}
+    </div>
+  );
+}
+
 export function ChannelView({
   sourceId,
   channel,
@@ -90,58 +155,13 @@ export function ChannelView({
   label: string;
 }) {
   const { events, error, live } = useChannel(sourceId, channel);
-  const [selected, setSelected] = useState<string | undefined>();
-  const detail = useRef<HTMLElement>(null);
-  const chosen = events.find((e) => e.id === selected);
-  useEffect(() => {
-    if (chosen) detail.current?.focus();
-  }, [chosen?.id]);
   return (
     <div class="channel">
       <p class="muted" aria-live="polite">
         {live ? "Live" : "Connecting…"} · {events.length} shown
       </p>
       <ErrorNote error={error} />
-      <div class="split">
-        <ol class="events" aria-label={label}>
-          {events.slice(0, shown).map((e) => (
-            <li key={e.id}>
-              <button
-                type="button"
-                class={e.id === selected ? "event selected" : "event"}
-                aria-pressed={e.id === selected}
-                onClick={() => setSelected(e.id)}
-              >
-                <span class="time">{formatTime(e.indexed_at_ms, "ms")}</span>{" "}
-                <span class="summary">{summaryOf(e, channel)}</span>
-              </button>
-            </li>
-          ))}
-        </ol>
-        {chosen && (
-          <section class="detail" aria-label="Event detail" tabIndex={-1} ref={detail}>
-            <h3>Event {chosen.id}</h3>
-            {channel === "$errors" ? <ErrorDetail entry={chosen} /> : null}
-            <CopyButton text={JSON.stringify(chosen.event, null, 2)} label="Copy JSON" />
-            <h4>Data</h4>
-            <div class="json">
-              <JsonTree value={chosen.event} />
-            </div>
-            <h4>Metadata</h4>
-            <div class="json">
-              <JsonTree value={chosen.metadata} />
-            </div>
-            {channel !== "$in" && (
-              <>
-                <p>
-                  <a href={eventHref(sourceId, chosen.id)}>Open event {chosen.id}</a>
-                </p>
-                <EventDeliveries key={chosen.id} sourceId={sourceId} eventId={chosen.id} />
-              </>
-            )}
-          </section>
-        )}
-      </div>
+      <EventList sourceId={sourceId} channel={channel} label={label} events={events.slice(0, shown)} />
     </div>
   );
 }

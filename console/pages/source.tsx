@@ -1,6 +1,7 @@
 /** A source: endpoint, configuration (edit props, pause, resume, run, delete) and its channels in tabs. */
 import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import { ApiError, api, formatTime } from "../api.ts";
+import { filtering, noFilters, type SearchFilters, SearchForm, SearchResults } from "../event-search.tsx";
 import { type PropSpec, PropsForm, type Values } from "../props-form.tsx";
 import { navigate } from "../router.ts";
 import { ChannelView } from "../stream.tsx";
@@ -32,6 +33,7 @@ export function SourcePage({ id }: { id: string }) {
   } = useLoad(() => api<{ data: Source }>("GET", `/v1/sources/${id}`), [id]);
   const [tab, setTab] = useState("events");
   const [channel, setChannel] = useState("");
+  const [filters, setFilters] = useState<SearchFilters>(noFilters);
   const [note, setNote] = useState<string>();
   const [actionError, setActionError] = useState<unknown>();
   const [confirming, setConfirming] = useState(false);
@@ -180,7 +182,17 @@ export function SourcePage({ id }: { id: string }) {
               value={channel}
               onChange={(e) => setChannel(e.currentTarget.value.trim())}
             />
-            <ChannelView key={`c${channel}`} sourceId={s.id} channel={channel} label="Events" />
+            <SearchForm initial={filters} onSearch={setFilters} />
+            {filtering(filters) ? (
+              <SearchResults
+                key={`s${channel}${JSON.stringify(filters)}`}
+                sourceId={s.id}
+                channel={channel}
+                filters={filters}
+              />
+            ) : (
+              <ChannelView key={`c${channel}`} sourceId={s.id} channel={channel} label="Events" />
+            )}
           </>
         )}
         {tab === "logs" && <ChannelView sourceId={s.id} channel="$logs" label="Logs" />}

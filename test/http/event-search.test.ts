@@ -172,6 +172,7 @@ test("a time range and paging by cursor work with a search", async () => {
     await server.api("GET", `${list}?q=hooks&limit=2&after=${first.page_info.end_cursor}`, { key: user.key })
   ).body;
   assert.deepEqual(ids(second), [oldest.id]);
+  assert.equal(second.page_info.total_count, 3, "every match counts, on any page");
   assert.equal(second.page_info.end_cursor, null);
   const back = (await server.api("GET", `${list}?q=hooks&limit=2&before=${oldest.id}`, { key: user.key }))
     .body;

@@ -69,6 +69,12 @@ export function eventSearchContract(withStore: WithStore): void {
       after: { ms: last.idMs, seq: last.idSeq, emitterId },
     });
     assert.deepEqual([next.items.map((e) => e.idMs), next.totalCount], [[101], -1]);
+    const counted = await s.searchEvents(search, {
+      limit: 2,
+      after: { ms: 102, seq: 2, emitterId },
+      count: true,
+    });
+    assert.equal(counted.totalCount, 3, "every match counts, on any page");
     const back = await s.searchEvents(search, { limit: 1, before: { ms: 101, seq: 1, emitterId } });
     assert.deepEqual(
       back.items.map((e) => e.idMs),

@@ -63,8 +63,10 @@ export function eventSearchOps(q: Sql): EventSearchOps {
         toEvent,
       );
       if (page.before) items = items.reverse();
-      const totalCount = page.count
-        ? Number(await q.get(`SELECT count(*) AS n ${body}`, params, (r) => r.n))
+      // Every match counts, whichever page this is.
+      const all = page.count ? searchQuery(search, { limit: 0 }) : undefined;
+      const totalCount = all
+        ? Number(await q.get(`SELECT count(*) AS n ${all.body}`, all.params, (r) => r.n))
         : -1;
       return { items, totalCount };
     },

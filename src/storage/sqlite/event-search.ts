@@ -82,7 +82,9 @@ export function eventSearchOps(q: Sql, settle: () => void): EventSearchOps {
       const { body, order, params } = searchQuery(search, page);
       let items = q.all(`SELECT e.* ${body} ${order} LIMIT ?`, [...params, page.limit], toEvent);
       if (page.before) items = items.reverse();
-      const totalCount = page.count ? q.count(`SELECT count(*) AS n ${body}`, params) : -1;
+      // Every match counts, whichever page this is.
+      const all = page.count ? searchQuery(search, { limit: 0 }) : undefined;
+      const totalCount = all ? q.count(`SELECT count(*) AS n ${all.body}`, all.params) : -1;
       return { items, totalCount };
     },
 
