@@ -6,7 +6,10 @@
  *
  *   npm run bench                         all parts, on both stores
  *   npm run bench -- --only http,sse      some parts (http, manual, deploy, webhooks, sse, timers, sibling,
- *                                         cli, cluster, traces)
+ *                                         cli, cluster, traces, history-search)
+ *   FOUNT_BENCH_SEARCH_EVENTS=100000 npm run bench -- --only history-search
+ *                                         the event search over fewer stored events than the issue's
+ *                                         1,000,000 (a quick run)
  *   npm run bench -- --duration 5         shorter load runs
  *   npm run bench -- --json out.json      also write every figure and raw detail
  *   npm run bench -- --cpu-prof dir       write the Fount servers' CPU profiles to dir
@@ -24,6 +27,7 @@ import { deployToFirstEvent, manualRun } from "./parts/api-latency.ts";
 import { cliStart } from "./parts/cli-start.ts";
 import { cluster } from "./parts/cluster.ts";
 import { type BenchSettings, type BenchStore, PartContext } from "./parts/context.ts";
+import { historySearch } from "./parts/history-search.ts";
 import { httpIngest } from "./parts/http-ingest.ts";
 import { sibling } from "./parts/sibling.ts";
 import { sseFanOut } from "./parts/sse.ts";
@@ -51,6 +55,7 @@ const parts: Record<string, PartEntry> = {
   cli: { title: "CLI start", run: cliStart },
   cluster: { title: "Cluster", run: cluster },
   traces: { title: "Traces", run: tracesCost },
+  "history-search": { title: "History search", run: historySearch, eachStore: true },
 };
 
 const { values } = parseArgs({
