@@ -22,6 +22,7 @@ const named: Record<string, string> = {
   "POST /v1/components/:key/props/:prop/options": "listComponentPropOptions",
   "POST /v1/sources/:id/run": "runSource",
   "DELETE /v1/sources/:id/events": "deleteSourceEvents",
+  "GET /v1/sources/:id/events/export": "exportSourceEvents",
   "POST /v1/webhooks/:id/redeliver": "redeliverFailedWebhookDeliveries",
   "POST /v1/webhooks/:id/deliveries/:delivery_id/redeliver": "redeliverWebhookDelivery",
   "POST /v1/workflows/:id/emits": "recordWorkflowEmit",

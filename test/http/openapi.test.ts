@@ -110,6 +110,9 @@ test("every operation has an operationId: unique, camelCase, and stable for know
   assert.equal(ids("/v1/users/me/sources", "get"), "listMySources");
   assert.equal(ids("/v1/webhooks/{id}", "put"), "updateWebhook");
   assert.equal(ids("/v1/sources/{id}/run", "post"), "runSource");
+  assert.equal(ids("/v1/sources/{id}/events/export", "get"), "exportSourceEvents");
+  assert.equal(ids("/v1/users/me/event_summaries", "get"), "listMyEventSummaries");
+  assert.equal(ids("/v1/orgs/{org_id}/event_summaries", "get"), "listOrgEventSummaries");
 });
 
 test("/docs is the reference page: every operation by its operationId, no script, a strict policy", async () => {
