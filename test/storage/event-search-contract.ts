@@ -57,6 +57,39 @@ export function eventSearchContract(withStore: WithStore): void {
     },
   );
 
+  withStore(
+    "an event holding U+0000 or an unpaired surrogate is stored, and found by its text",
+    async (s) => {
+      await s.insertEvent(event(1, { text: "odd one", nul: "a\u0000b", lone: "\ud800", id: 5 }), 100);
+      await s.insertEvent(event(2, { text: "escaped \\u0000 only", id: 6 }), 100);
+      assert.deepEqual(await found(s, { text: ["odd one"] }), [1]);
+      // The text "\u0000" (an escaped backslash) is plain JSON on both stores.
+      assert.deepEqual(await found(s, { where: [{ path: ["id"], value: "6" }] }), [2]);
+    },
+  );
+
+  withStore("where matches a value as a string or as the number, boolean or null it spells", async (s) => {
+    const bodies = [
+      { v: 1000, tag: "Case" },
+      { v: "1000", tag: 'say "hi"' },
+      { v: 42.5, tag: true },
+      { v: "true", tag: null },
+      { v: { nested: 1000 }, tag: "case" },
+    ];
+    for (const [n, b] of bodies.entries()) await s.insertEvent(event(n, b), 100);
+    const where = (path: string, value: string) => found(s, { where: [{ path: [path], value }] });
+    assert.deepEqual(await where("v", "1000"), [1, 0]);
+    assert.deepEqual(await where("v", "1e3"), [0], "the number 1e3 spells, not the string");
+    assert.deepEqual(await where("v", "1000.0"), [0]);
+    assert.deepEqual(await where("v", "42.50"), [2]);
+    assert.deepEqual(await where("v", "true"), [3]);
+    assert.deepEqual(await where("tag", "true"), [2]);
+    assert.deepEqual(await where("tag", "null"), [3]);
+    assert.deepEqual(await where("tag", "Case"), [0], "exact, case included");
+    assert.deepEqual(await where("tag", 'say "hi"'), [1]);
+    assert.deepEqual(await where("v", "nested"), []);
+  });
+
   withStore("a search pages newest first with cursors, within a time range", async (s) => {
     for (let n = 0; n < 5; n++)
       await s.insertEvent({ ...event(n, { text: "page me" }), idMs: 100 + n, id: `${100 + n}-${n}` }, 100);

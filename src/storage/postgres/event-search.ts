@@ -1,8 +1,8 @@
 /**
  * The event search on PostgreSQL (docs/streams.md, "Searching events"; mirrors sqlite/event-search.ts).
  * `q` is ILIKE '%…%' on the stored JSON text, which the pg_trgm GIN index `events_text` serves (migration
- * 014); `where` is JSONB containment (`@>`) on the parsed JSON, which the jsonb_path_ops GIN index
- * `events_json` serves: the same matches as SQLite's FTS5 trigram table and JSON functions.
+ * 014); `where` is JSONB containment (`@>`) on the parsed JSON (`event_jsonb`, NULL for the JSON
+ * PostgreSQL's jsonb refuses), which the jsonb_path_ops GIN index `events_json` serves: the same matches as SQLite's FTS5 trigram table and JSON functions.
  */
 import type { EventSearchOps } from "../concerns.ts";
 import {
@@ -49,7 +49,9 @@ function searchQuery(
 
 /** One `where`: the event contains the value at the path, as any of the JSON values it spells. */
 function whereCondition(w: EventWhere, p: (value: unknown) => string): string {
-  const docs = whereValues(w.value).map((v) => `(e.event_json::jsonb @> ${p(containing(w.path, v))}::jsonb)`);
+  const docs = whereValues(w.value).map(
+    (v) => `(event_jsonb(e.event_json) @> ${p(containing(w.path, v))}::jsonb)`,
+  );
   return `(${docs.join(" OR ")})`;
 }
 

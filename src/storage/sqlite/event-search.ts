@@ -2,7 +2,8 @@
  * The event search on SQLite (docs/streams.md, "Searching events"; mirrors postgres/event-search.ts).
  * `q` goes to the FTS5 table `events_text` (migration 014, trigram: a case-insensitive substring match),
  * which leads the query, so a text search reads only the rows whose text matches, never every event;
- * `where` is read with the JSON functions from the rows the other conditions leave.
+ * `where` is read with the JSON functions, from the rows whose text holds its value when it can be
+ * written as a word (`whereWord`), else from the rows the other conditions leave.
  */
 import type { SQLInputValue } from "node:sqlite";
 import type { EventSearchOps } from "../concerns.ts";
@@ -48,12 +49,26 @@ function whereCondition(w: EventWhere): { sql: string; params: SQLInputValue[] }
   return { sql: `(${parts.join(" OR ")})`, params };
 }
 
+/**
+ * A word the event's JSON text must hold for `w` to match, when there is one: then the FTS index finds
+ * the candidates of a `where` too, and the JSON functions only confirm them. A string value is stored as
+ * JSON.stringify wrote it, so a value of 3 characters or more that JSON writes without escapes occurs as
+ * is; a value that also spells a number does only when it is the number's own spelling (`42`, not `42.0`,
+ * which JSON writes `42`). `true`, `false` and `null` occur as is either way.
+ */
+export function whereWord(w: EventWhere): string | undefined {
+  const v = w.value;
+  if ([...v].length < 3 || JSON.stringify(v) !== `"${v}"`) return undefined;
+  const spellsNumber = whereValues(v).some((x) => typeof x === "number");
+  return spellsNumber && String(Number(v)) !== v ? undefined : v;
+}
+
 /** The query of a search's page (`select` names what it selects), and its parameters. */
 function searchQuery(
   search: EventSearch,
   page: EventSearchPage,
 ): { body: string; order: string; params: SQLInputValue[] } {
-  const text = search.text ?? [];
+  const text = [...(search.text ?? []), ...(search.where ?? []).flatMap((w) => whereWord(w) ?? [])];
   // With text, the FTS table leads (CROSS JOIN keeps that order): the rows matching the text, then the
   // other conditions on each; without, the events table's own indexes.
   const from =

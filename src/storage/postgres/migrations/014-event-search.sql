@@ -25,4 +25,15 @@ BEGIN
 END
 $$;
 
-CREATE INDEX events_json ON events USING gin ((event_json::jsonb) jsonb_path_ops);
+-- The event as JSONB for `where`. PostgreSQL's jsonb refuses two things an event's JSON text may hold: the
+-- escape \u0000 (U+0000 in a string) and an unpaired surrogate (\ud800): a plain cast in the index would
+-- make storing such an event fail. Those events are NULL here (found by q, not by where); an escape whose
+-- backslash is itself escaped (`\\u0000`, the text "\u0000") is not one.
+CREATE FUNCTION event_jsonb(event_json TEXT) RETURNS JSONB
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE
+  RETURN CASE
+    WHEN event_json ~ '(^|[^\\])(\\\\)*\\u(0000|[dD][89a-fA-F][0-9a-fA-F]{2})' THEN NULL
+    ELSE event_json::jsonb
+  END;
+
+CREATE INDEX events_json ON events USING gin (event_jsonb(event_json) jsonb_path_ops);
