@@ -4,6 +4,7 @@
  * API's entries), `fount replay --search` (counted, confirmed with --yes), and bad options.
  */
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -114,6 +115,36 @@ test("fount events export writes every match as NDJSON, to stdout or a file, equ
   const bad = await fount(["events", "export", "searched", "--where", "nocolon"], env);
   assert.notEqual(bad.code, 0);
   assert.match(bad.stderr, /where must be <json path>:<value>/);
+});
+
+test("fount events export shows a progress line when stderr is a terminal", async () => {
+  // script(1) gives the command a terminal; its output is what that terminal showed.
+  const root = path.join(import.meta.dirname, "../..");
+  const file = path.join(dir, "progress.ndjson");
+  const command = [
+    process.execPath,
+    path.join(root, "bin/fount.mjs"),
+    "events",
+    "export",
+    "searched",
+    "-o",
+    file,
+  ]
+    .map((a) => `'${a}'`)
+    .join(" ");
+  const shown = await new Promise<string>((resolve, reject) =>
+    execFile(
+      "script",
+      ["-qec", command, "/dev/null"],
+      { env: { PATH: process.env.PATH, HOME: os.tmpdir(), ...env }, timeout: 60_000 },
+      (err, stdout) => (err ? reject(err) : resolve(stdout)),
+    ),
+  );
+  assert.match(
+    shown,
+    new RegExp(`Exported 3 events to ${file.replaceAll(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\.`),
+  );
+  assert.equal(readFileSync(file, "utf8").trimEnd().split("\n").length, 3);
 });
 
 test("fount replay --search counts the matching events and sends them, marked as a replay", async () => {
