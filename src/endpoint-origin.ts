@@ -44,9 +44,12 @@ export function checkEndpointUrl(raw: string, publicUrl: string): string {
   if (url.pathname !== "/" || url.search || url.hash || url.username || url.password)
     throw new Error(`"${raw}" must be a scheme and host (and port) only, with no path, query or credentials`);
   const consoleUrl = new URL(publicUrl);
+  // A trailing dot (a fully qualified name) names the same host: compared without it.
   const sameOrigin = pattern
     ? new EndpointHosts(value, publicUrl).match(consoleUrl.host) !== undefined
-    : url.origin === consoleUrl.origin;
+    : url.protocol === consoleUrl.protocol &&
+      url.port === consoleUrl.port &&
+      withoutRootDot(url.hostname) === withoutRootDot(consoleUrl.hostname);
   if (sameOrigin) {
     throw new Error(
       `"${raw}" is the origin of PUBLIC_URL (${publicUrl}): source endpoints need an origin of their own (docs/operations.md)`,
@@ -98,11 +101,12 @@ export class EndpointHosts {
     this.#pattern = setting.includes(idPlaceholder);
     const url = new URL(this.#pattern ? setting.replace(idPlaceholder, "x0") : setting);
     const consoleUrl = new URL(publicUrl);
-    this.#withPort = !this.#pattern && url.hostname === consoleUrl.hostname;
-    this.scriptsMayRun =
-      url.protocol === "https:" && consoleUrl.protocol === "https:" && url.hostname !== consoleUrl.hostname;
+    const hostname = withoutRootDot(url.hostname);
+    const sameName = hostname === withoutRootDot(consoleUrl.hostname);
+    this.#withPort = !this.#pattern && sameName;
+    this.scriptsMayRun = url.protocol === "https:" && consoleUrl.protocol === "https:" && !sameName;
     this.#defaultPort = url.protocol === "https:" ? ":443" : ":80";
-    const host = this.#withPort ? url.host : url.hostname;
+    const host = this.#withPort && url.port ? `${hostname}:${url.port}` : hostname;
     this.#host = this.#pattern ? host.slice(2) : host;
   }
 
@@ -113,18 +117,26 @@ export class EndpointHosts {
   match(hostHeader: string | undefined): string | undefined {
     if (!hostHeader) return undefined;
     let host = hostHeader.toLowerCase();
-    if (this.#withPort) {
-      if (host.endsWith(this.#defaultPort)) host = host.slice(0, -this.#defaultPort.length);
-    } else {
-      const colon = host.lastIndexOf(":");
-      // An IPv6 literal's colons are inside its brackets.
-      if (colon > host.lastIndexOf("]")) host = host.slice(0, colon);
+    let port = "";
+    const colon = host.lastIndexOf(":");
+    // An IPv6 literal's colons are inside its brackets.
+    if (colon > host.lastIndexOf("]")) {
+      port = host.slice(colon);
+      host = host.slice(0, colon);
     }
+    // `hooks.example.com.` is the same host as `hooks.example.com` (a browser keeps the dot in Host).
+    host = withoutRootDot(host);
+    if (this.#withPort && port !== this.#defaultPort) host += port;
     if (!this.#pattern) return host === this.#host ? "" : undefined;
     return host.length > this.#host.length && host.endsWith(this.#host)
       ? host.slice(0, -this.#host.length)
       : undefined;
   }
+}
+
+/** A host name without the trailing dot of a fully qualified name (`example.com.`): the same host. */
+function withoutRootDot(hostname: string): string {
+  return hostname.endsWith(".") ? hostname.slice(0, -1) : hostname;
 }
 
 /** The matcher of the current setting: rebuilt only when the setting or PUBLIC_URL changes (tests bind port 0). */

@@ -45,6 +45,15 @@ test("a base URL or a {id} host pattern is taken; the console's origin and malfo
       { PUBLIC_URL: "https://app.example.com", FOUNT_ENDPOINT_URL: "https://{id}.example.com" },
       /origin of PUBLIC_URL/,
     ],
+    // A trailing dot names the same host in DNS: the console's origin still.
+    [
+      { PUBLIC_URL: "https://fount.example.com.", FOUNT_ENDPOINT_URL: "https://fount.example.com" },
+      /origin of PUBLIC_URL/,
+    ],
+    [
+      { PUBLIC_URL: "https://fount.example.com", FOUNT_ENDPOINT_URL: "https://fount.example.com." },
+      /origin of PUBLIC_URL/,
+    ],
     [{ FOUNT_ENDPOINT_URL: "https://hooks.example.com/in" }, /no path/],
     [{ FOUNT_ENDPOINT_URL: "https://hooks.example.com?a=1" }, /no path/],
     [{ FOUNT_ENDPOINT_URL: "https://u:p@hooks.example.com" }, /credentials/],
@@ -86,6 +95,20 @@ test("endpoint hosts: another host name is matched without its port, the console
   assert.equal(pattern.match("abc.hooks.example.com:443"), "abc");
   assert.equal(pattern.match("hooks.example.com"), undefined);
   assert.equal(pattern.match(".hooks.example.com"), undefined);
+  // A fully qualified name (trailing dot) is the same host: the endpoint origin, never the console's.
+  assert.equal(separate.match("hooks.example.com."), "");
+  assert.equal(separate.match("hooks.example.com.:8443"), "");
+  assert.equal(sameHost.match("127.0.0.1.:8788"), "");
+  assert.equal(defaultPort.match("fount.example.com.:443"), "");
+  assert.equal(defaultPort.match("fount.example.com.:8443"), undefined);
+  assert.equal(pattern.match("abc.hooks.example.com."), "abc");
+  assert.equal(pattern.match("ABC.hooks.example.com.:443"), "abc");
+  assert.equal(pattern.match("hooks.example.com."), undefined);
+  // Scripts never run on the console's host, whichever way it is spelled.
+  assert.equal(
+    new EndpointHosts("https://fount.example.com.:8443", "https://fount.example.com").scriptsMayRun,
+    false,
+  );
   // Scripts may run only on https, on a host name of their own.
   assert.equal(pattern.scriptsMayRun, true);
   assert.equal(separate.scriptsMayRun, true);

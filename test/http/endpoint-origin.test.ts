@@ -218,7 +218,8 @@ test("with a base FOUNT_ENDPOINT_URL, requests to the API's port naming its host
     assert.match(endpoint, /^http:\/\/hooks\.test\/e\/[a-z0-9]+$/);
     const path = new URL(endpoint).pathname;
     // A proxy may keep or drop the port: the host name decides.
-    for (const host of ["hooks.test", "HOOKS.test:8080"]) {
+    // A trailing dot (a fully qualified name) is the same host.
+    for (const host of ["hooks.test", "HOOKS.test:8080", "hooks.test.", "hooks.test.:8080"]) {
       const res = await raw(hooked.url, `${path}/sub?q=1`, { method: "POST", headers: { host } });
       assert.equal(res.status, 200, host);
       assert.equal(res.headers["content-security-policy"], "sandbox");
@@ -278,11 +279,14 @@ test("with a host pattern, the endpoint ID comes from the Host, and a component 
     }
     // The API's port: a host of the pattern is an endpoint host, never the API.
     assert.equal((await post(patterned.url, `${id}.hooks.test`)).status, 200);
-    const notApi = await raw(patterned.url, "/v1/users/me", {
-      headers: { host: "other0.hooks.test", authorization: `Bearer ${adminKey}` },
-    });
-    assert.equal(notApi.status, 404);
-    assert.equal(notApi.body.code, "not_found");
+    assert.equal((await post(patterned.url, `${id}.hooks.test.`)).status, 200);
+    for (const host of ["other0.hooks.test", "other0.hooks.test.", "OTHER0.Hooks.Test.:443"]) {
+      const notApi = await raw(patterned.url, "/v1/users/me", {
+        headers: { host, authorization: `Bearer ${adminKey}` },
+      });
+      assert.equal(notApi.status, 404, host);
+      assert.equal(notApi.body.code, "not_found", host);
+    }
     const api = await raw(patterned.url, "/v1/users/me", {
       headers: { host: "console.test", authorization: `Bearer ${adminKey}` },
     });
