@@ -79,6 +79,8 @@ export class ComponentBuilder {
   readonly #registry: string | undefined;
   readonly #installTimeoutMs: number;
   readonly #inflight = new Map<string, Promise<string>>();
+  /** The npm cache made the server's alone, once per builder (`closeCache`). */
+  #cacheClosed: Promise<void> | undefined;
 
   constructor(options: ComponentBuilderOptions) {
     this.#packagesDir = path.resolve(options.dataDir, "packages");
@@ -99,6 +101,13 @@ export class ComponentBuilder {
     const { bundle, imports } = await bundleServerCode(code, this.#packagesDir);
     const wanted = wantedRanges(imports);
     const deadline = Date.now() + this.#installTimeoutMs;
+    if (wanted.size > 0) {
+      this.#cacheClosed ??= closeCache(this.#cacheDir).catch((err) => {
+        this.#cacheClosed = undefined;
+        throw err;
+      });
+      await this.#cacheClosed;
+    }
     const dependencies = await this.#resolveVersions(wanted, pinned, deadline);
     const key = packageSetKey(dependencies);
     const dir = await this.#ensurePackages(key, dependencies, wanted, deadline);
@@ -391,6 +400,16 @@ async function exists(file: string): Promise<boolean> {
 }
 
 // The sandbox runs under another uid and only reads; a restrictive umask must not hide files from it.
+/**
+ * The npm cache holds every tarball and packument the installs fetched (a private registry's too) and
+ * is for the server only: mode 0700, so that no executor uid can list or read it even if Node's
+ * permission model were bypassed (it is never granted). npm creates it 0755 otherwise.
+ */
+async function closeCache(dir: string): Promise<void> {
+  await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+  await fs.chmod(dir, 0o700);
+}
+
 async function mkdirReadable(dir: string): Promise<void> {
   await fs.mkdir(dir, { recursive: true, mode: 0o755 });
   await fs.chmod(dir, 0o755);

@@ -367,6 +367,25 @@ test("install scripts of packages never run and the configured registry is used"
   assert.equal(fs.existsSync(marker), false, "an install script ran");
 });
 
+test("the npm cache is the server's alone (0700): no other uid can list or read what installs fetched", async (t) => {
+  const { registry } = await fakeRegistry(t, [{ name: "fount-cached", version: "1.0.0" }]);
+  const cache = path.join(tempDir(t), "npm-cache");
+  const components = new ComponentBuilder({ dataDir: tempDir(t), npmCacheDir: cache, registry });
+  await components.build(`import c from "fount-cached"; export default { c };`, "u_alice");
+  // A private registry's tarballs and packuments land here; executors never need them.
+  assert.equal(fs.statSync(cache).mode & 0o777, 0o700);
+  if (process.getuid?.() !== 0) return;
+  // A process under another uid (as an executor whose permission model were bypassed) is refused by the kernel.
+  const probe = `try { require("fs").readdirSync(${JSON.stringify(cache)}); console.log("listed") } catch (e) { console.log(e.code) }`;
+  const out = execFileSync(process.execPath, ["-e", probe], {
+    env: {},
+    uid: 1_999_999,
+    gid: 1_999_999,
+    encoding: "utf8",
+  });
+  assert.equal(out.trim(), "EACCES");
+});
+
 test("concurrent builds needing the same packages install them once", async (t) => {
   const { registry, hits } = await fakeRegistry(t, [{ name: "fount-shared", version: "2.0.0" }]);
   const components = builder(t, { registry });
