@@ -183,6 +183,16 @@ test("process.exit() fails only its own invocation", async () => {
   await assertNeighboursAnswer();
 });
 
+test("a component that stops its own process (SIGSTOP) has it replaced; its owner's other sources answer", async () => {
+  const { id, endpoint } = await hostile("self-stop.mjs");
+  // A stopped process answers nothing, not even the request to stop a realm: only the pool can end it.
+  assert.equal((await hit(endpoint, { method: "POST" })).status, 500);
+  const error = await onlyError(id);
+  assert.equal(error.code, "executor_crash");
+  assert.match(error.message, /stopped by a signal/);
+  await assertNeighboursAnswer();
+});
+
 test("spawning a process is denied", async () => {
   const marker = "/tmp/fount-hostile-spawned";
   rmSync(marker, { force: true });

@@ -90,11 +90,18 @@ export function rssLimitBytes(memoryMb: number, realms: number): number {
   return (memoryMb * 2 + 128 + REALM_RSS_MB * realms) * 1024 * 1024;
 }
 
-/** Resident set size of a process in bytes, or undefined when it cannot be read (it is gone). */
-export function rssBytes(pid: number): number | undefined {
+/**
+ * Resident set size of a process in bytes and whether it is stopped by a signal (state T: SIGSTOP,
+ * SIGTSTP, SIGTTIN, SIGTTOU; not `t`, an operator's strace or debugger), or undefined when it cannot be
+ * read (it is gone).
+ */
+export function processStatus(pid: number): { rss: number; stopped: boolean } | undefined {
   try {
     const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
-    return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024;
+    return {
+      rss: Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024,
+      stopped: /^State:\s+T/m.test(status),
+    };
   } catch {
     return undefined;
   }
@@ -158,15 +165,24 @@ export class Limits {
 
   /**
    * The RSS cap (the heap cap misses Buffers), checked every WATCH_INTERVAL_MS: over it, the process is
-   * asked to stop its biggest realm, and killed if that did not help within SHED_GRACE_MS.
+   * asked to stop its biggest realm, and killed if that did not help within SHED_GRACE_MS. A process
+   * found stopped by a signal is killed at once.
    */
   checkMemory(child: Child, pid: number, now: number): void {
+    const status = processStatus(pid);
+    // A stopped process (a component may send SIGSTOP to its own) answers nothing, not even the stop of
+    // a timed-out realm, so its owner's calls would wait forever: it is replaced like one that died.
+    if (status?.stopped) {
+      const message = "The executor process was stopped by a signal (SIGSTOP or the like) and was replaced";
+      this.core.kill(child, { code: "executor_crash", message, blameSole: true });
+      return;
+    }
     // Live realms: one per source with a db copy, one per inspection, and the spare.
     const rssLimit = rssLimitBytes(
       this.core.settings.memoryMb,
       child.dbVersions.size + child.inspections.size + 1,
     );
-    const rss = rssBytes(pid);
+    const rss = status?.rss;
     if (rss === undefined || rss <= rssLimit) {
       child.shedAt = undefined;
       return;
