@@ -1,10 +1,11 @@
 import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes } from "node:crypto";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 
 /**
  * Seals secrets at rest (webhook signing secrets, app credentials) with AES-256-GCM. The key comes from
- * `FOUNT_ENCRYPTION_KEY` (base64, 32 bytes) or `<dataDir>/secret.key`, created 0600 on first start.
+ * `FOUNT_ENCRYPTION_KEY` (base64, 32 bytes) or `<dataDir>/secret.key`, created 0600 on first start
+ * (and narrowed to 0600 at each start if found readable by others).
  */
 export class SecretBox {
   readonly #key: Buffer;
@@ -19,6 +20,7 @@ export class SecretBox {
     const file = path.join(dataDir, "secret.key");
     if (!existsSync(file))
       writeFileSync(file, randomBytes(32).toString("base64"), { mode: 0o600, flag: "wx" });
+    else closeToOthers(file);
     return new SecretBox(Buffer.from(readFileSync(file, "utf8").trim(), "base64"));
   }
 
@@ -58,4 +60,17 @@ export function hashApiKey(secret: string): string {
 
 export function sha256Hex(data: string | Buffer): string {
   return createHash("sha256").update(data).digest("hex");
+}
+
+/**
+ * Narrows a key file readable by group or others to 0600: executors run under uids of their own and
+ * pass through the data dir, so the kernel must refuse them the key (docs/isolation.md, "Server files").
+ * A file that cannot be changed (a read-only secret mount) is left as it is.
+ */
+function closeToOthers(file: string): void {
+  try {
+    if ((statSync(file).mode & 0o077) !== 0) chmodSync(file, 0o600);
+  } catch {
+    // Read-only or not ours: reading it below still works, and the operator decides its mode.
+  }
 }
