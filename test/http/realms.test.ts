@@ -124,6 +124,15 @@ test("one source's JSON.stringify and Object.prototype changes do not reach its 
   });
 });
 
+test("no BroadcastChannel: it would carry messages between the realms of an owner's sources", async () => {
+  const caster = await hostile("broadcast.mjs");
+  assert.equal((await hit(caster.endpoint, { method: "POST" })).status, 200);
+  assert.deepEqual((await emitted(server, caster.id, attacker.key)).at(-1), {
+    global: "ERR_ACCESS_DENIED",
+    module: "ERR_ACCESS_DENIED",
+  });
+});
+
 test("an $emit after run returned lands on $errors with a clear message", async () => {
   const late = await hostile("late-emit.mjs");
   assert.equal((await hit(late.endpoint, { method: "POST" })).status, 200);

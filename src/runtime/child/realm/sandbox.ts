@@ -1,6 +1,6 @@
 /**
  * The globals component code finds in a realm, set before any component loads: no channel to the
- * runner and no Worker, a `process.env` of its own per source, `os.tmpdir()` in the owner's scratch
+ * runner, no Worker and no BroadcastChannel (it would reach the owner's other realms), a `process.env` of its own per source, `os.tmpdir()` in the owner's scratch
  * folder, source-mapped stacks, and console and stdout/stderr output that becomes the running
  * invocation's logs (outside one, a bounded trickle reaches the pool's logger).
  */
@@ -64,6 +64,10 @@ function strayAllowed(): boolean {
   return stray.count++ < STRAY_OUTPUT_PER_WINDOW;
 }
 
+function accessDenied(): Error {
+  return Object.assign(new Error("Access to this API has been restricted"), { code: "ERR_ACCESS_DENIED" });
+}
+
 /** Sets the globals; realm.ts calls it once, before any component loads. */
 export function installSandboxGlobals(): void {
   // The realm's channel and worker creation are the runner's, not the component's: a component that
@@ -71,8 +75,20 @@ export function installSandboxGlobals(): void {
   // cap. The process needs --allow-worker for the runner; this keeps it from component code.
   (workerThreads as { parentPort: unknown }).parentPort = null;
   workerThreads.Worker = function Worker() {
-    throw Object.assign(new Error("Access to this API has been restricted"), { code: "ERR_ACCESS_DENIED" });
+    throw accessDenied();
   } as unknown as typeof workerThreads.Worker;
+  // A BroadcastChannel reaches every thread of the process, so every realm of the owner: sources
+  // would talk to one another, which realms exist to prevent (docs/isolation.md).
+  const noChannel = function BroadcastChannel() {
+    throw accessDenied();
+  } as unknown as typeof workerThreads.BroadcastChannel;
+  workerThreads.BroadcastChannel = noChannel;
+  Object.defineProperty(globalThis, "BroadcastChannel", {
+    value: noChannel,
+    writable: false,
+    configurable: false,
+    enumerable: false,
+  });
 
   Object.defineProperty(process, "env", {
     value: envProxy,
