@@ -1,0 +1,82 @@
+/**
+ * What one tenant's executor costs (issue 29, point 5): an executor that serves a source outside a
+ * deploy starts one realm, not a spare beside it.
+ */
+import assert from "node:assert/strict";
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { after, before, test } from "node:test";
+import { ExecutorPool } from "../../src/runtime/executor-pool.ts";
+import type { InvokeRequest } from "../../src/runtime/types.ts";
+
+let tmp: string;
+let codeDir: string;
+const pools: ExecutorPool[] = [];
+
+const counter = `export default {
+  name: "Counter", version: "1", props: { db: "$.service.db" },
+  run() { const n = (this.db.get("n") ?? 0) + 1; this.db.set("n", n); this.$emit({ n, pid: process.pid }); },
+};`;
+
+before(async () => {
+  tmp = await fs.mkdtemp(path.join(os.tmpdir(), "fount-tenants-"));
+  // Executor uids must be able to pass through to the code and data folders (mkdtemp makes 0700).
+  await fs.chmod(tmp, 0o711);
+  codeDir = path.join(tmp, "code");
+  await fs.mkdir(codeDir, { recursive: true });
+  await fs.writeFile(path.join(codeDir, "counter.mjs"), counter);
+});
+
+after(async () => {
+  await Promise.all(pools.map((p) => p.close()));
+  await fs.rm(tmp, { recursive: true, force: true });
+});
+
+function newPool(over: Partial<ConstructorParameters<typeof ExecutorPool>[0]> = {}): ExecutorPool {
+  const pool = new ExecutorPool({ dataDir: path.join(tmp, `data-${pools.length}`), memoryMb: 64, ...over });
+  pools.push(pool);
+  return pool;
+}
+
+/** Counts like `SourceRunner`: the caller's db and version follow each result's writes. */
+function counterSource(pool: ExecutorPool, ownerId: string) {
+  let db: Record<string, unknown> = {};
+  let dbVersion = 0;
+  return async () => {
+    const request: InvokeRequest = {
+      ownerId,
+      sourceId: "dc_counter",
+      component: {
+        codeHash: "x",
+        entryFile: path.join(codeDir, "counter.mjs"),
+        readDirs: [codeDir],
+        dependencies: {},
+      },
+      props: {},
+      dbProps: ["db"],
+      httpProps: [],
+      db,
+      dbVersion,
+      invocation: { kind: "run", event: {} },
+      timeoutMs: 20_000,
+    };
+    const result = await pool.invoke(request);
+    assert.equal(result.error, undefined, JSON.stringify(result.error));
+    if (Object.keys(result.dbWrites).length > 0) {
+      db = { ...db, ...result.dbWrites };
+      dbVersion++;
+    }
+    return result.emits[0]!.event as { n: number; pid: number };
+  };
+}
+
+test("an executor serving one source outside a deploy starts that source's realm only", async () => {
+  const pool = newPool();
+  const call = counterSource(pool, "u_one");
+  for (let i = 1; i <= 5; i++) assert.equal((await call()).n, i);
+  const [stats] = pool.stats();
+  // The realm started ahead with the process is the source's; the runner used to start another spare
+  // right after, which cost 8 MB for good once it was stopped unused (docs/architecture.md).
+  assert.equal(stats?.realmsStarted, 1);
+});
