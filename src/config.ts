@@ -54,6 +54,8 @@ export interface Config {
   executorScratchMb: number;
   /** Realms per owner's executor process; past it, sources share realms. */
   executorRealmsPerOwner: number;
+  /** V8 flags added to every executor process (FOUNT_EXECUTOR_V8_FLAGS); those this Node lacks are dropped. */
+  executorV8Flags: string[];
   /** Largest event a source may emit (JSON bytes). */
   maxEventBytes: number;
   /** Largest `this.db` of one source (JSON bytes); writes beyond it fail the invocation. */
@@ -244,6 +246,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     executorMemoryMb: int(env, "FOUNT_EXECUTOR_MEMORY_MB", 256, 32),
     executorScratchMb: int(env, "FOUNT_EXECUTOR_SCRATCH_MB", 256, 1),
     executorRealmsPerOwner: int(env, "FOUNT_EXECUTOR_REALMS_PER_OWNER", 16, 1),
+    executorV8Flags: (env.FOUNT_EXECUTOR_V8_FLAGS ?? "").split(/\s+/).filter(Boolean),
     maxEventBytes: int(env, "FOUNT_MAX_EVENT_BYTES", 1024 * 1024, 1024),
     maxDbBytes: int(env, "FOUNT_MAX_DB_BYTES", 4 * 1024 * 1024, 1024),
     bodyLimitBytes: 1024 * 1024,

@@ -54,6 +54,7 @@ export async function startExecutors(
       memoryMb: config.executorMemoryMb,
       scratchMb: config.executorScratchMb,
       realmsPerOwner: config.executorRealmsPerOwner,
+      v8Flags: config.executorV8Flags,
       defaultTimeoutMs: config.invocationTimeoutMs,
       maxEmitBytes: config.maxEventBytes,
       extraCaCertsFile: config.executorCaCerts,

@@ -1,8 +1,10 @@
 /**
  * What one tenant's executor costs (issue 29, point 5): an executor that serves a source outside a
- * deploy starts one realm, not a spare beside it.
+ * deploy starts one realm, not a spare beside it; the operator's V8 flags reach the process when this Node knows them, and are dropped with
+ * a warning when it does not or when they would widen the sandbox.
  */
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -79,4 +81,32 @@ test("an executor serving one source outside a deploy starts that source's realm
   // The realm started ahead with the process is the source's; the runner used to start another spare
   // right after, which cost 8 MB for good once it was stopped unused (docs/architecture.md).
   assert.equal(stats?.realmsStarted, 1);
+});
+
+test("V8 flags this Node knows reach the executor; unknown ones and sandbox-widening ones are dropped with a warning", async () => {
+  const warned: Array<{ flag?: string }> = [];
+  const pool = newPool({
+    v8Flags: [
+      "--max-semi-space-size=1",
+      "--no-such-flag-in-v8",
+      "--allow-natives-syntax",
+      "--expose-gc",
+      "--allow-fs-read=/",
+    ],
+    logger: { warn: (obj) => warned.push(obj as { flag?: string }), info: () => {} },
+  });
+  const call = counterSource(pool, "u_flags");
+  assert.equal((await call()).n, 1);
+  const pid = pool.pidOf("u_flags");
+  assert.ok(pid !== undefined);
+  const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+  assert.ok(argv.includes("--max-semi-space-size=1"), argv.join(" "));
+  for (const flag of ["--no-such-flag-in-v8", "--allow-natives-syntax", "--expose-gc", "--allow-fs-read=/"])
+    assert.ok(!argv.includes(flag), `${flag} reached the executor`);
+  assert.deepEqual(warned.map((w) => w.flag).sort(), [
+    "--allow-fs-read=/",
+    "--allow-natives-syntax",
+    "--expose-gc",
+    "--no-such-flag-in-v8",
+  ]);
 });

@@ -31,6 +31,8 @@ export interface PoolSettings {
   /** What each executor process is started with; its scratch folder is filled in per process. */
   limits: ChildInit;
   idleMs: number;
+  /** As the operator gave them; `Lifecycle` keeps those this Node knows (v8-flags.ts). */
+  v8Flags: readonly string[];
   extraCaCertsFile: string | undefined;
 }
 
@@ -54,6 +56,7 @@ export function poolSettings(options: ExecutorPoolOptions): PoolSettings {
       ...(options.pipedreamApi ? { pipedreamApi: { bodyLimit: options.pipedreamApi.bodyLimit } } : {}),
     },
     idleMs: options.idleMs ?? 10 * 60_000,
+    v8Flags: options.v8Flags ?? [],
     extraCaCertsFile: options.extraCaCertsFile,
   };
 }

@@ -65,6 +65,8 @@ export interface ExecutorSpawn {
   /** Folders of the owner's components the process may read. */
   allowed: Iterable<string>;
   memoryMb: number;
+  /** Extra V8 flags, checked against this Node already (v8-flags.ts). */
+  v8Flags: readonly string[];
   uid: number | undefined;
   extraCaCertsFile: string | undefined;
   init: ChildInit;
@@ -84,6 +86,7 @@ export function forkExecutor(spec: ExecutorSpawn): ChildProcess {
     `--allow-fs-read=${scratch}`,
     `--allow-fs-write=${scratch}`,
     `--max-old-space-size=${spec.memoryMb}`,
+    ...spec.v8Flags,
   ];
   const ids = uid === undefined ? {} : { uid, gid: uid };
   const proc = fork(runner, [JSON.stringify(spec.init)], {

@@ -20,6 +20,7 @@ import {
   stoppedError,
   WATCH_INTERVAL_MS,
 } from "./model.ts";
+import { usableV8Flags } from "./v8-flags.ts";
 
 /** Starts, watches and stops the pool's processes. */
 export class Lifecycle {
@@ -27,6 +28,8 @@ export class Lifecycle {
   private watch: NodeJS.Timeout | undefined;
   /** The executor's code bundled into `<dataDir>/executor`, once per pool. */
   private runner: Promise<string> | undefined;
+  /** The operator's V8 flags this Node knows, checked once per pool. */
+  private v8Flags: Promise<string[]> | undefined;
 
   constructor(core: PoolCore) {
     this.core = core;
@@ -83,6 +86,7 @@ export class Lifecycle {
     const { owner } = child;
     let scratch: string;
     let runner: string;
+    let v8Flags: string[];
     try {
       scratch = await this.core.grants.prepareScratch(owner);
       child.scratch = { dir: scratch, measuring: false, over: false };
@@ -91,6 +95,8 @@ export class Lifecycle {
         this.runner = undefined;
       });
       runner = await this.runner;
+      this.v8Flags ??= this.checkV8Flags();
+      v8Flags = await this.v8Flags;
       await this.core.grants.grantToExecutors(path.dirname(runner));
     } catch (err) {
       this.core.gone(child, null, null);
@@ -108,6 +114,7 @@ export class Lifecycle {
         scratch,
         allowed: child.allowed,
         memoryMb: this.core.settings.memoryMb,
+        v8Flags,
         uid: owner.uid,
         extraCaCertsFile: this.core.settings.extraCaCertsFile,
         init,
@@ -151,6 +158,13 @@ export class Lifecycle {
           new ExecutorError("executor_crash", "The executor process could not start"),
         );
     });
+  }
+
+  private async checkV8Flags(): Promise<string[]> {
+    const { flags, dropped } = await usableV8Flags(this.core.settings.v8Flags);
+    for (const { flag, why } of dropped)
+      this.core.logger?.warn({ flag, why }, "executor V8 flag ignored (FOUNT_EXECUTOR_V8_FLAGS)");
+    return flags;
   }
 
   /** Sends to a child; a channel that is closed or fails kills it (`executor_crash`). */

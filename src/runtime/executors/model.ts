@@ -29,6 +29,12 @@ export interface ExecutorPoolOptions {
    * (docs/isolation.md).
    */
   realmsPerOwner?: number;
+  /**
+   * V8 flags added to every executor process (`--optimize-for-size`, say: docs/architecture.md has what
+   * each measured); those this Node's V8 does not know, or that would widen the sandbox, are dropped
+   * with a warning (v8-flags.ts).
+   */
+  v8Flags?: string[];
   /** V8 heap cap of each executor process (`--max-old-space-size`); RSS is capped at 2× this + 128 MiB. */
   memoryMb?: number;
   /** Used when a request has no `timeoutMs`, and for `inspect`. */
