@@ -56,6 +56,8 @@ export interface Config {
   executorRealmsPerOwner: number;
   /** V8 flags added to every executor process (FOUNT_EXECUTOR_V8_FLAGS); those this Node lacks are dropped. */
   executorV8Flags: string[];
+  /** An owner's executor with nothing to do for this long is stopped (FOUNT_EXECUTOR_IDLE_S). */
+  executorIdleMs: number;
   /** Largest event a source may emit (JSON bytes). */
   maxEventBytes: number;
   /** Largest `this.db` of one source (JSON bytes); writes beyond it fail the invocation. */
@@ -247,6 +249,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     executorScratchMb: int(env, "FOUNT_EXECUTOR_SCRATCH_MB", 256, 1),
     executorRealmsPerOwner: int(env, "FOUNT_EXECUTOR_REALMS_PER_OWNER", 16, 1),
     executorV8Flags: (env.FOUNT_EXECUTOR_V8_FLAGS ?? "").split(/\s+/).filter(Boolean),
+    executorIdleMs: int(env, "FOUNT_EXECUTOR_IDLE_S", 600, 1) * 1000,
     maxEventBytes: int(env, "FOUNT_MAX_EVENT_BYTES", 1024 * 1024, 1024),
     maxDbBytes: int(env, "FOUNT_MAX_DB_BYTES", 4 * 1024 * 1024, 1024),
     bodyLimitBytes: 1024 * 1024,

@@ -55,6 +55,7 @@ export async function startExecutors(
       scratchMb: config.executorScratchMb,
       realmsPerOwner: config.executorRealmsPerOwner,
       v8Flags: config.executorV8Flags,
+      idleMs: config.executorIdleMs,
       defaultTimeoutMs: config.invocationTimeoutMs,
       maxEmitBytes: config.maxEventBytes,
       extraCaCertsFile: config.executorCaCerts,

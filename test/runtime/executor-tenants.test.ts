@@ -1,6 +1,7 @@
 /**
  * What one tenant's executor costs (issue 29, point 5): an executor that serves a source outside a
- * deploy starts one realm, not a spare beside it; the operator's V8 flags reach the process when this Node knows them, and are dropped with
+ * deploy starts one realm, not a spare beside it; one stopped for being idle starts again with the
+ * source's db; the operator's V8 flags reach the process when this Node knows them, and are dropped with
  * a warning when it does not or when they would widen the sandbox.
  */
 import assert from "node:assert/strict";
@@ -81,6 +82,25 @@ test("an executor serving one source outside a deploy starts that source's realm
   // The realm started ahead with the process is the source's; the runner used to start another spare
   // right after, which cost 8 MB for good once it was stopped unused (docs/architecture.md).
   assert.equal(stats?.realmsStarted, 1);
+});
+
+test("an executor stopped for being idle starts again on the next call, with the source's db", async () => {
+  // Shorter than an executor's start: idle time counts from its start's end, not from the fork (the
+  // watcher, every 500 ms, used to stop a process still starting, and its first call failed).
+  const pool = newPool({ idleMs: 50 });
+  const call = counterSource(pool, "u_idle");
+  const pids = new Set<number>();
+  for (let round = 1; round <= 4; round++) {
+    const got = await call();
+    assert.equal(got.n, round, "the new process got the source's db");
+    pids.add(got.pid);
+    const end = Date.now() + 60_000;
+    while (pool.pidOf("u_idle") !== undefined) {
+      assert.ok(Date.now() < end, "the idle executor was not stopped");
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  assert.equal(pids.size, 4, "a new process each time");
 });
 
 test("V8 flags this Node knows reach the executor; unknown ones and sandbox-widening ones are dropped with a warning", async () => {

@@ -224,7 +224,7 @@ export class Lifecycle {
     const now = Date.now();
     for (const child of this.core.children) {
       if (!child.pid || child.gone || child.killReason) continue;
-      const idle = child.batches.size === 0 && child.inspections.size === 0;
+      const idle = child.started && child.batches.size === 0 && child.inspections.size === 0;
       if (idle && now - child.lastActive > this.core.settings.idleMs) {
         this.retire(child);
         for (const [id, source] of child.owner.sources) {

@@ -27,6 +27,9 @@ export class ChildMessages {
       case "ready":
         if (!child.started && child.pid !== undefined) reniceExecutor(child.pid);
         child.started = true;
+        // Idle time counts from when it can take work: a start slower than `idleMs` (a loaded host, a
+        // short FOUNT_EXECUTOR_IDLE_S) stopped the process before its first call, three times in a row.
+        child.lastActive = Date.now();
         child.startWaiters?.resolve();
         break;
       case "got":
