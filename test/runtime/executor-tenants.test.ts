@@ -1,6 +1,6 @@
 /**
  * What one tenant's executor costs (issue 29, point 5): an executor that serves a source outside a
- * deploy starts one realm, not a spare beside it; one stopped for being idle starts again with the
+ * deploy starts one realm, not a spare beside it, and a deploy one more for its new source; one stopped for being idle starts again with the
  * source's db; the operator's V8 flags reach the process when this Node knows them, and are dropped with
  * a warning when it does not or when they would widen the sandbox.
  */
@@ -82,6 +82,22 @@ test("an executor serving one source outside a deploy starts that source's realm
   // The realm started ahead with the process is the source's; the runner used to start another spare
   // right after, which cost 8 MB for good once it was stopped unused (docs/architecture.md).
   assert.equal(stats?.realmsStarted, 1);
+});
+
+test("a deploy's inspection starts a realm for the new source's first call, and none after it", async () => {
+  const pool = newPool();
+  const call = counterSource(pool, "u_deploy");
+  const meta = await pool.inspect("u_deploy", {
+    codeHash: "x",
+    entryFile: path.join(codeDir, "counter.mjs"),
+    readDirs: [codeDir],
+    dependencies: {},
+  });
+  assert.equal(meta.name, "Counter");
+  for (let i = 1; i <= 5; i++) assert.equal((await call()).n, i);
+  // The inspection's realm (the one started with the process) and the source's, started as the
+  // inspection began; the runner used to start one more after the source took its realm.
+  assert.equal(pool.stats()[0]?.realmsStarted, 2);
 });
 
 test("an executor stopped for being idle starts again on the next call, with the source's db", async () => {

@@ -44,13 +44,6 @@ let spareSince = 0;
  */
 const SPARE_IDLE_MS = 10_000;
 /**
- * When the last inspection began: a deploy (an inspection, then the new source's first call) is the
- * one time a taken spare is replaced. Otherwise the spare started with the process is the only one:
- * a spare stopped unused leaves most of its 10 MB with the process (glibc and V8 keep the pages), which
- * made an executor with one source cost 29 MB of anonymous memory instead of 21 (docs/architecture.md).
- */
-let inspectedAt = Number.NEGATIVE_INFINITY;
-/**
  * The idle inspection realm: inspections (loading a component to read its definition) reuse one realm
  * one after another, as starting a realm per inspection made publishing several components slow. A
  * realm whose inspection timed out or failed fatally is not reused.
@@ -65,16 +58,17 @@ const INSPECTOR_IDLE_MS = 10_000;
 /** Inspections one realm serves before it is replaced (each loads a module it then keeps). */
 const INSPECTIONS_PER_REALM = 50;
 
-/** Gives the spare realm (or a new one) to a source or an inspection; during a deploy, starts the next spare. */
+/**
+ * Gives the spare realm (or a new one) to a source or an inspection. The taken spare is not replaced
+ * here: a spare stopped unused leaves most of its 10 MB with the process (glibc and V8 keep the pages),
+ * which made an executor with one source cost 29 MB of anonymous memory instead of 21 (issue 29,
+ * docs/architecture.md). Spares start with the process and with each inspection (`inspectionRealm`).
+ */
 function startRealm(inspect: number | undefined): Realm {
   const realm = spare ?? newRealm();
   spare = undefined;
   realm.inspect = inspect;
   if (inspect !== undefined) inspections.set(inspect, realm);
-  if (Date.now() - inspectedAt < SPARE_IDLE_MS)
-    setImmediate(() => {
-      startSpare();
-    });
   return realm;
 }
 
@@ -208,13 +202,16 @@ export function stopSourceRealm(realm: Realm, sid: string, why: string): void {
   reportEnd(realm, others, { code: "executor_crash", message: why }, sid);
 }
 
-/** The realm an inspection runs in: the idle inspection realm, else the spare (or a new one). */
+/** The realm an inspection runs in (the idle inspection realm, else the spare or a new one); starts a spare. */
 export function inspectionRealm(q: number): Realm {
-  inspectedAt = Date.now();
   const realm = inspector ?? startRealm(q);
   inspector = undefined;
   realm.inspect = q;
   inspections.set(q, realm);
+  // A deploy inspects its component, then calls the new source: its realm starts meanwhile.
+  setImmediate(() => {
+    startSpare();
+  });
   return realm;
 }
 
