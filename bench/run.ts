@@ -6,11 +6,12 @@
  *
  *   npm run bench                         all parts, on both stores
  *   npm run bench -- --only http,sse      some parts (http, manual, deploy, webhooks, sse, timers, sibling,
- *                                         cli, cluster, traces, history-search)
+ *                                         cli, cluster, traces, history-search, tenants)
  *   FOUNT_BENCH_SEARCH_EVENTS=100000 npm run bench -- --only history-search
  *                                         the event search over fewer stored events than the issue's
  *                                         1,000,000 (a quick run)
  *   npm run bench -- --duration 5         shorter load runs
+ *   npm run bench -- --only tenants --tenants 100   fewer tenants in the many-tenants run (1,000)
  *   npm run bench -- --json out.json      also write every figure and raw detail
  *   npm run bench -- --cpu-prof dir       write the Fount servers' CPU profiles to dir
  *   npm run bench -- --strict             exit 1 when a figure misses its target
@@ -31,6 +32,7 @@ import { historySearch } from "./parts/history-search.ts";
 import { httpIngest } from "./parts/http-ingest.ts";
 import { sibling } from "./parts/sibling.ts";
 import { sseFanOut } from "./parts/sse.ts";
+import { tenantsCost } from "./parts/tenants.ts";
 import { timers } from "./parts/timers.ts";
 import { tracesCost } from "./parts/traces.ts";
 import { webhooks } from "./parts/webhooks.ts";
@@ -56,6 +58,7 @@ const parts: Record<string, PartEntry> = {
   cluster: { title: "Cluster", run: cluster },
   traces: { title: "Traces", run: tracesCost },
   "history-search": { title: "History search", run: historySearch, eachStore: true },
+  tenants: { title: "Tenants", run: tenantsCost },
 };
 
 const { values } = parseArgs({
@@ -67,6 +70,7 @@ const { values } = parseArgs({
     "webhook-rate": { type: "string", default: "3500" },
     "sse-clients": { type: "string", default: "1000" },
     "sse-rate": { type: "string", default: "50" },
+    tenants: { type: "string", default: "1000" },
     json: { type: "string" },
     "cpu-prof": { type: "string" },
     strict: { type: "boolean", default: false },
@@ -94,6 +98,7 @@ const settings: BenchSettings = {
   webhookRate: positive("webhook-rate", values["webhook-rate"]),
   sseClients: positive("sse-clients", values["sse-clients"]),
   sseRate: positive("sse-rate", values["sse-rate"]),
+  tenants: positive("tenants", values.tenants),
   cpuProfDir: values["cpu-prof"],
   pgUrl: values["pg-url"],
   store: { driver: "sqlite" },

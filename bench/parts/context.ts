@@ -48,6 +48,8 @@ export interface BenchSettings {
   sseClients: number;
   /** Events per second in the SSE part. */
   sseRate: number;
+  /** Tenants of the many-tenants run (one source each, one hit per second each). */
+  tenants: number;
   /** Where the Fount servers write `--cpu-prof` profiles; unset means no profiling. */
   cpuProfDir?: string;
   /** The servers' store: a fresh SQLite file, or a fresh schema of this PostgreSQL URL. */

@@ -1,0 +1,233 @@
+/**
+ * What a tenant costs (issue 29, point 5): anonymous memory and PSS of each owner's executor with 50
+ * tenants active (one source each, one hit per second each), a tenant's first hit when its executor is
+ * not running (stopped for being idle: `FOUNT_EXECUTOR_IDLE_S`), and `--tenants` tenants (1,000 by
+ * default) active on one node with the memory of the whole server. Memory is read from
+ * `/proc/<pid>/smaps_rollup`: `Anonymous` is what a process holds of its own, `Pss` adds its share of
+ * the pages it maps with others (Node's binary, mostly).
+ */
+import { readFileSync } from "node:fs";
+import os from "node:os";
+import { httpCall } from "../lib/http-client.ts";
+import { childPids, type FountProcess } from "../lib/processes.ts";
+import { type Figure, figure } from "../lib/report.ts";
+import { distribution } from "../lib/stats.ts";
+import { emitterCode, type PartContext, payload } from "./context.ts";
+
+/** Before this work (docs/architecture.md, issue 29): an executor with one source, 50 tenants active. */
+const before = { anonMb: 28.1, pssMb: 28.7, firstHitMs: 174 };
+/** Idle time after which the first-hit figure's executors are stopped (FOUNT_EXECUTOR_IDLE_S). */
+const IDLE_S = 3;
+
+interface Tenant {
+  key: string;
+  endpointUrl: string;
+}
+
+interface Memory {
+  anonMb: number;
+  pssMb: number;
+  rssMb: number;
+}
+
+function rollup(pid: number): Memory | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
+    const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? 0);
+    return { anonMb: kb("Anonymous") / 1024, pssMb: kb("Pss") / 1024, rssMb: kb("Rss") / 1024 };
+  } catch {
+    return undefined;
+  }
+}
+
+/** The server's executor processes (children running runner.mjs), the registry's own left out. */
+function executorPids(serverPid: number): number[] {
+  return childPids(serverPid).filter((pid) => {
+    try {
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+      return /runner\.(mjs|ts)/.test(cmdline) && !cmdline.includes("/scratch/registry");
+    } catch {
+      return false;
+    }
+  });
+}
+
+function sum(items: Memory[]): Memory {
+  const total = { anonMb: 0, pssMb: 0, rssMb: 0 };
+  for (const m of items) {
+    total.anonMb += m.anonMb;
+    total.pssMb += m.pssMb;
+    total.rssMb += m.rssMb;
+  }
+  return total;
+}
+
+/** Creates `count` users, each with one HTTP source, a few at a time. */
+async function tenants(fount: FountProcess, count: number, log: (m: string) => void): Promise<Tenant[]> {
+  const out: Tenant[] = [];
+  const code = emitterCode("bench-tenant", false);
+  let next = 0;
+  const worker = async () => {
+    while (next < count) {
+      const i = next++;
+      const user = await fount.api("POST", "/v1/admin/users", {
+        username: `tenant-${i}-${Date.now()}`,
+        email: `tenant-${i}@example.com`,
+      });
+      const key: string = user.data.api_key;
+      const res = await httpCall(`${fount.url}/v1/sources`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}` },
+        json: { component_code: code, name: `tenant-${i}` },
+        timeoutMs: 120_000,
+      });
+      if (res.status !== 200 && res.status !== 201)
+        throw new Error(`deploy answered ${res.status}: ${res.text.slice(0, 200)}`);
+      out.push({ key, endpointUrl: res.json.data.endpoint_url });
+      if (out.length % 100 === 0) log(`Tenants: ${out.length} of ${count} deployed`);
+    }
+  };
+  await Promise.all(Array.from({ length: 4 }, worker));
+  return out;
+}
+
+/** Hits each tenant's endpoint once per second, spread over the second, for `seconds`. */
+async function hitEverySecond(list: Tenant[], seconds: number): Promise<{ ms: number[]; failed: number }> {
+  const ms: number[] = [];
+  let failed = 0;
+  const start = performance.now();
+  const calls: Promise<void>[] = [];
+  for (let s = 0; s < seconds; s++) {
+    for (let i = 0; i < list.length; i++) {
+      const due = start + s * 1000 + (i * 1000) / list.length;
+      const wait = due - performance.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      const t0 = performance.now();
+      calls.push(
+        httpCall(list[i]!.endpointUrl, { method: "POST", json: payload, timeoutMs: 60_000 }).then(
+          (res) => {
+            if (res.status === 200) ms.push(performance.now() - t0);
+            else failed++;
+          },
+          () => {
+            failed++;
+          },
+        ),
+      );
+    }
+  }
+  await Promise.all(calls);
+  return { ms, failed };
+}
+
+async function perExecutor(fount: FountProcess, active: Tenant[], seconds: number) {
+  // Longer than an unused spare realm and the idle inspection realm live after the deploys (10 s).
+  const hits = await hitEverySecond(active, seconds);
+  const pids = executorPids(fount.pid);
+  const memory = pids.map(rollup).filter((m): m is Memory => m !== undefined);
+  const total = sum(memory);
+  const n = Math.max(1, memory.length);
+  return { processes: memory.length, anonMb: total.anonMb / n, pssMb: total.pssMb / n, hits };
+}
+
+/** A tenant's first hit once its executor was stopped for being idle, one tenant at a time. */
+async function firstHits(fount: FountProcess, list: Tenant[], log: (m: string) => void): Promise<number[]> {
+  const deadline = Date.now() + 120_000;
+  while (executorPids(fount.pid).length > 0 && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, 250));
+  if (executorPids(fount.pid).length > 0) log("Tenants: executors still running after 120 s idle");
+  const ms: number[] = [];
+  for (const tenant of list) {
+    const t0 = performance.now();
+    const res = await httpCall(tenant.endpointUrl, { method: "POST", json: payload, timeoutMs: 60_000 });
+    if (res.status !== 200) throw new Error(`first hit answered ${res.status}: ${res.text.slice(0, 200)}`);
+    ms.push(performance.now() - t0);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return ms;
+}
+
+export async function tenantsCost(
+  ctx: PartContext,
+  out: { figures: Figure[]; details: Record<string, unknown> },
+): Promise<void> {
+  const part = "Tenants";
+  const log = (m: string) => ctx.log(m);
+  const load = () => os.loadavg()[0]!.toFixed(1);
+  const activeSeconds = Math.max(15, ctx.settings.durationS + 5);
+
+  // A tenant's first hit once its executor stopped idle, on a server that stops them soon.
+  {
+    const fount = await ctx.fount(undefined, { FOUNT_EXECUTOR_IDLE_S: String(IDLE_S) });
+    const few = await tenants(fount, 15, log);
+    ctx.log(`${part}: first hits after the executors stopped idle (${IDLE_S} s; load ${load()})`);
+    const cold = distribution(await firstHits(fount, few, log));
+    out.details.firstHitMs = cold;
+    out.figures.push(
+      figure(
+        part,
+        "first hit after idle, p50",
+        cold.p50,
+        "ms",
+        { op: "<=", value: 150 },
+        `15 tenants one at a time; ${before.firstHitMs} ms before; load ${load()}`,
+      ),
+    );
+  }
+
+  // 50 tenants active, then as many more as --tenants asks, on one server (executors never idle here).
+  const fount = await ctx.fount();
+  const active = await tenants(fount, 50, log);
+  ctx.log(`${part}: 50 tenants, one hit per second each for ${activeSeconds} s (load ${load()})`);
+  const m = await perExecutor(fount, active, activeSeconds);
+  out.details.fifty = m;
+  out.figures.push(
+    figure(
+      part,
+      "executor anonymous memory, 50 tenants active",
+      m.anonMb,
+      "MB",
+      { op: "<=", value: 15 },
+      `mean of ${m.processes} executors; ${before.anonMb} MB before; load ${load()}`,
+    ),
+    figure(
+      part,
+      "executor PSS, 50 tenants active",
+      m.pssMb,
+      "MB",
+      { op: "<=", value: 20 },
+      `${before.pssMb} MB before`,
+    ),
+  );
+
+  const count = Math.max(50, ctx.settings.tenants);
+  ctx.log(`${part}: deploying ${count - 50} more tenants (load ${load()})`);
+  const all = [...active, ...(await tenants(fount, count - 50, log))];
+  ctx.log(`${part}: ${count} tenants, one hit per second each for ${activeSeconds} s`);
+  const hits = await hitEverySecond(all, activeSeconds);
+  const executors = executorPids(fount.pid)
+    .map(rollup)
+    .filter((x): x is Memory => x !== undefined);
+  const server = rollup(fount.pid);
+  const total = sum([...executors, ...(server ? [server] : [])]);
+  const latency = distribution(hits.ms);
+  out.details.many = { count, executors: executors.length, total, server, latency, failed: hits.failed };
+  out.figures.push(
+    figure(
+      part,
+      `${count} tenants: server and executors, PSS`,
+      total.pssMb / 1024,
+      "GB",
+      count >= 1000 ? { op: "<=", value: 24 } : undefined,
+      `${executors.length} executors, ${(total.anonMb / 1024).toFixed(2)} GB anonymous; load ${load()}`,
+    ),
+    figure(
+      part,
+      `${count} tenants: hit p99`,
+      latency.p99,
+      "ms",
+      undefined,
+      `p50 ${latency.p50.toFixed(1)} ms, ${hits.failed} failed of ${hits.ms.length + hits.failed}`,
+    ),
+  );
+}
