@@ -60,8 +60,8 @@ const INSPECTIONS_PER_REALM = 50;
 
 /**
  * Gives the spare realm (or a new one) to a source or an inspection. The taken spare is not replaced
- * here: a spare stopped unused leaves most of its 10 MB with the process (glibc and V8 keep the pages),
- * which made an executor with one source cost 29 MB of anonymous memory instead of 21 (issue 29,
+ * here: replacing it cost every executor a 10 MB realm for its first 10 s and, once that spare was
+ * stopped unused, about 1.7 MB for good (glibc and V8 keep pages of a stopped worker; issue 29,
  * docs/architecture.md). Spares start with the process and with each inspection (`inspectionRealm`).
  */
 function startRealm(inspect: number | undefined): Realm {
