@@ -6,7 +6,7 @@
  *
  *   npm run bench                         all parts, on both stores
  *   npm run bench -- --only http,sse      some parts (http, manual, deploy, webhooks, sse, timers, sibling,
- *                                         cli, cluster, traces, history-search, tenants)
+ *                                         cli, cluster, cluster-capped, traces, history-search, tenants)
  *   FOUNT_BENCH_SEARCH_EVENTS=100000 npm run bench -- --only history-search
  *                                         the event search over fewer stored events than the issue's
  *                                         1,000,000 (a quick run)
@@ -27,6 +27,7 @@ import { benchStores, partRuns } from "./lib/stores.ts";
 import { deployToFirstEvent, manualRun } from "./parts/api-latency.ts";
 import { cliStart } from "./parts/cli-start.ts";
 import { cluster } from "./parts/cluster.ts";
+import { clusterCapped } from "./parts/cluster-capped.ts";
 import { type BenchSettings, type BenchStore, PartContext } from "./parts/context.ts";
 import { historySearch } from "./parts/history-search.ts";
 import { httpIngest } from "./parts/http-ingest.ts";
@@ -56,6 +57,7 @@ const parts: Record<string, PartEntry> = {
   sibling: { title: "Sibling", run: sibling },
   cli: { title: "CLI start", run: cliStart },
   cluster: { title: "Cluster", run: cluster },
+  "cluster-capped": { title: "Cluster, 0.4 CPU per node", run: clusterCapped },
   traces: { title: "Traces", run: tracesCost },
   "history-search": { title: "History search", run: historySearch, eachStore: true },
   tenants: { title: "Tenants", run: tenantsCost },

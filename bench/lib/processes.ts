@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSyn
 import { createServer } from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { joinGroup } from "./cgroups.ts";
 import { type HttpAnswer, httpCall } from "./http-client.ts";
 
 export const repoRoot = path.resolve(import.meta.dirname, "..", "..");
@@ -131,6 +132,8 @@ export interface FountOptions {
   env?: Record<string, string>;
   /** Checkout whose `src/main.ts` runs (another worktree, for `bench/compare.ts`); this one by default. */
   root?: string;
+  /** A cgroup (v1 `cpu`, bench/lib/cgroups.ts) the server runs in from its start, with its executors. */
+  cgroup?: string;
 }
 
 /**
@@ -219,6 +222,8 @@ export class FountProcess {
         ...options.env,
       },
     });
+    // Before it loads anything: the executors it starts later are in the group too.
+    if (options.cgroup && child.pid !== undefined) joinGroup(options.cgroup, child.pid);
     const server = new FountProcess(
       `http://127.0.0.1:${port}`,
       `http://127.0.0.1:${endpointPort}`,

@@ -47,7 +47,7 @@ interface Load {
 }
 
 /** Deploys `count` emitter sources through `server`; returns their endpoint paths. */
-async function deployEmitters(server: FountProcess, prefix: string, count: number): Promise<string[]> {
+export async function deployEmitters(server: FountProcess, prefix: string, count: number): Promise<string[]> {
   const paths: string[] = [];
   for (let i = 0; i < count; i += deployBatch) {
     const batch = Array.from({ length: Math.min(deployBatch, count - i) }, (_, j) =>
@@ -62,12 +62,16 @@ async function deployEmitters(server: FountProcess, prefix: string, count: numbe
 }
 
 /** `list` starting at `from`, so that the nodes' load generators do not start on the same source. */
-function rotate<T>(list: T[], from: number): T[] {
+export function rotate<T>(list: T[], from: number): T[] {
   return [...list.slice(from), ...list.slice(0, from)];
 }
 
 /** The legs of a load: the connections split over the setup's servers. */
-function legs(setup: Setup, paths: (node: number) => string[] | undefined, hotPath?: string): Leg[] {
+export function legs(
+  setup: { servers: FountProcess[] },
+  paths: (node: number) => string[] | undefined,
+  hotPath?: string,
+): Leg[] {
   return setup.servers.map((server, i) => ({ url: server.endpoints + (hotPath ?? ""), paths: paths(i) }));
 }
 

@@ -109,10 +109,11 @@ export class PartContext {
   async fount(
     store: BenchStore = this.settings.store,
     extraEnv: Record<string, string> = {},
+    cgroup?: string,
   ): Promise<FountProcess> {
     const env: Record<string, string> = { ...extraEnv };
     if (store.driver === "postgres") env.DATABASE_URL = await this.#schemaUrl(store.url);
-    return this.#start(env);
+    return this.#start(env, cgroup);
   }
 
   /**
@@ -120,18 +121,26 @@ export class PartContext {
    * store: the same DATABASE_URL and FOUNT_ENCRYPTION_KEY, each its own data dir and FOUNT_NODE_ID.
    * The first creates the schema and the admin before the others join.
    */
-  async cluster(nodes: number, pgUrl: string): Promise<FountProcess[]> {
-    const shared = {
+  async cluster(nodes: number, pgUrl: string, cgroups: string[] = []): Promise<FountProcess[]> {
+    const shared = await this.clusterEnv(pgUrl);
+    const first = await this.node(shared, 1, cgroups[0]);
+    const others = await Promise.all(
+      Array.from({ length: nodes - 1 }, (_, i) => this.node(shared, i + 2, cgroups[i + 1])),
+    );
+    return [first, ...others];
+  }
+
+  /** What the nodes of one cluster share: a fresh schema and one FOUNT_ENCRYPTION_KEY. */
+  async clusterEnv(pgUrl: string): Promise<Record<string, string>> {
+    return {
       DATABASE_URL: await this.#schemaUrl(pgUrl),
       FOUNT_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
     };
-    const first = await this.#start({ ...shared, FOUNT_NODE_ID: "bench-n1" });
-    const others = await Promise.all(
-      Array.from({ length: nodes - 1 }, (_, i) =>
-        this.#start({ ...shared, FOUNT_NODE_ID: `bench-n${i + 2}` }),
-      ),
-    );
-    return [first, ...others];
+  }
+
+  /** Node `n` (`bench-n<n>`) of the cluster sharing `shared`, in `cgroup` when given. */
+  node(shared: Record<string, string>, n: number, cgroup?: string): Promise<FountProcess> {
+    return this.#start({ ...shared, FOUNT_NODE_ID: `bench-n${n}` }, cgroup);
   }
 
   /** A fresh schema, dropped when the part ends, as a DATABASE_URL. */
@@ -141,14 +150,20 @@ export class PartContext {
     return urlWithSchema(pgUrl, schema);
   }
 
-  async #start(env: Record<string, string>): Promise<FountProcess> {
+  async #start(env: Record<string, string>, cgroup?: string): Promise<FountProcess> {
     const dir = this.settings.cpuProfDir;
     const server = await FountProcess.start({
       nodeArgs: dir ? ["--cpu-prof", `--cpu-prof-dir=${dir}`] : [],
       env,
+      cgroup,
     });
     this.#cleanups.push(() => server.stop());
     return server;
+  }
+
+  /** Runs `cleanup` when the part ends (before what was set up earlier is cleaned up). */
+  defer(cleanup: () => Promise<void> | void): void {
+    this.#cleanups.push(async () => cleanup());
   }
 
   async helper(script: string, args: string[] = []): Promise<HelperChild> {

@@ -1,8 +1,10 @@
 /** Fount nodes as processes on one PostgreSQL schema, for the cluster tests. */
+import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { ownerOf } from "../../src/domain/cluster/placement.ts";
 import { adminKey, unmountScratchUnder } from "../helpers.ts";
 import { dropSchema, freshSchema, schemaUrl } from "../pg-schemas.ts";
 import { type ServerProcess, startProcess } from "../process/server-process.ts";
@@ -144,3 +146,48 @@ export async function eventually<T>(
     await new Promise((r) => setTimeout(r, 100));
   }
 }
+
+/**
+ * Deploys sources through `through` until one that the placement puts on node `name` (docs/architecture.md,
+ * *Placement*): a source no node runs goes to that node, so its first hit, through any node, runs there.
+ */
+export async function deployOwnedBy(
+  through: Node,
+  name: string,
+  code: string,
+): Promise<{ id: string; path: string }> {
+  const listed = (await api(through, "GET", "/v1/admin/nodes")).body.data as Array<{
+    id: string;
+    state: string;
+    url: string | null;
+  }>;
+  const members = listed.filter((n) => n.state === "live" && n.url !== null).map((n) => n.id);
+  for (let i = 0; i < 60; i++) {
+    const res = await api(through, "POST", "/v1/sources", { component_code: code });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    if (ownerOf(res.body.data.id, members)?.startsWith(`${name}/`))
+      return { id: res.body.data.id, path: new URL(res.body.data.endpoint_url).pathname };
+  }
+  throw new Error(`no source placed on ${name} among ${members.join(", ")}`);
+}
+
+/** Answers with what its run saw, and counts its runs in `this.db` (exact only on one node at a time). */
+export const echoCode = `export default {
+  name: "Echo",
+  key: "cluster-echo",
+  version: "0.0.1",
+  type: "source",
+  props: { http: { type: "$.interface.http", customResponse: true }, db: "$.service.db" },
+  async run(event) {
+    const n = (this.db.get("n") ?? 0) + 1;
+    this.db.set("n", n);
+    // ?wait=ms makes the run slow.
+    await new Promise((r) => setTimeout(r, Number(event.query?.wait ?? 0)));
+    this.$emit({ n }, { id: String(n) });
+    this.http.respond({
+      status: 201,
+      headers: { "x-echo": "yes", "set-cookie": ["a=1", "fount_session=theirs; Path=/", "b=2"] },
+      body: JSON.stringify({ n, method: event.method, path: event.path, query: event.query, headers: event.headers, body: event.bodyRaw }),
+    });
+  },
+};`;

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { OtlpReceiver, type ReceivedSpan } from "../tracing/otlp-receiver.ts";
-import { api, type Cluster, eventually, startCluster } from "./nodes.ts";
+import { type Cluster, deployOwnedBy, eventually, startCluster } from "./nodes.ts";
 
 const sourceCode = `export default {
   name: "Traced",
@@ -43,16 +43,13 @@ after(async () => {
 test("a hit forwarded to the node that runs its source continues the caller's trace there", async () => {
   const t1 = cluster.node("t1");
   const t2 = cluster.node("t2");
-  const deployed = await api(t1, "POST", "/v1/sources", { component_code: sourceCode });
-  assert.equal(deployed.status, 200, JSON.stringify(deployed.body));
-  const path = new URL(deployed.body.data.endpoint_url).pathname;
-  const sourceId = deployed.body.data.id as string;
+  const { id: sourceId, path } = await deployOwnedBy(t1, "t2", sourceCode);
   const post = async (through: typeof t1, headers: Record<string, string> = {}) => {
     const res = await fetch(`${through.endpoints}${path}`, { method: "POST", headers, body: '{"n":1}' });
     await res.arrayBuffer();
     return res.status;
   };
-  // The first hit, through t2, makes t2 the node that runs the source: t1 sends the next one there.
+  // The first hit, through t2, makes t2 (the node the placement names) the node that runs the source: t1 sends the next one there.
   assert.equal(await post(t2), 200);
   const callerTrace = "5bf92f3577b34da6a3ce929d0e0e4736";
   const callerSpan = "10f067aa0ba902b7";

@@ -19,6 +19,7 @@ import type { EventRecorder } from "../events/recorder.ts";
 import type { StreamInterest } from "../events/stream-hub.ts";
 import type { EventRecord } from "../types.ts";
 import { HitForwarding } from "./hit-forwarding.ts";
+import { LeaseSpread } from "./placement.ts";
 import { type LeaseMessage, nodeDeadAfterMs, SourceLeases } from "./source-leases.ts";
 
 const channel = "fount_cluster";
@@ -72,6 +73,8 @@ export interface ClusterLinkDeps {
   onDeleted: (sourceId: string) => void;
   /** Another node queued deliveries to a source this node may run (`wakeOthers`): claim them. */
   onWake?: () => void;
+  /** After each heartbeat: the live nodes that take forwarded hits (this one too, once it listens). */
+  onMembers?: (members: string[]) => void;
   interest?: Partial<InterestTimings>;
   now?: () => number;
 }
@@ -249,11 +252,13 @@ export class ClusterLink implements StreamInterest {
   async #beat(): Promise<void> {
     try {
       await this.#d.cluster.heartbeat(this.#d.nodeId, this.#url);
-      const others = (await this.#d.cluster.liveNodes(nodeDeadAfterMs)).filter(
-        (n) => n.id !== this.#d.nodeId,
-      );
+      const live = await this.#d.cluster.liveNodes(nodeDeadAfterMs);
+      const others = live.filter((n) => n.id !== this.#d.nodeId);
       this.#peers = others.length;
       this.#peerUrls = new Map(others.flatMap((n) => (n.url === undefined ? [] : [[n.id, n.url]])));
+      const members = others.flatMap((n) => (n.url === undefined ? [] : [n.id]));
+      if (this.#url !== undefined) members.push(this.#d.nodeId);
+      this.#d.onMembers?.(members);
       if (this.#heartbeatFailing) this.#d.logger.info("cluster heartbeat written again");
       this.#heartbeatFailing = false;
     } catch (err) {
@@ -442,6 +447,10 @@ export function clusterNode(deps: {
     send: (m) => link.sendLease(m),
     onTaken: deps.forget,
     onReleased: (sourceId, to) => forwarding.moved(sourceId, to),
+    placedElsewhere: (sourceId) => {
+      const owner = spread.owner(sourceId);
+      return owner !== undefined && owner !== deps.nodeId && forwarding.reachable(owner);
+    },
   });
   const link: ClusterLink = new ClusterLink({
     ...deps,
@@ -449,11 +458,17 @@ export function clusterNode(deps: {
       leases.receive(m, from);
       if (m.t === "released") forwarding.moved(m.s, m.to);
     },
+    onMembers: (members) => spread.update(members),
     onDeleted: (sourceId) => {
       deps.forget(sourceId);
       leases.forget(sourceId);
       forwarding.moved(sourceId);
     },
+  });
+  const spread: LeaseSpread = new LeaseSpread({
+    leases,
+    nodeId: deps.nodeId,
+    reachable: (nodeId) => forwarding.reachable(nodeId),
   });
   const forwarding = new HitForwarding({
     cluster: deps.cluster,
@@ -463,6 +478,7 @@ export function clusterNode(deps: {
     psk: deps.forwardPsk,
     invocationTimeoutMs: deps.invocationTimeoutMs,
     logger: deps.logger,
+    spread,
   });
   deps.recorder.ids.shareStore((emitterId) => leases.holds(emitterId));
   return {

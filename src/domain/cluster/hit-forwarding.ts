@@ -30,6 +30,7 @@ import type { FastifyBaseLogger } from "fastify";
 import type { ClusterStore } from "../../storage/port.ts";
 import type { Elsewhere, ForwardedHit, HitAnswer } from "./forwarding-protocol.ts";
 import { PeerLink } from "./peer-link.ts";
+import type { LeaseSpread } from "./placement.ts";
 import { nodeDeadAfterMs, type SourceLeases } from "./source-leases.ts";
 
 /** A node that could not be connected to gets no forwarded hit for this long. */
@@ -57,6 +58,8 @@ export interface HitForwardingDeps {
   /** The longest a run may take: a forwarded hit waits that long and some for its answer. */
   invocationTimeoutMs: number;
   logger: FastifyBaseLogger;
+  /** Which node should run each source (placement.ts): a source no live node holds goes there. */
+  spread?: LeaseSpread;
 }
 
 /** The forwarding side: where each hit should run, and the connections to the other nodes. */
@@ -81,7 +84,7 @@ export class HitForwarding {
 
   /**
    * Where a hit of the source should run: another node's target, or undefined for this node (it holds
-   * the lease or is taking it, no live node holds it, or the holder cannot be reached).
+   * the lease or is taking it, no live node holds it and this node owns it, or the node cannot be reached).
    */
   route(sourceId: string): ForwardTarget | undefined | Promise<ForwardTarget | undefined> {
     if (this.#d.leases.engaged(sourceId)) return undefined;
@@ -127,9 +130,21 @@ export class HitForwarding {
     return "not-sent";
   }
 
-  /** Whether a hit another node sent on should run here: this node holds the source, or is taking it. */
+  /**
+   * Whether a hit another node sent on should run here: this node holds the source, is taking it, or
+   * owns it (placement.ts; it takes the lease, from its holder if need be).
+   */
   runsHere(sourceId: string): boolean {
-    return this.#d.leases.engaged(sourceId) || this.#d.leases.taking(sourceId);
+    return (
+      this.#d.leases.engaged(sourceId) ||
+      this.#d.leases.taking(sourceId) ||
+      this.#d.spread?.ownsHere(sourceId) === true
+    );
+  }
+
+  /** Whether hits can be sent to node `nodeId` now: it gave a URL, is live, and is not skipped. */
+  reachable(nodeId: string): boolean {
+    return this.targetOf(nodeId) !== undefined;
   }
 
   /** The node this node last heard runs the source (another than this one), if any. */
@@ -158,7 +173,9 @@ export class HitForwarding {
   }
 
   async #lookUp(sourceId: string): Promise<ForwardTarget | undefined> {
-    const holder = await this.#d.cluster.sourceLeaseHolder(sourceId, nodeDeadAfterMs);
+    // No live node holds it: it goes to the node that owns it (placement.ts), if not this one.
+    const holder =
+      (await this.#d.cluster.sourceLeaseHolder(sourceId, nodeDeadAfterMs)) ?? this.#d.spread?.owner(sourceId);
     if (holder === undefined || holder === this.#d.nodeId) return undefined;
     // This node may have begun to take it meanwhile.
     if (this.#d.leases.engaged(sourceId)) return undefined;

@@ -100,6 +100,8 @@ export interface SourceLeasesDeps {
   onTaken: (sourceId: string) => void;
   /** This node gave a lease back, meant for node `to`: its hits of the source go there now. */
   onReleased?: (sourceId: string, to: string | undefined) => void;
+  /** Whether the placement puts the source on another node that can be reached (placement.ts). */
+  placedElsewhere?: (sourceId: string) => boolean;
 }
 
 interface Lease {
@@ -239,14 +241,40 @@ export class SourceLeases {
     else lease.wantTimer = setTimeout(wantNow, minHoldMs - heldMs);
   }
 
+  /**
+   * Gives the lease to node `to` as if that node had asked for it (placement.ts): no new invocation
+   * starts here once it was held `minHoldMs`, and it is given back, meant for `to`, when the started ones
+   * finished. False when this node does not hold it or already gives it to a node.
+   */
+  giveAway(sourceId: string, to: string): boolean {
+    const lease = this.#leases.get(sourceId);
+    if (!lease || lease.gen === undefined || lease.releasing || lease.wanted || lease.askers.length > 0)
+      return false;
+    lease.askers.push(to);
+    this.#want(sourceId, lease);
+    return true;
+  }
+
+  /** The sources whose lease this node holds, with when it took each (`Date.now()`). */
+  *heldSince(): Iterable<[sourceId: string, takenAt: number]> {
+    for (const [sourceId, lease] of this.#leases)
+      if (lease.gen !== undefined) yield [sourceId, lease.takenAt];
+  }
+
   /** This node's name in the cluster. */
   get nodeId(): string {
     return this.#d.nodeId;
   }
 
-  /** Of these sources, those another live node holds: their timer ticks are left to that node. */
-  heldElsewhere(sourceIds: string[]): Promise<Set<string>> {
-    return this.#d.cluster.leasedElsewhere(sourceIds, this.#d.nodeId, nodeDeadAfterMs);
+  /**
+   * Of these sources, those another live node holds, and those no node holds that the placement puts on
+   * another node (`placedElsewhere`): their timer ticks are left to that node, which keeps the lease.
+   */
+  async heldElsewhere(sourceIds: string[]): Promise<Set<string>> {
+    const held = await this.#d.cluster.leasedElsewhere(sourceIds, this.#d.nodeId, nodeDeadAfterMs);
+    const placed = this.#d.placedElsewhere;
+    if (placed) for (const id of sourceIds) if (!held.has(id) && !this.holds(id) && placed(id)) held.add(id);
+    return held;
   }
 
   /** Whether this node holds the source's lease now. */

@@ -1,0 +1,210 @@
+/**
+ * Three nodes against one, each node capped at 0.4 CPU (issue 29, point 3): on this 2-core machine an
+ * uncapped node already takes most of the cores, so three nodes could only share them; with a CFS quota
+ * per node (a cgroup v1 `cpu` group each, its executors in it too; the load generator and PostgreSQL
+ * outside) the ratio shows what more nodes add, as on a cluster of separate machines.
+ *
+ * Loads, each 30 emitter sources on one PostgreSQL schema at the HTTP part's 50 connections:
+ * - one capped node, every source's hits through it;
+ * - three capped nodes, *spread*: each source's hits through one node (node i gets every third source);
+ * - three capped nodes, *every node*: every source's hits through every node (a load balancer that does
+ *   not look at paths; a hit reaching a node that does not run its source is forwarded);
+ * - three capped nodes *warmed through one node*: a fresh cluster whose first node alone gets every
+ *   source's hits for the warm-up (it takes every lease), then the two others start and the spread load
+ *   begins at once, so the placement's hand-over (docs/architecture.md, *Placement*) is measured too.
+ * The first three go in alternating slices; the warmed cluster then alternates with the one node again,
+ * its first slice starting as soon as the joining nodes answer.
+ */
+import os from "node:os";
+import { cpuGroup, cpuGroupsAvailable, removeGroup, throttledSeconds } from "../lib/cgroups.ts";
+import { type InterleavedResult, interleavedLoads, type LoadTarget } from "../lib/interleave.ts";
+import { runSpread } from "../lib/load.ts";
+import type { FountProcess } from "../lib/processes.ts";
+import { type Figure, figure } from "../lib/report.ts";
+import { deployEmitters, legs, rotate } from "./cluster.ts";
+import { type PartContext, payloadText } from "./context.ts";
+
+const part = "Cluster, capped";
+/** Each node's CPU quota. */
+const cpusPerNode = 0.4;
+const clusterNodes = 3;
+const sources = 30;
+const sliceS = 2;
+
+interface Setup {
+  servers: FountProcess[];
+  paths: string[];
+  groups: string[];
+}
+
+export async function clusterCapped(
+  ctx: PartContext,
+  out: { figures: Figure[]; details: Record<string, unknown> },
+) {
+  if (!cpuGroupsAvailable())
+    throw new Error("cluster-capped needs cgroup v1 `cpu` writable at /sys/fs/cgroup/cpu (run as root)");
+  const { durationS, warmupS, connections, pgUrl } = ctx.settings;
+  const loadBefore = os.loadavg();
+  let groupCount = 0;
+  const group = () => {
+    const dir = cpuGroup(`fount-bench-${process.pid}-${++groupCount}`, cpusPerNode);
+    ctx.defer(() => removeGroup(dir));
+    return dir;
+  };
+  ctx.log(`${part}: 1 node and ${clusterNodes} nodes, ${cpusPerNode} CPU each, on PostgreSQL`);
+  const oneGroup = group();
+  const one: Setup = {
+    servers: [await ctx.fount({ driver: "postgres", url: pgUrl }, {}, oneGroup)],
+    paths: [],
+    groups: [oneGroup],
+  };
+  const spreadGroups = Array.from({ length: clusterNodes }, group);
+  const three: Setup = {
+    servers: await ctx.cluster(clusterNodes, pgUrl, spreadGroups),
+    paths: [],
+    groups: spreadGroups,
+  };
+  one.paths = await deployEmitters(one.servers[0]!, "capped-one", sources);
+  three.paths = await deployEmitters(three.servers[0]!, "capped-three", sources);
+  const share = sources / clusterNodes;
+  const pids = (s: Setup) => s.servers.map((f) => f.pid);
+  const oneTarget: LoadTarget = { url: legs(one, () => one.paths), pid: pids(one) };
+  const spreadTarget = (s: Setup): LoadTarget => ({
+    url: legs(s, (i) => s.paths.filter((_, j) => j % clusterNodes === i)),
+    pid: pids(s),
+  });
+  const everyTarget: LoadTarget = {
+    url: legs(three, (i) => rotate(three.paths, i * share)),
+    pid: pids(three),
+  };
+  const targets = [oneTarget, spreadTarget(three), everyTarget];
+
+  ctx.log(`${part}: warm-up ${warmupS} s for each load`);
+  for (const t of targets)
+    await runSpread(t.url as Exclude<LoadTarget["url"], string>, {
+      body: payloadText,
+      connections,
+      durationS: warmupS,
+    });
+  const slices = Math.max(1, Math.round(durationS / sliceS));
+  const committedBefore = await Promise.all([one, three].map((s) => s.servers[0]!.invocationsCommitted()));
+  const throttledBefore = [...one.groups, ...three.groups].map(throttledSeconds);
+  ctx.log(
+    `${part}: 1 node, ${clusterNodes} spread, ${clusterNodes} every node: ${slices} alternating ${sliceS} s slices each`,
+  );
+  const [oneR, spreadR, everyR] = (await interleavedLoads(targets, {
+    body: payloadText,
+    connections,
+    slices,
+    sliceS,
+  })) as [InterleavedResult, InterleavedResult, InterleavedResult];
+  const throttled = [...one.groups, ...three.groups].map((g, i) => throttledSeconds(g) - throttledBefore[i]!);
+
+  // The warmed cluster: its first node alone takes every lease, then the others join.
+  ctx.log(`${part}: a fresh cluster warmed up through its first node, then joined by ${clusterNodes - 1}`);
+  const warmGroups = Array.from({ length: clusterNodes }, group);
+  const shared = await ctx.clusterEnv(pgUrl);
+  const first = await ctx.node(shared, 1, warmGroups[0]);
+  const warmed: Setup = {
+    servers: [first],
+    paths: await deployEmitters(first, "capped-warm", sources),
+    groups: warmGroups,
+  };
+  await runSpread([{ url: first.endpoints, paths: warmed.paths }], {
+    body: payloadText,
+    connections,
+    durationS: warmupS,
+  });
+  const held = async () =>
+    ((await first.api("GET", "/v1/admin/nodes")).data as Array<{ id: string; sources: number }>).map(
+      (n) => `${n.id.slice(0, n.id.indexOf("/"))} ${n.sources}`,
+    );
+  const heldBefore = await held();
+  warmed.servers.push(...(await Promise.all(warmGroups.slice(1).map((g, i) => ctx.node(shared, i + 2, g)))));
+  const warmedCommittedBefore = await first.invocationsCommitted();
+  const [warmR, oneAgainR] = (await interleavedLoads([spreadTarget(warmed), oneTarget], {
+    body: payloadText,
+    connections,
+    slices,
+    sliceS,
+  })) as [InterleavedResult, InterleavedResult];
+  const heldAfter = await held();
+  await new Promise((r) => setTimeout(r, 1_000));
+  const committed = [
+    (await one.servers[0]!.invocationsCommitted()) - committedBefore[0]!,
+    (await three.servers[0]!.invocationsCommitted()) - committedBefore[1]!,
+    (await first.invocationsCommitted()) - warmedCommittedBefore,
+  ];
+  const loadAfter = os.loadavg();
+  out.details = {
+    one: oneR,
+    spread: spreadR,
+    everyNode: everyR,
+    warmed: warmR,
+    oneAgain: oneAgainR,
+    throttledS: throttled,
+    warmedLeases: { before: heldBefore, after: heldAfter },
+    loadAverage: { before: loadBefore, after: loadAfter },
+  };
+
+  const rate = (r: InterleavedResult, label: string) =>
+    figure(part, `${label}: acknowledged emits/s`, r.okPerS, "req/s", undefined, note(r));
+  out.figures.push(
+    rate(oneR, `1 node, ${sources} sources`),
+    rate(spreadR, `${clusterNodes} nodes, ${sources} sources spread`),
+    rate(everyR, `${clusterNodes} nodes, every source through every node`),
+    rate(warmR, `${clusterNodes} nodes warmed through one, then spread`),
+    rate(oneAgainR, `1 node, ${sources} sources (alternating with the warmed cluster)`),
+  );
+  const ratio = (r: InterleavedResult, base: InterleavedResult, label: string, target: number) =>
+    figure(
+      part,
+      label,
+      r.okPerS / base.okPerS,
+      "×",
+      { op: ">=", value: target },
+      `${Math.round(r.okPerS).toLocaleString("en-US")} against ${Math.round(base.okPerS).toLocaleString("en-US")}/s, ${cpusPerNode} CPU per node`,
+    );
+  out.figures.push(
+    ratio(spreadR, oneR, `${clusterNodes} nodes / 1 node, ${sources} sources spread`, 2.5),
+    ratio(everyR, oneR, `${clusterNodes} nodes / 1 node, every node`, 2.5),
+    ratio(warmR, oneAgainR, `${clusterNodes} nodes / 1 node, warmed through one node`, 2.2),
+    figure(
+      part,
+      "warmed cluster's leases per node",
+      Number(heldAfter.length),
+      "nodes",
+      undefined,
+      `before the join: ${heldBefore.join(", ")}; after the run: ${heldAfter.join(", ")}`,
+    ),
+  );
+  const acknowledged = [oneR.ok + oneAgainR.ok, spreadR.ok + everyR.ok, warmR.ok];
+  for (const [i, label] of ["1 node", `${clusterNodes} nodes`, `${clusterNodes} nodes warmed`].entries()) {
+    out.figures.push(
+      figure(
+        part,
+        `acknowledged but not stored, ${label}`,
+        Math.max(0, acknowledged[i]! - committed[i]!),
+        "events",
+        { op: "<=", value: 0 },
+        `${committed[i]!.toLocaleString("en-US")} runs committed (usage counter) for ${acknowledged[i]!.toLocaleString("en-US")} 200s`,
+      ),
+    );
+  }
+  out.figures.push(
+    figure(
+      part,
+      "load average (1 min), before / after",
+      loadBefore[0]!,
+      "",
+      undefined,
+      `after ${loadAfter[0]!.toFixed(2)}; ${os.cpus().length} CPUs; throttled ${throttled.map((t) => t.toFixed(1)).join(" / ")} s (1 node / 3 nodes)`,
+    ),
+  );
+}
+
+function note(r: InterleavedResult): string {
+  const perNode =
+    r.legOk.length > 1 ? `; per node ${r.legOk.map((n) => n.toLocaleString("en-US")).join(" / ")}` : "";
+  return `${r.ok.toLocaleString("en-US")} ok, ${r.non2xx} non-2xx, ${r.errors} errors; p99 ${r.latencyMs.p99.toFixed(1)} ms${perNode}; slices ${r.sliceRates.join(" ")}`;
+}

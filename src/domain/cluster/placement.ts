@@ -1,0 +1,120 @@
+/**
+ * Where each source runs in a cluster: rendezvous (highest random weight) hashing of source IDs over the
+ * live nodes that take forwarded hits. Every node computes the same owner from the same list of nodes,
+ * with no message and no shared table; a node that joins takes from each other node only the sources
+ * it now wins (about 1/n of them), and a node that leaves gives only its own sources, each to the node
+ * that comes second for it, so nothing else moves.
+ *
+ * `LeaseSpread` applies it: at each heartbeat a node gives the leases it holds of sources another live
+ * node owns to that node (source-leases.ts `giveAway`, the hand-over a request by that node would start),
+ * and hit-forwarding.ts sends a hit of a source that no live node holds to its owner. So a cluster warmed
+ * up through one node ends spread, and a joining or leaving node gets or gives its share, without any
+ * lease going to and fro: the owner depends only on the list of nodes, which every node reads from the
+ * same table each second.
+ */
+import type { SourceLeases } from "./source-leases.ts";
+
+/** The weight of `nodeId` for `key`: a 32-bit hash of both (FNV-1a, then murmur3's finaliser to spread it). */
+export function weight(nodeId: string, key: string): number {
+  let h = 0x811c9dc5;
+  const mix = (s: string) => {
+    for (let i = 0; i < s.length; i++) {
+      h ^= s.charCodeAt(i);
+      h = Math.imul(h, 0x01000193);
+    }
+  };
+  mix(nodeId);
+  h ^= 0xff;
+  h = Math.imul(h, 0x01000193);
+  mix(key);
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/** The node of `nodes` that owns `key`: the highest weight, ties to the smaller ID; undefined for none. */
+export function ownerOf(key: string, nodes: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestWeight = -1;
+  for (const node of nodes) {
+    const w = weight(node, key);
+    if (w > bestWeight || (w === bestWeight && best !== undefined && node < best)) {
+      best = node;
+      bestWeight = w;
+    }
+  }
+  return best;
+}
+
+/** A lease taken this recently is not given away yet, so that its first runs (and their batches) happen. */
+const keepAtLeastMs = 500;
+
+export interface LeaseSpreadDeps {
+  leases: SourceLeases;
+  nodeId: string;
+  /** Whether hits can be sent to node `nodeId` now (it gave a URL and is not skipped as unreachable). */
+  reachable: (nodeId: string) => boolean;
+  now?: () => number;
+}
+
+/** This node's view of the placement, and the hand-over of the leases it holds that belong elsewhere. */
+export class LeaseSpread {
+  readonly #d: LeaseSpreadDeps;
+  #members: readonly string[] = [];
+  /** Owners computed for the current members, by source. */
+  readonly #owners = new Map<string, string | undefined>();
+
+  constructor(deps: LeaseSpreadDeps) {
+    this.#d = deps;
+  }
+
+  /** The live nodes that take forwarded hits, as of the last heartbeat (this one included once it listens). */
+  get members(): readonly string[] {
+    return this.#members;
+  }
+
+  /** The live nodes changed (or not): sets them, and gives away the leases that belong elsewhere now. */
+  update(members: readonly string[]): void {
+    const sorted = [...members].sort();
+    if (sorted.join("\n") !== this.#members.join("\n")) {
+      this.#members = sorted;
+      this.#owners.clear();
+    }
+    this.rebalance();
+  }
+
+  /** The node that should run the source; undefined when no node takes forwarded hits. */
+  owner(sourceId: string): string | undefined {
+    if (this.#owners.has(sourceId)) return this.#owners.get(sourceId);
+    const owner = ownerOf(sourceId, this.#members);
+    // Bounded: a cluster serving more sources than this recomputes the rest (a few hashes each).
+    if (this.#owners.size < 100_000) this.#owners.set(sourceId, owner);
+    return owner;
+  }
+
+  /** Whether this node owns the source (with no members known, no node does). */
+  ownsHere(sourceId: string): boolean {
+    return this.owner(sourceId) === this.#d.nodeId;
+  }
+
+  /**
+   * Gives each lease this node holds of a source another reachable node owns to that node; returns how
+   * many it began to give. A node that is not a member itself (it takes no forwarded hits) gives its
+   * leases to their owners too: it can send them the hits.
+   */
+  rebalance(): number {
+    if (this.#members.length === 0) return 0;
+    const now = (this.#d.now ?? Date.now)();
+    let given = 0;
+    for (const [sourceId, takenAt] of this.#d.leases.heldSince()) {
+      if (now - takenAt < keepAtLeastMs) continue;
+      const owner = this.owner(sourceId);
+      if (owner === undefined || owner === this.#d.nodeId || !this.#d.reachable(owner)) continue;
+      if (this.#d.leases.giveAway(sourceId, owner)) given++;
+    }
+    return given;
+  }
+}

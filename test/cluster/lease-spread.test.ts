@@ -1,0 +1,157 @@
+/**
+ * Leases that spread (issue 29, docs/architecture.md "Several nodes", *Placement*): real Fount
+ * processes on one PostgreSQL schema. A cluster warmed up through one node ends with each source's
+ * lease on the node the placement names, a node that joins gets its share, the sources of a node that
+ * dies are taken over by the others, and through it all every source's runs stay one at a time on its
+ * state (each acknowledged answer saw a count no other answer saw, and a final hit sees more than all).
+ */
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { ownerOf } from "../../src/domain/cluster/placement.ts";
+import { api, type Cluster, echoCode, eventually, type Node, startCluster } from "./nodes.ts";
+
+/** Enough sources that each of three nodes owns some (a node owning none: (2/3)^24, about 1 in 16,000). */
+const sourceCount = 24;
+/** Deadlines for the cluster to settle: generous, for a loaded machine. */
+const settleMs = 90_000;
+
+let cluster: Cluster;
+const sources: Array<{ id: string; path: string }> = [];
+/** Per source: the counts its acknowledged answers saw, and the hits that got another answer. */
+const seen = new Map<string, number[]>();
+let failed = 0;
+
+before(async () => {
+  cluster = await startCluster(["s1"]);
+  for (let i = 0; i < sourceCount; i++) {
+    const res = await api(cluster.node("s1"), "POST", "/v1/sources", { component_code: echoCode });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const { id, endpoint_url } = res.body.data as { id: string; endpoint_url: string };
+    sources.push({ id, path: new URL(endpoint_url).pathname });
+    seen.set(id, []);
+  }
+});
+after(async () => {
+  await cluster?.stop();
+});
+
+async function hit(n: Node, source: { id: string; path: string }): Promise<void> {
+  try {
+    const res = await fetch(`${n.endpoints}${source.path}`, { method: "POST", body: "{}" });
+    const text = await res.text();
+    if (res.status === 201) seen.get(source.id)!.push((JSON.parse(text) as { n: number }).n);
+    else failed++;
+  } catch {
+    // A node killed under the request: not acknowledged.
+    failed++;
+  }
+}
+
+/** Hits every source once through `through` (round robin over the nodes), the sources at once. */
+async function round(through: Node[]): Promise<void> {
+  await Promise.all(sources.map((s, i) => hit(through[i % through.length]!, s)));
+}
+
+/** Rounds of hits through `through` every 200 ms until `stop` is called. */
+function traffic(through: () => Node[]): { stop: () => Promise<void> } {
+  let stopped = false;
+  const done = (async () => {
+    while (!stopped) {
+      await round(through());
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  })();
+  return {
+    stop: async () => {
+      stopped = true;
+      await done;
+    },
+  };
+}
+
+interface Listed {
+  id: string;
+  state: "live" | "dead";
+  sources: number;
+}
+
+/** The live nodes' IDs, and how many leases each node holds. */
+async function leases(through: Node): Promise<{ live: string[]; held: Map<string, number> }> {
+  const res = await api(through, "GET", "/v1/admin/nodes");
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  const listed = res.body.data as Listed[];
+  return {
+    live: listed.filter((n) => n.state === "live").map((n) => n.id),
+    held: new Map(listed.map((n) => [n.id, n.sources])),
+  };
+}
+
+/**
+ * Waits until every source's lease is on the live node the placement names (as many leases per node
+ * as it owns, the `names` being the live nodes); returns the leases per node name.
+ */
+async function spreadOver(names: string[], through: Node): Promise<Map<string, number>> {
+  return eventually(
+    `the leases spread over ${names.join(", ")} as the placement says`,
+    async () => {
+      const { live, held } = await leases(through);
+      const liveNames = live.map((id) => id.slice(0, id.indexOf("/"))).sort();
+      if (liveNames.join() !== [...names].sort().join()) return undefined;
+      const expected = new Map(live.map((id) => [id, 0]));
+      for (const s of sources) {
+        const owner = ownerOf(s.id, live)!;
+        expected.set(owner, expected.get(owner)! + 1);
+      }
+      for (const [id, n] of expected) if (held.get(id) !== n) return undefined;
+      return new Map([...expected].map(([id, n]) => [id.slice(0, id.indexOf("/")), n]));
+    },
+    settleMs,
+  );
+}
+
+test("a cluster warmed up through one node ends spread; joining nodes get their share; a dead node's sources are taken over; nothing acknowledged is lost", async () => {
+  // Warm-up through s1 alone: it takes every lease.
+  await round([cluster.node("s1")]);
+  await round([cluster.node("s1")]);
+  assert.equal((await leases(cluster.node("s1"))).held.values().next().value, sourceCount);
+
+  // Hits keep coming through s1 only while s2 joins: half the sources move to s2, none elsewhere.
+  let through = [cluster.node("s1")];
+  const load = traffic(() => through);
+  try {
+    await cluster.start("s2");
+    const two = await spreadOver(["s1", "s2"], cluster.node("s1"));
+    assert.ok(two.get("s2")! > 0 && two.get("s1")! > 0, JSON.stringify([...two]));
+
+    // A third node joins while hits come through every node.
+    await cluster.start("s3");
+    through = cluster.nodes.slice();
+    const three = await spreadOver(["s1", "s2", "s3"], cluster.node("s2"));
+    assert.equal([...three.values()].filter((n) => n > 0).length >= 2, true, JSON.stringify([...three]));
+
+    // s3 dies: its sources are taken over by s1 and s2, each by the node the placement now names.
+    through = [cluster.node("s1"), cluster.node("s2")];
+    await cluster.node("s3").proc.kill();
+    cluster.nodes = cluster.nodes.filter((n) => n.name !== "s3");
+    await spreadOver(["s1", "s2"], cluster.node("s1"));
+  } finally {
+    await load.stop();
+  }
+
+  // Every source's runs stayed one at a time on its state: no two acknowledged answers saw one
+  // count, and a last hit sees more than every acknowledged one (no acknowledged run was lost).
+  await round([cluster.node("s1"), cluster.node("s2")]);
+  let acknowledged = 0;
+  for (const s of sources) {
+    const counts = seen.get(s.id)!;
+    acknowledged += counts.length;
+    assert.equal(new Set(counts).size, counts.length, `${s.id}: a count seen twice: ${counts.join(",")}`);
+    const last = counts.at(-1)!;
+    assert.equal(
+      Math.max(...counts),
+      last,
+      `${s.id}: the last hit saw every earlier run: ${counts.join(",")}`,
+    );
+  }
+  assert.ok(acknowledged > sourceCount * 5, `${acknowledged} acknowledged, ${failed} not`);
+});
