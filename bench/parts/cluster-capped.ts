@@ -10,10 +10,10 @@
  * - three capped nodes, *every node*: every source's hits through every node (a load balancer that does
  *   not look at paths; a hit reaching a node that does not run its source is forwarded);
  * - three capped nodes *warmed through one node*: a fresh cluster whose first node alone gets every
- *   source's hits for the warm-up (it takes every lease), then the two others start and the spread load
- *   begins at once, so the placement's hand-over (docs/architecture.md, *Placement*) is measured too.
+ *   source's hits for the warm-up (before placement it took every lease and kept them), then the spread
+ *   load at once.
  * The first three go in alternating slices; the warmed cluster then alternates with the one node again,
- * its first slice starting as soon as the joining nodes answer.
+ * its first slice first, straight after its warm-up.
  */
 import os from "node:os";
 import { cpuGroup, cpuGroupsAvailable, removeGroup, throttledSeconds } from "../lib/cgroups.ts";
@@ -21,7 +21,7 @@ import { type InterleavedResult, interleavedLoads, type LoadTarget } from "../li
 import { runSpread } from "../lib/load.ts";
 import type { FountProcess } from "../lib/processes.ts";
 import { type Figure, figure } from "../lib/report.ts";
-import { deployEmitters, legs, rotate } from "./cluster.ts";
+import { deployEmitters, legs, loadAverageFigure, note, rotate } from "./cluster.ts";
 import { type PartContext, payloadText } from "./context.ts";
 
 const part = "Cluster, capped";
@@ -100,16 +100,16 @@ export async function clusterCapped(
   })) as [InterleavedResult, InterleavedResult, InterleavedResult];
   const throttled = [...one.groups, ...three.groups].map((g, i) => throttledSeconds(g) - throttledBefore[i]!);
 
-  // The warmed cluster: its first node alone takes every lease, then the others join.
-  ctx.log(`${part}: a fresh cluster warmed up through its first node, then joined by ${clusterNodes - 1}`);
+  // The warmed cluster: a fresh one whose first node alone gets every source's hits for the warm-up.
+  ctx.log(`${part}: a fresh cluster of ${clusterNodes}, warmed up through its first node`);
   const warmGroups = Array.from({ length: clusterNodes }, group);
-  const shared = await ctx.clusterEnv(pgUrl);
-  const first = await ctx.node(shared, 1, warmGroups[0]);
   const warmed: Setup = {
-    servers: [first],
-    paths: await deployEmitters(first, "capped-warm", sources),
+    servers: await ctx.cluster(clusterNodes, pgUrl, warmGroups),
+    paths: [],
     groups: warmGroups,
   };
+  const first = warmed.servers[0]!;
+  warmed.paths = await deployEmitters(first, "capped-warm", sources);
   await runSpread([{ url: first.endpoints, paths: warmed.paths }], {
     body: payloadText,
     connections,
@@ -120,7 +120,6 @@ export async function clusterCapped(
       (n) => `${n.id.slice(0, n.id.indexOf("/"))} ${n.sources}`,
     );
   const heldBefore = await held();
-  warmed.servers.push(...(await Promise.all(warmGroups.slice(1).map((g, i) => ctx.node(shared, i + 2, g)))));
   const warmedCommittedBefore = await first.invocationsCommitted();
   const [warmR, oneAgainR] = (await interleavedLoads([spreadTarget(warmed), oneTarget], {
     body: payloadText,
@@ -175,7 +174,7 @@ export async function clusterCapped(
       Number(heldAfter.length),
       "nodes",
       undefined,
-      `before the join: ${heldBefore.join(", ")}; after the run: ${heldAfter.join(", ")}`,
+      `after the warm-up through the first node: ${heldBefore.join(", ")}; after the run: ${heldAfter.join(", ")}`,
     ),
   );
   const acknowledged = [oneR.ok + oneAgainR.ok, spreadR.ok + everyR.ok, warmR.ok];
@@ -192,19 +191,11 @@ export async function clusterCapped(
     );
   }
   out.figures.push(
-    figure(
+    loadAverageFigure(
       part,
-      "load average (1 min), before / after",
-      loadBefore[0]!,
-      "",
-      undefined,
-      `after ${loadAfter[0]!.toFixed(2)}; ${os.cpus().length} CPUs; throttled ${throttled.map((t) => t.toFixed(1)).join(" / ")} s (1 node / 3 nodes)`,
+      loadBefore,
+      loadAfter,
+      `; throttled ${throttled.map((t) => t.toFixed(1)).join(" / ")} s (1 node / 3 nodes)`,
     ),
   );
-}
-
-function note(r: InterleavedResult): string {
-  const perNode =
-    r.legOk.length > 1 ? `; per node ${r.legOk.map((n) => n.toLocaleString("en-US")).join(" / ")}` : "";
-  return `${r.ok.toLocaleString("en-US")} ok, ${r.non2xx} non-2xx, ${r.errors} errors; p99 ${r.latencyMs.p99.toFixed(1)} ms${perNode}; slices ${r.sliceRates.join(" ")}`;
 }

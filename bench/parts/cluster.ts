@@ -256,19 +256,22 @@ export async function cluster(
       ),
     );
   }
-  out.figures.push(
-    figure(
-      part,
-      "load average (1 min), before / after",
-      loadBefore[0]!,
-      "",
-      undefined,
-      `after ${loadAfter[0]!.toFixed(2)}; ${os.cpus().length} CPUs`,
-    ),
+  out.figures.push(loadAverageFigure(part, loadBefore, loadAfter));
+}
+
+/** The machine's load average before and after a part, with `more` said after it. */
+export function loadAverageFigure(part: string, before: number[], after: number[], more = ""): Figure {
+  return figure(
+    part,
+    "load average (1 min), before / after",
+    before[0]!,
+    "",
+    undefined,
+    `after ${after[0]!.toFixed(2)}; ${os.cpus().length} CPUs${more}`,
   );
 }
 
-function note(r: InterleavedResult): string {
+export function note(r: InterleavedResult): string {
   const perNode =
     r.legOk.length > 1 ? `; per node ${r.legOk.map((n) => n.toLocaleString("en-US")).join(" / ")}` : "";
   return (
