@@ -2,12 +2,14 @@
  * The placement of sources over nodes (src/domain/cluster/placement.ts): rendezvous hashing spreads
  * sources evenly, every node computes the same owner from the same nodes in any order, and a node that
  * joins or leaves moves only the sources it wins or held. `LeaseSpread` gives away the leases that
- * belong elsewhere, and only those.
+ * belong elsewhere, and only those; the timer ticks of a source nobody holds are left to its owner.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import pino from "pino";
 import { LeaseSpread, ownerOf } from "../../../src/domain/cluster/placement.ts";
-import type { SourceLeases } from "../../../src/domain/cluster/source-leases.ts";
+import { SourceLeases } from "../../../src/domain/cluster/source-leases.ts";
+import type { ClusterStore } from "../../../src/storage/port.ts";
 
 const sources = Array.from({ length: 3_000 }, (_, i) => `src_${i.toString(36).padStart(6, "0")}abc`);
 const nodes = ["n1/4f2a", "n2/9c1d", "n3/0b7e"];
@@ -95,4 +97,24 @@ test("a node gives away the leases it holds of sources another reachable node ow
     assert.equal(spread.ownsHere(s), ownerOf(s, nodes) === mine);
     assert.equal(spread.owner(s), ownerOf(s, nodes));
   }
+});
+
+test("a timer tick of a source no node holds is left to the node the placement puts it on", async () => {
+  const cluster = {
+    // Another live node holds src_a; nobody holds the others.
+    leasedElsewhere: async (ids: string[]) => new Set(ids.filter((id) => id === "src_a")),
+  } as unknown as ClusterStore;
+  const leases = new SourceLeases({
+    cluster,
+    nodeId: "n1/4f2a",
+    logger: pino({ level: "silent" }),
+    send: async () => undefined,
+    onTaken: () => undefined,
+    placedElsewhere: (id) => id === "src_b",
+  });
+  assert.deepEqual(
+    [...(await leases.heldElsewhere(["src_a", "src_b", "src_c"]))].sort(),
+    ["src_a", "src_b"],
+    "src_b goes to its owner's timers; src_c is this node's to tick",
+  );
 });
