@@ -15,7 +15,7 @@ import { Bus } from "../../src/domain/bus.ts";
 import { type ClusterNode, clusterNode } from "../../src/domain/cluster/cluster-link.ts";
 import { LeaseMoved } from "../../src/domain/cluster/source-leases.ts";
 import { EventRecorder } from "../../src/domain/events/recorder.ts";
-import type { Storage } from "../../src/storage/port.ts";
+import type { ClusterStore, Storage } from "../../src/storage/port.ts";
 import { openTestPostgres } from "../pg-schemas.ts";
 import { eventually } from "./nodes.ts";
 
@@ -33,11 +33,44 @@ interface Message {
   to?: string;
 }
 
-/** Three nodes on one fresh schema that see each other, and every message on their channel. */
-async function threeNodes(): Promise<{ nodes: Array<ClusterNode & { id: string }>; heard: Message[] }> {
+/** `cluster` with its calls to take and give back lease rows noted in `calls`, when they are made. */
+function recorded(cluster: ClusterStore, calls: RowCall[]): ClusterStore {
+  return new Proxy(cluster, {
+    get(target, prop) {
+      if (prop === "acquireSourceLease")
+        return (source: string, node: string, deadAfterMs: number) => {
+          calls.push({ op: "acquire", source, node, at: Date.now() });
+          return target.acquireSourceLease(source, node, deadAfterMs);
+        };
+      if (prop === "releaseSourceLease")
+        return (source: string, node: string, gen: number) => {
+          calls.push({ op: "release", source, node, at: Date.now() });
+          return target.releaseSourceLease(source, node, gen);
+        };
+      const value = Reflect.get(target, prop);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
+
+/** A node's calls to take or give back a lease row, with when each was made (`Date.now()`). */
+interface RowCall {
+  op: "acquire" | "release";
+  source: string;
+  node: string;
+  at: number;
+}
+
+/** Three nodes on one fresh schema that see each other, every message on their channel, and their row calls. */
+async function threeNodes(): Promise<{
+  nodes: Array<ClusterNode & { id: string }>;
+  heard: Message[];
+  rowCalls: RowCall[];
+}> {
   const store: Storage = await openTestPostgres();
   after(() => store.close());
   const heard: Message[] = [];
+  const rowCalls: RowCall[] = [];
   const unlisten = await store.cluster!.listen("fount_cluster", (payload) => {
     heard.push(JSON.parse(payload) as Message);
   });
@@ -47,7 +80,7 @@ async function threeNodes(): Promise<{ nodes: Array<ClusterNode & { id: string }
     const id = `${name}/${process.pid}`;
     const node = clusterNode({
       store,
-      cluster: store.cluster!,
+      cluster: recorded(store.cluster!, rowCalls),
       nodeId: id,
       bus: new Bus(),
       recorder: new EventRecorder(),
@@ -61,7 +94,7 @@ async function threeNodes(): Promise<{ nodes: Array<ClusterNode & { id: string }
     nodes.push(Object.assign(node, { id }));
   }
   await until("each node sees the others", () => nodes.every((n) => n.link.peers === 2));
-  return { nodes, heard };
+  return { nodes, heard, rowCalls };
 }
 
 const leaseMessages = (heard: Message[], source: string) =>
@@ -124,7 +157,7 @@ test("a request that reaches a node still taking the lease is kept, and the leas
 });
 
 test("a node that gives a lease away sends its endpoint hits after it and leaves the row to the taker", async () => {
-  const { nodes, heard } = await threeNodes();
+  const { nodes, heard, rowCalls } = await threeNodes();
   const [a, b] = nodes as [ClusterNode & { id: string }, ClusterNode & { id: string }];
   const source = "dc_leasemoved";
   await a.leases.enter(source);
@@ -157,17 +190,25 @@ test("a node that gives a lease away sends its endpoint hits after it and leaves
   assert.deepEqual(got, ["b", "a"]);
 
   // The free row is left to the node the lease was given to, even one slow to take it (here one that
-  // never does): a's next invocation does not take it back before 100 ms have passed.
+  // never does): a's next invocation, waiting from the start, does not try the row before 100 ms after
+  // the release. Measured from the release's own call, so a slow machine only lengthens the wait.
   a.leases.exit(source);
+  // Held past the 20 ms minimum, so that the request below gives the lease away at once.
+  await sleep(30);
   const ghost = "ghost/1";
   a.leases.receive({ t: "want", s: source }, ghost);
-  await until("a gives the lease to the ghost", () =>
+  await a.leases.enter(source);
+  const mine = rowCalls.filter((c) => c.source === source && c.node === a.id);
+  const released = mine.findLast((c) => c.op === "release");
+  assert.ok(released, "a gave the row back");
+  const retaken = mine.find((c) => c.op === "acquire" && c.at >= released.at);
+  assert.ok(retaken, "a took the row again");
+  assert.ok(
+    retaken.at - released.at >= 99,
+    `a tried the row again ${retaken.at - released.at} ms after giving it away`,
+  );
+  await until("a's release names the ghost", () =>
     leaseMessages(heard, source).some((m) => m.t === "released" && m.n === a.id && m.to === ghost),
   );
-  await until("a's release is done", () => !a.leases.holds(source));
-  const releasedAt = Date.now();
-  await a.leases.enter(source);
-  const waited = Date.now() - releasedAt;
-  assert.ok(waited >= 90, `a took the row back ${waited} ms after giving it away`);
   a.leases.exit(source);
 });
