@@ -457,6 +457,7 @@ export function clusterNode(deps: {
     onLeaseMessage: (m, from) => {
       leases.receive(m, from);
       if (m.t === "released") forwarding.moved(m.s, m.to);
+      if (m.t === "released" && m.to === deps.nodeId) spread.adopt(m.s);
     },
     onMembers: (members) => spread.update(members),
     onDeleted: (sourceId) => {

@@ -101,6 +101,20 @@ export class LeaseSpread {
   }
 
   /**
+   * A release named this node (another node gave it the lease, as the placement says, or because this
+   * node asked). When no run here is taking it, it is taken now, so that the row is not left free for
+   * another node's delivery claim or timer tick to take, and then given back here again.
+   */
+  adopt(sourceId: string): void {
+    const leases = this.#d.leases;
+    if (leases.engaged(sourceId) || leases.taking(sourceId)) return;
+    leases.enter(sourceId).then(
+      () => leases.exit(sourceId),
+      () => undefined,
+    );
+  }
+
+  /**
    * Gives each lease this node holds of a source another reachable node owns to that node; returns how
    * many it began to give. A node that is not a member itself (it takes no forwarded hits) gives its
    * leases to their owners too: it can send them the hits.
