@@ -73,32 +73,54 @@ export function deliveryOps(q: Sql): DeliveryOps {
 
     claimDeliveries: async (c) => {
       if (c.limit <= 0) return [];
-      // The due index is walked in order and the walk stops after a bounded page, so that a claim costs
-      // the rows it looks at and not the whole backlog (a window over every pending row made each claim
-      // O(backlog): a backlog then made claims slower until delivery collapsed). With `scanLimit`, busy
-      // listeners are skipped here rather than in SQL, where skipping them means walking all their rows.
-      // Inactive listeners need no test here: every write of a due time goes through `dueUnlessParked`,
-      // and deactivating a listener parks its pending rows, so none of theirs is in the due index.
+      // The index of unclaimed due rows is walked in order and the walk stops after a bounded page, so
+      // that a claim costs the rows it looks at and not the whole backlog (a window over every pending row
+      // made each claim O(backlog): a backlog then made claims slower until delivery collapsed). With
+      // `scanLimit`, busy listeners are skipped here rather than in SQL, where skipping them means walking
+      // all their rows. Inactive listeners need no test here: every write of a due time goes through
+      // `dueUnlessParked`, and deactivating a listener parks its pending rows (no due time).
       const bounded = c.scanLimit !== undefined;
       const except = new Set(c.exceptListeners);
       // `NOT IN ()` is not SQL, and `NOT IN (NULL)` matches nothing: leave the clause out when empty.
       const notIn =
         !bounded && except.size > 0 ? `AND d.listener_id NOT IN (${placeholders(c.exceptListeners)})` : "";
       const scan = c.scanLimit ?? c.limit + c.perListener * 8;
-      const candidates = q.all(
-        `SELECT d.id, d.listener_id FROM deliveries d
-       WHERE d.status = 'pending' AND d.next_attempt_ms <= ?
-         AND (d.claimed_by IS NULL OR d.claimed_until IS NULL OR d.claimed_until <= ?) ${notIn}
-         AND (d.listener_kind <> 'source' OR NOT EXISTS (
+      // A source's deliveries go one at a time, in order: none while an older one of its subscription is
+      // pending and attempted or due. An older delivery not yet due for its first attempt (a
+      // `delivery_ts` in the future) is scheduled, not queued: later events of the subscription go ahead of it.
+      const inOrder = `(d.listener_kind <> 'source' OR NOT EXISTS (
            SELECT 1 FROM deliveries e WHERE e.subscription_id = d.subscription_id AND e.status = 'pending' AND e.seq < d.seq
-             AND (e.attempts > 0 OR e.next_attempt_ms IS NULL OR e.next_attempt_ms <= ?)))
+             AND (e.attempts > 0 OR e.next_attempt_ms IS NULL OR e.next_attempt_ms <= ?)))`;
+      const notInParams = notIn ? c.exceptListeners : [];
+      const toCandidate = (r: Row) => ({
+        id: r.id as string,
+        listenerId: r.listener_id as string,
+        due: r.next_attempt_ms as number,
+        seq: r.seq as number,
+      });
+      // Unclaimed due rows, through their own index (migration 015): the rows in flight are not in it.
+      const candidates = q.all(
+        `SELECT d.id, d.listener_id, d.next_attempt_ms, d.seq FROM deliveries d INDEXED BY deliveries_claimable
+       WHERE d.status = 'pending' AND d.claimed_by IS NULL AND d.next_attempt_ms <= ? ${notIn} AND ${inOrder}
        ORDER BY d.next_attempt_ms, d.seq
        ${limitParam}`,
-        // An older delivery not yet due for its first attempt (a `delivery_ts` in the future) is scheduled,
-        // not queued: later events of the subscription go ahead of it.
-        [c.nowMs, c.nowMs, ...(notIn ? c.exceptListeners : []), c.nowMs, scan],
-        (r) => ({ id: r.id as string, listenerId: r.listener_id as string }),
+        [c.nowMs, ...notInParams, c.nowMs, scan],
+        toCandidate,
       );
+      // Claimed rows whose lease ran out (their node died or lost the store): read from the claimed
+      // index, which holds only the rows in flight (a few hundred per node) with their lease.
+      const expired = q.all(
+        `SELECT d.id, d.listener_id, d.next_attempt_ms, d.seq FROM deliveries d INDEXED BY deliveries_claimed
+       WHERE d.claimed_by IS NOT NULL AND (d.claimed_until IS NULL OR d.claimed_until <= ?)
+         AND d.status = 'pending' AND d.next_attempt_ms <= ? ${notIn} AND ${inOrder}
+       ${limitParam}`,
+        [c.nowMs, c.nowMs, ...notInParams, c.nowMs, scan],
+        toCandidate,
+      );
+      if (expired.length > 0) {
+        candidates.push(...expired);
+        candidates.sort((a, b) => a.due - b.due || a.seq - b.seq);
+      }
       // What other claimers hold under a live lease counts against each listener's cap (the limit holds
       // for all nodes together). Claimed rows are few and found through their partial index, named here:
       // left to choose, SQLite walks the listener index for the GROUP BY, which reads every delivery kept
@@ -121,16 +143,18 @@ export function deliveryOps(q: Sql): DeliveryOps {
         if (ids.length >= c.limit) break;
       }
       if (ids.length === 0) return [];
-      q.run(`UPDATE deliveries SET claimed_by = ?, claimed_until = ? WHERE id IN (${placeholders(ids)})`, [
-        c.claimToken,
-        c.leaseUntilMs ?? c.nowMs + defaultClaimLeaseMs,
-        ...ids,
-      ]);
-      return q.all(
-        `SELECT * FROM deliveries WHERE id IN (${placeholders(ids)}) ORDER BY next_attempt_ms, seq`,
-        ids,
-        plainDelivery,
+      // One statement takes the rows and reads them back (RETURNING comes in no particular order).
+      const rows = q.all(
+        `UPDATE deliveries SET claimed_by = ?, claimed_until = ? WHERE id IN (${placeholders(ids)}) RETURNING *`,
+        [c.claimToken, c.leaseUntilMs ?? c.nowMs + defaultClaimLeaseMs, ...ids],
+        (r) => r,
       );
+      rows.sort(
+        (a, b) =>
+          (a.next_attempt_ms as number) - (b.next_attempt_ms as number) ||
+          (a.seq as number) - (b.seq as number),
+      );
+      return rows.map(plainDelivery);
     },
 
     releaseDeliveries: async (ids, token) => {
@@ -204,11 +228,17 @@ export function deliveryOps(q: Sql): DeliveryOps {
         (r) => (r.m as number | null) ?? undefined,
       ),
 
+    // Unclaimed pending rows are counted in their index, claimed ones (all pending) in theirs.
     countPendingDeliveries: async (nowMs) =>
       q.get(
-        `SELECT count(*) AS pending, count(*) FILTER (WHERE next_attempt_ms <= ?) AS due
-       FROM deliveries WHERE status = 'pending'`,
-        [nowMs],
+        `SELECT
+           (SELECT count(*) FROM deliveries INDEXED BY deliveries_claimable WHERE status = 'pending' AND claimed_by IS NULL)
+           + (SELECT count(*) FROM deliveries INDEXED BY deliveries_claimed WHERE claimed_by IS NOT NULL AND status = 'pending') AS pending,
+           (SELECT count(*) FROM deliveries INDEXED BY deliveries_claimable
+              WHERE status = 'pending' AND claimed_by IS NULL AND next_attempt_ms <= ?)
+           + (SELECT count(*) FROM deliveries INDEXED BY deliveries_claimed
+              WHERE claimed_by IS NOT NULL AND status = 'pending' AND next_attempt_ms <= ?) AS due`,
+        [nowMs, nowMs],
         (r) => ({ pending: Number(r.pending), due: Number(r.due) }),
       )!,
 
