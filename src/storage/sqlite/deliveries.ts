@@ -7,17 +7,13 @@ import type { DeliveryAttempt } from "../../domain/types.ts";
 import { attemptColumnNames, attemptRowValues, attemptSelect } from "../attempt-rows.ts";
 import type { DeliveryOps } from "../concerns.ts";
 import { type DeliveryPatch, defaultClaimLeaseMs } from "../port.ts";
-import { deliveryPatchParams, deliveryRowValues, toAttempt, toDelivery } from "../rows.ts";
+import { deliveryPatchParams, toAttempt, toDelivery } from "../rows.ts";
+import { listenerInactive, type OutboxWrites } from "./outbox-writes.ts";
 import { limitParam, type Row } from "./rows.ts";
 import { placeholders, type Sql } from "./sql.ts";
 
-/** True when the listener `listener` (a column or `?`) is a webhook or source made inactive. */
-const listenerInactive = (listener: string) =>
-  `(EXISTS (SELECT 1 FROM webhooks w WHERE w.id = ${listener} AND w.active = 0)
-    OR EXISTS (SELECT 1 FROM sources s WHERE s.id = ${listener} AND s.active = 0))`;
-
 /**
- * Pending deliveries of an inactive listener are parked: no due time, so they stay out of the due index
+ * Pending deliveries of an inactive listener are parked: no due time, so they stay out of the index
  * that claims walk (a claim then never steps over the backlog of a webhook that a 410 disabled). This
  * expression gives the due time `?` unless the row's listener is inactive.
  */
@@ -42,7 +38,7 @@ export function parkDeliveries(q: Sql, listenerId: string, active: boolean, nowM
   }
 }
 
-export function deliveryOps(q: Sql): DeliveryOps {
+export function deliveryOps(q: Sql, outbox: OutboxWrites): DeliveryOps {
   const updateDelivery = (id: string, p: DeliveryPatch): boolean =>
     q.run(
       `UPDATE deliveries SET status = ?, attempts = ?, round_attempts = ?, next_attempt_ms = ${dueUnlessParked("listener_id")}, last_status_code = ?,
@@ -56,18 +52,8 @@ export function deliveryOps(q: Sql): DeliveryOps {
     );
   };
   return {
-    insertDeliveries: async (deliveries) => {
-      for (const d of deliveries) {
-        q.run(
-          `INSERT INTO deliveries (id, owner_id, subscription_id, emitter_id, event_id, channel, listener_id, listener_kind,
-           event_json, meta_json, indexed_at_ms, hops, status, attempts, round_attempts, next_attempt_ms,
-           last_status_code, last_error, last_duration_ms, claimed_by, created_ms, updated_ms, claimed_until, trace_context)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ${dueUnlessParked("?")}, ?, ?, ?, ?, ?, ?, ?, ?)`,
-          // The due time is bound after the listener's ID twice, for the parking test.
-          deliveryRowValues(d).flatMap((v, i) => (i === 15 ? [d.listenerId, d.listenerId, v] : [v])),
-        );
-      }
-    },
+    // Held to the end of a transaction and written with its other outbox writes (outbox-writes.ts).
+    insertDeliveries: async (deliveries) => outbox.insert(deliveries),
 
     getDelivery: async (id) => q.get("SELECT * FROM deliveries WHERE id = ?", [id], plainDelivery),
 
@@ -180,9 +166,8 @@ export function deliveryOps(q: Sql): DeliveryOps {
 
     insertDeliveryAttempt: async (a) => insertDeliveryAttempt(a),
 
-    settleDelivery: async (id, p, a) => {
-      if (updateDelivery(id, p) && a) insertDeliveryAttempt(a);
-    },
+    // Held like the inserts: a group commit's settlements are one UPDATE and their attempts one INSERT.
+    settleDelivery: async (id, p, a) => outbox.settleDelivery(id, p, a),
 
     listDeliveries: async (listenerId, page, status) =>
       status === undefined

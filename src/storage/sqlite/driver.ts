@@ -21,6 +21,7 @@
  *   migrate.ts        numbered schema migrations (migrations/)
  *   row-cache.ts      rows kept in memory (SQLite: until its own writes; PostgreSQL: 0.5 s at most)
  *   deferred.ts       writes held back inside a transaction
+ *   outbox-writes.ts  the outbox writes of a transaction, held back and made as multi-row statements
  *   SQLite only:      window-slots.ts (each event window's slots), rows.ts (row type, LIMIT binding)
  *   PostgreSQL only:  cluster.ts (nodes, run leases, NOTIFY), health.ts (a lost database)
  */
@@ -39,6 +40,7 @@ import { eventSearchOps } from "./event-search.ts";
 import { eventOps, writeClock } from "./events.ts";
 import { migrate } from "./migrate.ts";
 import { nodeOps } from "./node-ops.ts";
+import { OutboxWrites } from "./outbox-writes.ts";
 import { RowCache } from "./row-cache.ts";
 import { sessionOps } from "./sessions.ts";
 import { sourceOps } from "./sources.ts";
@@ -54,7 +56,50 @@ import { workflowOps } from "./workflows.ts";
  * they share (statements, cached rows, window slots, held-back writes) is handed to each operation file
  * once, here, so that a call costs nothing beyond its own work.
  */
-function opsOn(q: Sql, rows: RowCache, slots: WindowSlots, held: DeferredWrites): StorageOps {
+/**
+ * Operations that never read or change deliveries: they run with the outbox writes still held. Any
+ * other operation makes them first (outbox-writes.ts).
+ */
+const besideHeldOutbox = new Set<string>([
+  "insertDeliveries",
+  "settleDelivery",
+  "insertEvent",
+  "resourceOwner",
+  "matchSubscriptions",
+  "addUsage",
+  "getEmitterClock",
+  "putEmitterClock",
+  "getDedupeState",
+  "putDedupeState",
+  "putSourceDb",
+  "assertSourceLease",
+  "getSource",
+  "getUser",
+  "getWebhook",
+]);
+
+/** `ops` with the held outbox writes made before each operation not in `besideHeldOutbox`. */
+function settlingOutbox(ops: StorageOps, outbox: OutboxWrites): StorageOps {
+  const out: Record<string, unknown> = {};
+  for (const [name, op] of Object.entries(ops)) {
+    const fn = op as (...a: unknown[]) => unknown;
+    out[name] = besideHeldOutbox.has(name)
+      ? fn
+      : (...args: unknown[]) => {
+          outbox.settle();
+          return fn(...args);
+        };
+  }
+  return out as unknown as StorageOps;
+}
+
+function opsOn(
+  q: Sql,
+  rows: RowCache,
+  slots: WindowSlots,
+  held: DeferredWrites,
+  outbox: OutboxWrites,
+): StorageOps {
   return {
     ...accountOps(q, rows, held),
     ...sessionOps(q),
@@ -65,7 +110,7 @@ function opsOn(q: Sql, rows: RowCache, slots: WindowSlots, held: DeferredWrites)
     ...eventOps(q, slots, held),
     ...appAccountOps(q),
     ...workflowOps(q, rows),
-    ...deliveryOps(q),
+    ...deliveryOps(q, outbox),
     ...deliveryHistoryOps(q),
     ...eventSearchOps(q, () => held.settle()),
     ...nodeOps(q),
@@ -99,7 +144,8 @@ export function openSqliteStorage(options: { dataDir: string; file?: string }): 
     putClock: (emitterId, ms, seq) => writeClock(q, emitterId, ms, seq),
     addUsage: (userId, day, d) => writeUsage(q, userId, day, d),
   });
-  const ops = opsOn(q, rows, slots, held);
+  const outbox = new OutboxWrites(q);
+  const ops = settlingOutbox(opsOn(q, rows, slots, held, outbox), outbox);
   const lock = new AsyncLock();
   let closed = false;
   /** True while a transaction, which may change cached rows before it commits or rolls back, is open. */
@@ -126,13 +172,16 @@ export function openSqliteStorage(options: { dataDir: string; file?: string }): 
       lock.run(async () => {
         db.exec("BEGIN IMMEDIATE");
         held.start();
+        outbox.start();
         inTransaction = true;
         try {
           const result = await fn(ops);
+          outbox.end();
           held.end();
           db.exec("COMMIT");
           return result;
         } catch (err) {
+          outbox.end(true);
           held.end(true);
           db.exec("ROLLBACK");
           // The transaction may have cached rows it wrote.
