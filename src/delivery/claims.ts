@@ -46,6 +46,13 @@ export interface ClaimsDeps {
 /** How often a claim looks past the whole backlog of busy destinations (see `claim`). */
 const thoroughClaimEveryMs = 200;
 
+/**
+ * A listener whose destination holds deliveries is claimed for again only once this share of its hold
+ * (`maxHeldPerHost`) is free: a claim then takes a batch. Claiming as soon as one slot was free made a
+ * claim per delivery while a backlog drained, each walking a page of the due index to take one row.
+ */
+const claimBatchShare = 4;
+
 /** A listener found inactive is left to the claims for this long before routing claims its deliveries again. */
 const inactiveRecheckMs = 1_000;
 
@@ -65,8 +72,10 @@ export class DeliveryClaims {
   #renewTimer: NodeJS.Timeout | undefined;
   #lastClaimMs = Number.NEGATIVE_INFINITY;
   #lastThoroughMs = 0;
-  /** The last claim may have left due work behind for want of room (see `claim`). */
+  /** The last claim took all it had room for, or found no room at all: a freed slot should claim again. */
   #starved = false;
+  /** Listeners the last claim left out for want of room: one of them with room again should claim. */
+  #leftOut = new Set<string>();
   /** Claimed deliveries per destination key, in flight or waiting for a slot. */
   readonly #heldPerKey = new Map<string, number>();
   /** Destination key of each listener seen, to leave busy destinations out of the next claim. */
@@ -110,9 +119,28 @@ export class DeliveryClaims {
     return this.#lastClaimMs;
   }
 
-  /** The last claim may have left due work behind for want of room: a freed slot should claim again. */
-  get starved(): boolean {
-    return this.#starved;
+  /**
+   * Whether a delivery of `listenerId` that just ended should make the loop claim again: the last claim
+   * had no more room (more may be due); or it filled or left out this listener and its destination now
+   * has a batch's room; or it left some out and a look past their backlog is due.
+   */
+  starvedFor(listenerId: string): boolean {
+    if (this.#starved) return true;
+    if (this.#leftOut.size === 0) return false;
+    if (this.#d.clock.now() - this.#lastThoroughMs >= thoroughClaimEveryMs) return true;
+    return this.#leftOut.has(listenerId) && this.#room(listenerId) >= this.#batch;
+  }
+
+  /** The least room worth a claim for a listener (`claimBatchShare`). */
+  get #batch(): number {
+    return Math.max(1, Math.floor(this.#d.options.maxHeldPerHost / claimBatchShare));
+  }
+
+  /** How many more deliveries of `listenerId` this node may hold now. */
+  #room(listenerId: string): number {
+    const key = this.#keyOf.get(listenerId);
+    const held = key === undefined ? 0 : (this.#heldPerKey.get(key) ?? 0);
+    return this.#d.options.maxHeldPerHost - held - (this.#unpreparedPerListener.get(listenerId) ?? 0);
   }
 
   /**
@@ -308,18 +336,13 @@ export class DeliveryClaims {
     const perHost = this.#d.options.maxHeldPerHost;
     const except: string[] = [];
     const room: Record<string, number> = {};
-    for (const [listener, key] of this.#keyOf) {
-      // Deliveries claimed count from the start, before they know their destination.
-      const left =
-        perHost - (this.#heldPerKey.get(key) ?? 0) - (this.#unpreparedPerListener.get(listener) ?? 0);
-      if (left <= 0) except.push(listener);
+    // Deliveries claimed count from the start, before they know their destination; a new listener's
+    // first deliveries (destination not known yet) count against the listener itself.
+    const listeners = new Set([...this.#keyOf.keys(), ...this.#unpreparedPerListener.keys()]);
+    for (const listener of listeners) {
+      const left = this.#room(listener);
+      if (left < this.#batch) except.push(listener);
       else if (left < perHost) room[listener] = left;
-    }
-    for (const [listener, n] of this.#unpreparedPerListener) {
-      if (this.#keyOf.has(listener)) continue;
-      // A new listener's first deliveries, whose destination is not known yet.
-      if (n >= perHost) except.push(listener);
-      else room[listener] = perHost - n;
     }
     // Claims look at a bounded page of due rows; now and then one looks past every row of the busy
     // destinations, so that a backlog behind a slow receiver never holds up the others for long.
@@ -339,7 +362,12 @@ export class DeliveryClaims {
     });
     // Busy destinations were left out, or it took something (a limit may have stopped it): a freed slot
     // should claim again. A claim that found nothing due, with nobody left out, clears it.
-    this.#starved = except.length > 0 || claimed.length > 0;
+    // Only a claim that ran out of room overall needs the next freed slot. A listener it filled, or left
+    // out, is claimed for again once a batch's room is free (`starvedFor`); any other due work it could
+    // not see is found by the look past the busy ones.
+    this.#starved = claimed.length >= free;
+    this.#leftOut = new Set(except);
+    for (const d of claimed) this.#leftOut.add(d.listenerId);
     for (const d of claimed) {
       this.#addUnprepared(d, now, true);
       start(d);

@@ -72,11 +72,12 @@ export class DeliverySending {
         claims.prepared(d.id);
         inflight.delete(d.id);
         this.#finished++;
-        // Its slot is free: claim again when something may be waiting for one (the last claim left due
-        // work behind for want of room), when it made the next delivery of a source's subscription
-        // claimable, or when it is pending again. Not after every webhook delivery: with deliveries
-        // claimed at routing, that was a claim per delivery that found nothing.
-        if (!done || d.listenerKind === "source" || claims.starved) this.#d.wake();
+        // Its slot is free: claim again when something may be waiting for it (the last claim took some,
+        // or left this listener out and a batch's room is free now; `starvedFor`), when it made the next
+        // delivery of a source's subscription claimable, or when it is pending again. Not after every
+        // webhook delivery: with deliveries claimed at routing, that was a claim per delivery that found
+        // nothing, and while a backlog drained a claim per delivery that took one.
+        if (!done || d.listenerKind === "source" || claims.starvedFor(d.listenerId)) this.#d.wake();
       });
     inflight.set(d.id, task);
   }
