@@ -443,6 +443,86 @@ export function deliveryContract(withStore: WithStore, unique: (prefix: string) 
   });
 
   withStore(
+    "a group commit's outbox writes are seen inside it, kept in order, and dropped with a rollback",
+    async (s) => {
+      const hook = webhook(unique("u"));
+      const parked = webhook(unique("u"), false);
+      await s.insertWebhook(hook);
+      await s.insertWebhook(parked);
+      // 85 rows: more than one multi-row statement of each size the driver may use.
+      const made = Array.from({ length: 85 }, (_, i) => delivery(hook.id, { createdMs: 1000 + i }));
+      const toParked = delivery(parked.id);
+      const retry = (deliveryId: string, n: number) => ({
+        deliveryId,
+        n,
+        startedMs: 2000,
+        durationMs: 3,
+        statusCode: 503,
+        error: "HTTP 503",
+        response: "busy",
+        outcome: "retry" as const,
+      });
+      const patch = {
+        status: "pending" as const,
+        attempts: 1,
+        roundAttempts: 1,
+        nextAttemptMs: 9000,
+        lastStatusCode: 503,
+        lastError: "HTTP 503",
+        lastDurationMs: 3,
+        updatedMs: 2000,
+      };
+      await s.transaction(async (tx) => {
+        await tx.insertDeliveries(made.slice(0, 40));
+        await tx.insertDeliveries([...made.slice(40), toParked]);
+        // Read inside the transaction: the held inserts are made first, in routing order.
+        const page = await tx.listDeliveries(hook.id, { limit: 100 });
+        assert.deepEqual(
+          page.items.map((d) => d.id),
+          made.map((d) => d.id).reverse(),
+        );
+        for (const [i, d] of made.slice(0, 70).entries())
+          await tx.settleDelivery(d.id, patch, retry(d.id, i));
+        await tx.settleDelivery(toParked.id, patch, retry(toParked.id, 1));
+        const settled = await tx.getDelivery(made[69]!.id);
+        assert.equal(
+          settled?.lastError,
+          "HTTP 503",
+          "a read inside the transaction sees the held settlement",
+        );
+      });
+      const after = await s.listDeliveries(hook.id, { limit: 100 }, "pending");
+      assert.equal(after.items.length, 85);
+      assert.equal(after.items.filter((d) => d.attempts === 1 && d.nextAttemptMs === 9000).length, 70);
+      assert.equal(
+        (await s.getDelivery(toParked.id))?.nextAttemptMs,
+        null,
+        "an inactive listener's stays parked",
+      );
+      const attempts = await s.listDeliveryAttempts(made.map((d) => d.id));
+      assert.equal(attempts.length, 70);
+      assert.ok(attempts.every((a) => a.response === "busy" && a.outcome === "retry"));
+
+      const dropped = delivery(hook.id);
+      await assert.rejects(
+        s.transaction(async (tx) => {
+          await tx.insertDeliveries([dropped]);
+          await tx.settleDelivery(
+            made[80]!.id,
+            { ...patch, status: "succeeded", nextAttemptMs: null },
+            retry(made[80]!.id, 9),
+          );
+          throw new Error("rolled back");
+        }),
+        /rolled back/,
+      );
+      assert.equal(await s.getDelivery(dropped.id), undefined);
+      assert.equal((await s.getDelivery(made[80]!.id))?.status, "pending");
+      assert.equal((await s.listDeliveryAttempts([made[80]!.id])).length, 0);
+    },
+  );
+
+  withStore(
     "attempts are recorded, deliveries listed newest first by status, and failed ones requeued",
     async (s) => {
       const listener = unique("wh");

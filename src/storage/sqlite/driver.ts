@@ -21,8 +21,9 @@
  *   migrate.ts        numbered schema migrations (migrations/)
  *   row-cache.ts      rows kept in memory (SQLite: until its own writes; PostgreSQL: 0.5 s at most)
  *   deferred.ts       writes held back inside a transaction
- *   outbox-writes.ts  the outbox writes of a transaction, held back and made as multi-row statements
- *   SQLite only:      window-slots.ts (each event window's slots), rows.ts (row type, LIMIT binding)
+ *   SQLite only:      window-slots.ts (each event window's slots), rows.ts (row type, LIMIT binding),
+ *                     outbox-writes.ts (a transaction's outbox writes as multi-row statements; PostgreSQL
+ *                     merges them in deferred.ts)
  *   PostgreSQL only:  cluster.ts (nodes, run leases, NOTIFY), health.ts (a lost database)
  */
 import { chmodSync, mkdirSync } from "node:fs";
