@@ -132,6 +132,7 @@ export class OutboxWrites {
 
   /** Makes the held writes now and keeps holding (an operation that reads deliveries comes next). */
   settle(): void {
+    if (this.#inserts.length === 0 && this.#settles.length === 0) return;
     if (this.#inserts.length > 0) writeChunked(this.#q, this.#inserts, insertText, deliveryParams);
     if (this.#settles.length > 0)
       writeChunked(this.#q, this.#settles, settleText, (s) => deliveryPatchParams(s.id, s.patch));
