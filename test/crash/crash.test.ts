@@ -9,7 +9,6 @@
  * their first hits load the component into a fresh executor.
  */
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
@@ -17,14 +16,12 @@ import os from "node:os";
 import path from "node:path";
 import { after, test } from "node:test";
 import { freePort, unmountScratchUnder } from "../helpers.ts";
+import { type FountChild, startFount } from "./fount-process.ts";
 
-const root = path.resolve(import.meta.dirname, "../..");
-const node = path.join(root, "node_modules/.bin/node");
 const apiKey = "fnt_crashtestkey00000000000000000000";
 const hitsPerSource = 75; // 600 in all, each source within its 100-event window
 const killAfterAcks = 60;
-/** Waits that only bound a hang: the machine may be loaded by other work. */
-const startWaitMs = 180_000;
+/** Bounds only a hang: the machine may be loaded by other work. */
 const deliveryWaitMs = 180_000;
 /**
  * Emits the posted body after 3 ms, so a source's 75 hits take at least 225 ms one after another and the
@@ -74,63 +71,20 @@ for (const cold of [true, false]) {
 const sources = kinds.length;
 
 const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-crash-"));
-const children = new Set<ChildProcess>();
 after(() => {
-  for (const child of children) child.kill("SIGKILL");
   unmountScratchUnder(dataDir);
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-/** Starts `src/main.ts` and resolves once it answers /healthz. */
-async function startFount(
-  port: number,
-  endpointPort: number,
-): Promise<{ child: ChildProcess; exited: Promise<void>; output: () => string }> {
-  const child = spawn(node, ["src/main.ts"], {
-    cwd: root,
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      FOUNT_DATA_DIR: dataDir,
-      FOUNT_NPM_CACHE: path.join(os.tmpdir(), "fount-test-npm-cache"),
-      HOST: "127.0.0.1",
-      PORT: String(port),
-      // Fixed: the endpoint URLs the test keeps must stay valid across restarts.
-      FOUNT_ENDPOINT_PORT: String(endpointPort),
-      FOUNT_BOOTSTRAP_API_KEY: apiKey,
-      FOUNT_WEBHOOK_ALLOW_PRIVATE: "true",
-      FOUNT_RATE_LIMIT: "0",
-      LOG_LEVEL: "warn",
-    },
-    stdio: ["ignore", "pipe", "pipe"],
+/** Starts the server on the test's data directory and its fixed ports. */
+function startOn(port: number, endpointPort: number): Promise<FountChild> {
+  return startFount({
+    FOUNT_DATA_DIR: dataDir,
+    PORT: String(port),
+    // Fixed: the endpoint URLs the test keeps must stay valid across restarts.
+    FOUNT_ENDPOINT_PORT: String(endpointPort),
+    FOUNT_BOOTSTRAP_API_KEY: apiKey,
   });
-  children.add(child);
-  let gone = false;
-  const exited = new Promise<void>((resolve) =>
-    child.once("exit", () => {
-      gone = true;
-      children.delete(child);
-      resolve();
-    }),
-  );
-  let out = "";
-  child.stdout!.on("data", (d) => {
-    out += d;
-  });
-  child.stderr!.on("data", (d) => {
-    out += d;
-  });
-  const deadline = Date.now() + startWaitMs;
-  for (;;) {
-    if (gone) throw new Error(`fount exited (${child.exitCode ?? child.signalCode}): ${out}`);
-    const ok = await fetch(`http://127.0.0.1:${port}/healthz`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (ok) return { child, exited, output: () => out };
-    if (Date.now() > deadline) throw new Error(`fount did not start: ${out}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 test("every acknowledged emit survives a SIGKILL mid-load and is delivered at least once", {
@@ -168,7 +122,7 @@ test("every acknowledged emit survives a SIGKILL mid-load and is delivered at le
 
   const log = (m: string) => process.env.CRASH_DEBUG && console.error(`[crash ${Date.now() - t0}] ${m}`);
   const t0 = Date.now();
-  let fount = await startFount(port, endpointPort);
+  let fount = await startOn(port, endpointPort);
   log("started");
   const deployed: Array<{ id: string; endpoint: string }> = [];
   const deployAll = async (cold: boolean) => {
@@ -184,7 +138,7 @@ test("every acknowledged emit survives a SIGKILL mid-load and is delivered at le
   // A restart leaves the sources deployed so far unloaded: their first hits start and load them.
   fount.child.kill("SIGTERM");
   await fount.exited;
-  fount = await startFount(port, endpointPort);
+  fount = await startOn(port, endpointPort);
   await deployAll(false);
   log("deployed");
 
@@ -223,7 +177,7 @@ test("every acknowledged emit survives a SIGKILL mid-load and is delivered at le
   assert.ok(acked.length < hitsPerSource * sources, "some hits were cut off by the kill");
   await fount.exited;
 
-  fount = await startFount(port, endpointPort);
+  fount = await startOn(port, endpointPort);
   log("restarted");
   // Which acknowledged events were not stored, by kind of source: the clearest account of a failure.
   const lost = new Map<string, { acked: number; lost: number }>();
