@@ -13,7 +13,7 @@ import { parseArgs } from "node:util";
 import { checkout } from "./lib/checkout.ts";
 import { type InterleavedResult, interleavedLoads } from "./lib/interleave.ts";
 import { runLoad } from "./lib/load.ts";
-import { FountProcess, HelperChild, sleep } from "./lib/processes.ts";
+import { cpuMeter, FountProcess, HelperChild, sleep } from "./lib/processes.ts";
 import { pollUntil } from "./lib/wait.ts";
 import { createSchema, dropSchema, emitterCode, payloadText, urlWithSchema } from "./parts/context.ts";
 
@@ -91,7 +91,7 @@ async function setup(name: string, root: string | undefined, flow: boolean): Pro
 }
 
 /** Queues a backlog of parked deliveries, reactivates the webhook, and times the drain (deliveries/s). */
-async function drain(s: Setup): Promise<{ queued: number; rate: number }> {
+async function drain(s: Setup): Promise<{ queued: number; rate: number; cpuUs: number }> {
   const receiver = s.receiver!;
   await receiver.call("reset");
   await s.server.api("PUT", `/v1/webhooks/${s.webhookId}`, { active: false });
@@ -103,10 +103,16 @@ async function drain(s: Setup): Promise<{ queued: number; rate: number }> {
   });
   await sleep(500);
   const from = Date.now();
+  const meter = cpuMeter(s.server.pid);
   await s.server.api("PUT", `/v1/webhooks/${s.webhookId}`, { active: true });
   const got = await received(receiver, backlog.ok, 5_000);
+  const cpu = meter();
   const r = await receiver.call<{ lastMs: number }>("report", {}, 30_000);
-  return { queued: backlog.ok, rate: got / Math.max(0.001, (r.lastMs - from) / 1000) };
+  return {
+    queued: backlog.ok,
+    rate: got / Math.max(0.001, (r.lastMs - from) / 1000),
+    cpuUs: (1e6 * cpu.serverS) / Math.max(1, got),
+  };
 }
 
 try {
@@ -149,6 +155,7 @@ try {
     `flow work/base ${ratio(flowWork, flowBase)}, ingest work/base ${ratio(ingestWork, ingestBase)}`,
   );
   const drains: Record<string, number[]> = { base: [], work: [] };
+  const drainCpu: Record<string, number[]> = { base: [], work: [] };
   for (let i = 0; i < Number(values.drains); i++) {
     for (const [key, s] of i % 2 === 0
       ? ([
@@ -161,12 +168,16 @@ try {
         ] as const)) {
       const d = await drain(s);
       drains[key]!.push(Math.round(d.rate));
-      console.log(`drain ${key}: ${d.queued} queued, ${Math.round(d.rate)}/s`);
+      drainCpu[key]!.push(Math.round(d.cpuUs));
+      console.log(
+        `drain ${key}: ${d.queued} queued, ${Math.round(d.rate)}/s, ${Math.round(d.cpuUs)} µs server CPU per delivery`,
+      );
     }
   }
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
   console.log(
-    `drain base ${drains.base!.join(" ")}/s, work ${drains.work!.join(" ")}/s, work/base ${(mean(drains.work!) / mean(drains.base!)).toFixed(2)}`,
+    `drain base ${drains.base!.join(" ")}/s, work ${drains.work!.join(" ")}/s, work/base ${(mean(drains.work!) / mean(drains.base!)).toFixed(2)}; ` +
+      `server CPU per delivery base ${drainCpu.base!.join(" ")} µs, work ${drainCpu.work!.join(" ")} µs`,
   );
 } finally {
   for (const s of setups) {
