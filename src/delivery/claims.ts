@@ -47,11 +47,13 @@ export interface ClaimsDeps {
 const thoroughClaimEveryMs = 200;
 
 /**
- * A listener whose destination holds deliveries is claimed for again only once this share of its hold
- * (`maxHeldPerHost`) is free: a claim then takes a batch. Claiming as soon as one slot was free made a
- * claim per delivery while a backlog drained, each walking a page of the due index to take one row.
+ * A delivery that ends makes the dispatcher claim again for its listener only once 1/`claimBatchShare`
+ * of the listener's hold (`maxHeldPerHost`) is free: that claim then takes a batch (64 of 128; the 32 in
+ * flight and as many waiting keep the destination busy meanwhile). Claiming as soon as one slot was free
+ * made a claim per delivery while a backlog drained, each walking a page of the due index to take one
+ * row. Claims for other reasons (new events queued, the poll) take whatever room there is.
  */
-const claimBatchShare = 4;
+const claimBatchShare = 2;
 
 /** A listener found inactive is left to the claims for this long before routing claims its deliveries again. */
 const inactiveRecheckMs = 1_000;
@@ -341,7 +343,7 @@ export class DeliveryClaims {
     const listeners = new Set([...this.#keyOf.keys(), ...this.#unpreparedPerListener.keys()]);
     for (const listener of listeners) {
       const left = this.#room(listener);
-      if (left < this.#batch) except.push(listener);
+      if (left <= 0) except.push(listener);
       else if (left < perHost) room[listener] = left;
     }
     // Claims look at a bounded page of due rows; now and then one looks past every row of the busy

@@ -61,15 +61,14 @@ export function deliveryOps(q: Sql, outbox: OutboxWrites): DeliveryOps {
       if (c.limit <= 0) return [];
       // The index of unclaimed due rows is walked in order and the walk stops after a bounded page, so
       // that a claim costs the rows it looks at and not the whole backlog (a window over every pending row
-      // made each claim O(backlog): a backlog then made claims slower until delivery collapsed). With
-      // `scanLimit`, busy listeners are skipped here rather than in SQL, where skipping them means walking
-      // all their rows. Inactive listeners need no test here: every write of a due time goes through
-      // `dueUnlessParked`, and deactivating a listener parks its pending rows (no due time).
-      const bounded = c.scanLimit !== undefined;
+      // made each claim O(backlog): a backlog then made claims slower until delivery collapsed). Busy
+      // listeners are skipped in the index itself, which holds the listener (migration 015): their rows
+      // are passed over without being read, and do not count toward the page. Inactive listeners need no
+      // test here: every write of a due time goes through `dueUnlessParked`, and deactivating a listener
+      // parks its pending rows (no due time).
       const except = new Set(c.exceptListeners);
       // `NOT IN ()` is not SQL, and `NOT IN (NULL)` matches nothing: leave the clause out when empty.
-      const notIn =
-        !bounded && except.size > 0 ? `AND d.listener_id NOT IN (${placeholders(c.exceptListeners)})` : "";
+      const notIn = except.size > 0 ? `AND d.listener_id NOT IN (${placeholders(c.exceptListeners)})` : "";
       const scan = c.scanLimit ?? c.limit + c.perListener * 8;
       // A source's deliveries go one at a time, in order: none while an older one of its subscription is
       // pending and attempted or due. An older delivery not yet due for its first attempt (a
