@@ -76,8 +76,13 @@ export class DeliveryClaims {
   #lastThoroughMs = 0;
   /** The last claim took all it had room for, or found no room at all: a freed slot should claim again. */
   #starved = false;
-  /** Listeners the last claim left out for want of room: one of them with room again should claim. */
+  /**
+   * Listeners the last claim left out for want of room (the look past their backlog is due every
+   * `thoroughClaimEveryMs`), and those it took deliveries of: one of them with a batch's room again
+   * should claim.
+   */
   #leftOut = new Set<string>();
+  #filled = new Set<string>();
   /** Claimed deliveries per destination key, in flight or waiting for a slot. */
   readonly #heldPerKey = new Map<string, number>();
   /** Destination key of each listener seen, to leave busy destinations out of the next claim. */
@@ -123,14 +128,17 @@ export class DeliveryClaims {
 
   /**
    * Whether a delivery of `listenerId` that just ended should make the loop claim again: the last claim
-   * had no more room (more may be due); or it filled or left out this listener and its destination now
-   * has a batch's room; or it left some out and a look past their backlog is due.
+   * had no more room (more may be due); or it took deliveries of this listener or left it out, and its
+   * destination now has a batch's room; or it left some out and a look past their backlog is due (only
+   * a left-out listener makes that look due: a bounded claim does not look past anything).
    */
   starvedFor(listenerId: string): boolean {
     if (this.#starved) return true;
-    if (this.#leftOut.size === 0) return false;
-    if (this.#d.clock.now() - this.#lastThoroughMs >= thoroughClaimEveryMs) return true;
-    return this.#leftOut.has(listenerId) && this.#room(listenerId) >= this.#batch;
+    if (this.#leftOut.size > 0 && this.#d.clock.now() - this.#lastThoroughMs >= thoroughClaimEveryMs)
+      return true;
+    return (
+      (this.#leftOut.has(listenerId) || this.#filled.has(listenerId)) && this.#room(listenerId) >= this.#batch
+    );
   }
 
   /** The least room worth a claim for a listener (`claimBatchShare`). */
@@ -369,7 +377,7 @@ export class DeliveryClaims {
     // not see is found by the look past the busy ones.
     this.#starved = claimed.length >= free;
     this.#leftOut = new Set(except);
-    for (const d of claimed) this.#leftOut.add(d.listenerId);
+    this.#filled = new Set(claimed.map((d) => d.listenerId));
     for (const d of claimed) {
       this.#addUnprepared(d, now, true);
       start(d);

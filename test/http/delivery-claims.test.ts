@@ -86,6 +86,8 @@ let dispatcher: DeliveryDispatcher;
 let store: Storage;
 /** Deliveries the dispatcher's claims returned since the server started. */
 let claimed: string[] = [];
+/** How many deliveries each claim that returned some took, in order. */
+let claimSizes: number[] = [];
 /** Reads of each webhook since the server started. */
 const webhookReads = new Map<string, number>();
 const closers: Array<() => Promise<void>> = [];
@@ -98,6 +100,7 @@ before(async () => {
   store.claimDeliveries = async (c) => {
     const rows = await claim(c);
     claimed.push(...rows.map((d) => d.id));
+    if (rows.length > 0) claimSizes.push(rows.length);
     return rows;
   };
   const getWebhook = store.getWebhook.bind(store);
@@ -197,6 +200,35 @@ describe("deliveries claimed as they are routed", () => {
     await until("all 40 delivered", () => receiver.requests.length >= 40);
     await until("all 40 settled", async () => (await stored(hookId)).every((d) => d.status === "succeeded"));
     assert.equal(new Set(receiver.requests.map((r) => r.headers["webhook-id"])).size, 40);
+  });
+
+  test("a draining backlog is claimed in batches of half the hold, not one claim per freed slot", async () => {
+    // Two in flight, 32 held: a delivery that ends frees one slot. Claiming at every freed slot took one
+    // or two deliveries a claim; a claim now waits until half the hold (16) is free.
+    Object.assign(dispatcher.options, {
+      pollMs: 600_000,
+      maxConcurrency: 2,
+      maxPerHost: 2,
+      maxHeldPerHost: 32,
+    });
+    const receiver = await Receiver.start();
+    closers.push(() => receiver.close());
+    const { endpoint, hookId } = await wired(receiver.url);
+    const put = await server.api("PUT", `/v1/webhooks/${hookId}`, { body: { active: false } });
+    assert.equal(put.status, 200);
+    for (let n = 1; n <= 80; n++) await emit(endpoint, { n });
+    claimSizes = [];
+    await server.api("PUT", `/v1/webhooks/${hookId}`, { body: { active: true } });
+    await until("all 80 settled", async () => (await stored(hookId)).every((d) => d.status === "succeeded"));
+    assert.equal(new Set(receiver.requests.map((r) => r.headers["webhook-id"])).size, 80);
+    // The first claim fills the hold (32); each later batch of 16 or more may be followed by one claim
+    // that takes what ended meanwhile (at most the 2 in flight), so about 8 claims; one per freed slot
+    // would have been 25 or more.
+    assert.equal(
+      claimSizes.reduce((a, b) => a + b, 0),
+      80,
+    );
+    assert.ok(claimSizes.length <= 12, `claims took ${claimSizes.join(", ")}`);
   });
 
   test("the deliveries of one commit share one read of their webhook; a new URL is used from the next delivery", async () => {
