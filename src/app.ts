@@ -72,7 +72,7 @@ export async function openStorage(
       existingOnly: options.existingOnly,
     });
   }
-  return openSqliteStorage({ dataDir: config.dataDir });
+  return openSqliteStorage({ dataDir: config.dataDir, searchIndexDelayMs: config.searchIndexDelayMs });
 }
 
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<BuiltApp> {

@@ -24,6 +24,8 @@ export interface Config {
   databaseUrl: string | undefined;
   /** How long a PostgreSQL operation waits for a connection or an answer before it fails with 503 (FOUNT_STORE_TIMEOUT_MS). */
   storeTimeoutMs: number;
+  /** With SQLite: how long after commit, at most, the event search's index catches up (FOUNT_SEARCH_INDEX_DELAY_MS). */
+  searchIndexDelayMs: number;
   bootstrapApiKey: string | undefined;
   /** Requests per minute per API key; 0 turns the limit off. */
   rateLimit: number;
@@ -233,6 +235,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     dataDir: path.resolve(env.FOUNT_DATA_DIR || ".fount"),
     databaseUrl,
     storeTimeoutMs: int(env, "FOUNT_STORE_TIMEOUT_MS", 5000, 100),
+    searchIndexDelayMs: int(env, "FOUNT_SEARCH_INDEX_DELAY_MS", 1000, 10),
     npmCacheDir: path.resolve(env.FOUNT_NPM_CACHE || path.join(env.FOUNT_DATA_DIR || ".fount", "npm-cache")),
     bootstrapApiKey: env.FOUNT_BOOTSTRAP_API_KEY || undefined,
     rateLimit: int(env, "FOUNT_RATE_LIMIT", 6000),

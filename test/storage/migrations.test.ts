@@ -235,7 +235,7 @@ test("sqlite: migration 014 indexes the events a store at 013 kept", async () =>
   await store.close();
   const db = new DatabaseSync(path.join(dataDir, "fount.db"));
   db.exec(`DROP TRIGGER events_text_insert; DROP TRIGGER events_text_delete; DROP TRIGGER events_text_update;
-    DROP TABLE events_text; DELETE FROM schema_migrations WHERE version = 14`);
+    DROP TABLE events_text; DROP TABLE events_text_queue; DELETE FROM schema_migrations WHERE version IN (14, 19)`);
   db.close();
   const migrated = openSqliteStorage({ dataDir });
   try {

@@ -23,7 +23,8 @@
  *   deferred.ts       writes held back inside a transaction
  *   SQLite only:      window-slots.ts (each event window's slots), rows.ts (row type, LIMIT binding),
  *                     outbox-writes.ts (a transaction's outbox writes as multi-row statements; PostgreSQL
- *                     merges them in deferred.ts)
+ *                     merges them in deferred.ts),
+ *                     search-indexer.ts (the event search's index, kept up to date after commit)
  *   PostgreSQL only:  cluster.ts (nodes, run leases, NOTIFY), health.ts (a lost database)
  */
 import { chmodSync, mkdirSync } from "node:fs";
@@ -43,6 +44,7 @@ import { migrate } from "./migrate.ts";
 import { nodeOps } from "./node-ops.ts";
 import { OutboxWrites } from "./outbox-writes.ts";
 import { RowCache } from "./row-cache.ts";
+import { SearchIndexer } from "./search-indexer.ts";
 import { sessionOps } from "./sessions.ts";
 import { sourceOps } from "./sources.ts";
 import { Sql } from "./sql.ts";
@@ -100,6 +102,7 @@ function opsOn(
   slots: WindowSlots,
   held: DeferredWrites,
   outbox: OutboxWrites,
+  indexer: SearchIndexer,
 ): StorageOps {
   return {
     ...accountOps(q, rows, held),
@@ -113,13 +116,23 @@ function opsOn(
     ...workflowOps(q, rows),
     ...deliveryOps(q, outbox),
     ...deliveryHistoryOps(q),
-    ...eventSearchOps(q, () => held.settle()),
+    ...eventSearchOps(q, () => {
+      held.settle();
+      indexer.catchUp();
+    }),
     ...nodeOps(q),
   };
 }
 
-/** Opens (creating if needed) `<dataDir>/fount.db`, applies migrations and returns the store. */
-export function openSqliteStorage(options: { dataDir: string; file?: string }): Storage {
+/**
+ * Opens (creating if needed) `<dataDir>/fount.db`, applies migrations and returns the store. The event
+ * search's index is brought up to date every `searchIndexDelayMs` (default 1 s) and before each search.
+ */
+export function openSqliteStorage(options: {
+  dataDir: string;
+  file?: string;
+  searchIndexDelayMs?: number;
+}): Storage {
   mkdirSync(options.dataDir, { recursive: true });
   // Sandboxed executors run under other uids and may traverse into the package cache below the data
   // dir, but must never list it or read the database: 0711 on the dir, 0600 on the files.
@@ -146,8 +159,10 @@ export function openSqliteStorage(options: { dataDir: string; file?: string }): 
     addUsage: (userId, day, d) => writeUsage(q, userId, day, d),
   });
   const outbox = new OutboxWrites(q);
-  const ops = settlingOutbox(opsOn(q, rows, slots, held, outbox), outbox);
+  const indexer = new SearchIndexer(q);
+  const ops = settlingOutbox(opsOn(q, rows, slots, held, outbox, indexer), outbox);
   const lock = new AsyncLock();
+  indexer.start(lock, db, options.searchIndexDelayMs ?? 1000);
   let closed = false;
   /** True while a transaction, which may change cached rows before it commits or rolls back, is open. */
   let inTransaction = false;
@@ -199,6 +214,7 @@ export function openSqliteStorage(options: { dataDir: string; file?: string }): 
     close: async () => {
       if (closed) return;
       closed = true;
+      indexer.stop();
       await lock.run(() => db.close());
     },
   };

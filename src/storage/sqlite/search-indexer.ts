@@ -1,0 +1,89 @@
+/**
+ * Keeps the event search's FTS5 index (migrations 014 and 019) up to date off the commit path. Storing,
+ * overwriting or deleting an event only queues its rowid (a trigger, in the writer's transaction); this
+ * indexes the queued rowids in batches, each in a transaction of its own under the driver's lock, a short
+ * while after they were written, and all of them before every search (so a search is exact: an event is
+ * found as soon as its emit is acknowledged, and an overwritten or deleted one no longer is).
+ *
+ * A rowid is indexed with the events table's text at that time, so a window's slot overwritten several
+ * times between two runs is tokenized once; its old text, which an external-content FTS5 table needs in
+ * order to remove it, is the one the queue kept (docs/architecture.md, "Performance").
+ */
+import type { DatabaseSync } from "node:sqlite";
+import type { AsyncLock } from "../../async-lock.ts";
+import type { Sql } from "./sql.ts";
+
+/** Rowids indexed per transaction: a few milliseconds of the lock, so that emits wait little. */
+const batchSize = 200;
+
+/** The queued rowids of the event search's index, and their indexing. */
+export class SearchIndexer {
+  readonly #q: Sql;
+  #timer: NodeJS.Timeout | undefined;
+  #running = false;
+
+  constructor(q: Sql) {
+    this.#q = q;
+  }
+
+  /** Indexes up to `limit` queued rowids (inside the caller's transaction, if one is open); how many. */
+  indexBatch(limit = batchSize): number {
+    const q = this.#q;
+    const queued = q.all(
+      "SELECT event_rowid, indexed_json FROM events_text_queue ORDER BY event_rowid LIMIT ?",
+      [limit],
+      (r) => ({ rowid: r.event_rowid as number, indexed: r.indexed_json as string | null }),
+    );
+    if (queued.length === 0) return 0;
+    const own = !q.db.isTransaction;
+    if (own) q.db.exec("BEGIN IMMEDIATE");
+    try {
+      for (const { rowid, indexed } of queued) {
+        if (indexed !== null)
+          q.run("INSERT INTO events_text (events_text, rowid, event_json) VALUES ('delete', ?, ?)", [
+            rowid,
+            indexed,
+          ]);
+        q.run(
+          "INSERT INTO events_text (rowid, event_json) SELECT rowid, event_json FROM events WHERE rowid = ?",
+          [rowid],
+        );
+        q.run("DELETE FROM events_text_queue WHERE event_rowid = ?", [rowid]);
+      }
+      if (own) q.db.exec("COMMIT");
+    } catch (err) {
+      if (own) q.db.exec("ROLLBACK");
+      throw err;
+    }
+    return queued.length;
+  }
+
+  /** Indexes every queued rowid (before a search; the caller holds the lock). */
+  catchUp(): void {
+    while (this.indexBatch() === batchSize);
+  }
+
+  /**
+   * Indexes what was queued every `intervalMs`, a batch per turn of the lock, so that writers queued
+   * behind it go between two batches. Stops at `stop`.
+   */
+  start(lock: AsyncLock, db: DatabaseSync, intervalMs: number): void {
+    const run = async () => {
+      if (this.#running || !db.isOpen) return;
+      this.#running = true;
+      try {
+        while (this.#timer && (await lock.run(() => (db.isOpen ? this.indexBatch() : 0))) === batchSize);
+      } finally {
+        this.#running = false;
+      }
+    };
+    // A failed batch stays queued: the next run retries it, and the next search reports the error.
+    this.#timer = setInterval(() => void run().catch(() => undefined), Math.min(intervalMs, 2 ** 31 - 1));
+    this.#timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+}
