@@ -101,3 +101,44 @@ test("sqlite: an event whose statement fails leaves its window as it was", async
     await store.close();
   }
 });
+
+/** The IDs the FTS index finds for `text`, read on a connection of its own (a search would catch up first). */
+function indexedIds(dataDir: string, text: string): string[] | undefined {
+  const db = new DatabaseSync(path.join(dataDir, "fount.db"), { readOnly: true });
+  try {
+    const queued = (db.prepare("SELECT count(*) AS n FROM events_text_queue").get() as { n: number }).n;
+    if (queued > 0) return undefined;
+    return (
+      db
+        .prepare(
+          "SELECT e.id FROM events_text JOIN events e ON e.rowid = events_text.rowid WHERE events_text MATCH ? ORDER BY e.id",
+        )
+        .all(`"${text}"`) as Array<{ id: string }>
+    ).map((r) => r.id);
+  } finally {
+    db.close();
+  }
+}
+
+test("sqlite: the search index catches up after commit by itself: new text in, overwritten and deleted text out", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  const store = openSqliteStorage({ dataDir, searchIndexDelayMs: 10 });
+  const until = async (text: string, ids: string[]) => {
+    for (let tries = 0; ; tries++) {
+      const found = indexedIds(dataDir, text);
+      if (found !== undefined) return assert.deepEqual(found, ids);
+      assert.ok(tries < 600, "the index caught up within a minute");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  try {
+    // A window of 3: the fourth event overwrites the first one's row, the fifth the second's.
+    for (let n = 0; n < 5; n++) await store.insertEvent({ ...event(n), event: { text: `word${n}x` } }, 3);
+    await until("word", ["9-2", "9-3", "9-4"]);
+    await until("word0x", []);
+    await store.deleteEvents("dc_kept", undefined, undefined, "");
+    await until("word", []);
+  } finally {
+    await store.close();
+  }
+});
