@@ -4,7 +4,7 @@
  * migration changes in rows already stored.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, readdirSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
@@ -15,6 +15,7 @@ import { openPostgresStorage } from "../../src/storage/postgres/driver.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
 import { dropSchema, freshSchema, testPgUrl } from "../pg-schemas.ts";
 
+const sqliteMigrations = path.join(import.meta.dirname, "../../src/storage/sqlite/migrations");
 const pgVersions = readdirSync(path.join(import.meta.dirname, "../../src/storage/postgres/migrations"))
   .filter((f) => f.endsWith(".sql"))
   .map((f) => Number.parseInt(f, 10));
@@ -268,5 +269,52 @@ test("postgres: migration 014 indexes the events a store at 013 kept", async () 
     }
   } finally {
     await dropSchema(schema);
+  }
+});
+
+test("sqlite: migration 019 keeps a search index that 014's triggers kept exact, through overwrites and deletes", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  await openSqliteStorage({ dataDir }).close();
+  // Back to a store at 014 whose events the triggers indexed as they were written.
+  const db = new DatabaseSync(path.join(dataDir, "fount.db"));
+  db.exec(`DROP TRIGGER events_text_insert; DROP TRIGGER events_text_delete; DROP TRIGGER events_text_update;
+    DROP TABLE events_text; DROP TABLE events_text_queue; DELETE FROM schema_migrations WHERE version IN (14, 19)`);
+  db.exec(readFileSync(path.join(sqliteMigrations, "014-event-search.sql"), "utf8"));
+  db.exec("INSERT INTO schema_migrations VALUES (14, '014-event-search.sql', 0)");
+  const insert = db.prepare(
+    `INSERT INTO events (emitter_id, channel, slot, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json)
+     VALUES ('dc_old', '', ?, ?, 5, ?, 5, ?, '{}')`,
+  );
+  for (let n = 0; n < 2; n++)
+    insert.run(n, `5-${n}`, n, JSON.stringify({ text: `indexed by 014 number${n}` }));
+  db.close();
+  const store = openSqliteStorage({ dataDir, searchIndexDelayMs: 3_600_000 });
+  try {
+    // A window of 2: the new event overwrites the oldest (5-0), whose text the index held since 014.
+    await store.insertEvent(
+      {
+        emitterId: "dc_old",
+        channel: "",
+        id: "6-0",
+        idMs: 6,
+        idSeq: 0,
+        indexedAtMs: 6,
+        event: { text: "written after 019" },
+        meta: { emit_id: "e6", name: "", emitter_id: "dc_old" },
+      },
+      2,
+    );
+    const ids = async (text: string) =>
+      (await store.searchEvents({ emitterId: "dc_old", channel: "", text: [text] }, { limit: 10 })).items.map(
+        (e) => e.id,
+      );
+    assert.deepEqual(await ids("indexed by 014"), ["5-1"]);
+    assert.deepEqual(await ids("number0"), []);
+    assert.deepEqual(await ids("after 019"), ["6-0"]);
+    await store.deleteEvents("dc_old", undefined, undefined, "");
+    assert.deepEqual(await ids("indexed by 014"), []);
+    assert.deepEqual(await ids("after 019"), []);
+  } finally {
+    await store.close();
   }
 });
