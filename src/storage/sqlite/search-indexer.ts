@@ -29,15 +29,18 @@ export class SearchIndexer {
   /** Indexes up to `limit` queued rowids (inside the caller's transaction, if one is open); how many. */
   indexBatch(limit = batchSize): number {
     const q = this.#q;
-    const queued = q.all(
-      "SELECT event_rowid, indexed_json FROM events_text_queue ORDER BY event_rowid LIMIT ?",
-      [limit],
-      (r) => ({ rowid: r.event_rowid as number, indexed: r.indexed_json as string | null }),
-    );
-    if (queued.length === 0) return 0;
+    if (!q.get("SELECT 1 AS queued FROM events_text_queue LIMIT 1", [], () => true)) return 0;
+    // The queue is read inside the write transaction: another process on the file (a CLI command) may
+    // index the same rowids, and a rowid deleted from the index with a text it no longer holds would
+    // corrupt it.
     const own = !q.db.isTransaction;
     if (own) q.db.exec("BEGIN IMMEDIATE");
     try {
+      const queued = q.all(
+        "SELECT event_rowid, indexed_json FROM events_text_queue ORDER BY event_rowid LIMIT ?",
+        [limit],
+        (r) => ({ rowid: r.event_rowid as number, indexed: r.indexed_json as string | null }),
+      );
       for (const { rowid, indexed } of queued) {
         if (indexed !== null)
           q.run("INSERT INTO events_text (events_text, rowid, event_json) VALUES ('delete', ?, ?)", [
@@ -51,11 +54,11 @@ export class SearchIndexer {
         q.run("DELETE FROM events_text_queue WHERE event_rowid = ?", [rowid]);
       }
       if (own) q.db.exec("COMMIT");
+      return queued.length;
     } catch (err) {
       if (own) q.db.exec("ROLLBACK");
       throw err;
     }
-    return queued.length;
   }
 
   /** Indexes every queued rowid (before a search; the caller holds the lock). */
