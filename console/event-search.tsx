@@ -134,6 +134,8 @@ export function SearchForm({
 interface SearchPage {
   page_info: { total_count: number; end_cursor: string | null };
   data: EventEntry[];
+  /** Which page this is (1 the newest), kept with the answer so that the text and the list agree. */
+  number: number;
 }
 
 export function SearchResults({
@@ -148,10 +150,11 @@ export function SearchResults({
   // The `after` cursor of each page shown so far: Newer goes back one, Older adds the end cursor.
   const [cursors, setCursors] = useState<string[]>([]);
   const after = cursors.at(-1);
+  const wanted = cursors.length + 1;
   const params = searchParams(filters);
   const page = useLoad(
     () =>
-      api<SearchPage>(
+      api<Omit<SearchPage, "number">>(
         "GET",
         `/v1/sources/${sourceId}/event_summaries?${queryString({
           ...params,
@@ -160,17 +163,19 @@ export function SearchResults({
           expand: "event",
           after,
         })}`,
-      ),
+      ).then((answer): SearchPage => ({ ...answer, number: wanted })),
     [sourceId, channel, JSON.stringify(params), after],
   );
   const total = page.value?.page_info.total_count;
   const end = page.value?.page_info.end_cursor ?? null;
+  // Until the wanted page has come, the one shown stays named as what it is, and paging waits.
+  const loading = page.value?.number !== wanted;
   return (
     <div class="channel">
       <p class="muted" aria-live="polite">
         {total === undefined
           ? "Searching…"
-          : `${total} matching event${total === 1 ? "" : "s"} · page ${cursors.length + 1}`}
+          : `${total} matching event${total === 1 ? "" : "s"} · page ${page.value?.number}`}
       </p>
       <ErrorNote error={page.error} />
       {page.value && (
@@ -179,12 +184,16 @@ export function SearchResults({
       <nav class="actions" aria-label="Pages of matching events">
         <button
           type="button"
-          disabled={cursors.length === 0}
+          disabled={loading || cursors.length === 0}
           onClick={() => setCursors((c) => c.slice(0, -1))}
         >
           Newer
         </button>{" "}
-        <button type="button" disabled={end === null} onClick={() => end && setCursors((c) => [...c, end])}>
+        <button
+          type="button"
+          disabled={loading || end === null}
+          onClick={() => end && setCursors((c) => [...c, end])}
+        >
           Older
         </button>
       </nav>
