@@ -98,9 +98,64 @@ export interface Config {
    * is a wildcard); `off`: it takes no forwarded hits.
    */
   nodeUrl: string | undefined;
+  /** How long events are kept, and how the pruner works (FOUNT_RETENTION_*). */
+  retention: RetentionSettings;
 }
 
 export class ConfigError extends Error {}
+
+/** A channel's retention: its newest `events`, none older than `days` (undefined: no age limit). */
+export interface RetentionLimits {
+  events: number;
+  days: number | undefined;
+}
+
+/** How long events are kept (docs/streams.md, "Retention"). */
+export interface RetentionSettings {
+  /** A source's channels, for what its own policy leaves out (and every workflow's). */
+  defaults: RetentionLimits;
+  /** The largest policy a source may set; finite, so that no window grows without bound. */
+  max: { events: number; days: number };
+  /** Every emitter's `$logs` and `$errors`, whatever its policy. */
+  logs: RetentionLimits;
+  errors: RetentionLimits;
+  /** How often the pruner visits the windows that got events since its last visit. */
+  pruneIntervalMs: number;
+  /** How often it visits every window (for the age limits). */
+  sweepIntervalMs: number;
+  /** Events deleted per short transaction. */
+  pruneBatch: number;
+}
+
+function limits(
+  env: NodeJS.ProcessEnv,
+  prefix: string,
+  max: { events: number; days: number },
+): RetentionLimits {
+  const events = int(env, `${prefix}_EVENTS`, 100, 1);
+  const days = env[`${prefix}_DAYS`] ? int(env, `${prefix}_DAYS`, 0, 1) : undefined;
+  if (events > max.events)
+    throw new ConfigError(`${prefix}_EVENTS (${events}) is over FOUNT_RETENTION_MAX_EVENTS (${max.events})`);
+  if (days !== undefined && days > max.days)
+    throw new ConfigError(`${prefix}_DAYS (${days}) is over FOUNT_RETENTION_MAX_DAYS (${max.days})`);
+  return { events, days };
+}
+
+function retentionSettings(env: NodeJS.ProcessEnv): RetentionSettings {
+  const max = {
+    events: int(env, "FOUNT_RETENTION_MAX_EVENTS", 1_000_000, 1),
+    days: int(env, "FOUNT_RETENTION_MAX_DAYS", 3650, 1),
+  };
+  return {
+    defaults: limits(env, "FOUNT_RETENTION", max),
+    max,
+    logs: limits(env, "FOUNT_RETENTION_LOGS", max),
+    errors: limits(env, "FOUNT_RETENTION_ERRORS", max),
+    pruneIntervalMs: int(env, "FOUNT_RETENTION_PRUNE_MS", 1000, 10),
+    sweepIntervalMs: int(env, "FOUNT_RETENTION_SWEEP_MS", 60_000, 10),
+    pruneBatch: int(env, "FOUNT_RETENTION_PRUNE_BATCH", 500, 1),
+  };
+}
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
   const raw = env[name];
@@ -269,6 +324,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     metricsHost: env.FOUNT_METRICS_HOST || host,
     nodeId: env.FOUNT_NODE_ID || `${os.hostname()}:${port}`,
     nodeUrl,
+    retention: retentionSettings(env),
     ...overrides,
   };
 }

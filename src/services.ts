@@ -11,7 +11,9 @@ import type { HitForwarding } from "./domain/cluster/hit-forwarding.ts";
 import type { ComponentCatalog } from "./domain/components/components.ts";
 import type { DynamicProps } from "./domain/components/dynamic-props.ts";
 import type { Committer } from "./domain/events/committer.ts";
+import type { EventPruner } from "./domain/events/pruner.ts";
 import type { EventRecorder } from "./domain/events/recorder.ts";
+import type { Retention } from "./domain/events/retention.ts";
 import type { StreamInterest } from "./domain/events/stream-hub.ts";
 import type { SourceRunner } from "./domain/sources/runner.ts";
 import type { TimerScheduler } from "./domain/sources/scheduler.ts";
@@ -32,6 +34,10 @@ export interface Services {
   bus: Bus;
   committer: Committer;
   recorder: EventRecorder;
+  /** Which events each channel keeps (issue 28). */
+  retention: Retention;
+  /** Deletes what retention no longer keeps, in the background. */
+  pruner: EventPruner;
   executor: Executor;
   catalog: ComponentCatalog;
   runner: SourceRunner;

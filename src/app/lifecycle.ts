@@ -35,6 +35,7 @@ export function addLifecycle(
     if (loops.startScheduler !== false) scheduler.start();
     sessions.startSweeping((err) => app.log.warn({ err }, "could not delete expired console sessions"));
     if (loops.startDispatcher !== false) await dispatcher.start();
+    services.pruner.start();
   });
   // Several nodes: once listening, this node tells the others where to forward its sources' hits.
   app.addHook("onListen", async () => {
@@ -50,6 +51,7 @@ export function addLifecycle(
     await dispatcher.stop();
     await wired.lateWork.close();
     await wired.committer.drain();
+    await services.pruner.stop();
     await wired.settlements?.drain();
     await dispatcher.releaseLeftovers();
     await wired.executor.close();

@@ -18,7 +18,9 @@ import { ComponentCatalog } from "../domain/components/components.ts";
 import { DynamicProps } from "../domain/components/dynamic-props.ts";
 import { Committer } from "../domain/events/committer.ts";
 import { logErrors } from "../domain/events/error-log.ts";
+import { EventPruner } from "../domain/events/pruner.ts";
 import { EventRecorder } from "../domain/events/recorder.ts";
+import { Retention } from "../domain/events/retention.ts";
 import { LateWorkRecorder } from "../domain/sources/late-work.ts";
 import { SourceRunner } from "../domain/sources/runner.ts";
 import { TimerScheduler } from "../domain/sources/scheduler.ts";
@@ -95,6 +97,14 @@ export async function buildServices(given: ServiceInputs): Promise<Wired> {
   // connection of their own, beside the emits (docs/architecture.md, "Performance").
   const settlements = store.capabilities.sharedByNodes ? new Committer(store, committerOptions) : undefined;
   const recorder = new EventRecorder();
+  const retention = new Retention(config.retention, clock);
+  const pruner = new EventPruner({
+    store,
+    retention,
+    bus,
+    clock,
+    onError: (err) => app.log.debug({ err }, "pruning events failed; the next pass tries again"),
+  });
   const builder = new ComponentBuilder({ dataDir: config.dataDir, npmCacheDir: config.npmCacheDir });
   const lateWork = new LateWorkRecorder({ store, committer, recorder, bus, clock, logger: app.log });
   const executors = await startExecutors(config, given.executor, given.isolation, app, lateWork);
@@ -186,6 +196,8 @@ export async function buildServices(given: ServiceInputs): Promise<Wired> {
     bus,
     committer,
     recorder,
+    retention,
+    pruner,
     executor,
     catalog,
     runner,

@@ -151,8 +151,25 @@ export interface SourceRecord {
   props: Record<string, unknown>;
   /** Random ID of its HTTP endpoint (`/e/{endpointId}`), when it has an HTTP interface prop. */
   endpointId: string | null;
+  /** How long its events are kept; absent or null: the instance's defaults (domain/events/retention.ts). */
+  retention?: RetentionPolicy | null;
   createdAt: number;
   updatedAt: number;
+}
+
+/**
+ * A source's retention policy (`retention` in the API): the newest `events` of each channel, none older
+ * than `days`; a field left out takes the instance's default for it.
+ */
+export interface RetentionPolicy {
+  events?: number;
+  days?: number;
+}
+
+/** What a channel's window shows and keeps: its newest `keep` events, none whose ID is older than `sinceMs`. */
+export interface EventWindow {
+  keep: number;
+  sinceMs?: number;
 }
 
 /** A timer interface of a source and when it fires next. */
@@ -198,6 +215,11 @@ export interface EventQuery {
   after?: { ms: number; seq: number };
   /** Newer than this ID. */
   before?: { ms: number; seq: number };
+  /**
+   * The channel's window: events beyond it, stored until the pruner deletes them, are not listed nor
+   * counted. Without it, every stored event is.
+   */
+  window?: EventWindow;
 }
 
 /** A connected app account (`apn_…`) whose credentials become an app prop's `$auth`. */

@@ -88,7 +88,15 @@ export type TimerOps = Pick<
 /** events.ts: event windows and each emitter's ID clock. */
 export type EventOps = Pick<
   StorageOps,
-  "getEmitterClock" | "putEmitterClock" | "insertEvent" | "listChannels" | "listEvents" | "deleteEvents"
+  | "getEmitterClock"
+  | "putEmitterClock"
+  | "insertEvent"
+  | "countEvents"
+  | "pruneEvents"
+  | "nextEventWindow"
+  | "listChannels"
+  | "listEvents"
+  | "deleteEvents"
 >;
 
 /** event-search.ts: stored events found by text, JSON path, time and delivery outcome. */

@@ -17,6 +17,7 @@ import type {
   OrgRole,
   Page,
   PageQuery,
+  RetentionPolicy,
   SessionRecord,
   SourceRecord,
   Subscription,
@@ -42,6 +43,12 @@ export interface StorageCapabilities {
   sharedByNodes: boolean;
 }
 
+/** One channel of one emitter: a window of events. */
+export interface EventWindowKey {
+  emitterId: string;
+  channel: string;
+}
+
 export interface SourcePatch {
   componentId?: string;
   name?: string;
@@ -49,6 +56,7 @@ export interface SourcePatch {
   active?: boolean;
   props?: Record<string, unknown>;
   endpointId?: string | null;
+  retention?: RetentionPolicy | null;
   updatedAt: number;
 }
 
@@ -277,11 +285,17 @@ export interface StorageOps {
    */
   getEmitterClock(emitterId: string, lock?: boolean): Promise<{ ms: number; seq: number } | undefined>;
   putEmitterClock(emitterId: string, ms: number, seq: number): Promise<void>;
+  /** Stores an event; the pruner (`pruneEvents`) bounds its channel's window later. */
+  insertEvent(event: EventRecord): Promise<void>;
+  /** How many events a channel holds now, pruned or not. */
+  countEvents(emitterId: string, channel: string): Promise<number>;
   /**
-   * Stores an event in its channel's window of the newest `keep`: once the window holds `keep`, the
-   * new event replaces the oldest.
+   * Deletes up to `limit` of a channel's oldest events, only those whose ID is older than `olderThanMs`
+   * when given; returns how many. The pruner calls it in small batches, each a short transaction.
    */
-  insertEvent(event: EventRecord, keep: number): Promise<void>;
+  pruneEvents(emitterId: string, channel: string, limit: number, olderThanMs?: number): Promise<number>;
+  /** The first channel holding events after `after` in (emitter ID, channel) order, for the pruner's sweep. */
+  nextEventWindow(after?: EventWindowKey): Promise<EventWindowKey | undefined>;
   /** The channels an emitter has stored events on. */
   listChannels(emitterId: string): Promise<string[]>;
   listEvents(emitterId: string, query: EventQuery): Promise<Page<EventRecord>>;

@@ -159,6 +159,7 @@ export const toSource = (r: Row): WithSeq<SourceRecord> => ({
   active: flag(r.active),
   props: JSON.parse(r.props_json as string),
   endpointId: (r.endpoint_id as string | null) ?? null,
+  retention: typeof r.retention_json === "string" ? JSON.parse(r.retention_json) : null,
   createdAt: r.created_at as number,
   updatedAt: r.updated_at as number,
 });

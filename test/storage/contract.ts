@@ -9,6 +9,7 @@ import type { Storage } from "../../src/storage/port.ts";
 import { deliveryContract } from "./delivery-contract.ts";
 import { deliveryHistoryContract } from "./delivery-history-contract.ts";
 import { eventSearchContract } from "./event-search-contract.ts";
+import { eventWindowContract } from "./event-window-contract.ts";
 import { sharedStateContract } from "./shared-state-contract.ts";
 
 let counter = 0;
@@ -420,9 +421,9 @@ export function storageContract(name: string, open: () => Promise<Storage>): voi
       indexedAtMs: 1,
       meta: { emit_id: "e", name: "", emitter_id: "dc_chan" },
     };
-    await s.insertEvent({ ...base, channel: "", id: "1-0", idMs: 1, idSeq: 0 }, 100);
-    await s.insertEvent({ ...base, channel: "b", id: "1-1", idMs: 1, idSeq: 1 }, 100);
-    await s.insertEvent({ ...base, channel: "$logs", id: "1-2", idMs: 1, idSeq: 2 }, 100);
+    await s.insertEvent({ ...base, channel: "", id: "1-0", idMs: 1, idSeq: 0 });
+    await s.insertEvent({ ...base, channel: "b", id: "1-1", idMs: 1, idSeq: 1 });
+    await s.insertEvent({ ...base, channel: "$logs", id: "1-2", idMs: 1, idSeq: 2 });
     assert.deepEqual(await s.listChannels("dc_chan"), ["", "$logs", "b"]);
     assert.deepEqual(await s.listChannels("dc_other"), []);
   });
@@ -440,20 +441,21 @@ export function storageContract(name: string, open: () => Promise<Storage>): voi
         event: { n },
         meta: { emit_id: `e${n}`, name: "", emitter_id: "dc_many" },
       });
+      const window = { keep: 100 };
       await s.transaction(async (tx) => {
         for (let n = 0; n < 130; n++) {
-          await tx.insertEvent(event(n), 100);
+          await tx.insertEvent(event(n));
           await tx.putEmitterClock("dc_many", 5, n);
           await tx.addUsage("u_many", "2026-01-01", { invocations: 1, computeMs: 2 });
         }
         // Reads inside the transaction see every write made so far.
         assert.deepEqual(await tx.getEmitterClock("dc_many"), { ms: 5, seq: 129 });
         assert.deepEqual(await tx.getUsage("u_many", "2026-01-01"), { invocations: 130, computeMs: 260 });
-        assert.equal((await tx.listEvents("dc_many", { channel: "", limit: 1 })).totalCount, 100);
-        await tx.insertEvent(event(130), 100);
+        assert.equal((await tx.listEvents("dc_many", { channel: "", limit: 1, window })).totalCount, 100);
+        await tx.insertEvent(event(130));
         await tx.addUsage("u_many", "2026-01-01", { invocations: 1, computeMs: 2 });
       });
-      const page = await s.listEvents("dc_many", { channel: "", limit: 100 });
+      const page = await s.listEvents("dc_many", { channel: "", limit: 100, window });
       assert.equal(page.totalCount, 100);
       assert.deepEqual(
         page.items.map((e) => e.idSeq),
@@ -463,7 +465,7 @@ export function storageContract(name: string, open: () => Promise<Storage>): voi
       // A rolled-back transaction leaves none of them behind.
       await assert.rejects(
         s.transaction(async (tx) => {
-          await tx.insertEvent(event(131), 100);
+          await tx.insertEvent(event(131));
           await tx.putEmitterClock("dc_many", 5, 131);
           await tx.addUsage("u_many", "2026-01-01", { invocations: 1, computeMs: 2 });
           throw new Error("abort");
@@ -476,49 +478,13 @@ export function storageContract(name: string, open: () => Promise<Storage>): voi
     },
   );
 
-  withStore("a full window replaces its oldest event, and a deleted range makes room again", async (s) => {
-    const event = (n: number, channel = ""): EventRecord => ({
-      emitterId: "dc_window",
-      channel,
-      id: `7-${n}`,
-      idMs: 7,
-      idSeq: n,
-      indexedAtMs: 7,
-      event: { n },
-      meta: { emit_id: `e${n}`, name: channel, emitter_id: "dc_window" },
-    });
-    const seqs = async (channel = "") =>
-      (await s.listEvents("dc_window", { channel, limit: 100 })).items.map((e) => e.idSeq).reverse();
-    const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
-    for (let n = 0; n < 105; n++) await s.insertEvent(event(n), 100);
-    await s.insertEvent(event(1000, "other"), 100);
-    assert.deepEqual(await seqs(), range(5, 104));
-    assert.deepEqual((await s.listEvents("dc_window", { channel: "", limit: 1 })).items[0]?.event, {
-      n: 104,
-    });
-    // Deleting from the middle leaves 90; the next ten events fill the window without evicting any.
-    assert.equal(await s.deleteEvents("dc_window", { ms: 7, seq: 50 }, { ms: 7, seq: 59 }), 10);
-    for (let n = 105; n < 115; n++) await s.insertEvent(event(n), 100);
-    assert.deepEqual(await seqs(), [...range(5, 49), ...range(60, 114)]);
-    await s.insertEvent(event(115), 100);
-    assert.deepEqual(await seqs(), [...range(6, 49), ...range(60, 115)]);
-    // A smaller window drops the oldest events beyond it; other channels keep theirs.
-    await s.insertEvent(event(116), 3);
-    assert.deepEqual(await seqs(), [114, 115, 116]);
-    assert.deepEqual(await seqs("other"), [1000]);
-    // A window emptied by a delete starts again.
-    await s.deleteEvents("dc_window", undefined, undefined);
-    await s.insertEvent(event(117), 100);
-    assert.deepEqual(await seqs(), [117]);
-    assert.deepEqual(await s.listChannels("dc_window"), [""]);
-  });
-
   withStore("ping answers and close is idempotent", async (s) => {
     await s.ping();
     await s.close();
   });
 
   deliveryContract(withStore, unique);
+  eventWindowContract(withStore, unique);
   deliveryHistoryContract(withStore, unique);
   eventSearchContract(withStore);
   sharedStateContract(withStore, unique, () => user());

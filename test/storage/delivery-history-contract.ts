@@ -118,8 +118,8 @@ export function deliveryHistoryContract(withStore: WithStore, unique: (prefix: s
       meta: { emit_id: `e${ms}`, name: channel, emitter_id: emitterId },
     });
     await s.transaction(async (tx) => {
-      await tx.insertEvent(event("", 1000), 100);
-      await tx.insertEvent(event("alerts", 2000), 100);
+      await tx.insertEvent(event("", 1000));
+      await tx.insertEvent(event("alerts", 2000));
     });
     assert.deepEqual(await s.getEvent(emitterId, "2000-0"), event("alerts", 2000));
     assert.deepEqual(await s.getEvent(emitterId, "1000-0"), event("", 1000));

@@ -268,6 +268,112 @@ test("postgres: migration 014 indexes the events a store at 013 kept", async () 
       await migrated.close();
     }
   } finally {
+/**
+ * Migration 011 (event retention) came after 012, 013 and 014 were written: a store that has them
+ * applies it then. Its events, stored as numbered slots out of ID order, are listed in ID order afterwards, and
+ * a source keeps a retention policy.
+ */
+const slotRows: Array<[seq: number, slot: number]> = [
+  [3, 0],
+  [4, 1],
+  [1, 2],
+  [2, 3],
+];
+
+async function assertRetentionMigrated(store: Storage, applied: number[]): Promise<void> {
+  assert.ok(applied.includes(11) && applied.includes(13) && applied.includes(14), `versions ${applied}`);
+  const page = await store.listEvents("dc_old", { channel: "", limit: 10, window: { keep: 3 } });
+  assert.deepEqual(
+    page.items.map((e) => e.idSeq),
+    [4, 3, 2],
+  );
+  assert.equal(page.totalCount, 3);
+  assert.equal(await store.countEvents("dc_old", ""), 4);
+  const source = {
+    id: "dc_kept",
+    ownerId: "u_x",
+    createdBy: "u_x",
+    componentId: "c_x",
+    name: "kept",
+    nameSlug: "kept",
+    active: true,
+    props: {},
+    endpointId: null,
+    retention: { events: 1000, days: 30 },
+    createdAt: 1,
+    updatedAt: 1,
+  };
+  await store.insertSource(source);
+  assert.deepEqual((await store.getSource("dc_kept"))?.retention, { events: 1000, days: 30 });
+  await store.updateSource("dc_kept", { retention: null, updatedAt: 2 });
+  assert.equal((await store.getSource("dc_kept"))?.retention, null);
+}
+
+test("sqlite: a store with every migration but 011 (013, 014 and on) applies 011, and keeps its events in ID order", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  const dir = path.join(import.meta.dirname, "../../src/storage/sqlite/migrations");
+  const db = new DatabaseSync(path.join(dataDir, "fount.db"));
+  db.exec(
+    "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)",
+  );
+  for (const file of readdirSync(dir).sort()) {
+    const version = Number.parseInt(file, 10);
+    if (version === 11) continue;
+    db.exec(readFileSync(path.join(dir, file), "utf8"));
+    db.prepare("INSERT INTO schema_migrations VALUES (?, ?, 0)").run(version, file);
+  }
+  const insert = db.prepare(
+    "INSERT INTO events (emitter_id, channel, slot, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json) VALUES ('dc_old', '', ?, ?, 9, ?, 9, '{}', '{}')",
+  );
+  for (const [seq, slot] of slotRows) insert.run(slot, `9-${seq}`, seq);
+  db.close();
+  const store = openSqliteStorage({ dataDir });
+  try {
+    const check = new DatabaseSync(path.join(dataDir, "fount.db"));
+    const applied = (
+      check.prepare("SELECT version FROM schema_migrations").all() as Array<{ version: number }>
+    ).map((r) => r.version);
+    check.close();
+    await assertRetentionMigrated(store, applied);
+  } finally {
+    await store.close();
+  }
+});
+
+test("postgres: a store with every migration but 011 (013, 014 and on) applies 011, and keeps its events in ID order", async () => {
+  const schema = freshSchema();
+  const dir = path.join(import.meta.dirname, "../../src/storage/postgres/migrations");
+  const client = new pg.Client({ connectionString: testPgUrl });
+  await client.connect();
+  try {
+    await client.query(`CREATE SCHEMA "${schema}"; SET search_path TO "${schema}"`);
+    await client.query(
+      "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
+    );
+    for (const file of readdirSync(dir).sort()) {
+      const version = Number.parseInt(file, 10);
+      if (version === 11) continue;
+      await client.query(readFileSync(path.join(dir, file), "utf8"));
+      await client.query("INSERT INTO schema_migrations VALUES ($1, $2, 0)", [version, file]);
+    }
+    for (const [seq] of slotRows)
+      await client.query(
+        `INSERT INTO events (emitter_id, channel, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json)
+         VALUES ('dc_old', '', $1, 9, $2, 9, '{}', '{}')`,
+        [`9-${seq}`, seq],
+      );
+    const store = await openPostgresStorage({ url: testPgUrl, schema, poolSize: 1 });
+    try {
+      const { rows } = await client.query("SELECT version FROM schema_migrations");
+      await assertRetentionMigrated(
+        store,
+        rows.map((r) => r.version as number),
+      );
+    } finally {
+      await store.close();
+    }
+  } finally {
+    await client.end();
     await dropSchema(schema);
   }
 });

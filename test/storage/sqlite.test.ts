@@ -26,16 +26,19 @@ const event = (n: number): EventRecord => ({
 });
 
 const seqs = async (store: ReturnType<typeof openSqliteStorage>) =>
-  (await store.listEvents("dc_kept", { channel: "", limit: 100 })).items.map((e) => e.idSeq).reverse();
+  (await store.listEvents("dc_kept", { channel: "", limit: 100, window: { keep: 100 } })).items
+    .map((e) => e.idSeq)
+    .reverse();
 
-test("sqlite: a reopened store replaces the oldest event of a full window, as it would have", async () => {
+test("sqlite: a reopened store counts its windows again, and lists each within its window", async () => {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
   const first = openSqliteStorage({ dataDir });
-  for (let n = 0; n < 102; n++) await first.insertEvent(event(n), 100);
+  for (let n = 0; n < 102; n++) await first.insertEvent(event(n));
   await first.close();
   const second = openSqliteStorage({ dataDir });
   try {
-    await second.insertEvent(event(102), 100);
+    await second.insertEvent(event(102));
+    assert.equal(await second.countEvents("dc_kept", ""), 103);
     assert.deepEqual(
       await seqs(second),
       Array.from({ length: 100 }, (_, i) => i + 3),
@@ -74,29 +77,32 @@ test("sqlite: migration 004 keeps the events of a store made before event window
     assert.deepEqual((await store.listEvents("dc_kept", { channel: "", limit: 1 })).items[0]?.event, {
       n: 4,
     });
-    // A window of 5 is full: the next event replaces the oldest, whatever order the rows came in.
-    await store.insertEvent(event(5), 5);
-    await store.insertEvent(event(6), 5);
-    assert.deepEqual(await seqs(store), [2, 3, 4, 5, 6]);
+    // Pruning takes the oldest, whatever order the rows came in.
+    await store.insertEvent(event(5));
+    assert.equal(await store.pruneEvents("dc_kept", "", 2), 2);
+    assert.deepEqual(await seqs(store), [2, 3, 4, 5]);
     assert.deepEqual(await store.listChannels("dc_kept"), ["", "other"]);
   } finally {
     await store.close();
   }
 });
 
-test("sqlite: an event whose statement fails leaves its window as it was", async () => {
+test("sqlite: an event whose statement fails leaves its window and its count as they were", async () => {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
   const store = openSqliteStorage({ dataDir });
   try {
-    for (let n = 0; n < 3; n++) await store.insertEvent(event(n), 3);
+    for (let n = 0; n < 3; n++) await store.insertEvent(event(n));
+    assert.equal(await store.countEvents("dc_kept", ""), 3);
     // Another connection makes the store refuse one event, as a full disk or a constraint would.
     const other = new DatabaseSync(path.join(dataDir, "fount.db"));
-    other.exec(`CREATE TRIGGER refuse_update BEFORE UPDATE ON events WHEN NEW.id = '9-3'
+    other.exec(`CREATE TRIGGER refuse_insert BEFORE INSERT ON events WHEN NEW.id = '9-3'
                 BEGIN SELECT RAISE(ABORT, 'refused'); END`);
     other.close();
-    await assert.rejects(store.insertEvent(event(3), 3), /refused/);
-    await store.insertEvent(event(4), 3);
-    assert.deepEqual(await seqs(store), [1, 2, 4]);
+    await assert.rejects(store.insertEvent(event(3)), /refused/);
+    assert.equal(await store.countEvents("dc_kept", ""), 3);
+    await store.insertEvent(event(4));
+    assert.equal(await store.countEvents("dc_kept", ""), 4);
+    assert.deepEqual(await seqs(store), [0, 1, 2, 4]);
   } finally {
     await store.close();
   }

@@ -1,11 +1,8 @@
-/** Stores events (emits, `$logs`, `$errors`) with their IDs and the 100-per-channel window. */
+/** Stores events (emits, `$logs`, `$errors`) with their IDs; the pruner (pruner.ts) bounds each channel's window. */
 import { randomString } from "../../ids.ts";
 import type { StorageOps } from "../../storage/port.ts";
 import type { EventMeta, EventRecord } from "../types.ts";
 import { EventIdGenerator, formatEventId } from "./event-ids.ts";
-
-/** How many events of each emitter and channel are kept. */
-export const eventsKept = 100;
 
 export interface NewEvent {
   emitterId: string;
@@ -43,7 +40,7 @@ export class EventRecorder {
       event: e.event === undefined ? null : e.event,
       meta: { emit_id: randomString(27), name: e.channel, emitter_id: e.emitterId, ...(e.meta ?? {}) },
     };
-    await tx.insertEvent(record, eventsKept);
+    await tx.insertEvent(record);
     for (const hook of this.#onStore) await hook(tx, record, e.trace);
     return record;
   }

@@ -18,7 +18,7 @@ import {
   timerProps,
   validateProps,
 } from "../components/props.ts";
-import type { ComponentRecord, SourceRecord, TimerRecord } from "../types.ts";
+import type { ComponentRecord, RetentionPolicy, SourceRecord, TimerRecord } from "../types.ts";
 import type { SourceRunner } from "./runner.ts";
 import { firstRun } from "./schedule.ts";
 
@@ -177,6 +177,8 @@ export class SourceService {
     component: ComponentChoice;
     name?: string;
     configuredProps?: Record<string, unknown>;
+    /** Its retention policy, checked against the instance's maximum (null: the defaults). */
+    retention?: RetentionPolicy | null;
   }): Promise<SourceRecord> {
     const component = await this.chooseComponent(input.ownerId, input.visibleOwners, input.component);
     const props = await this.#propsFor(component, [input.ownerId], input.configuredProps ?? {});
@@ -193,6 +195,7 @@ export class SourceService {
       active: true,
       props,
       endpointId: hasHttp ? randomString(20).toLowerCase() : null,
+      retention: input.retention ?? null,
       createdAt: now,
       updatedAt: now,
     };
@@ -231,6 +234,8 @@ export class SourceService {
       name?: string;
       active?: boolean;
       configuredProps?: Record<string, unknown>;
+      /** A new retention policy (null: back to the defaults); undefined keeps it. */
+      retention?: RetentionPolicy | null;
     },
   ): Promise<SourceRecord> {
     const { store, catalog } = this.#d;
@@ -263,6 +268,7 @@ export class SourceService {
             : undefined,
         active,
         endpointId: hasHttp ? (source.endpointId ?? randomString(20).toLowerCase()) : null,
+        retention: input.retention,
         updatedAt: this.#now(),
       }),
     );

@@ -86,11 +86,14 @@ export async function listEventsFor(
     return renderEntries(pending, limit, before, q.expand);
   }
   // One event past the page tells whether anything older follows (toward newer items, the cursor's does).
-  const page = await app.fount.store.listEvents(emitterId, {
-    channel: channelOverride ?? normalizeChannel(q.event_name),
+  const { store, retention } = app.fount;
+  const channel = channelOverride ?? normalizeChannel(q.event_name);
+  const page = await store.listEvents(emitterId, {
+    channel,
     limit: before ? limit : limit + 1,
     after,
     before,
+    window: await retention.windowOf(store, emitterId, channel),
   });
   return renderEntries(page, limit, before, q.expand);
 }

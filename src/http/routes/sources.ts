@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { renderProps } from "../../domain/components/props.ts";
 import type { RunOutcome } from "../../domain/sources/runner.ts";
-import type { SourceRecord } from "../../domain/types.ts";
+import type { RetentionPolicy, SourceRecord } from "../../domain/types.ts";
 import { AppError } from "../../errors.ts";
 import {
   actingOwner,
@@ -23,6 +23,26 @@ import {
 } from "../conventions.ts";
 import { renderEvent } from "../event-entries.ts";
 
+/** `retention` of a source (extension, issue 28): null means the instance's defaults. */
+const retentionSchema = Type.Union(
+  [
+    Type.Object(
+      {
+        events: Type.Optional(
+          Type.Integer({ minimum: 1, description: "Events kept per channel (newest first)" }),
+        ),
+        days: Type.Optional(Type.Integer({ minimum: 1, description: "Days an event is kept" })),
+      },
+      { additionalProperties: false },
+    ),
+    Type.Null(),
+  ],
+  {
+    description:
+      "How long its events are kept (extension); a field left out, or null, takes the instance's default. $logs and $errors follow the instance's settings.",
+  },
+);
+
 const sourceSchema = Type.Object(
   {
     id: Type.String(),
@@ -37,6 +57,7 @@ const sourceSchema = Type.Object(
     name: Type.String(),
     name_slug: Type.String(),
     endpoint_url: Type.Optional(Type.String()),
+    retention: retentionSchema,
   },
   { description: "Source" },
 );
@@ -118,6 +139,7 @@ export async function sourceRoutes(app: FastifyInstance): Promise<void> {
       name: source.name,
       name_slug: source.nameSlug,
       ...(endpoint ? { endpoint_url: endpoint } : {}),
+      retention: source.retention ?? null,
     };
   }
 
@@ -140,6 +162,7 @@ export async function sourceRoutes(app: FastifyInstance): Promise<void> {
             ...componentChoice,
             name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
             configured_props: Type.Optional(Type.Object({}, { additionalProperties: true })),
+            retention: Type.Optional(retentionSchema),
           },
           { additionalProperties: false },
         ),
@@ -148,7 +171,12 @@ export async function sourceRoutes(app: FastifyInstance): Promise<void> {
     },
     async (request) => {
       const p = params<
-        ChoiceParams & { name?: string; configured_props?: Record<string, unknown>; org_id?: string }
+        ChoiceParams & {
+          name?: string;
+          configured_props?: Record<string, unknown>;
+          org_id?: string;
+          retention?: RetentionPolicy | null;
+        }
       >(request);
       const component = choice(p);
       if (!component) {
@@ -167,6 +195,7 @@ export async function sourceRoutes(app: FastifyInstance): Promise<void> {
         component,
         name: p.name,
         configuredProps: p.configured_props,
+        retention: p.retention === undefined ? undefined : app.fount.retention.check(p.retention),
       });
       return { data: await render(source, true) };
     },
@@ -194,7 +223,7 @@ export async function sourceRoutes(app: FastifyInstance): Promise<void> {
     {
       schema: {
         tags,
-        summary: "Update a source: code, name, active, configured_props",
+        summary: "Update a source: code, name, active, configured_props, retention",
         description:
           'A code or props change runs deactivate, swaps, then activate. {"active": false} alone disables the source. ' +
           "configured_props replaces every prop; without it, new code keeps the stored props it still declares. " +
@@ -207,6 +236,7 @@ export async function sourceRoutes(app: FastifyInstance): Promise<void> {
             name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
             active: Type.Optional(Type.Boolean()),
             configured_props: Type.Optional(Type.Object({}, { additionalProperties: true })),
+            retention: Type.Optional(retentionSchema),
           },
           { additionalProperties: false },
         ),
@@ -216,8 +246,14 @@ export async function sourceRoutes(app: FastifyInstance): Promise<void> {
     async (request) => {
       const { id } = request.params as { id: string };
       const p = params<
-        ChoiceParams & { name?: string; active?: boolean; configured_props?: Record<string, unknown> }
+        ChoiceParams & {
+          name?: string;
+          active?: boolean;
+          configured_props?: Record<string, unknown>;
+          retention?: RetentionPolicy | null;
+        }
       >(request);
+      const retention = p.retention === undefined ? undefined : app.fount.retention.check(p.retention);
       const source = await visibleSource(app, request, id);
       const updated = await sources.update(source, {
         visibleOwners: visibleOwners(request),
@@ -225,7 +261,10 @@ export async function sourceRoutes(app: FastifyInstance): Promise<void> {
         name: p.name,
         active: p.active,
         configuredProps: p.configured_props,
+        retention,
       });
+      // A smaller window is pruned at the next pass, not at the next sweep.
+      if (retention !== undefined) app.fount.pruner.sweepSoon();
       // Deliveries parked while it was inactive are due now (it may listen to other emitters).
       if (p.active) app.fount.dispatcher.wake();
       return { data: await render(updated, true) };

@@ -8,9 +8,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { channelPattern, normalizeChannel } from "../../domain/events/channels.ts";
 import { type EventIdParts, parseEventId } from "../../domain/events/event-ids.ts";
-import { eventsKept } from "../../domain/events/recorder.ts";
 import { StreamHub, type StreamHubOptions } from "../../domain/events/stream-hub.ts";
-import type { EventRecord } from "../../domain/types.ts";
+import type { EventRecord, SourceRecord } from "../../domain/types.ts";
 import { invalidParameter } from "../../errors.ts";
 import type { Services } from "../../services.ts";
 import { errorResponses } from "../conventions.ts";
@@ -20,6 +19,9 @@ import { sourceIdParams, visibleSource } from "./sources.ts";
 
 /** The hub of each app, for tests and benchmarks (the plugin is encapsulated, so it decorates nothing). */
 const hubs = new WeakMap<Services, StreamHub>();
+
+/** Events read per page of a resume (`Last-Event-ID`). */
+const resumePage = 1000;
 
 /** The stream hub of an app, by its services (`built.services`); undefined before the plugin loads. */
 export function streamHubOf(services: Services): StreamHub | undefined {
@@ -150,6 +152,25 @@ export async function streamRoutes(
     );
   }
 
+  /** A channel's kept events after `after` (Last-Event-ID), oldest first: everything its retention keeps. */
+  async function keptSince(
+    source: SourceRecord,
+    channel: string,
+    after: { ms: number; seq: number },
+  ): Promise<EventRecord[]> {
+    const window = app.fount.retention.window(source.retention, channel);
+    const kept: EventRecord[] = [];
+    let from = after;
+    for (;;) {
+      const page = await store.listEvents(source.id, { channel, limit: resumePage, before: from, window });
+      const items = page.items.reverse();
+      kept.push(...items);
+      const newest = items[items.length - 1];
+      if (!newest || items.length < resumePage) return kept;
+      from = { ms: newest.idMs, seq: newest.idSeq };
+    }
+  }
+
   /** Streams `channels` of a source onto the reply; several channels share one socket (IDs are per source). */
   async function stream(
     request: FastifyRequest,
@@ -173,11 +194,7 @@ export async function streamRoutes(
     try {
       await interest?.ready;
       for (const channel of channels) {
-        if (!after) stored.push([]);
-        else {
-          const page = await store.listEvents(source.id, { channel, limit: eventsKept, before: after });
-          stored.push(page.items.reverse());
-        }
+        stored.push(after ? await keptSince(source, channel, after) : []);
       }
     } catch (err) {
       for (const client of clients) client.abandon();

@@ -119,7 +119,13 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
           eventName: channel,
           createdAt: now(),
         });
-        if (p.backfill) await enqueueBackfill(tx, sub, clock.now());
+        if (p.backfill)
+          await enqueueBackfill(
+            tx,
+            sub,
+            clock.now(),
+            await app.fount.retention.windowOf(tx, sub.emitterId, channel),
+          );
         return sub;
       });
       if (p.backfill) app.fount.dispatcher.wake();

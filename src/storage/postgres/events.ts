@@ -1,35 +1,22 @@
 /**
- * Emitted events in per-channel windows of the newest `keep`, and each emitter's ID clock.
+ * Emitted events in per-channel windows, and each emitter's ID clock.
  *
- * The SQLite driver keeps each window's slots in its memory, as the only writer of its file. Here
- * several processes may write one window, so nothing about a window lives in memory: a window is the
- * channel's rows in event-ID order, and the statement that stores an event also deletes what falls
- * beyond the newest `keep`.
+ * A window is the channel's rows in event-ID order (the primary key, migration 004). Storing events is
+ * one INSERT per window and commit; the background pruner (domain/events/pruner.ts) deletes the oldest
+ * in small batches, and listing shows only the window's newest `keep` until it has. The SQLite driver
+ * keeps each window's size in memory, as the only writer of its file; here several processes may write
+ * one window, so it is counted in SQL.
  */
-import type { EventRecord } from "../../domain/types.ts";
+import type { EventQuery, EventRecord } from "../../domain/types.ts";
 import type { EventOps } from "../concerns.ts";
 import { toEvent } from "../rows.ts";
 import type { Sql } from "./sql.ts";
 
-/**
- * Stores events of one window and deletes the window's rows from the `keep`-th newest down, in one
- * statement. A data-modifying CTE's rows are invisible to the rest of its statement, so the cut is
- * taken over the rows there were plus the new ones, and only the newest `keep` of the new ones are
- * inserted (older ones would be cut at once, and the DELETE could not see them).
- *
- * The cut is the `keep`+1-th newest of the window's newest `keep`+1 rows and the new ones: a backward
- * scan of the primary key that stops after `keep`+1 entries, never reaching the old end of the window
- * where the rows deleted by earlier commits wait for vacuum. It is a scalar subquery, computed once, so
- * the DELETE reads only the key range it deletes (docs/architecture.md, "A window's trim by key range").
- */
-function insertAndTrim(events: EventRecord[], keep: number): { text: string; params: unknown[] } {
+/** Stores the events of one window held back in a transaction, in one multi-row INSERT. */
+function insertAll(events: EventRecord[]): { text: string; params: unknown[] } {
   const first = events[0]!;
-  const newest = [...events]
-    .sort((a, b) => b.idMs - a.idMs || b.idSeq - a.idSeq)
-    .slice(0, keep)
-    .reverse();
-  const params: unknown[] = [first.emitterId, first.channel, keep];
-  const rows = newest.map((e) => {
+  const params: unknown[] = [first.emitterId, first.channel];
+  const rows = events.map((e) => {
     params.push(
       e.id,
       e.idMs,
@@ -41,28 +28,44 @@ function insertAndTrim(events: EventRecord[], keep: number): { text: string; par
     const n = params.length;
     return `($1, $2, $${n - 5}, $${n - 4}, $${n - 3}, $${n - 2}, $${n - 1}, $${n})`;
   });
-  if (rows.length === 0) {
-    // A window of 0: nothing is stored, and every row goes.
-    return {
-      text: "DELETE FROM events WHERE emitter_id = $1 AND channel = $2 AND $3::int IS NOT NULL",
-      params,
-    };
-  }
   return {
-    text: `
-WITH added AS (
-  INSERT INTO events (emitter_id, channel, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json)
-  VALUES ${rows.join(", ")}
-  RETURNING id_ms, id_seq
-)
-DELETE FROM events
-WHERE emitter_id = $1 AND channel = $2 AND (id_ms, id_seq) <= (
-  SELECT id_ms, id_seq FROM (
-    (SELECT id_ms, id_seq FROM events WHERE emitter_id = $1 AND channel = $2
-     ORDER BY id_ms DESC, id_seq DESC LIMIT $3::int + 1)
-    UNION ALL SELECT id_ms, id_seq FROM added
-  ) w ORDER BY id_ms DESC, id_seq DESC OFFSET $3 LIMIT 1)`,
+    text: `INSERT INTO events (emitter_id, channel, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json)
+           VALUES ${rows.join(", ")}`,
     params,
+  };
+}
+
+/**
+ * The condition and count of a listing: the channel's rows, from the window's oldest kept event on. A
+ * window the pruner has not reached yet holds more than `keep`: its oldest kept event is found from the
+ * old end of the primary key, past the surplus only.
+ */
+async function windowBounds(
+  q: Sql,
+  emitterId: string,
+  query: EventQuery,
+): Promise<{ where: string; params: unknown[]; total: number }> {
+  const params: unknown[] = [emitterId, query.channel];
+  let where = "emitter_id = $1 AND channel = $2";
+  const window = query.window;
+  if (window?.sinceMs !== undefined) {
+    params.push(window.sinceMs);
+    where += ` AND id_ms >= $${params.length}`;
+  }
+  const stored =
+    (await q.get(`SELECT count(*)::int AS n FROM events WHERE ${where}`, params, (r) => r.n as number)) ?? 0;
+  if (!window || stored <= window.keep) return { where, params, total: stored };
+  const oldest = await q.get(
+    `SELECT id_ms, id_seq FROM events WHERE ${where} ORDER BY id_ms, id_seq OFFSET $${params.length + 1} LIMIT 1`,
+    [...params, stored - window.keep],
+    (r) => ({ ms: Number(r.id_ms), seq: Number(r.id_seq) }),
+  );
+  if (!oldest) return { where, params, total: stored };
+  params.push(oldest.ms, oldest.seq);
+  return {
+    where: `${where} AND (id_ms, id_seq) >= ($${params.length - 1}, $${params.length})`,
+    params,
+    total: window.keep,
   };
 }
 
@@ -87,47 +90,72 @@ export function eventOps(q: Sql): EventOps {
       }),
 
     // Inside a transaction, the events of one window are stored by one statement.
-    insertEvent: (e, keep) =>
-      q.deferMerged(`events\0${e.emitterId}\0${e.channel}`, { e, keep }, (items) =>
-        insertAndTrim(
-          items.map((i) => i.e),
-          items[items.length - 1]!.keep,
-        ),
+    insertEvent: (e) => q.deferMerged(`events\0${e.emitterId}\0${e.channel}`, e, insertAll),
+
+    countEvents: async (emitterId, channel) =>
+      (await q.get(
+        "SELECT count(*)::int AS n FROM events WHERE emitter_id = $1 AND channel = $2",
+        [emitterId, channel],
+        (r) => r.n as number,
+      )) ?? 0,
+
+    // The oldest `limit` by a forward scan of the primary key, deleted by key.
+    pruneEvents: (emitterId, channel, limit, olderThanMs) =>
+      q.run(
+        `DELETE FROM events WHERE emitter_id = $1 AND channel = $2 AND (id_ms, id_seq) IN (
+           SELECT id_ms, id_seq FROM events WHERE emitter_id = $1 AND channel = $2
+             AND ($4::bigint IS NULL OR id_ms < $4::bigint)
+           ORDER BY id_ms, id_seq LIMIT $3)`,
+        [emitterId, channel, limit, olderThanMs ?? null],
       ),
 
+    nextEventWindow: (after) =>
+      q.get(
+        after
+          ? `SELECT emitter_id, channel FROM events WHERE (emitter_id, channel) > ($1, $2)
+             ORDER BY emitter_id, channel LIMIT 1`
+          : "SELECT emitter_id, channel FROM events ORDER BY emitter_id, channel LIMIT 1",
+        after ? [after.emitterId, after.channel] : [],
+        (r) => ({ emitterId: r.emitter_id as string, channel: r.channel as string }),
+      ),
+
+    // One index seek per channel (a loose scan of the primary key), not a walk over every event.
     listChannels: (emitterId) =>
       q.all(
         // COLLATE "C": the byte order SQLite sorts by, whatever the database's collation.
-        `SELECT DISTINCT channel COLLATE "C" AS channel FROM events WHERE emitter_id = $1 ORDER BY 1`,
+        `WITH RECURSIVE c(channel) AS (
+           SELECT min(channel) FROM events WHERE emitter_id = $1
+           UNION ALL
+           SELECT (SELECT min(channel) FROM events WHERE emitter_id = $1 AND channel > c.channel)
+           FROM c WHERE c.channel IS NOT NULL)
+         SELECT channel COLLATE "C" AS channel FROM c WHERE channel IS NOT NULL ORDER BY 1`,
         [emitterId],
         (r) => r.channel as string,
       ),
 
     listEvents: async (emitterId, query) => {
-      const base = "emitter_id = $1 AND channel = $2";
-      const params: unknown[] = [emitterId, query.channel];
-      const totalCount =
-        (await q.get(`SELECT count(*) AS n FROM events WHERE ${base}`, params, (r) => r.n as number)) ?? 0;
+      const { where: base, params, total: totalCount } = await windowBounds(q, emitterId, query);
+      const n = params.length;
       let items: EventRecord[];
       if (query.before) {
         items = (
           await q.all(
-            `SELECT * FROM events WHERE ${base} AND (id_ms, id_seq) > ($3, $4)
-             ORDER BY id_ms ASC, id_seq ASC LIMIT $5`,
+            `SELECT * FROM events WHERE ${base} AND (id_ms, id_seq) > ($${n + 1}, $${n + 2})
+             ORDER BY id_ms ASC, id_seq ASC LIMIT $${n + 3}`,
             [...params, query.before.ms, query.before.seq, query.limit],
             toEvent,
           )
         ).reverse();
       } else if (query.after) {
         items = await q.all(
-          `SELECT * FROM events WHERE ${base} AND (id_ms, id_seq) < ($3, $4)
-           ORDER BY id_ms DESC, id_seq DESC LIMIT $5`,
+          `SELECT * FROM events WHERE ${base} AND (id_ms, id_seq) < ($${n + 1}, $${n + 2})
+           ORDER BY id_ms DESC, id_seq DESC LIMIT $${n + 3}`,
           [...params, query.after.ms, query.after.seq, query.limit],
           toEvent,
         );
       } else {
         items = await q.all(
-          `SELECT * FROM events WHERE ${base} ORDER BY id_ms DESC, id_seq DESC LIMIT $3`,
+          `SELECT * FROM events WHERE ${base} ORDER BY id_ms DESC, id_seq DESC LIMIT $${n + 1}`,
           [...params, query.limit],
           toEvent,
         );

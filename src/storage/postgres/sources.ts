@@ -49,8 +49,8 @@ export function sourceOps(q: Sql): SourceOps {
     insertSource: async (s) => {
       await q.run(
         `INSERT INTO sources (id, owner_id, created_by, component_id, name, name_slug, active, props_json,
-           endpoint_id, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+           endpoint_id, retention_json, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
         [
           s.id,
           s.ownerId,
@@ -61,6 +61,7 @@ export function sourceOps(q: Sql): SourceOps {
           s.active,
           JSON.stringify(s.props),
           s.endpointId,
+          s.retention ? JSON.stringify(s.retention) : null,
           s.createdAt,
           s.updatedAt,
         ],
@@ -111,6 +112,12 @@ export function sourceOps(q: Sql): SourceOps {
           active: patch.active,
           props_json: patch.props === undefined ? undefined : JSON.stringify(patch.props),
           endpoint_id: patch.endpointId,
+          retention_json:
+            patch.retention === undefined
+              ? undefined
+              : patch.retention
+                ? JSON.stringify(patch.retention)
+                : null,
         },
         toSource,
       );

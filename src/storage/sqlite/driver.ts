@@ -21,7 +21,7 @@
  *   migrate.ts        numbered schema migrations (migrations/)
  *   row-cache.ts      rows kept in memory (SQLite: until its own writes; PostgreSQL: 0.5 s at most)
  *   deferred.ts       writes held back inside a transaction
- *   SQLite only:      window-slots.ts (each event window's slots), rows.ts (row type, LIMIT binding),
+ *   SQLite only:      window-counts.ts (each event window's size), rows.ts (row type, LIMIT binding),
  *                     outbox-writes.ts (a transaction's outbox writes as multi-row statements; PostgreSQL
  *                     merges them in deferred.ts),
  *                     search-indexer.ts (the event search's index, kept up to date after commit)
@@ -51,12 +51,12 @@ import { Sql } from "./sql.ts";
 import { subscriptionOps } from "./subscriptions.ts";
 import { timerOps } from "./timers.ts";
 import { webhookOps } from "./webhooks.ts";
-import { WindowSlots } from "./window-slots.ts";
+import { WindowCounts } from "./window-counts.ts";
 import { workflowOps } from "./workflows.ts";
 
 /**
  * Every operation of the port on one connection, without locking (the caller holds the lock). What
- * they share (statements, cached rows, window slots, held-back writes) is handed to each operation file
+ * they share (statements, cached rows, window counts, held-back writes) is handed to each operation file
  * once, here, so that a call costs nothing beyond its own work.
  */
 /**
@@ -99,7 +99,7 @@ function settlingOutbox(ops: StorageOps, outbox: OutboxWrites): StorageOps {
 function opsOn(
   q: Sql,
   rows: RowCache,
-  slots: WindowSlots,
+  counts: WindowCounts,
   held: DeferredWrites,
   outbox: OutboxWrites,
   indexer: SearchIndexer,
@@ -109,9 +109,9 @@ function opsOn(
     ...sessionOps(q),
     ...webhookOps(q, rows),
     ...subscriptionOps(q, rows),
-    ...sourceOps(q, rows, slots, held),
+    ...sourceOps(q, rows, counts, held),
     ...timerOps(q),
-    ...eventOps(q, slots, held),
+    ...eventOps(q, counts, held),
     ...appAccountOps(q),
     ...workflowOps(q, rows),
     ...deliveryOps(q, outbox),
@@ -153,14 +153,14 @@ export function openSqliteStorage(options: {
 
   const q = new Sql(db);
   const rows = new RowCache();
-  const slots = new WindowSlots();
+  const counts = new WindowCounts();
   const held = new DeferredWrites({
     putClock: (emitterId, ms, seq) => writeClock(q, emitterId, ms, seq),
     addUsage: (userId, day, d) => writeUsage(q, userId, day, d),
   });
   const outbox = new OutboxWrites(q);
   const indexer = new SearchIndexer(q);
-  const ops = settlingOutbox(opsOn(q, rows, slots, held, outbox, indexer), outbox);
+  const ops = settlingOutbox(opsOn(q, rows, counts, held, outbox, indexer), outbox);
   const lock = new AsyncLock();
   indexer.start(lock, db, options.searchIndexDelayMs ?? 1000);
   let closed = false;
@@ -202,7 +202,7 @@ export function openSqliteStorage(options: {
           db.exec("ROLLBACK");
           // The transaction may have cached rows it wrote.
           rows.clear();
-          slots.clear();
+          counts.clear();
           throw err;
         } finally {
           inTransaction = false;

@@ -1,20 +1,21 @@
 /**
- * Emitted events in per-channel windows of the newest `keep`, and each emitter's ID clock.
+ * Emitted events in per-channel windows, and each emitter's ID clock.
  *
- * A window is a set of numbered slots (migration 004) whose numbers this connection keeps in memory
- * (window-slots.ts), as the only writer of its file: while a window fills, a new event takes a free
- * slot; once it is full, the new event overwrites the oldest one's row. Storing an event is then one
- * INSERT or one UPDATE, never a read or a trim. Clock writes inside a transaction are held back and made
- * once per emitter (deferred.ts); reads and deletes of these tables make them first.
+ * A window is its channel's rows in ID order (index `events_order`, migration 011). Storing an event is
+ * one INSERT; the background pruner (domain/events/pruner.ts) deletes the oldest in small batches, and
+ * listing shows only the window's newest `keep` until it has. Each window's size is kept in memory
+ * (window-counts.ts), as the only writer of the file, so neither needs a count of the rows. Clock writes
+ * inside a transaction are held back and made once per emitter (deferred.ts); reads and deletes of these
+ * tables make them first.
  */
 import type { SQLInputValue } from "node:sqlite";
-import type { EventRecord } from "../../domain/types.ts";
+import type { EventQuery, EventRecord } from "../../domain/types.ts";
 import type { EventOps } from "../concerns.ts";
 import { toEvent } from "../rows.ts";
 import type { DeferredWrites } from "./deferred.ts";
 import { limitParam } from "./rows.ts";
 import type { Sql } from "./sql.ts";
-import type { WindowSlots } from "./window-slots.ts";
+import type { WindowCounts } from "./window-counts.ts";
 
 /** Writes an emitter's clock now (deferred.ts calls it, inside a transaction at COMMIT). */
 export function writeClock(q: Sql, emitterId: string, ms: number, seq: number): void {
@@ -25,7 +26,45 @@ export function writeClock(q: Sql, emitterId: string, ms: number, seq: number): 
   );
 }
 
-export function eventOps(q: Sql, slots: WindowSlots, held: DeferredWrites): EventOps {
+const newerOrSame = "(id_ms > ? OR (id_ms = ? AND id_seq >= ?))";
+
+/**
+ * The condition and count of a listing: the channel's rows, from the window's oldest kept event on. A
+ * window the pruner has not reached yet holds more than `keep`: its oldest kept event is found from the
+ * old end, past the surplus only.
+ */
+function windowBounds(
+  q: Sql,
+  counts: WindowCounts,
+  emitterId: string,
+  query: EventQuery,
+): { where: string; params: SQLInputValue[]; total: number } {
+  const params: SQLInputValue[] = [emitterId, query.channel];
+  let where = "emitter_id = ? AND channel = ?";
+  const window = query.window;
+  if (window?.sinceMs !== undefined) {
+    where += " AND id_ms >= ?";
+    params.push(window.sinceMs);
+  }
+  const stored =
+    window?.sinceMs === undefined
+      ? counts.of(q, emitterId, query.channel)
+      : q.count(`SELECT count(*) AS n FROM events WHERE ${where}`, params);
+  if (!window || stored <= window.keep) return { where, params, total: stored };
+  const oldest = q.get(
+    `SELECT id_ms, id_seq FROM events WHERE ${where} ORDER BY id_ms, id_seq LIMIT 1 OFFSET ?`,
+    [...params, stored - window.keep],
+    (r) => ({ ms: r.id_ms as number, seq: r.id_seq as number }),
+  );
+  if (!oldest) return { where, params, total: stored };
+  return {
+    where: `${where} AND ${newerOrSame}`,
+    params: [...params, oldest.ms, oldest.ms, oldest.seq],
+    total: window.keep,
+  };
+}
+
+export function eventOps(q: Sql, counts: WindowCounts, held: DeferredWrites): EventOps {
   return {
     getEmitterClock: async (emitterId) => {
       held.settle();
@@ -38,84 +77,96 @@ export function eventOps(q: Sql, slots: WindowSlots, held: DeferredWrites): Even
     // Inside a transaction, the clock of one emitter is written once, with its last value.
     putEmitterClock: async (emitterId, ms, seq) => held.putClock(emitterId, ms, seq),
 
-    insertEvent: async (e, keep) => {
-      const order = slots.of(q, e.emitterId, e.channel);
-      // The cached window changes only after each statement succeeded, so a failed one leaves it true.
-      // A window holding more than `keep` (a smaller `keep` than before) loses its oldest first.
-      while (order.length > keep) {
-        q.run("DELETE FROM events WHERE emitter_id = ? AND channel = ? AND slot = ?", [
+    insertEvent: async (e) => {
+      q.run(
+        `INSERT INTO events (id, id_ms, id_seq, indexed_at_ms, event_json, meta_json, emitter_id, channel)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+        [
+          e.id,
+          e.idMs,
+          e.idSeq,
+          e.indexedAtMs,
+          JSON.stringify(e.event ?? null),
+          JSON.stringify(e.meta),
           e.emitterId,
           e.channel,
-          order[0]!,
-        ]);
-        order.shift();
-      }
-      const values = [
-        e.id,
-        e.idMs,
-        e.idSeq,
-        e.indexedAtMs,
-        JSON.stringify(e.event ?? null),
-        JSON.stringify(e.meta),
-        e.emitterId,
-        e.channel,
-      ];
-      if (order.length === keep) {
-        // Full: the new event takes the oldest one's row.
-        const oldest = order[0]!;
-        q.run(
-          `UPDATE events SET id = ?, id_ms = ?, id_seq = ?, indexed_at_ms = ?, event_json = ?, meta_json = ?
-         WHERE emitter_id = ? AND channel = ? AND slot = ?`,
-          [...values, oldest],
-        );
-        order.shift();
-        order.push(oldest);
-        return;
-      }
-      // Filling: the lowest slot number no event holds (a deleted event's, or the next one up).
-      const used = new Set(order);
-      let slot = 0;
-      while (used.has(slot)) slot++;
-      q.run(
-        `INSERT INTO events (id, id_ms, id_seq, indexed_at_ms, event_json, meta_json, emitter_id, channel, slot)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        [...values, slot],
+        ],
       );
-      order.push(slot);
+      counts.add(e.emitterId, e.channel, 1);
     },
 
+    countEvents: async (emitterId, channel) => {
+      held.settle();
+      return counts.of(q, emitterId, channel);
+    },
+
+    pruneEvents: async (emitterId, channel, limit, olderThanMs) => {
+      held.settle();
+      const params: SQLInputValue[] = [emitterId, channel];
+      let where = "emitter_id = ? AND channel = ?";
+      if (olderThanMs !== undefined) {
+        where += " AND id_ms < ?";
+        params.push(olderThanMs);
+      }
+      const deleted = q.run(
+        `DELETE FROM events WHERE rowid IN (SELECT rowid FROM events WHERE ${where} ORDER BY id_ms, id_seq ${limitParam})`,
+        [...params, limit],
+      );
+      counts.add(emitterId, channel, -deleted);
+      return deleted;
+    },
+
+    nextEventWindow: async (after) => {
+      held.settle();
+      const [where, params]: [string, SQLInputValue[]] = after
+        ? [
+            "WHERE emitter_id > ? OR (emitter_id = ? AND channel > ?)",
+            [after.emitterId, after.emitterId, after.channel],
+          ]
+        : ["", []];
+      return q.get(
+        `SELECT emitter_id, channel FROM events ${where} ORDER BY emitter_id, channel LIMIT 1`,
+        params,
+        (r) => ({ emitterId: r.emitter_id as string, channel: r.channel as string }),
+      );
+    },
+
+    // One index seek per channel (a loose scan of events_order), not a walk over every event.
     listChannels: async (emitterId) => {
       held.settle();
       return q.all(
-        "SELECT DISTINCT channel FROM events WHERE emitter_id = ? ORDER BY channel",
-        [emitterId],
+        `WITH RECURSIVE c(channel) AS (
+           SELECT min(channel) FROM events WHERE emitter_id = ?
+           UNION ALL
+           SELECT (SELECT min(channel) FROM events WHERE emitter_id = ? AND channel > c.channel)
+           FROM c WHERE c.channel IS NOT NULL)
+         SELECT channel FROM c WHERE channel IS NOT NULL`,
+        [emitterId, emitterId],
         (r) => r.channel as string,
       );
     },
 
     listEvents: async (emitterId, query) => {
       held.settle();
-      const base = "emitter_id = ? AND channel = ?";
-      const params: SQLInputValue[] = [emitterId, query.channel];
-      const total = q.count(`SELECT count(*) AS n FROM events WHERE ${base}`, params);
+      const { where, params, total } = windowBounds(q, counts, emitterId, query);
       let items: EventRecord[];
       if (query.before) {
         items = q
           .all(
-            `SELECT * FROM events WHERE ${base} AND (id_ms > ? OR (id_ms = ? AND id_seq > ?)) ORDER BY id_ms ASC, id_seq ASC ${limitParam}`,
+            `SELECT * FROM events WHERE ${where} AND (id_ms > ? OR (id_ms = ? AND id_seq > ?)) ORDER BY id_ms ASC, id_seq ASC ${limitParam}`,
             [...params, query.before.ms, query.before.ms, query.before.seq, query.limit],
             toEvent,
           )
           .reverse();
       } else if (query.after) {
         items = q.all(
-          `SELECT * FROM events WHERE ${base} AND (id_ms < ? OR (id_ms = ? AND id_seq < ?)) ORDER BY id_ms DESC, id_seq DESC ${limitParam}`,
+          `SELECT * FROM events WHERE ${where} AND (id_ms < ? OR (id_ms = ? AND id_seq < ?)) ORDER BY id_ms DESC, id_seq DESC ${limitParam}`,
           [...params, query.after.ms, query.after.ms, query.after.seq, query.limit],
           toEvent,
         );
       } else {
         items = q.all(
-          `SELECT * FROM events WHERE ${base} ORDER BY id_ms DESC, id_seq DESC ${limitParam}`,
+          `SELECT * FROM events WHERE ${where} ORDER BY id_ms DESC, id_seq DESC ${limitParam}`,
           [...params, query.limit],
           toEvent,
         );
@@ -132,14 +183,14 @@ export function eventOps(q: Sql, slots: WindowSlots, held: DeferredWrites): Even
         params.push(channel);
       }
       if (from) {
-        where.push("(id_ms > ? OR (id_ms = ? AND id_seq >= ?))");
+        where.push(newerOrSame);
         params.push(from.ms, from.ms, from.seq);
       }
       if (to) {
         where.push("(id_ms < ? OR (id_ms = ? AND id_seq <= ?))");
         params.push(to.ms, to.ms, to.seq);
       }
-      slots.clear();
+      counts.clear();
       return q.run(`DELETE FROM events WHERE ${where.join(" AND ")}`, params);
     },
   };

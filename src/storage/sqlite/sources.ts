@@ -11,9 +11,9 @@ import type { DeferredWrites } from "./deferred.ts";
 import { parkDeliveries } from "./deliveries.ts";
 import type { RowCache } from "./row-cache.ts";
 import { placeholders, type Sql } from "./sql.ts";
-import type { WindowSlots } from "./window-slots.ts";
+import type { WindowCounts } from "./window-counts.ts";
 
-export function sourceOps(q: Sql, rows: RowCache, slots: WindowSlots, held: DeferredWrites): SourceOps {
+export function sourceOps(q: Sql, rows: RowCache, counts: WindowCounts, held: DeferredWrites): SourceOps {
   const getSource = async (id: string): Promise<SourceRecord | undefined> => {
     const cached = rows.sourcesById.get(id);
     if (cached) return cached;
@@ -66,8 +66,8 @@ export function sourceOps(q: Sql, rows: RowCache, slots: WindowSlots, held: Defe
     insertSource: async (s) => {
       rows.forgetSources();
       q.run(
-        `INSERT INTO sources (id, owner_id, created_by, component_id, name, name_slug, active, props_json, endpoint_id, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO sources (id, owner_id, created_by, component_id, name, name_slug, active, props_json, endpoint_id, retention_json, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         [
           s.id,
           s.ownerId,
@@ -78,6 +78,7 @@ export function sourceOps(q: Sql, rows: RowCache, slots: WindowSlots, held: Defe
           s.active ? 1 : 0,
           JSON.stringify(s.props),
           s.endpointId,
+          s.retention ? JSON.stringify(s.retention) : null,
           s.createdAt,
           s.updatedAt,
         ],
@@ -123,6 +124,12 @@ export function sourceOps(q: Sql, rows: RowCache, slots: WindowSlots, held: Defe
         active: patch.active === undefined ? undefined : patch.active ? 1 : 0,
         props_json: patch.props === undefined ? undefined : JSON.stringify(patch.props),
         endpoint_id: patch.endpointId,
+        retention_json:
+          patch.retention === undefined
+            ? undefined
+            : patch.retention
+              ? JSON.stringify(patch.retention)
+              : null,
       };
       rows.forgetSources();
       if (q.updateColumns("sources", id, patch.updatedAt, columns) === 0) return undefined;
@@ -137,7 +144,7 @@ export function sourceOps(q: Sql, rows: RowCache, slots: WindowSlots, held: Defe
       const removed = q.run("DELETE FROM sources WHERE id = ?", [id]) > 0;
       for (const table of ["source_db", "dedupe_state", "timers"])
         q.run(`DELETE FROM ${table} WHERE source_id = ?`, [id]);
-      slots.clear();
+      counts.clear();
       q.run("DELETE FROM events WHERE emitter_id = ?", [id]);
       q.run("DELETE FROM emitter_clock WHERE emitter_id = ?", [id]);
       return removed;

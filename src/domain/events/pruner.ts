@@ -1,0 +1,127 @@
+/**
+ * Deletes the events each channel's retention no longer keeps (retention.ts), in the background and in
+ * small batches, so that ingest never waits behind a long delete: every batch is one short statement
+ * (on SQLite, the file's one writer, a turn of the store's lock), and the pruner yields to whatever is
+ * queued between batches. It visits the windows that got events since its last visit every
+ * `pruneIntervalMs`, and every window every `sweepIntervalMs` (ages move on without new events, and a
+ * policy may have shrunk). Listing never waits for it: it shows only the window (events.ts of each driver).
+ */
+import type { Clock } from "../../clock.ts";
+import type { EventWindowKey, StorageOps } from "../../storage/port.ts";
+import type { Bus } from "../bus.ts";
+import type { RetentionPolicy } from "../types.ts";
+import type { Retention } from "./retention.ts";
+
+const dayMs = 86_400_000;
+
+interface PrunerDeps {
+  store: StorageOps;
+  retention: Retention;
+  bus: Bus;
+  clock: Clock;
+  /** Called with what a pass could not do (the store was away, say); the next pass tries again. */
+  onError: (err: unknown) => void;
+}
+
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+export class EventPruner {
+  readonly #d: PrunerDeps;
+  readonly #touched = new Map<string, EventWindowKey>();
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+  #lastSweepMs = Number.NEGATIVE_INFINITY;
+  #stopped = true;
+
+  constructor(deps: PrunerDeps) {
+    this.#d = deps;
+    deps.bus.on("event.stored", (e) => {
+      if (!this.#stopped) this.#touched.set(`${e.emitterId}\0${e.channel}`, e);
+    });
+  }
+
+  start(): void {
+    if (!this.#stopped) return;
+    this.#stopped = false;
+    this.#schedule(0);
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    await this.#running;
+  }
+
+  /** The next pass visits every window (a source's policy changed). */
+  sweepSoon(): void {
+    this.#lastSweepMs = Number.NEGATIVE_INFINITY;
+  }
+
+  /** One pass now: the touched windows, or every window when a sweep is due or `everything`. */
+  async pass(everything = false): Promise<number> {
+    const sweep =
+      everything || this.#d.clock.now() - this.#lastSweepMs >= this.#d.retention.settings.sweepIntervalMs;
+    const policies = new Map<string, Promise<RetentionPolicy | null>>();
+    let deleted = 0;
+    if (sweep) {
+      this.#lastSweepMs = this.#d.clock.now();
+      this.#touched.clear();
+      let key = await this.#d.store.nextEventWindow();
+      while (key && !(this.#stopped && !everything)) {
+        deleted += await this.#prune(key, policies);
+        key = await this.#d.store.nextEventWindow(key);
+      }
+    } else {
+      const touched = [...this.#touched.values()];
+      this.#touched.clear();
+      for (const key of touched) deleted += await this.#prune(key, policies);
+    }
+    return deleted;
+  }
+
+  #schedule(delayMs: number): void {
+    if (this.#stopped) return;
+    this.#timer = setTimeout(() => {
+      this.#running = this.pass()
+        .then(
+          () => undefined,
+          (err) => this.#d.onError(err),
+        )
+        .finally(() => this.#schedule(this.#d.retention.settings.pruneIntervalMs));
+    }, delayMs);
+    this.#timer.unref();
+  }
+
+  /** Deletes what one window no longer keeps: what is past its age, then its oldest beyond its count. */
+  async #prune(key: EventWindowKey, policies: Map<string, Promise<RetentionPolicy | null>>): Promise<number> {
+    const { store, retention } = this.#d;
+    const { emitterId, channel } = key;
+    let policy = policies.get(emitterId);
+    if (!policy) {
+      policy = retention.policyOf(store, emitterId);
+      policies.set(emitterId, policy);
+    }
+    const { events, days } = retention.limits(await policy, channel);
+    const batch = retention.settings.pruneBatch;
+    let deleted = 0;
+    if (days !== undefined) {
+      const cutoff = this.#d.clock.now() - days * dayMs;
+      for (;;) {
+        const n = await store.pruneEvents(emitterId, channel, batch, cutoff);
+        deleted += n;
+        if (n < batch) break;
+        await nextTurn();
+      }
+    }
+    // Newer events only add to the count meanwhile, so the oldest `excess` are never kept ones.
+    let excess = (await store.countEvents(emitterId, channel)) - events;
+    while (excess > 0) {
+      await nextTurn();
+      const n = await store.pruneEvents(emitterId, channel, Math.min(batch, excess));
+      if (n === 0) break;
+      deleted += n;
+      excess -= n;
+    }
+    return deleted;
+  }
+}

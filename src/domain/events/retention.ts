@@ -1,0 +1,67 @@
+/**
+ * Retention the owner chooses (issue 28): which events each channel keeps, from the source's policy
+ * (`retention: {events?, days?}`, a field left out taking the instance's default), the instance's
+ * defaults for workflows, and the settings of `$logs` and `$errors`. Listing, SSE resume and backfill
+ * read a window through `windowOf`; the pruner deletes what falls outside it.
+ */
+import type { Clock } from "../../clock.ts";
+import type { RetentionLimits, RetentionSettings } from "../../config.ts";
+import { invalidParameter } from "../../errors.ts";
+import type { StorageOps } from "../../storage/port.ts";
+import type { EventWindow, RetentionPolicy } from "../types.ts";
+
+const dayMs = 86_400_000;
+
+export class Retention {
+  readonly settings: RetentionSettings;
+  readonly #clock: Clock;
+
+  constructor(settings: RetentionSettings, clock: Clock) {
+    this.settings = settings;
+    this.#clock = clock;
+  }
+
+  /** A policy as given by a client, refused with a 400 when it is over the instance's maximum. */
+  check(policy: RetentionPolicy | null, field = "retention"): RetentionPolicy | null {
+    if (policy === null) return null;
+    const { max } = this.settings;
+    if (policy.events !== undefined && policy.events > max.events)
+      throw invalidParameter(
+        `${field}.events`,
+        `${field}.events may be at most ${max.events} on this instance`,
+      );
+    if (policy.days !== undefined && policy.days > max.days)
+      throw invalidParameter(`${field}.days`, `${field}.days may be at most ${max.days} on this instance`);
+    return {
+      ...(policy.events !== undefined ? { events: policy.events } : {}),
+      ...(policy.days !== undefined ? { days: policy.days } : {}),
+    };
+  }
+
+  /** The limits a channel keeps under a policy (null or absent: the instance's defaults). */
+  limits(policy: RetentionPolicy | null | undefined, channel: string): RetentionLimits {
+    if (channel === "$logs") return this.settings.logs;
+    if (channel === "$errors") return this.settings.errors;
+    const d = this.settings.defaults;
+    return { events: policy?.events ?? d.events, days: policy?.days ?? d.days };
+  }
+
+  /** The window a channel shows now under a policy. */
+  window(policy: RetentionPolicy | null | undefined, channel: string): EventWindow {
+    const { events, days } = this.limits(policy, channel);
+    return days === undefined
+      ? { keep: events }
+      : { keep: events, sinceMs: this.#clock.now() - days * dayMs };
+  }
+
+  /** The window of an emitter's channel: a source's own policy, the defaults for anything else. */
+  async windowOf(store: StorageOps, emitterId: string, channel: string): Promise<EventWindow> {
+    return this.window(await this.policyOf(store, emitterId), channel);
+  }
+
+  /** An emitter's policy: a source's own (null when it has none), null for workflows. */
+  async policyOf(store: StorageOps, emitterId: string): Promise<RetentionPolicy | null> {
+    if (!emitterId.startsWith("dc_")) return null;
+    return (await store.getSource(emitterId))?.retention ?? null;
+  }
+}

@@ -1,0 +1,140 @@
+/**
+ * The storage contract of event windows (issue 28, retention): a channel's events are appended, listed
+ * within their window (its newest `keep`, none older than `sinceMs`) whether the pruner has reached them
+ * or not, counted exactly, and pruned oldest first in batches by count or by age. Registered by
+ * `storageContract`, so every driver runs it.
+ */
+import assert from "node:assert/strict";
+import type { EventRecord, EventWindow } from "../../src/domain/types.ts";
+import type { Storage } from "../../src/storage/port.ts";
+import type { WithStore } from "./delivery-contract.ts";
+
+export function eventWindowContract(withStore: WithStore, unique: (prefix: string) => string): void {
+  const fixtures = () => {
+    const emitterId = unique("dc");
+    const event = (n: number, channel = "", ms = 7): EventRecord => ({
+      emitterId,
+      channel,
+      id: `${ms}-${n}`,
+      idMs: ms,
+      idSeq: n,
+      indexedAtMs: ms,
+      event: { n },
+      meta: { emit_id: `e${n}`, name: channel, emitter_id: emitterId },
+    });
+    /** Every listed event's seq of a channel, oldest first, read a page of `limit` at a time. */
+    const seqs = async (s: Storage, window?: EventWindow, channel = "", limit = 100) => {
+      const all: number[] = [];
+      let after: { ms: number; seq: number } | undefined;
+      for (;;) {
+        const page = await s.listEvents(emitterId, { channel, limit, after, window });
+        all.push(...page.items.map((e) => e.idSeq));
+        const last = page.items[page.items.length - 1];
+        if (!last || page.items.length < limit) return all.reverse();
+        after = { ms: last.idMs, seq: last.idSeq };
+      }
+    };
+    return { emitterId, event, seqs };
+  };
+  const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
+
+  withStore("a window lists its newest `keep` until the pruner deletes the oldest, in batches", async (s) => {
+    const { emitterId, event, seqs } = fixtures();
+    for (let n = 0; n < 105; n++) await s.insertEvent(event(n));
+    await s.insertEvent(event(1000, "other"));
+    const window = { keep: 100 };
+    const page = await s.listEvents(emitterId, { channel: "", limit: 1, window });
+    assert.equal(page.totalCount, 100);
+    assert.deepEqual(page.items[0]?.event, { n: 104 });
+    assert.deepEqual(await seqs(s, window), range(5, 104));
+    // Toward newer events from an old cursor, the page starts at the window's oldest.
+    const newer = await s.listEvents(emitterId, { channel: "", limit: 3, before: { ms: 7, seq: 0 }, window });
+    assert.deepEqual(
+      newer.items.map((e) => e.idSeq),
+      [7, 6, 5],
+    );
+    assert.equal(await s.countEvents(emitterId, ""), 105);
+    assert.equal((await s.listEvents(emitterId, { channel: "", limit: 1 })).totalCount, 105);
+
+    assert.equal(await s.pruneEvents(emitterId, "", 3), 3);
+    assert.equal(await s.pruneEvents(emitterId, "", 2), 2);
+    assert.equal(await s.countEvents(emitterId, ""), 100);
+    assert.deepEqual(await seqs(s), range(5, 104));
+    assert.deepEqual(await seqs(s, undefined, "other"), [1000]);
+    // A smaller window shows fewer at once.
+    assert.deepEqual(await seqs(s, { keep: 3 }), [102, 103, 104]);
+    // Counts follow range deletes.
+    assert.equal(await s.deleteEvents(emitterId, { ms: 7, seq: 50 }, { ms: 7, seq: 59 }), 10);
+    assert.equal(await s.countEvents(emitterId, ""), 90);
+    await s.insertEvent(event(105));
+    assert.equal(await s.countEvents(emitterId, ""), 91);
+    assert.deepEqual(await s.listChannels(emitterId), ["", "other"]);
+  });
+
+  withStore("a window of 1,000 pages through every event it keeps, 100 at a time", async (s) => {
+    const { emitterId, event, seqs } = fixtures();
+    await s.transaction(async (tx) => {
+      for (let n = 0; n < 1200; n++) await tx.insertEvent(event(n));
+    });
+    const window = { keep: 1000 };
+    assert.equal((await s.listEvents(emitterId, { channel: "", limit: 100, window })).totalCount, 1000);
+    assert.deepEqual(await seqs(s, window), range(200, 1199));
+  });
+
+  withStore(
+    "age pruning deletes exactly the events older than the limit, and the window hides them",
+    async (s) => {
+      const { emitterId, event, seqs } = fixtures();
+      for (let n = 0; n < 10; n++) await s.insertEvent(event(n, "", 1000 + n));
+      const window = { keep: 100, sinceMs: 1005 };
+      assert.deepEqual(await seqs(s, window), range(5, 9));
+      assert.equal((await s.listEvents(emitterId, { channel: "", limit: 1, window })).totalCount, 5);
+      assert.equal(await s.pruneEvents(emitterId, "", 3, 1005), 3);
+      assert.equal(await s.pruneEvents(emitterId, "", 3, 1005), 2);
+      assert.equal(await s.pruneEvents(emitterId, "", 3, 1005), 0);
+      assert.deepEqual(await seqs(s), range(5, 9));
+      assert.equal(await s.countEvents(emitterId, ""), 5);
+    },
+  );
+
+  withStore("the pruner's sweep walks every channel of every emitter once, in order", async (s) => {
+    const a = fixtures();
+    const b = fixtures();
+    for (const f of [a, b]) {
+      await s.insertEvent(f.event(0, "x"));
+      await s.insertEvent(f.event(1, ""));
+      await s.insertEvent(f.event(2, "x"));
+    }
+    const seen: string[] = [];
+    let key = await s.nextEventWindow();
+    while (key) {
+      seen.push(`${key.emitterId}/${key.channel}`);
+      key = await s.nextEventWindow(key);
+    }
+    const mine = seen.filter((k) => k.startsWith(a.emitterId) || k.startsWith(b.emitterId));
+    assert.deepEqual(
+      new Set(mine),
+      new Set([`${a.emitterId}/`, `${a.emitterId}/x`, `${b.emitterId}/`, `${b.emitterId}/x`]),
+    );
+    assert.equal(mine.length, 4);
+  });
+
+  withStore("a rolled-back transaction's events are neither listed nor counted", async (s) => {
+    const { emitterId, event } = fixtures();
+    await s.insertEvent(event(0));
+    assert.equal(await s.countEvents(emitterId, ""), 1);
+    await assert.rejects(
+      s.transaction(async (tx) => {
+        await tx.insertEvent(event(1));
+        assert.equal(await tx.countEvents(emitterId, ""), 2);
+        throw new Error("abort");
+      }),
+      /abort/,
+    );
+    assert.equal(await s.countEvents(emitterId, ""), 1);
+    assert.equal(
+      (await s.listEvents(emitterId, { channel: "", limit: 10, window: { keep: 100 } })).totalCount,
+      1,
+    );
+  });
+}
