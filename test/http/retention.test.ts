@@ -20,7 +20,7 @@ async function run(sourceId: string, event: unknown): Promise<any> {
   return res.body.data;
 }
 
-test("each channel keeps its newest 100 events and drops older ones on write", async () => {
+test("each channel keeps its newest 100 events; older ones are neither listed nor kept", async () => {
   const s = await deploy(server, {
     component_code: `export default { name: "burst", version: "1", async run(e) {
       for (let i = 0; i < e.n; i++) { this.$emit({ i }); this.$emit({ i }, { name: "side" }); }

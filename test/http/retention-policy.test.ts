@@ -1,0 +1,213 @@
+/**
+ * Retention the owner chooses (issue 28): a source's `retention: {events?, days?}` is set by
+ * POST/PUT /v1/sources and shown on every rendering of it; its channels list, page, resume (SSE) and
+ * backfill through everything it keeps, and the pruner deletes the rest in the background; a policy
+ * over the instance's maximum is a 400; `$logs` and `$errors` follow the instance's own settings.
+ */
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { deploy, FakeClock, startClockServer } from "../fixtures/components/fixtures.ts";
+import { startServer, type TestServer } from "../helpers.ts";
+import { assertApiError } from "./openapi-walk.ts";
+
+const burst = `export default { name: "burst", version: "1", async run(e) {
+  for (let i = 0; i < (e.n ?? 0); i++) this.$emit({ i: (e.from ?? 0) + i });
+  for (let i = 0; i < (e.logs ?? 0); i++) console.log("line " + i);
+} }`;
+
+// The pruner visits touched windows every 20 ms here (1 s by default), and $logs keeps 5.
+const env = {
+  FOUNT_RETENTION_PRUNE_MS: "20",
+  FOUNT_RETENTION_LOGS_EVENTS: "5",
+  FOUNT_WEBHOOK_ALLOW_PRIVATE: "true",
+};
+
+let server: TestServer;
+before(async () => {
+  server = await startServer({}, env);
+});
+after(() => server.close());
+
+async function run(s: TestServer, sourceId: string, event: unknown): Promise<void> {
+  const res = await s.api("POST", `/v1/sources/${sourceId}/run`, { body: { event } });
+  assert.equal(res.status, 200, res.text);
+  assert.equal(res.body.data.ok, true, JSON.stringify(res.body.data.error));
+}
+
+/** Every event of a channel through event_summaries, newest first, `limit` at a time. */
+async function everyEvent(s: TestServer, sourceId: string, limit = 100): Promise<any[]> {
+  const all: any[] = [];
+  let cursor = "";
+  for (;;) {
+    const res = await s.api(
+      "GET",
+      `/v1/sources/${sourceId}/event_summaries?expand=event&limit=${limit}${cursor ? `&after=${cursor}` : ""}`,
+    );
+    assert.equal(res.status, 200, res.text);
+    all.push(...res.body.data);
+    if (!res.body.page_info.end_cursor) return all;
+    cursor = res.body.page_info.end_cursor;
+  }
+}
+
+/** Waits until the store holds `n` events of a channel (the pruner runs in the background). */
+async function storedBecomes(s: TestServer, sourceId: string, channel: string, n: number): Promise<void> {
+  const store = s.built.services.store;
+  for (let tries = 0; tries < 600; tries++) {
+    if ((await store.countEvents(sourceId, channel)) === n) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.equal(await store.countEvents(sourceId, channel), n, "the pruner brought the channel down");
+}
+
+test("a source with {events: 1000} keeps 1,000 per channel, pages through them, and the rest is pruned", async () => {
+  const s = await deploy(server, { component_code: burst, retention: { events: 1000 } } as never);
+  assert.deepEqual(s.retention, { events: 1000 });
+  for (let from = 0; from < 1200; from += 400) await run(server, s.id, { n: 400, from });
+  const first = await server.api("GET", `/v1/sources/${s.id}/event_summaries?limit=100`);
+  assert.equal(first.body.page_info.total_count, 1000);
+  const kept = await everyEvent(server, s.id);
+  assert.deepEqual(
+    kept.map((e) => e.event.i),
+    Array.from({ length: 1000 }, (_, k) => 1199 - k),
+  );
+  const events = await server.api("GET", `/v1/sources/${s.id}/events?limit=100`);
+  assert.equal(events.body.page_info.total_count, 1000);
+  await storedBecomes(server, s.id, "", 1000);
+  assert.equal((await everyEvent(server, s.id)).length, 1000);
+});
+
+test("without a policy a channel keeps 100, as the specification says, and $logs its own setting", async () => {
+  const s = await deploy(server, { component_code: burst });
+  assert.equal(s.retention, null);
+  await run(server, s.id, { n: 150, logs: 8 });
+  const page = await server.api("GET", `/v1/sources/${s.id}/event_summaries?limit=100`);
+  assert.equal(page.body.page_info.total_count, 100);
+  assert.equal(page.body.data[0].event.i, 149);
+  const logs = await server.api("GET", `/v1/sources/${s.id}/event_summaries?event_name=$logs&limit=100`);
+  assert.equal(logs.body.page_info.total_count, 5);
+  await storedBecomes(server, s.id, "", 100);
+  await storedBecomes(server, s.id, "$logs", 5);
+});
+
+test("retention is shown on every rendering, changed by PUT, and null is the instance's default again", async () => {
+  const s = await deploy(server, { component_code: burst, retention: { events: 500, days: 30 } } as never);
+  assert.deepEqual(s.retention, { events: 500, days: 30 });
+  const got = await server.api("GET", `/v1/sources/${s.id}`);
+  assert.deepEqual(got.body.data.retention, { events: 500, days: 30 });
+  const listed = await server.api("GET", "/v1/users/me/sources?limit=100");
+  assert.deepEqual(listed.body.data.find((x: any) => x.id === s.id).retention, { events: 500, days: 30 });
+
+  await run(server, s.id, { n: 20 });
+  const smaller = await server.api("PUT", `/v1/sources/${s.id}`, { body: { retention: { events: 5 } } });
+  assert.equal(smaller.status, 200, smaller.text);
+  assert.deepEqual(smaller.body.data.retention, { events: 5 });
+  const page = await server.api("GET", `/v1/sources/${s.id}/event_summaries?limit=100`);
+  assert.equal(page.body.page_info.total_count, 5, "a smaller window shows at once");
+  await storedBecomes(server, s.id, "", 5);
+
+  const reset = await server.api("PUT", `/v1/sources/${s.id}`, { body: { retention: null } });
+  assert.equal(reset.body.data.retention, null);
+  const unchanged = await server.api("PUT", `/v1/sources/${s.id}`, { body: { name: "renamed" } });
+  assert.equal(unchanged.body.data.retention, null);
+});
+
+test("a policy over the instance's maximum, or malformed, is a 400 and nothing changes", async () => {
+  const s = await deploy(server, { component_code: burst });
+  for (const [retention, field] of [
+    [{ events: 1_000_001 }, "retention.events"],
+    [{ days: 3651 }, "retention.days"],
+  ] as const) {
+    const created = await server.api("POST", "/v1/sources", { body: { component_code: burst, retention } });
+    assertApiError(created, { status: 400, code: "invalid_parameter" });
+    assert.equal(created.body.details.field, field);
+    const updated = await server.api("PUT", `/v1/sources/${s.id}`, { body: { retention } });
+    assertApiError(updated, { status: 400, code: "invalid_parameter" });
+  }
+  for (const retention of [
+    { events: 0 },
+    { days: -1 },
+    { events: "many" },
+    { events: 1.5 },
+    { weeks: 2 },
+    7,
+  ]) {
+    const res = await server.api("PUT", `/v1/sources/${s.id}`, { body: { retention } });
+    assertApiError(res, { range: "4xx" }, JSON.stringify(retention));
+    assert.equal(res.status, 400);
+  }
+  assert.equal((await server.api("GET", `/v1/sources/${s.id}`)).body.data.retention, null);
+  // The maximum itself is allowed.
+  const max = await server.api("PUT", `/v1/sources/${s.id}`, {
+    body: { retention: { events: 1_000_000, days: 3650 } },
+  });
+  assert.equal(max.status, 200, max.text);
+});
+
+test("backfill to a new subscription queues everything the window keeps", async () => {
+  const s = await deploy(server, { component_code: burst, retention: { events: 1000 } } as never);
+  await run(server, s.id, { n: 150 });
+  const hook = await server.api("POST", "/v1/webhooks", { body: { url: "http://127.0.0.1:9/hook" } });
+  assert.equal(hook.status, 200, hook.text);
+  const sub = await server.api("POST", "/v1/subscriptions", {
+    body: { emitter_id: s.id, listener_id: hook.body.data.id, backfill: true },
+  });
+  assert.equal(sub.status, 200, sub.text);
+  const deliveries = await server.api("GET", `/v1/webhooks/${hook.body.data.id}/deliveries?limit=1`);
+  assert.equal(deliveries.body.page_info.total_count, 150);
+});
+
+test("SSE resume (Last-Event-ID) replays every kept event after it", async () => {
+  const s = await deploy(server, { component_code: burst, retention: { events: 1000 } } as never);
+  await run(server, s.id, { n: 300 });
+  const oldest = (await everyEvent(server, s.id)).at(-1);
+  const controller = new AbortController();
+  const res = await fetch(`${server.url}/sources/${s.id}/sse`, {
+    headers: {
+      authorization: `Bearer ${server.built.services.config.bootstrapApiKey}`,
+      "last-event-id": oldest.id,
+    },
+    signal: controller.signal,
+  });
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  const timer = setTimeout(() => controller.abort(), 20_000);
+  try {
+    while ((text.match(/^id: /gm) ?? []).length < 299) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+  } finally {
+    clearTimeout(timer);
+    controller.abort();
+  }
+  const ids = [...text.matchAll(/^data: (.*)$/gm)].map((m) => JSON.parse(m[1]!).event.i);
+  assert.deepEqual(
+    ids,
+    Array.from({ length: 299 }, (_, k) => k + 1),
+  );
+});
+
+test("age pruning removes exactly the events older than the source's days", async () => {
+  const clock = new FakeClock("2026-03-01T00:00:00Z");
+  const aged = await startClockServer(clock, { env: { ...env, FOUNT_RETENTION_SWEEP_MS: "20" } });
+  try {
+    const s = await deploy(aged, { component_code: burst, retention: { days: 1 } } as never);
+    await run(aged, s.id, { n: 2, from: 0 });
+    clock.advance(12 * 3600);
+    await run(aged, s.id, { n: 2, from: 2 });
+    clock.advance(12 * 3600);
+    // Exactly one day after the first two: still kept (older than the limit goes, not as old).
+    assert.equal((await everyEvent(aged, s.id)).length, 4);
+    clock.advance(1);
+    assert.deepEqual(
+      (await everyEvent(aged, s.id)).map((e) => e.event.i),
+      [3, 2],
+    );
+    await storedBecomes(aged, s.id, "", 2);
+  } finally {
+    await aged.close();
+  }
+});
