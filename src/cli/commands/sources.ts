@@ -23,6 +23,8 @@ export interface Source {
   name: string;
   name_slug: string;
   endpoint_url?: string;
+  /** How long its events are kept; null: the instance's defaults. */
+  retention?: { events?: number; days?: number } | null;
 }
 
 /** The part of a saved component the commands read. */
@@ -44,6 +46,42 @@ export const propOption = {
   description: "A prop value (repeatable): JSON when it parses, apn_… for app accounts, else a string",
 } as const;
 
+/** `--keep-events` and `--keep-days` of deploy and update: the source's retention policy. */
+export const retentionOptions = {
+  "keep-events": {
+    type: "string",
+    value: "n",
+    description:
+      "Events kept per channel, newest first (default: the server's, 100 unless its operator changed it)",
+  },
+  "keep-days": { type: "string", value: "n", description: "Days an event is kept (default: the server's)" },
+} as const;
+
+/** The retention policy the flags give, or undefined when none is given. */
+function retentionFlags(ctx: Context): { events?: number; days?: number } | undefined {
+  const policy: { events?: number; days?: number } = {};
+  for (const [flag, field] of [
+    ["keep-events", "events"],
+    ["keep-days", "days"],
+  ] as const) {
+    const raw = ctx.string(flag);
+    if (raw === undefined) continue;
+    if (!/^[1-9]\d{0,9}$/.test(raw))
+      throw new UsageError(`--${flag} must be a whole number of at least 1, got "${raw}"`, ctx.command.name);
+    policy[field] = Number(raw);
+  }
+  return Object.keys(policy).length > 0 ? policy : undefined;
+}
+
+function describeRetention(r: Source["retention"]): string {
+  if (!r) return "the server's default";
+  const parts = [
+    ...(r.events !== undefined ? [`${r.events} events per channel`] : []),
+    ...(r.days !== undefined ? [`${r.days} days`] : []),
+  ];
+  return parts.join(", ");
+}
+
 export function describeSource(ctx: Context, s: Source): void {
   ctx.print(
     fields([
@@ -52,6 +90,7 @@ export function describeSource(ctx: Context, s: Source): void {
       ["Component", s.component_key ? `${s.component_key} (${s.component_id})` : s.component_id],
       ["Active", s.active ? "yes" : "no"],
       ...(s.endpoint_url ? [["Endpoint", s.endpoint_url] as [string, string]] : []),
+      ["Retention", describeRetention(s.retention)],
       ["Created", formatTime(s.created_at)],
       ["Updated", formatTime(s.updated_at)],
     ]),
@@ -105,11 +144,13 @@ export function deployingLabel(target: string, component: ComponentFields): stri
 const deploy: Command = {
   name: "deploy",
   summary: "Deploy a source from a local file, a URL or a registry key (or pick one)",
-  usage: "[<file|url|key>] [--name <name>] [--prop <name=value>]… [--follow]",
+  usage:
+    "[<file|url|key>] [--name <name>] [--prop <name=value>]… [--keep-events <n>] [--keep-days <n>] [--follow]",
   args: { min: 0, max: 1 },
   options: {
     name: { type: "string", value: "name", description: "Name of the source (default: the component's)" },
     prop: propOption,
+    ...retentionOptions,
     follow: {
       type: "boolean",
       short: "f",
@@ -126,6 +167,9 @@ const deploy: Command = {
     '(numbers, booleans, objects, arrays, "quoted strings"); anything else is a string. Timers take',
     "JSON: --prop 'timer={\"intervalSeconds\":60}'.",
     "",
+    "--keep-events and --keep-days set how long its events are kept (its retention); one left out takes",
+    "the server's default, and the server refuses more than its maximum.",
+    "",
     "Examples:",
     "  fount deploy sources/new-row/new-row.mjs --prop postgresql=apn_2kVhLR --prop schema=public \\",
     "    --prop table=orders",
@@ -135,6 +179,7 @@ const deploy: Command = {
   ].join("\n"),
   async run(ctx) {
     const props = parseProps(ctx.flags.prop, ctx.command.name);
+    const retention = retentionFlags(ctx);
     const client = ctx.client();
     const target = ctx.args[0] ?? (await pickComponent(ctx, client));
     if (target === undefined) {
@@ -147,6 +192,7 @@ const deploy: Command = {
         ...component,
         name: ctx.string("name"),
         configured_props: props,
+        ...(retention ? { retention } : {}),
       }),
     );
     const s = res.data;
@@ -224,28 +270,36 @@ export async function updateBody(
 const update: Command = {
   name: "update",
   summary: "Update a source: new code, props, name, or turn it on or off",
-  usage: "<dc_…|name> [<file|url|key>] [--name <name>] [--prop <name=value>]… [--activate | --deactivate]",
+  usage:
+    "<dc_…|name> [<file|url|key>] [--name <name>] [--prop <name=value>]… [--keep-events <n>] [--keep-days <n> | --keep-default] [--activate | --deactivate]",
   args: { min: 1, max: 2 },
   options: {
     name: { type: "string", value: "name", description: "Rename the source" },
     prop: propOption,
+    ...retentionOptions,
+    "keep-default": { type: "boolean", description: "Keep its events as the server's defaults say again" },
     activate: { type: "boolean", description: "Turn the source on (its timers and endpoint work again)" },
     deactivate: { type: "boolean", description: "Turn the source off" },
   },
   description: [
     "New code or props run the deactivate hook, swap, then run the activate hook; the ID, endpoint,",
-    "db and events stay. Props not given keep their values.",
+    "db and events stay. Props not given keep their values. --keep-events and --keep-days replace its",
+    "retention (one left out takes the server's default); a smaller one is pruned in the background.",
     "",
     "Examples:",
     "  fount update my-source sources/new-row/new-row.mjs",
     "  fount update dc_4fRt7YpQ1mZx --prop 'timer={\"intervalSeconds\":300}'",
     "  fount update my-source --deactivate",
+    "  fount update my-source --keep-events 10000 --keep-days 30",
   ].join("\n"),
   async run(ctx) {
     const ref = ctx.arg(0, "<source>");
     if (ctx.boolean("activate") && ctx.boolean("deactivate"))
       throw new UsageError("Give --activate or --deactivate, not both", ctx.command.name);
     const given = parseProps(ctx.flags.prop, ctx.command.name);
+    const retention = retentionFlags(ctx);
+    if (retention && ctx.boolean("keep-default"))
+      throw new UsageError("Give --keep-events/--keep-days or --keep-default, not both", ctx.command.name);
     const target = ctx.args[1];
     const fields = target === undefined ? undefined : await componentFields(target);
     const client = ctx.client();
@@ -254,9 +308,11 @@ const update: Command = {
     if (ctx.string("name") !== undefined) body.name = ctx.string("name");
     if (ctx.boolean("activate")) body.active = true;
     if (ctx.boolean("deactivate")) body.active = false;
+    if (retention) body.retention = retention;
+    if (ctx.boolean("keep-default")) body.retention = null;
     if (Object.keys(body).length === 0)
       throw new UsageError(
-        "Nothing to update: give code, --name, --prop, --activate or --deactivate",
+        "Nothing to update: give code, --name, --prop, --keep-events, --keep-days, --keep-default, --activate or --deactivate",
         ctx.command.name,
       );
     const res = await ctx.progress(`Updating ${source}…`, () =>
