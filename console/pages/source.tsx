@@ -1,8 +1,9 @@
-/** A source: endpoint, configuration (edit props, pause, resume, run, delete) and its channels in tabs. */
+/** A source: endpoint, configuration (edit props, retention, pause, resume, run, delete) and its channels in tabs. */
 import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import { ApiError, api, formatTime } from "../api.ts";
 import { filtering, noFilters, type SearchFilters, SearchForm, SearchResults } from "../event-search.tsx";
 import { type PropSpec, PropsForm, type Values } from "../props-form.tsx";
+import { type Retention, RetentionForm } from "../retention-form.tsx";
 import { navigate } from "../router.ts";
 import { ChannelView } from "../stream.tsx";
 import { CopyButton, ErrorNote, Title, useLoad } from "../ui.tsx";
@@ -16,6 +17,7 @@ interface Source {
   active: boolean;
   created_at: number;
   endpoint_url?: string;
+  retention: Retention;
 }
 
 const tabs: Array<[string, string]> = [
@@ -197,7 +199,12 @@ export function SourcePage({ id }: { id: string }) {
         )}
         {tab === "logs" && <ChannelView sourceId={s.id} channel="$logs" label="Logs" />}
         {tab === "errors" && <ChannelView sourceId={s.id} channel="$errors" label="Errors" />}
-        {tab === "configuration" && <Configuration source={s} onSaved={reload} />}
+        {tab === "configuration" && (
+          <>
+            <Configuration source={s} onSaved={reload} />
+            <RetentionForm sourceId={s.id} retention={s.retention} onSaved={reload} />
+          </>
+        )}
       </div>
     </>
   );
