@@ -6,7 +6,8 @@
  *
  *   npm run bench                         all parts, on both stores
  *   npm run bench -- --only http,sse      some parts (http, manual, deploy, webhooks, sse, timers, sibling,
- *                                         cli, cluster, cluster-capped, traces, history-search, tenants)
+ *                                         cli, cluster, cluster-capped, traces, history-search, tenants,
+ *                                         history-retention)
  *   FOUNT_BENCH_SEARCH_EVENTS=100000 npm run bench -- --only history-search
  *                                         the event search over fewer stored events than the issue's
  *                                         1,000,000 (a quick run)
@@ -17,6 +18,8 @@
  *   npm run bench -- --strict             exit 1 when a figure misses its target
  *   npm run bench -- --store postgres     only PostgreSQL (--pg-url, default the local `test` database);
  *                                         --store sqlite: only SQLite; the default, both, runs both
+ *   npm run bench -- --only history-retention --retention-events 10000 --prune-events 100000
+ *                                         retention's sizes (default 100,000 and 1,000,000) for a quick run
  */
 import { writeFileSync } from "node:fs";
 import os from "node:os";
@@ -29,6 +32,7 @@ import { cliStart } from "./parts/cli-start.ts";
 import { cluster } from "./parts/cluster.ts";
 import { clusterCapped } from "./parts/cluster-capped.ts";
 import { type BenchSettings, type BenchStore, PartContext } from "./parts/context.ts";
+import { historyRetention } from "./parts/history-retention.ts";
 import { historySearch } from "./parts/history-search.ts";
 import { httpIngest } from "./parts/http-ingest.ts";
 import { sibling } from "./parts/sibling.ts";
@@ -61,6 +65,7 @@ const parts: Record<string, PartEntry> = {
   traces: { title: "Traces", run: tracesCost },
   "history-search": { title: "History search", run: historySearch, eachStore: true },
   tenants: { title: "Tenants", run: tenantsCost },
+  "history-retention": { title: "History retention", run: historyRetention, eachStore: true },
 };
 
 const { values } = parseArgs({
@@ -73,6 +78,8 @@ const { values } = parseArgs({
     "sse-clients": { type: "string", default: "1000" },
     "sse-rate": { type: "string", default: "50" },
     tenants: { type: "string", default: "1000" },
+    "retention-events": { type: "string" },
+    "prune-events": { type: "string" },
     json: { type: "string" },
     "cpu-prof": { type: "string" },
     strict: { type: "boolean", default: false },
@@ -102,6 +109,10 @@ const settings: BenchSettings = {
   sseRate: positive("sse-rate", values["sse-rate"]),
   tenants: positive("tenants", values.tenants),
   cpuProfDir: values["cpu-prof"],
+  retentionEvents: values["retention-events"]
+    ? positive("retention-events", values["retention-events"])
+    : undefined,
+  pruneEvents: values["prune-events"] ? positive("prune-events", values["prune-events"]) : undefined,
   pgUrl: values["pg-url"],
   store: { driver: "sqlite" },
 };

@@ -56,6 +56,9 @@ export interface BenchSettings {
   store: BenchStore;
   /** The PostgreSQL of parts that compare both stores (`cluster`), whatever `store` is. */
   pgUrl: string;
+  /** history-retention: the large window's size (default 100,000) and the events pruned (1,000,000). */
+  retentionEvents?: number | undefined;
+  pruneEvents?: number | undefined;
 }
 
 /** Where a bench server keeps its data. */

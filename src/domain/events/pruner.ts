@@ -6,6 +6,7 @@
  * `pruneIntervalMs`, and every window every `sweepIntervalMs` (ages move on without new events, and a
  * policy may have shrunk). Listing never waits for it: it shows only the window (events.ts of each driver).
  */
+import { BoundedCache } from "../../bounded-cache.ts";
 import type { Clock } from "../../clock.ts";
 import type { EventWindowKey, StorageOps } from "../../storage/port.ts";
 import type { Bus } from "../bus.ts";
@@ -25,9 +26,19 @@ interface PrunerDeps {
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
+/** Windows whose size the pruner remembers between sweeps (a forgotten one is counted again). */
+const sizesKept = 100_000;
+
 export class EventPruner {
   readonly #d: PrunerDeps;
   readonly #touched = new Map<string, EventWindowKey>();
+  /**
+   * Each window's size as last counted plus the events this node stored since: a touched window known to
+   * be within its count is not counted again until the next sweep (a count of a window of a million
+   * rows, each second, was a cost PostgreSQL paid beside ingest). Events other nodes store are counted
+   * by their own pruners, and by every sweep.
+   */
+  readonly #sizes = new BoundedCache<string, { n: number }>(sizesKept);
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
   #lastSweepMs = Number.NEGATIVE_INFINITY;
@@ -36,7 +47,11 @@ export class EventPruner {
   constructor(deps: PrunerDeps) {
     this.#d = deps;
     deps.bus.on("event.stored", (e) => {
-      if (!this.#stopped) this.#touched.set(`${e.emitterId}\0${e.channel}`, e);
+      if (this.#stopped) return;
+      const key = `${e.emitterId}\0${e.channel}`;
+      this.#touched.set(key, e);
+      const size = this.#sizes.get(key);
+      if (size) size.n++;
     });
   }
 
@@ -68,13 +83,13 @@ export class EventPruner {
       this.#touched.clear();
       let key = await this.#d.store.nextEventWindow();
       while (key && !(this.#stopped && !everything)) {
-        deleted += await this.#prune(key, policies);
+        deleted += await this.#prune(key, policies, true);
         key = await this.#d.store.nextEventWindow(key);
       }
     } else {
       const touched = [...this.#touched.values()];
       this.#touched.clear();
-      for (const key of touched) deleted += await this.#prune(key, policies);
+      for (const key of touched) deleted += await this.#prune(key, policies, false);
     }
     return deleted;
   }
@@ -93,9 +108,14 @@ export class EventPruner {
   }
 
   /** Deletes what one window no longer keeps: what is past its age, then its oldest beyond its count. */
-  async #prune(key: EventWindowKey, policies: Map<string, Promise<RetentionPolicy | null>>): Promise<number> {
+  async #prune(
+    key: EventWindowKey,
+    policies: Map<string, Promise<RetentionPolicy | null>>,
+    sweeping: boolean,
+  ): Promise<number> {
     const { store, retention } = this.#d;
     const { emitterId, channel } = key;
+    const sizeKey = `${emitterId}\0${channel}`;
     let policy = policies.get(emitterId);
     if (!policy) {
       policy = retention.policyOf(store, emitterId);
@@ -113,8 +133,11 @@ export class EventPruner {
         await nextTurn();
       }
     }
+    const known = this.#sizes.get(sizeKey);
+    if (!sweeping && deleted === 0 && known && known.n <= events) return 0;
     // Newer events only add to the count meanwhile, so the oldest `excess` are never kept ones.
-    let excess = (await store.countEvents(emitterId, channel)) - events;
+    const size = await store.countEvents(emitterId, channel);
+    let excess = size - events;
     while (excess > 0) {
       await nextTurn();
       const n = await store.pruneEvents(emitterId, channel, Math.min(batch, excess));
@@ -122,6 +145,7 @@ export class EventPruner {
       deleted += n;
       excess -= n;
     }
+    this.#sizes.set(sizeKey, { n: Math.min(size, events) });
     return deleted;
   }
 }
