@@ -96,8 +96,8 @@ export async function buildServices(given: ServiceInputs): Promise<Wired> {
   // On a store whose transactions run side by side (PostgreSQL), deliveries' results commit on a
   // connection of their own, beside the emits (docs/architecture.md, "Performance").
   const settlements = store.capabilities.sharedByNodes ? new Committer(store, committerOptions) : undefined;
-  const recorder = new EventRecorder();
   const retention = new Retention(config.retention, clock);
+  const recorder = new EventRecorder(retention);
   const pruner = new EventPruner({
     store,
     retention,

@@ -285,8 +285,12 @@ export interface StorageOps {
    */
   getEmitterClock(emitterId: string, lock?: boolean): Promise<{ ms: number; seq: number } | undefined>;
   putEmitterClock(emitterId: string, ms: number, seq: number): Promise<void>;
-  /** Stores an event; the pruner (`pruneEvents`) bounds its channel's window later. */
-  insertEvent(event: EventRecord): Promise<void>;
+  /**
+   * Stores an event; the pruner (`pruneEvents`) bounds its channel's window later. `reuseAt`, the
+   * window's size when the caller knows it: once the channel holds that many, a driver may store the
+   * event in the oldest one's place instead (SQLite rewrites that row; PostgreSQL appends).
+   */
+  insertEvent(event: EventRecord, reuseAt?: number): Promise<void>;
   /** How many events a channel holds now, pruned or not. */
   countEvents(emitterId: string, channel: string): Promise<number>;
   /**

@@ -71,6 +71,22 @@ export function eventWindowContract(withStore: WithStore, unique: (prefix: strin
     assert.deepEqual(await s.listChannels(emitterId), ["", "other"]);
   });
 
+  withStore(
+    "an event stored with its window's size keeps the window exact, whether a driver reuses a row or appends",
+    async (s) => {
+      const { emitterId, event, seqs } = fixtures();
+      for (let n = 0; n < 103; n++) await s.insertEvent(event(n), 100);
+      await s.insertEvent(event(1000, "other"), 100);
+      assert.deepEqual(await seqs(s, { keep: 100 }), range(3, 102));
+      const stored = await s.countEvents(emitterId, "");
+      assert.ok(stored === 100 || stored === 103, `${stored} stored`);
+      // The pruner brings an appending driver's window down to the same rows.
+      await s.pruneEvents(emitterId, "", stored - 100);
+      assert.deepEqual(await seqs(s), range(3, 102));
+      assert.deepEqual(await seqs(s, undefined, "other"), [1000]);
+    },
+  );
+
   withStore("a window of 1,000 pages through every event it keeps, 100 at a time", async (s) => {
     const { emitterId, event, seqs } = fixtures();
     await s.transaction(async (tx) => {

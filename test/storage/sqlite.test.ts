@@ -87,6 +87,30 @@ test("sqlite: migration 004 keeps the events of a store made before event window
   }
 });
 
+test("sqlite: a window at its size takes a new event in its oldest row, so the file does not grow", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  const store = openSqliteStorage({ dataDir });
+  try {
+    for (let n = 0; n < 100; n++) await store.insertEvent(event(n), 100);
+    const db = new DatabaseSync(path.join(dataDir, "fount.db"), { readOnly: true });
+    const rowids = () =>
+      (db.prepare("SELECT rowid AS r FROM events ORDER BY rowid").all() as Array<{ r: number }>).map(
+        (r) => r.r,
+      );
+    const before = rowids();
+    for (let n = 100; n < 250; n++) await store.insertEvent(event(n), 100);
+    assert.deepEqual(rowids(), before, "the same 100 rows, rewritten");
+    db.close();
+    assert.equal(await store.countEvents("dc_kept", ""), 100);
+    assert.deepEqual(
+      await seqs(store),
+      Array.from({ length: 100 }, (_, i) => i + 150),
+    );
+  } finally {
+    await store.close();
+  }
+});
+
 test("sqlite: an event whose statement fails leaves its window and its count as they were", async () => {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
   const store = openSqliteStorage({ dataDir });

@@ -118,6 +118,7 @@ export class RunCommits {
                 meta: extra,
                 nowMs: now,
                 trace: span?.trace,
+                retention: source.retention ?? null,
               }),
             );
           };

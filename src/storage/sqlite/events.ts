@@ -2,8 +2,9 @@
  * Emitted events in per-channel windows, and each emitter's ID clock.
  *
  * A window is its channel's rows in ID order (index `events_order`, migration 011). Storing an event is
- * one INSERT; the background pruner (domain/events/pruner.ts) deletes the oldest in small batches, and
- * listing shows only the window's newest `keep` until it has. Each window's size is kept in memory
+ * one INSERT, or, once the window holds its size, one UPDATE of its oldest row; the background pruner
+ * (domain/events/pruner.ts) deletes what is past its age, or beyond a size that shrank, in small
+ * batches, and listing shows only the window's newest `keep` until it has. Each window's size is kept in memory
  * (window-counts.ts), as the only writer of the file, so neither needs a count of the rows. Clock writes
  * inside a transaction are held back and made once per emitter (deferred.ts); reads and deletes of these
  * tables make them first.
@@ -77,20 +78,36 @@ export function eventOps(q: Sql, counts: WindowCounts, held: DeferredWrites): Ev
     // Inside a transaction, the clock of one emitter is written once, with its last value.
     putEmitterClock: async (emitterId, ms, seq) => held.putClock(emitterId, ms, seq),
 
-    insertEvent: async (e) => {
+    // A window at its size takes the new event in its oldest event's row, rewritten in place: the pages
+    // that row and its index entry live on, instead of appended pages and, later, the pruner's deletes
+    // (docs/architecture.md, "Event windows").
+    insertEvent: async (e, reuseAt) => {
+      const values = [
+        e.id,
+        e.idMs,
+        e.idSeq,
+        e.indexedAtMs,
+        JSON.stringify(e.event ?? null),
+        JSON.stringify(e.meta),
+      ];
+      if (reuseAt !== undefined && counts.of(q, e.emitterId, e.channel) >= reuseAt) {
+        const oldest = q.get(
+          "SELECT rowid AS r FROM events WHERE emitter_id = ? AND channel = ? ORDER BY id_ms, id_seq LIMIT 1",
+          [e.emitterId, e.channel],
+          (r) => r.r as number,
+        );
+        if (oldest !== undefined) {
+          q.run(
+            "UPDATE events SET id = ?, id_ms = ?, id_seq = ?, indexed_at_ms = ?, event_json = ?, meta_json = ? WHERE rowid = ?",
+            [...values, oldest],
+          );
+          return;
+        }
+      }
       q.run(
         `INSERT INTO events (id, id_ms, id_seq, indexed_at_ms, event_json, meta_json, emitter_id, channel)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-        [
-          e.id,
-          e.idMs,
-          e.idSeq,
-          e.indexedAtMs,
-          JSON.stringify(e.event ?? null),
-          JSON.stringify(e.meta),
-          e.emitterId,
-          e.channel,
-        ],
+        [...values, e.emitterId, e.channel],
       );
       counts.add(e.emitterId, e.channel, 1);
     },
