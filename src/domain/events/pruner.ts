@@ -26,6 +26,12 @@ interface PrunerDeps {
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
+/**
+ * Batches one visit deletes from a window by count at most; a window with more to go is visited again at
+ * the next pass, so that pruning a million events of one never leaves the others waiting behind it.
+ */
+const batchesPerVisit = 20;
+
 /** Windows whose size the pruner remembers between sweeps (a forgotten one is counted again). */
 const sizesKept = 100_000;
 
@@ -126,7 +132,12 @@ export class EventPruner {
     let deleted = 0;
     if (days !== undefined) {
       const cutoff = this.#d.clock.now() - days * dayMs;
-      for (;;) {
+      for (let batches = 0; ; batches++) {
+        if (batches === batchesPerVisit) {
+          // More to go: the next pass goes on, after the other windows' turn.
+          this.#touched.set(sizeKey, key);
+          return deleted;
+        }
         const n = await store.pruneEvents(emitterId, channel, batch, cutoff);
         deleted += n;
         if (n < batch) break;
@@ -138,14 +149,18 @@ export class EventPruner {
     // Newer events only add to the count meanwhile, so the oldest `excess` are never kept ones.
     const size = await store.countEvents(emitterId, channel);
     let excess = size - events;
-    while (excess > 0) {
+    for (let batches = 0; excess > 0; batches++) {
+      if (batches === batchesPerVisit) {
+        this.#touched.set(sizeKey, key);
+        break;
+      }
       await nextTurn();
       const n = await store.pruneEvents(emitterId, channel, Math.min(batch, excess));
       if (n === 0) break;
       deleted += n;
       excess -= n;
     }
-    this.#sizes.set(sizeKey, { n: Math.min(size, events) });
+    this.#sizes.set(sizeKey, { n: events + Math.max(0, excess) });
     return deleted;
   }
 }
