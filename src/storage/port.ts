@@ -43,6 +43,12 @@ export interface StorageCapabilities {
   sharedByNodes: boolean;
 }
 
+/** An event ID's parts, as they are ordered. */
+export interface EventIdKey {
+  ms: number;
+  seq: number;
+}
+
 /** One channel of one emitter: a window of events. */
 export interface EventWindowKey {
   emitterId: string;
@@ -294,10 +300,18 @@ export interface StorageOps {
   /** How many events a channel holds now, pruned or not. */
   countEvents(emitterId: string, channel: string): Promise<number>;
   /**
-   * Deletes up to `limit` of a channel's oldest events, only those whose ID is older than `olderThanMs`
-   * when given; returns how many. The pruner calls it in small batches, each a short transaction.
+   * Deletes up to `limit` of a channel's oldest events: only those whose ID is older than `olderThanMs`,
+   * and only those after `after` (the `last` of the batch before: what came before it is gone, and on
+   * PostgreSQL waits for vacuum, so a batch that started from the channel's old end would walk over it
+   * again). Returns how many it deleted, and the newest of them. The pruner calls it in small batches,
+   * each a short transaction.
    */
-  pruneEvents(emitterId: string, channel: string, limit: number, olderThanMs?: number): Promise<number>;
+  pruneEvents(
+    emitterId: string,
+    channel: string,
+    limit: number,
+    bounds?: { olderThanMs?: number | undefined; after?: EventIdKey | undefined },
+  ): Promise<{ deleted: number; last?: EventIdKey }>;
   /** The first channel holding events after `after` in (emitter ID, channel) order, for the pruner's sweep. */
   nextEventWindow(after?: EventWindowKey): Promise<EventWindowKey | undefined>;
   /** The channels an emitter has stored events on. */

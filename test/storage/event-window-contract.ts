@@ -56,8 +56,14 @@ export function eventWindowContract(withStore: WithStore, unique: (prefix: strin
     assert.equal(await s.countEvents(emitterId, ""), 105);
     assert.equal((await s.listEvents(emitterId, { channel: "", limit: 1 })).totalCount, 105);
 
-    assert.equal(await s.pruneEvents(emitterId, "", 3), 3);
-    assert.equal(await s.pruneEvents(emitterId, "", 2), 2);
+    const first = await s.pruneEvents(emitterId, "", 3);
+    assert.deepEqual(first, { deleted: 3, last: { ms: 7, seq: 2 } });
+    // The next batch starts after the last one's newest.
+    assert.deepEqual(await s.pruneEvents(emitterId, "", 2, { after: first.last }), {
+      deleted: 2,
+      last: { ms: 7, seq: 4 },
+    });
+    assert.deepEqual(await s.pruneEvents(emitterId, "", 2, { after: { ms: 7, seq: 1000 } }), { deleted: 0 });
     assert.equal(await s.countEvents(emitterId, ""), 100);
     assert.deepEqual(await seqs(s), range(5, 104));
     assert.deepEqual(await seqs(s, undefined, "other"), [1000]);
@@ -105,9 +111,9 @@ export function eventWindowContract(withStore: WithStore, unique: (prefix: strin
       const window = { keep: 100, sinceMs: 1005 };
       assert.deepEqual(await seqs(s, window), range(5, 9));
       assert.equal((await s.listEvents(emitterId, { channel: "", limit: 1, window })).totalCount, 5);
-      assert.equal(await s.pruneEvents(emitterId, "", 3, 1005), 3);
-      assert.equal(await s.pruneEvents(emitterId, "", 3, 1005), 2);
-      assert.equal(await s.pruneEvents(emitterId, "", 3, 1005), 0);
+      assert.equal((await s.pruneEvents(emitterId, "", 3, { olderThanMs: 1005 })).deleted, 3);
+      assert.equal((await s.pruneEvents(emitterId, "", 3, { olderThanMs: 1005 })).deleted, 2);
+      assert.equal((await s.pruneEvents(emitterId, "", 3, { olderThanMs: 1005 })).deleted, 0);
       assert.deepEqual(await seqs(s), range(5, 9));
       assert.equal(await s.countEvents(emitterId, ""), 5);
     },

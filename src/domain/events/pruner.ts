@@ -8,7 +8,7 @@
  */
 import { BoundedCache } from "../../bounded-cache.ts";
 import type { Clock } from "../../clock.ts";
-import type { EventWindowKey, StorageOps } from "../../storage/port.ts";
+import type { EventIdKey, EventWindowKey, StorageOps } from "../../storage/port.ts";
 import type { Bus } from "../bus.ts";
 import type { RetentionPolicy } from "../types.ts";
 import type { Retention } from "./retention.ts";
@@ -30,7 +30,7 @@ const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
  * Batches one visit deletes from a window by count at most; a window with more to go is visited again at
  * the next pass, so that pruning a million events of one never leaves the others waiting behind it.
  */
-const batchesPerVisit = 20;
+const batchesPerVisit = 100;
 
 /** Windows whose size the pruner remembers between sweeps (a forgotten one is counted again). */
 const sizesKept = 100_000;
@@ -44,7 +44,7 @@ export class EventPruner {
    * rows, each second, was a cost PostgreSQL paid beside ingest). Events other nodes store are counted
    * by their own pruners, and by every sweep.
    */
-  readonly #sizes = new BoundedCache<string, { n: number }>(sizesKept);
+  readonly #sizes = new BoundedCache<string, { n: number; last?: EventIdKey | undefined }>(sizesKept);
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
   #lastSweepMs = Number.NEGATIVE_INFINITY;
@@ -129,38 +129,39 @@ export class EventPruner {
     }
     const { events, days } = retention.limits(await policy, channel);
     const batch = retention.settings.pruneBatch;
+    // What this pruner deleted last from the window: everything up to it is gone (events are only ever
+    // added after it), so each batch seeks past it instead of walking what PostgreSQL keeps until vacuum.
+    const known = this.#sizes.get(sizeKey);
+    const cursor: { after?: EventIdKey | undefined } = { after: known?.last };
     let deleted = 0;
+    let batches = 0;
+    const next = async (limit: number, olderThanMs?: number): Promise<number> => {
+      if (batches++ > 0) await nextTurn();
+      const r = await store.pruneEvents(emitterId, channel, limit, { olderThanMs, after: cursor.after });
+      if (r.last) cursor.after = r.last;
+      deleted += r.deleted;
+      return r.deleted;
+    };
+    const more = () => {
+      // More to go: the next pass goes on, after the other windows' turn.
+      this.#touched.set(sizeKey, key);
+      this.#sizes.set(sizeKey, { n: known?.n ?? Number.POSITIVE_INFINITY, last: cursor.after });
+      return deleted;
+    };
     if (days !== undefined) {
       const cutoff = this.#d.clock.now() - days * dayMs;
-      for (let batches = 0; ; batches++) {
-        if (batches === batchesPerVisit) {
-          // More to go: the next pass goes on, after the other windows' turn.
-          this.#touched.set(sizeKey, key);
-          return deleted;
-        }
-        const n = await store.pruneEvents(emitterId, channel, batch, cutoff);
-        deleted += n;
-        if (n < batch) break;
-        await nextTurn();
-      }
+      while ((await next(batch, cutoff)) === batch) if (batches >= batchesPerVisit) return more();
     }
-    const known = this.#sizes.get(sizeKey);
     if (!sweeping && deleted === 0 && known && known.n <= events) return 0;
     // Newer events only add to the count meanwhile, so the oldest `excess` are never kept ones.
-    const size = await store.countEvents(emitterId, channel);
-    let excess = size - events;
-    for (let batches = 0; excess > 0; batches++) {
-      if (batches === batchesPerVisit) {
-        this.#touched.set(sizeKey, key);
-        break;
-      }
-      await nextTurn();
-      const n = await store.pruneEvents(emitterId, channel, Math.min(batch, excess));
+    let excess = (await store.countEvents(emitterId, channel)) - events;
+    while (excess > 0) {
+      if (batches >= batchesPerVisit) return more();
+      const n = await next(Math.min(batch, excess));
       if (n === 0) break;
-      deleted += n;
       excess -= n;
     }
-    this.#sizes.set(sizeKey, { n: events + Math.max(0, excess) });
+    this.#sizes.set(sizeKey, { n: events + Math.max(0, excess), last: cursor.after });
     return deleted;
   }
 }

@@ -99,15 +99,30 @@ export function eventOps(q: Sql): EventOps {
         (r) => r.n as number,
       )) ?? 0,
 
-    // The oldest `limit` by a forward scan of the primary key, deleted by key.
-    pruneEvents: (emitterId, channel, limit, olderThanMs) =>
-      q.run(
-        `DELETE FROM events WHERE emitter_id = $1 AND channel = $2 AND (id_ms, id_seq) IN (
-           SELECT id_ms, id_seq FROM events WHERE emitter_id = $1 AND channel = $2
-             AND ($4::bigint IS NULL OR id_ms < $4::bigint)
-           ORDER BY id_ms, id_seq LIMIT $3)`,
-        [emitterId, channel, limit, olderThanMs ?? null],
-      ),
+    // The oldest `limit` by a forward scan of the primary key from `after` on, deleted by key.
+    pruneEvents: async (emitterId, channel, limit, bounds = {}) => {
+      const params: unknown[] = [emitterId, channel, limit];
+      let where = "emitter_id = $1 AND channel = $2";
+      if (bounds.olderThanMs !== undefined) {
+        params.push(bounds.olderThanMs);
+        where += ` AND id_ms < $${params.length}`;
+      }
+      if (bounds.after) {
+        params.push(bounds.after.ms, bounds.after.seq);
+        where += ` AND (id_ms, id_seq) > ($${params.length - 1}, $${params.length})`;
+      }
+      const gone = await q.all(
+        `WITH doomed AS (SELECT id_ms, id_seq FROM events WHERE ${where} ORDER BY id_ms, id_seq LIMIT $3)
+         DELETE FROM events e USING doomed d
+         WHERE e.emitter_id = $1 AND e.channel = $2 AND e.id_ms = d.id_ms AND e.id_seq = d.id_seq
+         RETURNING e.id_ms, e.id_seq`,
+        params,
+        (r) => ({ ms: Number(r.id_ms), seq: Number(r.id_seq) }),
+      );
+      let last: { ms: number; seq: number } | undefined;
+      for (const k of gone) if (!last || k.ms > last.ms || (k.ms === last.ms && k.seq > last.seq)) last = k;
+      return last ? { deleted: gone.length, last } : { deleted: 0 };
+    },
 
     nextEventWindow: (after) =>
       q.get(

@@ -117,20 +117,30 @@ export function eventOps(q: Sql, counts: WindowCounts, held: DeferredWrites): Ev
       return counts.of(q, emitterId, channel);
     },
 
-    pruneEvents: async (emitterId, channel, limit, olderThanMs) => {
+    pruneEvents: async (emitterId, channel, limit, bounds = {}) => {
       held.settle();
       const params: SQLInputValue[] = [emitterId, channel];
       let where = "emitter_id = ? AND channel = ?";
-      if (olderThanMs !== undefined) {
+      if (bounds.olderThanMs !== undefined) {
         where += " AND id_ms < ?";
-        params.push(olderThanMs);
+        params.push(bounds.olderThanMs);
       }
-      const deleted = q.run(
-        `DELETE FROM events WHERE rowid IN (SELECT rowid FROM events WHERE ${where} ORDER BY id_ms, id_seq ${limitParam})`,
+      if (bounds.after) {
+        where += " AND (id_ms > ? OR (id_ms = ? AND id_seq > ?))";
+        params.push(bounds.after.ms, bounds.after.ms, bounds.after.seq);
+      }
+      const doomed = q.all(
+        `SELECT rowid AS r, id_ms, id_seq FROM events WHERE ${where} ORDER BY id_ms, id_seq ${limitParam}`,
         [...params, limit],
+        (r) => ({ rowid: r.r as number, ms: r.id_ms as number, seq: r.id_seq as number }),
       );
+      const newest = doomed[doomed.length - 1];
+      if (!newest) return { deleted: 0 };
+      const deleted = q.run(`DELETE FROM events WHERE rowid IN (SELECT value FROM json_each(?))`, [
+        JSON.stringify(doomed.map((d) => d.rowid)),
+      ]);
       counts.add(emitterId, channel, -deleted);
-      return deleted;
+      return { deleted, last: { ms: newest.ms, seq: newest.seq } };
     },
 
     nextEventWindow: async (after) => {
