@@ -106,16 +106,16 @@ export function eventOps(q: Sql, counts: WindowCounts, held: DeferredWrites): Ev
         reuseAt <= rewriteUpTo &&
         counts.of(q, e.emitterId, e.channel) >= reuseAt
       ) {
-        const oldest = q.get(
-          "SELECT rowid AS r FROM events WHERE emitter_id = ? AND channel = ? ORDER BY id_ms, id_seq LIMIT 1",
-          [e.emitterId, e.channel],
-          (r) => r.r as number,
-        );
+        const rows = counts.oldestFirst(q, e.emitterId, e.channel);
+        const oldest = rows[0];
         if (oldest !== undefined) {
           q.run(
             "UPDATE events SET id = ?, id_ms = ?, id_seq = ?, indexed_at_ms = ?, event_json = ?, meta_json = ? WHERE rowid = ?",
             [...values, oldest],
           );
+          // Changed only once the statement succeeded: the row now holds the newest event.
+          rows.shift();
+          rows.push(oldest);
           return;
         }
       }

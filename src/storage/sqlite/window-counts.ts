@@ -11,7 +11,7 @@ import type { Sql } from "./sql.ts";
 
 /** The known windows' sizes. */
 export class WindowCounts {
-  readonly #counts = new BoundedCache<string, { n: number }>(maxCachedRows);
+  readonly #counts = new BoundedCache<string, { n: number; rows?: number[] | undefined }>(maxCachedRows);
 
   /** How many events a window holds (counted on first use). */
   of(q: Sql, emitterId: string, channel: string): number {
@@ -24,12 +24,29 @@ export class WindowCounts {
   }
 
   /**
+   * The rowids of a window rewritten in place, oldest event first (read when first asked, kept by
+   * `rotate`), so that a rewrite finds its row without a query: for windows of up to 100 (events.ts).
+   */
+  oldestFirst(q: Sql, emitterId: string, channel: string): number[] {
+    this.of(q, emitterId, channel);
+    const entry = this.#counts.get(`${emitterId}\0${channel}`)!;
+    entry.rows ??= q.all(
+      "SELECT rowid AS r FROM events WHERE emitter_id = ? AND channel = ? ORDER BY id_ms, id_seq",
+      [emitterId, channel],
+      (r) => r.r as number,
+    );
+    return entry.rows;
+  }
+
+  /**
    * Adds `n` (negative: removes) to a window's count, after the statement that changed it succeeded; a
    * window not counted yet stays so (its first `of` counts the rows, these included).
    */
   add(emitterId: string, channel: string, n: number): void {
     const entry = this.#counts.get(`${emitterId}\0${channel}`);
-    if (entry) entry.n += n;
+    if (!entry) return;
+    entry.n += n;
+    entry.rows = undefined;
   }
 
   /** Forgets every window (events were deleted, or a transaction rolled back). */
