@@ -49,6 +49,8 @@ export class EventPruner {
   #running: Promise<void> | undefined;
   #lastSweepMs = Number.NEGATIVE_INFINITY;
   #stopped = true;
+  /** The last pass left a window with more to delete. */
+  #behind = false;
 
   constructor(deps: PrunerDeps) {
     this.#d = deps;
@@ -84,6 +86,7 @@ export class EventPruner {
       everything || this.#d.clock.now() - this.#lastSweepMs >= this.#d.retention.settings.sweepIntervalMs;
     const policies = new Map<string, Promise<RetentionPolicy | null>>();
     let deleted = 0;
+    this.#behind = false;
     if (sweep) {
       this.#lastSweepMs = this.#d.clock.now();
       this.#touched.clear();
@@ -108,7 +111,8 @@ export class EventPruner {
           () => undefined,
           (err) => this.#d.onError(err),
         )
-        .finally(() => this.#schedule(this.#d.retention.settings.pruneIntervalMs));
+        // A window with more to go is taken up again at once, after the others had their turn.
+        .finally(() => this.#schedule(this.#behind ? 0 : this.#d.retention.settings.pruneIntervalMs));
     }, delayMs);
     this.#timer.unref();
   }
@@ -145,6 +149,7 @@ export class EventPruner {
     const more = () => {
       // More to go: the next pass goes on, after the other windows' turn.
       this.#touched.set(sizeKey, key);
+      this.#behind = true;
       this.#sizes.set(sizeKey, { n: known?.n ?? Number.POSITIVE_INFINITY, last: cursor.after });
       return deleted;
     };
