@@ -60,7 +60,8 @@ async function windowBounds(
     [...params, stored - window.keep],
     (r) => ({ ms: Number(r.id_ms), seq: Number(r.id_seq) }),
   );
-  if (!oldest) return { where, params, total: stored };
+  // None: the pruner deleted the surplus since the count (another connection, on PostgreSQL).
+  if (!oldest) return { where, params, total: Math.min(stored, window.keep) };
   params.push(oldest.ms, oldest.seq);
   return {
     where: `${where} AND (id_ms, id_seq) >= ($${params.length - 1}, $${params.length})`,

@@ -68,7 +68,8 @@ function windowBounds(
     [...params, stored - window.keep],
     (r) => ({ ms: r.id_ms as number, seq: r.id_seq as number }),
   );
-  if (!oldest) return { where, params, total: stored };
+  // None: the pruner deleted the surplus since the count (another connection, on PostgreSQL).
+  if (!oldest) return { where, params, total: Math.min(stored, window.keep) };
   return {
     where: `${where} AND ${newerOrSame}`,
     params: [...params, oldest.ms, oldest.ms, oldest.seq],
