@@ -52,15 +52,27 @@ async function windowBounds(
     params.push(window.sinceMs);
     where += ` AND id_ms >= $${params.length}`;
   }
-  const stored =
-    (await q.get(`SELECT count(*)::int AS n FROM events WHERE ${where}`, params, (r) => r.n as number)) ?? 0;
-  if (!window || stored <= window.keep) return { where, params, total: stored };
-  const oldest = await q.get(
-    `SELECT id_ms, id_seq FROM events WHERE ${where} ORDER BY id_ms, id_seq OFFSET $${params.length + 1} LIMIT 1`,
-    [...params, stored - window.keep],
-    (r) => ({ ms: Number(r.id_ms), seq: Number(r.id_seq) }),
+  if (!window) {
+    const stored =
+      (await q.get(`SELECT count(*)::int AS n FROM events WHERE ${where}`, params, (r) => r.n as number)) ??
+      0;
+    return { where, params, total: stored };
+  }
+  // The count and the bound in one statement, so one snapshot: the pruner deletes beside it.
+  const k = params.length + 1;
+  const found = await q.get(
+    `WITH c AS (SELECT count(*)::int AS n FROM events WHERE ${where})
+     SELECT c.n, b.id_ms, b.id_seq FROM c LEFT JOIN LATERAL (
+       SELECT id_ms, id_seq FROM events WHERE ${where}
+       ORDER BY id_ms, id_seq OFFSET GREATEST(c.n - $${k}, 0) LIMIT 1) b ON c.n > $${k}`,
+    [...params, window.keep],
+    (r) => ({
+      stored: r.n as number,
+      oldest: r.id_ms === null ? undefined : { ms: Number(r.id_ms), seq: Number(r.id_seq) },
+    }),
   );
-  // None: the pruner deleted the surplus since the count (another connection, on PostgreSQL).
+  const stored = found?.stored ?? 0;
+  const oldest = found?.oldest;
   if (!oldest) return { where, params, total: Math.min(stored, window.keep) };
   params.push(oldest.ms, oldest.seq);
   return {
