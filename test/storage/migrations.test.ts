@@ -394,11 +394,11 @@ test("sqlite: migration 019 keeps a search index that 014's triggers kept exact,
   db.exec(readFileSync(path.join(sqliteMigrations, "014-event-search.sql"), "utf8"));
   db.exec("INSERT INTO schema_migrations VALUES (14, '014-event-search.sql', 0)");
   const insert = db.prepare(
-    `INSERT INTO events (emitter_id, channel, slot, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json)
-     VALUES ('dc_old', '', ?, ?, 5, ?, 5, ?, '{}')`,
+    `INSERT INTO events (emitter_id, channel, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json)
+     VALUES ('dc_old', '', ?, 5, ?, 5, ?, '{}')`,
   );
-  for (let n = 0; n < 2; n++)
-    insert.run(n, `5-${n}`, n, JSON.stringify({ text: `indexed by 014 number${n}` }));
+  // The store has migration 011, which took the slot column away.
+  for (let n = 0; n < 2; n++) insert.run(`5-${n}`, n, JSON.stringify({ text: `indexed by 014 number${n}` }));
   db.close();
   const store = openSqliteStorage({ dataDir, searchIndexDelayMs: 3_600_000 });
   try {
