@@ -2,8 +2,9 @@
  * Emitted events in per-channel windows, and each emitter's ID clock.
  *
  * A window is the channel's rows in event-ID order (the primary key, migration 004). Storing events is
- * one INSERT per window and commit; the background pruner (domain/events/pruner.ts) deletes the oldest
- * in small batches, and listing shows only the window's newest `keep` until it has. The SQLite driver
+ * one statement per window and commit: for a window of up to 100 (the default) it also trims the window,
+ * as before retention; larger windows append, the background pruner (domain/events/pruner.ts) deletes
+ * their oldest in small batches, and listing shows only the window's newest `keep` until it has. The SQLite driver
  * keeps each window's size in memory, as the only writer of its file; here several processes may write
  * one window, so it is counted in SQL.
  */
@@ -11,6 +12,70 @@ import type { EventQuery, EventRecord } from "../../domain/types.ts";
 import type { EventOps } from "../concerns.ts";
 import { toEvent } from "../rows.ts";
 import type { Sql } from "./sql.ts";
+
+/**
+ * A small window (up to `trimUpTo`, the default 100) is still trimmed by the statement that stores its
+ * events, as before retention: its cut is a backward scan of `keep`+1 entries of the primary key (below),
+ * and the window is then exact at once for everything that reads the table, the event search included.
+ * Larger windows append, and the pruner deletes their oldest in the background: their cut would scan up to
+ * a million entries per commit.
+ */
+const trimUpTo = 100;
+
+/**
+ * Stores events of one window and deletes the window's rows from the `keep`-th newest down, in one
+ * statement. A data-modifying CTE's rows are invisible to the rest of its statement, so the cut is
+ * taken over the rows there were plus the new ones, and only the newest `keep` of the new ones are
+ * inserted (older ones would be cut at once, and the DELETE could not see them).
+ *
+ * The cut is the `keep`+1-th newest of the window's newest `keep`+1 rows and the new ones: a backward
+ * scan of the primary key that stops after `keep`+1 entries, never reaching the old end of the window
+ * where the rows deleted by earlier commits wait for vacuum. It is a scalar subquery, computed once, so
+ * the DELETE reads only the key range it deletes (docs/architecture.md, "A window's trim by key range").
+ */
+function insertAndTrim(events: EventRecord[], keep: number): { text: string; params: unknown[] } {
+  const first = events[0]!;
+  const newest = [...events]
+    .sort((a, b) => b.idMs - a.idMs || b.idSeq - a.idSeq)
+    .slice(0, keep)
+    .reverse();
+  const params: unknown[] = [first.emitterId, first.channel, keep];
+  const rows = newest.map((e) => {
+    params.push(
+      e.id,
+      e.idMs,
+      e.idSeq,
+      e.indexedAtMs,
+      JSON.stringify(e.event ?? null),
+      JSON.stringify(e.meta),
+    );
+    const n = params.length;
+    return `($1, $2, $${n - 5}, $${n - 4}, $${n - 3}, $${n - 2}, $${n - 1}, $${n})`;
+  });
+  if (rows.length === 0) {
+    // A window of 0: nothing is stored, and every row goes.
+    return {
+      text: "DELETE FROM events WHERE emitter_id = $1 AND channel = $2 AND $3::int IS NOT NULL",
+      params,
+    };
+  }
+  return {
+    text: `
+WITH added AS (
+  INSERT INTO events (emitter_id, channel, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json)
+  VALUES ${rows.join(", ")}
+  RETURNING id_ms, id_seq
+)
+DELETE FROM events
+WHERE emitter_id = $1 AND channel = $2 AND (id_ms, id_seq) <= (
+  SELECT id_ms, id_seq FROM (
+    (SELECT id_ms, id_seq FROM events WHERE emitter_id = $1 AND channel = $2
+     ORDER BY id_ms DESC, id_seq DESC LIMIT $3::int + 1)
+    UNION ALL SELECT id_ms, id_seq FROM added
+  ) w ORDER BY id_ms DESC, id_seq DESC OFFSET $3 LIMIT 1)`,
+    params,
+  };
+}
 
 /** Stores the events of one window held back in a transaction, in one multi-row INSERT. */
 function insertAll(events: EventRecord[]): { text: string; params: unknown[] } {
@@ -103,7 +168,12 @@ export function eventOps(q: Sql): EventOps {
       }),
 
     // Inside a transaction, the events of one window are stored by one statement.
-    insertEvent: (e) => q.deferMerged(`events\0${e.emitterId}\0${e.channel}`, e, insertAll),
+    insertEvent: (e, reuseAt) =>
+      q.deferMerged(`events\0${e.emitterId}\0${e.channel}`, { e, reuseAt }, (items) => {
+        const keep = items[items.length - 1]!.reuseAt;
+        const events = items.map((i) => i.e);
+        return keep !== undefined && keep <= trimUpTo ? insertAndTrim(events, keep) : insertAll(events);
+      }),
 
     countEvents: async (emitterId, channel) =>
       (await q.get(
