@@ -23,6 +23,25 @@ import type { Sql } from "./sql.ts";
 const trimUpTo = 100;
 
 /**
+ * The VALUES rows of `events` for an INSERT whose `$1` and `$2` are the window's emitter and channel:
+ * each event's own columns are appended to `params`.
+ */
+function valueRows(events: EventRecord[], params: unknown[]): string[] {
+  return events.map((e) => {
+    params.push(
+      e.id,
+      e.idMs,
+      e.idSeq,
+      e.indexedAtMs,
+      JSON.stringify(e.event ?? null),
+      JSON.stringify(e.meta),
+    );
+    const n = params.length;
+    return `($1, $2, $${n - 5}, $${n - 4}, $${n - 3}, $${n - 2}, $${n - 1}, $${n})`;
+  });
+}
+
+/**
  * Stores events of one window and deletes the window's rows from the `keep`-th newest down, in one
  * statement. A data-modifying CTE's rows are invisible to the rest of its statement, so the cut is
  * taken over the rows there were plus the new ones, and only the newest `keep` of the new ones are
@@ -40,18 +59,7 @@ function insertAndTrim(events: EventRecord[], keep: number): { text: string; par
     .slice(0, keep)
     .reverse();
   const params: unknown[] = [first.emitterId, first.channel, keep];
-  const rows = newest.map((e) => {
-    params.push(
-      e.id,
-      e.idMs,
-      e.idSeq,
-      e.indexedAtMs,
-      JSON.stringify(e.event ?? null),
-      JSON.stringify(e.meta),
-    );
-    const n = params.length;
-    return `($1, $2, $${n - 5}, $${n - 4}, $${n - 3}, $${n - 2}, $${n - 1}, $${n})`;
-  });
+  const rows = valueRows(newest, params);
   if (rows.length === 0) {
     // A window of 0: nothing is stored, and every row goes.
     return {
@@ -81,18 +89,7 @@ WHERE emitter_id = $1 AND channel = $2 AND (id_ms, id_seq) <= (
 function insertAll(events: EventRecord[]): { text: string; params: unknown[] } {
   const first = events[0]!;
   const params: unknown[] = [first.emitterId, first.channel];
-  const rows = events.map((e) => {
-    params.push(
-      e.id,
-      e.idMs,
-      e.idSeq,
-      e.indexedAtMs,
-      JSON.stringify(e.event ?? null),
-      JSON.stringify(e.meta),
-    );
-    const n = params.length;
-    return `($1, $2, $${n - 5}, $${n - 4}, $${n - 3}, $${n - 2}, $${n - 1}, $${n})`;
-  });
+  const rows = valueRows(events, params);
   return {
     text: `INSERT INTO events (emitter_id, channel, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json)
            VALUES ${rows.join(", ")}`,
