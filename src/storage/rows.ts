@@ -164,6 +164,10 @@ export const toSource = (r: Row): WithSeq<SourceRecord> => ({
   updatedAt: r.updated_at as number,
 });
 
+/** The `retention_json` column of a source patch: unchanged (undefined), the defaults (null), or a policy. */
+export const retentionColumn = (retention: SourceRecord["retention"]): string | null | undefined =>
+  retention === undefined ? undefined : retention ? JSON.stringify(retention) : null;
+
 export const toTimer = (r: Row): TimerRecord => ({
   sourceId: r.source_id as string,
   propName: r.prop_name as string,

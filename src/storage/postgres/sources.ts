@@ -1,5 +1,5 @@
 import type { SourceOps } from "../concerns.ts";
-import { toComponent, toSource } from "../rows.ts";
+import { retentionColumn, toComponent, toSource } from "../rows.ts";
 import { parkDeliveries } from "./deliveries.ts";
 import type { Sql } from "./sql.ts";
 
@@ -112,12 +112,7 @@ export function sourceOps(q: Sql): SourceOps {
           active: patch.active,
           props_json: patch.props === undefined ? undefined : JSON.stringify(patch.props),
           endpoint_id: patch.endpointId,
-          retention_json:
-            patch.retention === undefined
-              ? undefined
-              : patch.retention
-                ? JSON.stringify(patch.retention)
-                : null,
+          retention_json: retentionColumn(patch.retention),
         },
         toSource,
       );

@@ -6,7 +6,7 @@
 import type { SQLInputValue } from "node:sqlite";
 import type { SourceRecord } from "../../domain/types.ts";
 import type { SourceOps } from "../concerns.ts";
-import { deepFreeze, toComponent, toSource } from "../rows.ts";
+import { deepFreeze, retentionColumn, toComponent, toSource } from "../rows.ts";
 import type { DeferredWrites } from "./deferred.ts";
 import { parkDeliveries } from "./deliveries.ts";
 import type { RowCache } from "./row-cache.ts";
@@ -124,12 +124,7 @@ export function sourceOps(q: Sql, rows: RowCache, counts: WindowCounts, held: De
         active: patch.active === undefined ? undefined : patch.active ? 1 : 0,
         props_json: patch.props === undefined ? undefined : JSON.stringify(patch.props),
         endpoint_id: patch.endpointId,
-        retention_json:
-          patch.retention === undefined
-            ? undefined
-            : patch.retention
-              ? JSON.stringify(patch.retention)
-              : null,
+        retention_json: retentionColumn(patch.retention),
       };
       rows.forgetSources();
       if (q.updateColumns("sources", id, patch.updatedAt, columns) === 0) return undefined;
