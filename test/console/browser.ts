@@ -141,3 +141,13 @@ export async function hasFocus(locator: Locator): Promise<boolean> {
     (e: { ownerDocument: { activeElement: unknown } }) => e === e.ownerDocument.activeElement,
   );
 }
+
+/**
+ * Fills the New source page's code field once its editor has taken over from the plain textarea: a
+ * fill that meets the swap (the textarea focused, then removed before the text is inserted) types into
+ * nothing, and the page keeps an empty code (seen once in a clean-clone run, at load).
+ */
+export async function fillComponentCode(page: Page, code: string): Promise<void> {
+  await page.getByText("JavaScript or TypeScript. Tab indents").waitFor({ timeout: wait });
+  await page.getByLabel("Component code").fill(code);
+}

@@ -12,6 +12,7 @@ import { adminKey } from "../helpers.ts";
 import {
   axe,
   consoleSuite,
+  fillComponentCode,
   focusedName,
   hasFocus,
   openPage,
@@ -104,7 +105,7 @@ test("accounts, an app prop choosing one, remote options, a propDefinition, and 
   // A component with an app prop, remote options and a propDefinition, through the generated form.
   await page.getByRole("link", { name: "Sources" }).click();
   await page.getByRole("link", { name: "New source" }).click();
-  await page.getByLabel("Component code").fill(propsDemo);
+  await fillComponentCode(page, propsDemo);
   await page.getByRole("button", { name: "Continue with this code" }).click();
   await page.getByRole("heading", { name: "New source: Props Demo" }).waitFor({ timeout: wait });
   await page.getByLabel("github", { exact: true }).selectOption({ label: "carol's github" });

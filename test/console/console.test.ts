@@ -13,6 +13,7 @@ import {
   assertFitsWidth,
   axe,
   consoleSuite,
+  fillComponentCode,
   openPage,
   signIn as signInAt,
   skip,
@@ -167,7 +168,7 @@ test("a user signs in, deploys from the registry, watches events, errors and del
 
   // A component that throws: its error shows on the Errors tab with message and stack.
   await page.getByRole("link", { name: "New source" }).click();
-  await page.getByLabel("Component code").fill(thrower);
+  await fillComponentCode(page, thrower);
   await page.getByRole("button", { name: "Continue with this code" }).click();
   await page.getByRole("heading", { name: "New source: Thrower" }).waitFor({ timeout: wait });
   await page.getByRole("button", { name: "Deploy" }).click();
