@@ -164,6 +164,16 @@ export const toSource = (r: Row): WithSeq<SourceRecord> => ({
   updatedAt: r.updated_at as number,
 });
 
+/** An event's own columns after its window's: id, id_ms, id_seq, indexed_at_ms, event_json, meta_json. */
+export const eventRowValues = (e: EventRecord): Array<string | number> => [
+  e.id,
+  e.idMs,
+  e.idSeq,
+  e.indexedAtMs,
+  JSON.stringify(e.event ?? null),
+  JSON.stringify(e.meta),
+];
+
 /** The `retention_json` column of a source patch: unchanged (undefined), the defaults (null), or a policy. */
 export const retentionColumn = (retention: SourceRecord["retention"]): string | null | undefined =>
   retention === undefined ? undefined : retention ? JSON.stringify(retention) : null;

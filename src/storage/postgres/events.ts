@@ -10,7 +10,7 @@
  */
 import type { EventQuery, EventRecord } from "../../domain/types.ts";
 import type { EventOps } from "../concerns.ts";
-import { toEvent } from "../rows.ts";
+import { eventRowValues, toEvent } from "../rows.ts";
 import type { Sql } from "./sql.ts";
 
 /**
@@ -28,14 +28,7 @@ const trimUpTo = 100;
  */
 function valueRows(events: EventRecord[], params: unknown[]): string[] {
   return events.map((e) => {
-    params.push(
-      e.id,
-      e.idMs,
-      e.idSeq,
-      e.indexedAtMs,
-      JSON.stringify(e.event ?? null),
-      JSON.stringify(e.meta),
-    );
+    params.push(...eventRowValues(e));
     const n = params.length;
     return `($1, $2, $${n - 5}, $${n - 4}, $${n - 3}, $${n - 2}, $${n - 1}, $${n})`;
   });

@@ -12,7 +12,7 @@
 import type { SQLInputValue } from "node:sqlite";
 import type { EventQuery, EventRecord } from "../../domain/types.ts";
 import type { EventOps } from "../concerns.ts";
-import { toEvent } from "../rows.ts";
+import { eventRowValues, toEvent } from "../rows.ts";
 import type { DeferredWrites } from "./deferred.ts";
 import { limitParam } from "./rows.ts";
 import type { Sql } from "./sql.ts";
@@ -94,14 +94,7 @@ export function eventOps(q: Sql, counts: WindowCounts, held: DeferredWrites): Ev
     // pages that row and its index entry live on, instead of appended pages and, later, the pruner's
     // deletes (docs/architecture.md, "Event windows"). Larger windows append.
     insertEvent: async (e, reuseAt) => {
-      const values = [
-        e.id,
-        e.idMs,
-        e.idSeq,
-        e.indexedAtMs,
-        JSON.stringify(e.event ?? null),
-        JSON.stringify(e.meta),
-      ];
+      const values = eventRowValues(e);
       if (
         reuseAt !== undefined &&
         reuseAt <= rewriteUpTo &&
