@@ -16,7 +16,7 @@ import os from "node:os";
 import path from "node:path";
 import { after, test } from "node:test";
 import { freePort, unmountScratchUnder } from "../helpers.ts";
-import { type FountChild, startFount } from "./fount-process.ts";
+import { allReceived, type FountChild, startFount } from "./fount-process.ts";
 
 const apiKey = "fnt_crashtestkey00000000000000000000";
 const hitsPerSource = 75; // 600 in all, each source within its 100-event window
@@ -198,17 +198,7 @@ test("every acknowledged emit survives a SIGKILL mid-load and is delivered at le
     `acknowledged events are stored events: ${summary}`,
   );
 
-  const deadline = Date.now() + deliveryWaitMs;
-  while (acked.some((k) => !received.has(k))) {
-    if (Date.now() > deadline) {
-      const missing = acked.filter((k) => !received.has(k));
-      assert.fail(
-        `${missing.length} acknowledged events never reached the receiver: ${missing.slice(0, 10).join(", ")}`,
-      );
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  const duplicates = [...received.values()].filter((c) => c > 1).length;
+  const duplicates = await allReceived(acked, received, deliveryWaitMs, "events");
   t.diagnostic(
     `${acked.length} of ${hitsPerSource * sources} hits acknowledged before the kill; ` +
       `${received.size} distinct events delivered, ${duplicates} more than once; ${Date.now() - started} ms`,

@@ -3,6 +3,8 @@
  * gives (its store, ports and key), and resolved once it answers /healthz. Every process started is
  * killed when the test file ends.
  */
+
+import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import os from "node:os";
 import path from "node:path";
@@ -68,4 +70,27 @@ export async function startFount(env: Record<string, string>): Promise<FountChil
     if (Date.now() > deadline) throw new Error(`fount did not start: ${out}`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/**
+ * Waits until every acknowledged key has reached the receiver (`received` counts arrivals per key), failing
+ * with the first missing ones after `waitMs`; answers how many keys arrived more than once.
+ */
+export async function allReceived(
+  acked: string[],
+  received: Map<string, number>,
+  waitMs: number,
+  what: string,
+): Promise<number> {
+  const deadline = Date.now() + waitMs;
+  while (acked.some((k) => !received.has(k))) {
+    if (Date.now() > deadline) {
+      const missing = acked.filter((k) => !received.has(k));
+      assert.fail(
+        `${missing.length} acknowledged ${what} never reached the receiver: ${missing.slice(0, 10).join(", ")}`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return [...received.values()].filter((c) => c > 1).length;
 }

@@ -15,7 +15,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { freePort, unmountScratchUnder } from "../helpers.ts";
 import { dropSchema, freshSchema, schemaUrl } from "../pg-schemas.ts";
-import { type FountChild, startFount } from "./fount-process.ts";
+import { allReceived, type FountChild, startFount } from "./fount-process.ts";
 
 const apiKey = "fnt_outboxcrashkey000000000000000000";
 /** Hits at most (the kill comes long before); the check is on the receiver, not the source's last 100 events. */
@@ -137,17 +137,7 @@ for (const driver of ["sqlite", "postgres"] as const) {
     const acked = [...acknowledged];
 
     fount = await startOn(env);
-    const deadline = Date.now() + deliveryWaitMs;
-    while (acked.some((k) => !received.has(k))) {
-      if (Date.now() > deadline) {
-        const missing = acked.filter((k) => !received.has(k));
-        assert.fail(
-          `${missing.length} acknowledged emits never reached the receiver: ${missing.slice(0, 10).join(", ")}`,
-        );
-      }
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    const duplicates = [...received.values()].filter((c) => c > 1).length;
+    const duplicates = await allReceived(acked, received, deliveryWaitMs, "emits");
     t.diagnostic(
       `${driver}: ${acked.length} acknowledged before the kill, ${deliveredBeforeKill} delivered by then; ` +
         `${received.size} distinct events delivered in all, ${duplicates} more than once`,
