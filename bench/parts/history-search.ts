@@ -238,17 +238,17 @@ async function oneStore(
   if (bytes > 0) figures.push(figure(part, "search indexes per event", bytes / total, "bytes"));
 }
 
-/** Bytes of the search indexes: FTS5's shadow tables on SQLite (dbstat), the two GIN indexes on PostgreSQL. */
+/**
+ * Bytes of the search indexes: on SQLite the index file's pages in use (FTS5's tables, with the copy of
+ * each event's text it keeps), on PostgreSQL the two GIN indexes.
+ */
 async function indexBytes(fount: FountProcess, store: BenchStore): Promise<number> {
   if (store.driver === "sqlite") {
-    const db = new DatabaseSync(path.join(fount.dataDir, "fount.db"), { readOnly: true });
+    const db = new DatabaseSync(path.join(fount.dataDir, "fount-search.db"), { readOnly: true });
+    const pragma = (name: string) =>
+      Number((db.prepare(`PRAGMA ${name}`).get() as Record<string, number>)[name]);
     try {
-      const r = db.prepare("SELECT sum(pgsize) AS n FROM dbstat WHERE name LIKE 'events_text%'").get() as {
-        n: number;
-      };
-      return r.n;
-    } catch {
-      return 0; // dbstat not compiled in
+      return (pragma("page_count") - pragma("freelist_count")) * pragma("page_size");
     } finally {
       db.close();
     }

@@ -121,6 +121,8 @@ export const restore: Command = {
     // Checked as a copy in the data dir, then renamed into place: a bad file leaves nothing behind.
     const staging = path.join(dataDir, `${storeFile}.restoring`);
     const { openSqliteStorage } = await import("../storage/sqlite/driver.ts");
+    // Opening the copy writes an event search index file beside it: removed, the server makes its own.
+    const { indexFileOf, removeIndexFile } = await import("../storage/sqlite/search-indexer.ts");
     try {
       await checkDatabase(file);
       mkdirSync(dataDir, { recursive: true });
@@ -129,6 +131,7 @@ export const restore: Command = {
       const users = await store.countUsers();
       await store.close();
       for (const suffix of ["-wal", "-shm"]) rmSync(staging + suffix, { force: true });
+      removeIndexFile(indexFileOf(staging));
       renameSync(staging, target);
       chmodSync(target, 0o600);
       if (typeof key === "string") {
@@ -145,6 +148,7 @@ export const restore: Command = {
       });
     } catch (err) {
       for (const suffix of ["", "-wal", "-shm"]) rmSync(staging + suffix, { force: true });
+      removeIndexFile(indexFileOf(staging));
       if (err instanceof CliError) throw err;
       throw new CliError(`${file} cannot be restored: ${(err as Error).message}`, "restore_failed");
     }

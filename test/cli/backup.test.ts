@@ -4,7 +4,15 @@
  * source and its events (and can open the webhook's sealed secret); the refusals leave nothing behind.
  */
 import assert from "node:assert/strict";
-import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
@@ -64,6 +72,14 @@ test("a backup taken while the server takes hits restores into an empty dir that
   assert.equal(back.code, 0, back.stderr);
   assert.match(back.stdout, /Restored .* user\(s\)/);
 
+  assert.deepEqual(
+    readdirSync(restored).filter((f) => f.includes("restoring")),
+    [],
+    "the staging copy left no file behind",
+  );
+  // A search index file left in the data dir (here the live server's, of newer events) is not the
+  // restored store's: the restored server makes its own, and a search finds exactly the restored events.
+  copyFileSync(path.join(server.dataDir, "fount-search.db"), path.join(restored, "fount-search.db"));
   const second = await startServer({ dataDir: restored });
   try {
     const s = await second.api("GET", `/v1/sources/${source.id}`, { key: user.key });
@@ -75,6 +91,17 @@ test("a backup taken while the server takes hits restores into an empty dir that
     assert.ok(
       events.body.data.length >= 5,
       `the events committed before the backup: ${events.body.data.length}`,
+    );
+    const found = await second.api(
+      "GET",
+      `/v1/sources/${source.id}/event_summaries?limit=100&q=${encodeURIComponent("POST")}`,
+      { key: user.key },
+    );
+    assert.equal(found.status, 200, found.text);
+    assert.deepEqual(
+      found.body.data.map((e: { id: string }) => e.id),
+      events.body.data.map((e: { id: string }) => e.id),
+      "the search reads an index of the restored events",
     );
     // The webhook's signing secret is sealed with the key: the restored server opens it.
     const w = await second.api("GET", `/v1/webhooks/${hook.body.data.id}`, { key: user.key });

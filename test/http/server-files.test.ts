@@ -40,3 +40,36 @@ test("a secret.key left readable by others is narrowed to 0600 at start, and no 
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
 });
+
+test("the SQLite store and its event search index file, with their -wal and -shm, are 0600 and closed to other uids", async () => {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "fount-files-"));
+  const server = await startServer({ dataDir });
+  try {
+    const source = await server.api("POST", "/v1/sources", {
+      body: {
+        component_code:
+          "export default { name: 'files', version: '0.0.1', run() { this.$emit({ word: 'findable' }) } }",
+        name: "files",
+      },
+    });
+    assert.equal(source.status, 200, source.text);
+    assert.equal(
+      (await server.api("POST", `/v1/sources/${source.body.data.id}/run`, { body: {} })).status,
+      200,
+    );
+    // A search has the index worker write the index file, so that its -wal and -shm exist.
+    const found = await server.api("GET", `/v1/sources/${source.body.data.id}/event_summaries?q=findable`);
+    assert.equal(found.status, 200, found.text);
+    assert.equal(found.body.data.length, 1);
+    const files = fs.readdirSync(dataDir).filter((f) => /^fount(-search)?\.db(-wal|-shm)?$/.test(f));
+    for (const name of ["fount.db", "fount.db-wal", "fount-search.db", "fount-search.db-wal"])
+      assert.ok(files.includes(name), `${name} in ${files.join(", ")}`);
+    for (const name of files) {
+      assert.equal(fs.statSync(path.join(dataDir, name)).mode & 0o777, 0o600, name);
+      if (process.getuid?.() === 0) assert.equal(readAsStranger(path.join(dataDir, name)), "EACCES", name);
+    }
+  } finally {
+    await server.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});

@@ -4,7 +4,7 @@
  * migration changes in rows already stored.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
@@ -16,6 +16,14 @@ import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
 import { dropSchema, freshSchema, testPgUrl } from "../pg-schemas.ts";
 
 const sqliteMigrations = path.join(import.meta.dirname, "../../src/storage/sqlite/migrations");
+
+/** Takes a SQLite store (closed) back to before the event search (migrations 014, 019 and 020), index file included. */
+function backToBeforeSearch(db: DatabaseSync, dataDir: string): void {
+  db.exec(`DROP TRIGGER events_text_insert; DROP TRIGGER events_text_delete; DROP TRIGGER events_text_update;
+    DROP TABLE events_text_queue; DROP TABLE search_index; DELETE FROM schema_migrations WHERE version IN (14, 19, 20)`);
+  for (const suffix of ["", "-wal", "-shm"])
+    rmSync(path.join(dataDir, `fount-search.db${suffix}`), { force: true });
+}
 const pgVersions = readdirSync(path.join(import.meta.dirname, "../../src/storage/postgres/migrations"))
   .filter((f) => f.endsWith(".sql"))
   .map((f) => Number.parseInt(f, 10));
@@ -235,8 +243,7 @@ test("sqlite: migration 014 indexes the events a store at 013 kept", async () =>
   await eventsBeforeSearch(store);
   await store.close();
   const db = new DatabaseSync(path.join(dataDir, "fount.db"));
-  db.exec(`DROP TRIGGER events_text_insert; DROP TRIGGER events_text_delete; DROP TRIGGER events_text_update;
-    DROP TABLE events_text; DROP TABLE events_text_queue; DELETE FROM schema_migrations WHERE version IN (14, 19)`);
+  backToBeforeSearch(db, dataDir);
   db.close();
   const migrated = openSqliteStorage({ dataDir });
   try {
@@ -337,8 +344,9 @@ test("sqlite: a store with every migration but 011 (013, 014 and on) applies 011
     const applied = (
       check.prepare("SELECT version FROM schema_migrations").all() as Array<{ version: number }>
     ).map((r) => r.version);
-    // The event search's index (migration 014, kept by triggers) still matches the rows 011 rewrote.
-    check.exec("INSERT INTO events_text (events_text) VALUES ('integrity-check')");
+    // The event search's index (its own file since migration 020) is sound after 011 rewrote the rows.
+    check.prepare("ATTACH DATABASE ? AS search").run(path.join(dataDir, "fount-search.db"));
+    check.exec("INSERT INTO search.events_text (events_text) VALUES ('integrity-check')");
     check.close();
     await assertRetentionMigrated(store, applied);
   } finally {
@@ -389,8 +397,7 @@ test("sqlite: migration 019 keeps a search index that 014's triggers kept exact,
   await openSqliteStorage({ dataDir }).close();
   // Back to a store at 014 whose events the triggers indexed as they were written.
   const db = new DatabaseSync(path.join(dataDir, "fount.db"));
-  db.exec(`DROP TRIGGER events_text_insert; DROP TRIGGER events_text_delete; DROP TRIGGER events_text_update;
-    DROP TABLE events_text; DROP TABLE events_text_queue; DELETE FROM schema_migrations WHERE version IN (14, 19)`);
+  backToBeforeSearch(db, dataDir);
   db.exec(readFileSync(path.join(sqliteMigrations, "014-event-search.sql"), "utf8"));
   db.exec("INSERT INTO schema_migrations VALUES (14, '014-event-search.sql', 0)");
   const insert = db.prepare(

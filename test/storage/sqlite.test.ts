@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
@@ -132,9 +132,10 @@ test("sqlite: an event whose statement fails leaves its window and its count as 
   }
 });
 
-/** The IDs the FTS index finds for `text`, read on a connection of its own (a search would catch up first). */
+/** The IDs the FTS index (in its own file) finds for `text`, read on a connection of its own (a search would catch up first). */
 function indexedIds(dataDir: string, text: string): string[] | undefined {
   const db = new DatabaseSync(path.join(dataDir, "fount.db"), { readOnly: true });
+  db.prepare("ATTACH DATABASE ? AS search").run(path.join(dataDir, "fount-search.db"));
   try {
     const queued = (db.prepare("SELECT count(*) AS n FROM events_text_queue").get() as { n: number }).n;
     if (queued > 0) return undefined;
@@ -168,6 +169,36 @@ test("sqlite: the search index catches up after commit by itself: new text in, o
     await until("word0x", []);
     await store.deleteEvents("dc_kept", undefined, undefined, "");
     await until("word", []);
+  } finally {
+    await store.close();
+  }
+});
+
+test("sqlite: a search index file of another store is not used: the store makes its own and searches stay exact", async () => {
+  const search = (store: ReturnType<typeof openSqliteStorage>, text: string) =>
+    store
+      .searchEvents({ emitterId: "dc_kept", channel: "", text: [text] }, { limit: 10 })
+      .then((page) => page.items.map((e) => e.id));
+  const dirs = [0, 1].map(() => mkdtempSync(path.join(os.tmpdir(), "fount-store-")));
+  const words = ["alphaword", "betaword"];
+  for (const [i, dataDir] of dirs.entries()) {
+    const store = openSqliteStorage({ dataDir });
+    try {
+      // The same rowids in both stores, with other text.
+      for (let n = 0; n < 3; n++) await store.insertEvent({ ...event(n), event: { text: words[i] } }, 10);
+      assert.deepEqual(await search(store, words[i]!), ["9-2", "9-1", "9-0"]);
+    } finally {
+      await store.close();
+    }
+  }
+  // The first store's index file, dropped into the second's data dir (a copied or restored data dir).
+  for (const suffix of ["", "-wal", "-shm"])
+    rmSync(path.join(dirs[1]!, `fount-search.db${suffix}`), { force: true });
+  copyFileSync(path.join(dirs[0]!, "fount-search.db"), path.join(dirs[1]!, "fount-search.db"));
+  const store = openSqliteStorage({ dataDir: dirs[1]!, searchIndexDelayMs: 3_600_000 });
+  try {
+    assert.deepEqual(await search(store, "alphaword"), [], "nothing of the other store's index is found");
+    assert.deepEqual(await search(store, "betaword"), ["9-2", "9-1", "9-0"]);
   } finally {
     await store.close();
   }

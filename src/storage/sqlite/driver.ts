@@ -44,7 +44,7 @@ import { migrate } from "./migrate.ts";
 import { nodeOps } from "./node-ops.ts";
 import { OutboxWrites } from "./outbox-writes.ts";
 import { RowCache } from "./row-cache.ts";
-import { SearchIndexer } from "./search-indexer.ts";
+import { indexFileOf, SearchIndexer } from "./search-indexer.ts";
 import { sessionOps } from "./sessions.ts";
 import { sourceOps } from "./sources.ts";
 import { Sql } from "./sql.ts";
@@ -102,6 +102,7 @@ function opsOn(
   counts: WindowCounts,
   held: DeferredWrites,
   outbox: OutboxWrites,
+  search: Sql,
   indexer: SearchIndexer,
 ): StorageOps {
   return {
@@ -116,9 +117,9 @@ function opsOn(
     ...workflowOps(q, rows),
     ...deliveryOps(q, outbox),
     ...deliveryHistoryOps(q),
-    ...eventSearchOps(q, () => {
+    ...eventSearchOps(search, async () => {
       held.settle();
-      indexer.catchUp();
+      await indexer.catchUp();
     }),
     ...nodeOps(q),
   };
@@ -159,8 +160,14 @@ export function openSqliteStorage(options: {
     addUsage: (userId, day, d) => writeUsage(q, userId, day, d),
   });
   const outbox = new OutboxWrites(q);
-  const indexer = new SearchIndexer(q);
-  const ops = settlingOutbox(opsOn(q, rows, counts, held, outbox, indexer), outbox);
+  const indexFile = indexFileOf(file);
+  const indexer = new SearchIndexer(q, file, indexFile);
+  // Searches read on a connection of their own, with the index file attached: attached to the writing
+  // connection, every BEGIN IMMEDIATE would also take the index file's write lock from the worker.
+  const reader = new DatabaseSync(file, { readOnly: true });
+  reader.exec("PRAGMA busy_timeout = 5000");
+  reader.prepare("ATTACH DATABASE ? AS search").run(indexFile);
+  const ops = settlingOutbox(opsOn(q, rows, counts, held, outbox, new Sql(reader), indexer), outbox);
   const lock = new AsyncLock();
   indexer.start(lock, db, options.searchIndexDelayMs ?? 1000);
   let closed = false;
@@ -180,6 +187,11 @@ export function openSqliteStorage(options: {
     getSourceByEndpoint: cacheFirst((id) => rows.sourcesByEndpoint.get(id), locked.getSourceByEndpoint),
     getUser: cacheFirst((id) => rows.users.get(id), locked.getUser),
     getSource: cacheFirst((id) => rows.sourcesById.get(id), locked.getSource),
+    // Most of a large backlog (a bulk load, an upgrade) is indexed before the search takes the lock.
+    searchEvents: async (search, page) => {
+      await indexer.approach(lock);
+      return locked.searchEvents(search, page);
+    },
     driver: "sqlite",
     capabilities: { listenNotify: false, skipLocked: false, sharedByNodes: false },
     // The file lives with the process: it cannot go away while the server runs.
@@ -214,8 +226,11 @@ export function openSqliteStorage(options: {
     close: async () => {
       if (closed) return;
       closed = true;
-      indexer.stop();
-      await lock.run(() => db.close());
+      await indexer.stop();
+      await lock.run(() => {
+        reader.close();
+        db.close();
+      });
     },
   };
 }

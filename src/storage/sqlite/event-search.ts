@@ -90,10 +90,10 @@ function searchQuery(
   return { body: `FROM ${from} WHERE ${where.join(" AND ")}`, order: pageOrder(page), params };
 }
 
-export function eventSearchOps(q: Sql, settle: () => void): EventSearchOps {
+export function eventSearchOps(q: Sql, settle: () => Promise<void>): EventSearchOps {
   return {
     searchEvents: async (search, page) => {
-      settle();
+      await settle();
       const { body, order, params } = searchQuery(search, page);
       let items = q.all(`SELECT e.* ${body} ${order} LIMIT ?`, [...params, page.limit], toEvent);
       if (page.before) items = items.reverse();

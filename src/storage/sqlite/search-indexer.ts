@@ -1,97 +1,216 @@
 /**
- * Keeps the event search's FTS5 index (migrations 014 and 019) up to date off the commit path. Storing,
- * overwriting or deleting an event only queues its rowid (a trigger, in the writer's transaction); this
- * indexes the queued rowids in batches, each in a transaction of its own under the driver's lock, a short
- * while after they were written, and all of them before every search (so a search is exact: an event is
- * found as soon as its emit is acknowledged, and an overwritten or deleted one no longer is).
+ * Keeps the event search's FTS5 index up to date off the commit path and off the event loop. The index
+ * lives in a file of its own beside the store (`fount-search.db`, migration 020), written only by a
+ * worker thread (search-index-worker.ts). Storing, overwriting or deleting an event only queues its
+ * rowid (a trigger, in the writer's transaction); the worker indexes the queued rowids in batches a
+ * short while after they were written, and all of them before every search, so that a search is exact:
+ * an event is found as soon as its emit is acknowledged, and an overwritten or deleted one no longer is.
  *
- * A rowid is indexed with the events table's text at that time, so a window's slot overwritten several
- * times between two runs is tokenized once; its old text, which an external-content FTS5 table needs in
- * order to remove it, is the one the queue kept (docs/architecture.md, "Performance").
+ * A rowid is indexed with its row's text at that time, so a window's slot overwritten several times
+ * between two batches is tokenized once (docs/architecture.md, "Performance").
  */
-import type { DatabaseSync } from "node:sqlite";
+import { randomBytes } from "node:crypto";
+import { chmodSync, rmSync } from "node:fs";
+import { DatabaseSync } from "node:sqlite";
+import { Worker } from "node:worker_threads";
 import type { AsyncLock } from "../../async-lock.ts";
+import type { IndexReply, IndexRequest, IndexWorkerData } from "./search-index-worker.ts";
 import type { Sql } from "./sql.ts";
 
-/** Rowids indexed per transaction: a few milliseconds of the lock, so that emits wait little. */
-const batchSize = 200;
+/**
+ * Rowids indexed per batch. The worker holds no lock of the store's, so a batch can be large: fewer,
+ * larger FTS5 segments to merge later.
+ */
+const batchSize = 1000;
+
+/** Queued rowids a search lets the worker index without holding the store's lock first. */
+const lockedCatchUpAtMost = 2 * batchSize;
+
+/** The index file beside a store file: `fount.db` → `fount-search.db`. */
+export function indexFileOf(storeFile: string): string {
+  return `${storeFile.replace(/\.db$/, "")}-search.db`;
+}
+
+/** Removes an index file with its WAL and shared-memory files. */
+export function removeIndexFile(indexFile: string): void {
+  for (const suffix of ["", "-wal", "-shm"]) rmSync(indexFile + suffix, { force: true });
+}
 
 /**
- * Index pages merged after each batch. FTS5 merges its segments on its own (`automerge`), and at a
- * million events one such merge took up to 0.73 s inside one batch (p99 134 ms over 5,000 batches), which
- * every emit waiting for the lock paid. With automatic merges off and this many pages merged after each
- * batch, the longest batch was 138 ms (p99 66 ms) for 8 % more indexing time in all, and a search 45
- * instead of 34 ms (docs/architecture.md, "Performance"). `crisismerge` is raised so that FTS5 does not
- * merge a whole level at once before these small steps have.
+ * Makes sure the index file is this store's: a missing file, or one written for another store or an
+ * older copy of this one (its token differs from the store's), is made anew and every event queued.
  */
-const mergePages = 100;
+function prepareIndexFile(q: Sql, indexFile: string): void {
+  const token = q.get("SELECT token FROM search_index WHERE id = 1", [], (r) => r.token as string);
+  let current = false;
+  if (token !== undefined) {
+    let file: DatabaseSync | undefined;
+    try {
+      file = new DatabaseSync(indexFile, { readOnly: true });
+      const row = file.prepare("SELECT token FROM search_index_of WHERE id = 1").get() as
+        | { token: string }
+        | undefined;
+      current = row?.token === token;
+    } catch {
+      // No file, or not an index file: made anew below.
+    } finally {
+      file?.close();
+    }
+  }
+  if (current) return;
+  const fresh = randomBytes(16).toString("hex");
+  removeIndexFile(indexFile);
+  const file = new DatabaseSync(indexFile);
+  try {
+    file.exec(`PRAGMA journal_mode = WAL;
+      CREATE TABLE search_index_of (id INTEGER PRIMARY KEY CHECK (id = 1), token TEXT NOT NULL);
+      CREATE VIRTUAL TABLE events_text USING fts5(event_json, tokenize = 'trigram');`);
+    file.prepare("INSERT INTO search_index_of (id, token) VALUES (1, ?)").run(fresh);
+  } finally {
+    file.close();
+  }
+  for (const suffix of ["", "-wal", "-shm"]) {
+    try {
+      chmodSync(indexFile + suffix, 0o600);
+    } catch {
+      // -wal/-shm exist only while a connection has the file open.
+    }
+  }
+  q.db.exec("BEGIN IMMEDIATE");
+  try {
+    q.run(
+      `INSERT INTO events_text_queue (event_rowid) SELECT rowid FROM events WHERE true
+         ON CONFLICT (event_rowid) DO UPDATE SET changes = changes + 1`,
+      [],
+    );
+    q.run(
+      "INSERT INTO search_index (id, token) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET token = excluded.token",
+      [fresh],
+    );
+    q.db.exec("COMMIT");
+  } catch (err) {
+    q.db.exec("ROLLBACK");
+    throw err;
+  }
+}
 
-/** The queued rowids of the event search's index, and their indexing. */
+/** The queued rowids of the event search's index, and the worker that indexes them. */
 export class SearchIndexer {
   readonly #q: Sql;
+  readonly #data: IndexWorkerData;
+  #worker: Worker | undefined;
+  #nextId = 1;
+  readonly #waiting = new Map<
+    number,
+    { resolve: (d: Array<[number, number]>) => void; reject: (e: Error) => void }
+  >();
   #timer: NodeJS.Timeout | undefined;
   #running = false;
+  #stopped = false;
 
-  constructor(q: Sql) {
+  constructor(q: Sql, storeFile: string, indexFile: string) {
     this.#q = q;
-    // Kept in the index's own config table: set at each open, the same values whoever opens the file.
-    q.db.exec(
-      "INSERT INTO events_text (events_text, rank) VALUES ('automerge', 0); " +
-        "INSERT INTO events_text (events_text, rank) VALUES ('crisismerge', 200)",
-    );
+    this.#data = { storeFile, indexFile };
+    prepareIndexFile(q, indexFile);
   }
 
-  /** Indexes up to `limit` queued rowids (inside the caller's transaction, if one is open); how many. */
-  indexBatch(limit = batchSize): number {
+  /** The worker, started on first use and again after it failed. */
+  #thread(): Worker {
+    if (this.#worker) return this.#worker;
+    const worker = new Worker(new URL("./search-index-worker.ts", import.meta.url), {
+      workerData: this.#data,
+    });
+    worker.unref();
+    worker.on("message", (reply: IndexReply) => {
+      const waiting = this.#waiting.get(reply.id);
+      this.#waiting.delete(reply.id);
+      if (!waiting) return;
+      if ("error" in reply) waiting.reject(new Error(`The search index: ${reply.error}`));
+      else waiting.resolve(reply.done);
+    });
+    const fail = (err: Error) => {
+      if (this.#worker === worker) this.#worker = undefined;
+      for (const w of this.#waiting.values()) w.reject(err);
+      this.#waiting.clear();
+    };
+    worker.on("error", fail);
+    worker.on("exit", (code) => fail(new Error(`The search index's worker stopped (${code})`)));
+    this.#worker = worker;
+    return worker;
+  }
+
+  /** Has the worker index up to `limit` queued rowids; the `[rowid, changes]` pairs it indexed. */
+  #indexBatch(limit = batchSize): Promise<Array<[number, number]>> {
+    if (this.#stopped) return Promise.reject(new Error("The store is closed"));
+    const id = this.#nextId++;
+    return new Promise((resolve, reject) => {
+      this.#waiting.set(id, { resolve, reject });
+      this.#thread().postMessage({ id, limit } satisfies IndexRequest);
+    });
+  }
+
+  /**
+   * Forgets the queue entries the worker indexed, unless their row changed since it read them (then
+   * they stay queued and are indexed again). Inside the caller's transaction, if one is open.
+   */
+  #forget(done: Array<[number, number]>): void {
+    if (done.length === 0) return;
     const q = this.#q;
-    if (!q.get("SELECT 1 AS queued FROM events_text_queue LIMIT 1", [], () => true)) return 0;
-    // The queue is read inside the write transaction: another process on the file (a CLI command) may
-    // index the same rowids, and a rowid deleted from the index with a text it no longer holds would
-    // corrupt it.
     const own = !q.db.isTransaction;
     if (own) q.db.exec("BEGIN IMMEDIATE");
     try {
-      const queued = q.all(
-        "SELECT event_rowid, indexed_json FROM events_text_queue ORDER BY event_rowid LIMIT ?",
-        [limit],
-        (r) => ({ rowid: r.event_rowid as number, indexed: r.indexed_json as string | null }),
+      q.run(
+        `DELETE FROM events_text_queue WHERE (event_rowid, changes) IN
+           (SELECT value ->> 0, value ->> 1 FROM json_each(?))`,
+        [JSON.stringify(done)],
       );
-      for (const { rowid, indexed } of queued) {
-        if (indexed !== null)
-          q.run("INSERT INTO events_text (events_text, rowid, event_json) VALUES ('delete', ?, ?)", [
-            rowid,
-            indexed,
-          ]);
-        q.run(
-          "INSERT INTO events_text (rowid, event_json) SELECT rowid, event_json FROM events WHERE rowid = ?",
-          [rowid],
-        );
-        q.run("DELETE FROM events_text_queue WHERE event_rowid = ?", [rowid]);
-      }
-      q.run("INSERT INTO events_text (events_text, rank) VALUES ('merge', ?)", [mergePages]);
       if (own) q.db.exec("COMMIT");
-      return queued.length;
     } catch (err) {
       if (own) q.db.exec("ROLLBACK");
       throw err;
     }
   }
 
-  /** Indexes every queued rowid (before a search; the caller holds the lock). */
-  catchUp(): void {
-    while (this.indexBatch() === batchSize);
+  /** Whether more than `n` rowids are queued. */
+  #queuedOver(n: number): boolean {
+    return this.#q.get("SELECT 1 AS over FROM events_text_queue LIMIT 1 OFFSET ?", [n], () => true) ?? false;
   }
 
   /**
-   * Indexes what was queued every `intervalMs`, a batch per turn of the lock, so that writers queued
-   * behind it go between two batches. Stops at `stop`.
+   * Indexes until at most a couple of batches are queued, without holding the store's lock while the
+   * worker works (a search after a bulk load or an upgrade must not stop every emit meanwhile).
+   */
+  async approach(lock: AsyncLock): Promise<void> {
+    while (await lock.run(() => this.#queuedOver(lockedCatchUpAtMost))) {
+      const done = await this.#indexBatch();
+      await lock.run(() => this.#forget(done));
+    }
+  }
+
+  /** Indexes every queued rowid (before a search; the caller holds the lock, so nothing is queued meanwhile). */
+  async catchUp(): Promise<void> {
+    for (;;) {
+      const done = await this.#indexBatch();
+      this.#forget(done);
+      if (done.length < batchSize) return;
+    }
+  }
+
+  /**
+   * Indexes what was queued every `intervalMs`, batch after batch until the queue is empty; each batch's
+   * queue entries are forgotten in a turn of the lock. Stops at `stop`.
    */
   start(lock: AsyncLock, db: DatabaseSync, intervalMs: number): void {
     const run = async () => {
-      if (this.#running || !db.isOpen) return;
+      // Nothing queued: the worker is not woken.
+      if (this.#running || !db.isOpen || !this.#queuedOver(0)) return;
       this.#running = true;
       try {
-        while (this.#timer && (await lock.run(() => (db.isOpen ? this.indexBatch() : 0))) === batchSize);
+        while (this.#timer) {
+          const done = await this.#indexBatch();
+          await lock.run(() => (db.isOpen ? this.#forget(done) : undefined));
+          if (done.length < batchSize) break;
+        }
       } finally {
         this.#running = false;
       }
@@ -101,8 +220,10 @@ export class SearchIndexer {
     this.#timer.unref();
   }
 
-  stop(): void {
+  async stop(): Promise<void> {
     clearInterval(this.#timer);
     this.#timer = undefined;
+    this.#stopped = true;
+    await this.#worker?.terminate();
   }
 }
