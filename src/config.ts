@@ -60,6 +60,8 @@ export interface Config {
   executorV8Flags: string[];
   /** An owner's executor with nothing to do for this long is stopped (FOUNT_EXECUTOR_IDLE_S). */
   executorIdleMs: number;
+  /** Executor processes started ahead for owners whose process is not running (FOUNT_EXECUTOR_SPARES). */
+  executorSpares: number;
   /** Largest event a source may emit (JSON bytes). */
   maxEventBytes: number;
   /** Largest `this.db` of one source (JSON bytes); writes beyond it fail the invocation. */
@@ -308,6 +310,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     executorRealmsPerOwner: int(env, "FOUNT_EXECUTOR_REALMS_PER_OWNER", 16, 1),
     executorV8Flags: (env.FOUNT_EXECUTOR_V8_FLAGS ?? "").split(/\s+/).filter(Boolean),
     executorIdleMs: int(env, "FOUNT_EXECUTOR_IDLE_S", 600, 1) * 1000,
+    executorSpares: int(env, "FOUNT_EXECUTOR_SPARES", 2, 0),
     maxEventBytes: int(env, "FOUNT_MAX_EVENT_BYTES", 1024 * 1024, 1024),
     maxDbBytes: int(env, "FOUNT_MAX_DB_BYTES", 4 * 1024 * 1024, 1024),
     bodyLimitBytes: 1024 * 1024,

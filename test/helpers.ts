@@ -122,6 +122,9 @@ export async function startServer(
       FOUNT_AUTH_FAILURE_LIMIT: "0",
       // One npm cache for every test server, so packages download once per machine.
       FOUNT_NPM_CACHE: path.join(os.tmpdir(), "fount-test-npm-cache"),
+      // Tests that look at an owner's scratch folder or process start it themselves; spares have
+      // their own tests (test/http/spares.test.ts).
+      FOUNT_EXECUTOR_SPARES: "0",
       ...env,
     },
     { dataDir, port: 0, endpointPort: 0, ...overrides },
@@ -203,4 +206,23 @@ export async function freePort(): Promise<number> {
   const { port } = probe.address() as net.AddressInfo;
   await new Promise<void>((resolve) => probe.close(() => resolve()));
   return port;
+}
+
+/**
+ * Runs `script` in a plain node process (no permission model) under `uid`: what it printed, or the error
+ * code. What the kernel alone allows an executor uid, as after a bypass of the permission model.
+ */
+export function asUid(uid: number, script: string): string {
+  try {
+    return execFileSync(process.execPath, ["-e", script], {
+      uid,
+      gid: uid,
+      env: {},
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+    }).trim();
+  } catch (err) {
+    const stderr = String((err as { stderr?: unknown }).stderr ?? "");
+    return /\b(EACCES|EPERM|ENOENT)\b/.exec(stderr)?.[1] ?? stderr;
+  }
 }

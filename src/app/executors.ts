@@ -56,6 +56,7 @@ export async function startExecutors(
       realmsPerOwner: config.executorRealmsPerOwner,
       v8Flags: config.executorV8Flags,
       idleMs: config.executorIdleMs,
+      spares: config.executorSpares,
       defaultTimeoutMs: config.invocationTimeoutMs,
       maxEmitBytes: config.maxEventBytes,
       extraCaCertsFile: config.executorCaCerts,
@@ -92,6 +93,7 @@ export async function startExecutors(
           ? `scratch: each owner's folder is a ${scratch.limitMb} MB tmpfs; writing past it fails with ENOSPC`
           : `scratch: no tmpfs here, so each owner's folder is measured every 500 ms; one over ${scratch.limitMb} MB has its executor stopped (scratch_full) and the folder emptied`,
     );
+    executor.startSpares();
   }
   return { executor, egress, startNotes };
 }

@@ -6,14 +6,13 @@
  * executor is granted its own owner's folder only; as root the kernel closes the others too.
  */
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { deploy, emitted, hit } from "../fixtures/components/fixtures.ts";
-import { startServer, type TestServer } from "../helpers.ts";
+import { asUid, startServer, type TestServer } from "../helpers.ts";
 
 const isRoot = process.getuid?.() === 0;
 /** Access refusals of Node's permission model, or of the OS when a path slips past it. */
@@ -60,22 +59,6 @@ function bundlesOf(dir: string, code: string): string[] {
 /** The uid of an owner's executor: its scratch folder is owned by it. */
 function executorUid(server: TestServer, ownerId: string): number {
   return fs.statSync(path.join(server.dataDir, "scratch", ownerId)).uid;
-}
-
-/** Runs `script` in a plain node process (no permission model) under `uid`; what it printed or the error code. */
-function asUid(uid: number, script: string): string {
-  try {
-    return execFileSync(process.execPath, ["-e", script], {
-      uid,
-      gid: uid,
-      env: {},
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "pipe"],
-    }).trim();
-  } catch (err) {
-    const stderr = String((err as { stderr?: unknown }).stderr ?? "");
-    return /\b(EACCES|EPERM|ENOENT)\b/.exec(stderr)?.[1] ?? stderr;
-  }
 }
 
 let server: TestServer;

@@ -45,6 +45,11 @@ export interface ChildInit {
    * the owner (docs/isolation.md). Absent: 16.
    */
   realmsPerOwner?: number;
+  /**
+   * Started as a spare, before its owner was known (executors/spares.ts): its spare realm waits for
+   * the first message however long it takes, instead of being stopped after a while.
+   */
+  spare?: boolean;
 }
 
 /** What the invocations of one batch share; deduplicated per batch so props cross the pipe once. */

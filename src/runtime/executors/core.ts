@@ -7,7 +7,7 @@
  */
 import path from "node:path";
 import type { ChildInit, ToChild } from "../child/protocol.ts";
-import type { InvokeResult, LateWork } from "../types.ts";
+import type { BuiltComponent, InvokeResult, LateWork } from "../types.ts";
 import type { Grants } from "./grants.ts";
 import {
   type Batch,
@@ -19,6 +19,7 @@ import {
   type Owner,
   type Reason,
   type SourceState,
+  type SpareSlot,
 } from "./model.ts";
 import type { ScratchLimit } from "./scratch.ts";
 
@@ -82,6 +83,18 @@ export interface PoolCore {
   kill(child: Child, reason: Reason): void;
   /** Stops a retired process once it has nothing left to run. */
   stopIfRetired(child: Child): void;
+  /** Starts a process for `owner`, or a spare (with `spare`) whose `owner` is a stand-in. */
+  spawn(owner: Owner, spare?: SpareSlot): Child;
+
+  // spares.ts: processes started ahead
+  /** A waiting spare, made `owner`'s process, when one waits and the owner has no process. */
+  takeSpare(owner: Owner): Child | undefined;
+  /** Creates a spare's folder once its uid is known, before the fork. */
+  prepareSpare(child: Child): Promise<void>;
+  /** The path `child` reads the component's entry file by. */
+  entryPath(child: Child, component: BuiltComponent): string;
+  /** A spare-born process ended; `released` settles once its scratch folder is released. */
+  spareGone(child: Child, released: Promise<void>): void;
 
   // dispatch.ts: queues and batches
   /** Sends the source's queued calls, as a batch or as the batch waiting behind the running one. */

@@ -28,7 +28,12 @@ import {
 } from "./model.ts";
 
 /** Builds the batch message and updates the source's and the child's db bookkeeping to match. */
-export function batchMessage(batch: Batch, child: Child, send: (message: ToChild) => void): BatchMessage {
+export function batchMessage(
+  batch: Batch,
+  child: Child,
+  send: (message: ToChild) => void,
+  entryPath: (component: BuiltComponent) => string,
+): BatchMessage {
   const cfgs: BatchConfig[] = [];
   const index = new Map<string, number>();
   let prev: InvokeRequest | undefined;
@@ -50,7 +55,7 @@ export function batchMessage(batch: Batch, child: Child, send: (message: ToChild
         c = cfgs.length;
         index.set(key, c);
         cfgs.push({
-          entryFile: r.component.entryFile,
+          entryFile: entryPath(r.component),
           props: r.props,
           dbProps: r.dbProps,
           httpProps: r.httpProps,
@@ -145,7 +150,7 @@ export class Dispatch {
       const timer = setTimeout(expire, limit + STARTUP_TIMEOUT_MS);
       child.inspections.set(q, { q, component, resolve, reject, timer, expire, limit });
       child.lastActive = Date.now();
-      this.core.send(child, { t: "inspect", q, entryFile: component.entryFile });
+      this.core.send(child, { t: "inspect", q, entryFile: this.core.entryPath(child, component) });
     });
   }
 
@@ -211,13 +216,22 @@ export class Dispatch {
     if (child.gone) throw new ExecutorError("executor_crash", "The executor process stopped");
     batch.child = child;
     child.batches.set(source.sourceId, batch);
-    const message = batchMessage(batch, child, (m) => this.core.send(child, m));
+    const message = this.message(batch, child);
     batch.started = Date.now();
     child.lastActive = batch.started;
     this.core.arm(batch);
     this.core.send(child, message);
     // Calls that arrived while the process was being found can follow at once.
     this.pump(source);
+  }
+
+  private message(batch: Batch, child: Child): BatchMessage {
+    return batchMessage(
+      batch,
+      child,
+      (m) => this.core.send(child, m),
+      (component) => this.core.entryPath(child, component),
+    );
   }
 
   /**
@@ -241,7 +255,7 @@ export class Dispatch {
     const batch = newBatch(source, source.queue.splice(0, n));
     batch.child = child;
     source.waiting = batch;
-    const message = batchMessage(batch, child, (m) => this.core.send(child, m));
+    const message = this.message(batch, child);
     this.core.send(child, message);
   }
 

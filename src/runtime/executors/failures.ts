@@ -105,7 +105,10 @@ export class Failures {
     if (child.gone) return;
     child.gone = true;
     this.core.children.delete(child);
-    if (child.scratch) void this.core.scratch.detach(child.scratch.dir, child.scratch.over);
+    const released = child.scratch
+      ? this.core.scratch.detach(child.scratch.dir, child.scratch.over)
+      : Promise.resolve();
+    if (child.spare) this.core.spareGone(child, released);
     const { owner } = child;
     if (owner.child === child) owner.child = null;
     const reason = deathReason(child, code, signal, this.core.settings.memoryMb);

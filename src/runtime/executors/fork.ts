@@ -68,6 +68,8 @@ export interface ExecutorSpawn {
   /** Extra V8 flags, checked against this Node already (v8-flags.ts). */
   v8Flags: readonly string[];
   uid: number | undefined;
+  /** A spare (spares.ts): it reads its owner's folders through links, by their linked paths. */
+  preserveSymlinks: boolean;
   extraCaCertsFile: string | undefined;
   init: ChildInit;
 }
@@ -86,6 +88,7 @@ export function forkExecutor(spec: ExecutorSpawn): ChildProcess {
     `--allow-fs-read=${scratch}`,
     `--allow-fs-write=${scratch}`,
     `--max-old-space-size=${spec.memoryMb}`,
+    ...(spec.preserveSymlinks ? ["--preserve-symlinks"] : []),
     ...spec.v8Flags,
   ];
   const ids = uid === undefined ? {} : { uid, gid: uid };

@@ -13,14 +13,19 @@ import type { ScratchLimit } from "./scratch.ts";
 /** Scratch folders, uids and readable folders of one pool. */
 export class Grants {
   private readonly readable = new Map<string, Promise<string>>();
-  /** Owner bundle folders granted, by real path and uid. */
+  /** Owner bundle folders found (real path, reachable), by the path components name them. */
   private readonly granted = new Map<string, Promise<string>>();
+  /** The gid each owner folder was last given, and the change of it in progress, by real path. */
+  private readonly groups = new Map<string, number>();
+  private readonly grouping = new Map<string, Promise<void>>();
   /** `<dataDir>/packages` swept of old layouts and stale groups, once per pool (bundle-layout.ts). */
   private swept: Promise<void> | undefined;
   /** Real path of `<dataDir>/scratch`, emptied and created on first use. */
   private scratchRoot: Promise<string> | undefined;
   private realDataDir: string | undefined;
   private nextUid = 0;
+  /** Real path of each folder resolved by `readDirsOf`, by the path components name it. */
+  private readonly reals = new Map<string, string>();
 
   private readonly dataDir: string;
   private readonly isolateUsers: boolean;
@@ -63,7 +68,12 @@ export class Grants {
     const scratch = path.join(await this.scratchRootDir(), owner.scratchName);
     this.assignUid(owner);
     await fsp.mkdir(scratch, { recursive: true, mode: 0o700 });
-    if (owner.uid !== undefined) await fsp.chown(scratch, owner.uid, owner.uid);
+    if (owner.uid !== undefined) {
+      // The owner took a spare since (spares.ts) and has another uid now: what its earlier uid left
+      // goes, as a tmpfs would have gone with the earlier process.
+      if ((await fsp.stat(scratch)).uid !== owner.uid) await this.limit.empty(scratch);
+      await fsp.chown(scratch, owner.uid, owner.uid);
+    }
     await fsp.chmod(scratch, 0o700);
     await this.limit.attach(scratch, owner.uid).catch((err: Error) => {
       throw new ExecutorError("executor_crash", `The scratch folder could not be mounted: ${err.message}`);
@@ -90,6 +100,30 @@ export class Grants {
     if (this.isolateUsers && owner.uid === undefined) owner.uid = this.uidBase + this.nextUid++;
   }
 
+  /** uids handed out so far (spares.ts stops starting spares well before the range runs out). */
+  get uidsHandedOut(): number {
+    return this.nextUid;
+  }
+
+  /** The real path `readDirsOf` found for a component's folder, if it resolved one. */
+  realOf(dir: string): string | undefined {
+    return this.reals.get(dir);
+  }
+
+  /**
+   * Grants the owner's bundle folders among `dirs` (real paths) to its uid again: a spare taken by the
+   * owner (spares.ts) runs under a uid of its own, which becomes the owner's.
+   */
+  async regrantOwnerDirs(owner: Owner, dirs: Iterable<string>): Promise<void> {
+    for (const d of dirs)
+      if (path.basename(d) === ownerFolderName(owner.id)) await this.grantOwnerDir(owner, d);
+  }
+
+  /** Makes `dir` reachable by executor uids (every folder above it searchable; changed only in dataDir). */
+  async reachable(dir: string): Promise<void> {
+    if (this.isolateUsers) await this.ensureReachable(dir);
+  }
+
   /** A folder every executor may read, opened to executor uids once. */
   private shared(dir: string): Promise<string> {
     let done = this.readable.get(dir);
@@ -97,6 +131,7 @@ export class Grants {
       done = (async () => {
         const real = await realFolder(dir);
         if (this.isolateUsers) await this.ensureReadable(real);
+        this.reals.set(dir, real);
         return real;
       })();
       this.readable.set(dir, done);
@@ -107,30 +142,41 @@ export class Grants {
 
   /**
    * The owner's bundle folder, checked to be the owner's own (its name is the owner's hash) and, with
-   * uids, made root's with the owner's executor gid and mode 0750: no other uid may enter it.
+   * uids, made root's with the owner's executor gid and mode 0750: no other uid may enter it. The gid is
+   * read when the change runs, and changes of one folder run in order: an owner that took a spare
+   * (spares.ts) changes uid, and a grant begun under its earlier uid must not land after the new one.
    */
   private async grantOwnerDir(owner: Owner, dir: string): Promise<string> {
     if (path.basename(dir) !== ownerFolderName(owner.id)) {
       throw new ExecutorError("executor_crash", "The component was built for another owner's executor");
     }
     this.assignUid(owner);
-    const key = `${dir}\0${owner.uid ?? ""}`;
-    let done = this.granted.get(key);
-    if (!done) {
-      done = (async () => {
+    let found = this.granted.get(dir);
+    if (!found) {
+      found = (async () => {
         await this.sweep();
         const real = await realFolder(dir);
-        if (owner.uid !== undefined) {
-          await this.ensureReachable(path.dirname(real));
-          await fsp.chown(real, -1, owner.uid);
-          await fsp.chmod(real, OWNER_DIR_MODE);
-        }
+        if (this.isolateUsers) await this.ensureReachable(path.dirname(real));
         return real;
       })();
-      this.granted.set(key, done);
-      done.catch(() => this.granted.delete(key));
+      this.granted.set(dir, found);
+      found.catch(() => this.granted.delete(dir));
     }
-    return done;
+    const real = await found;
+    this.reals.set(dir, real);
+    if (owner.uid === undefined) return real;
+    const done = (this.grouping.get(real) ?? Promise.resolve())
+      .catch(() => {})
+      .then(async () => {
+        const gid = owner.uid;
+        if (gid === undefined || this.groups.get(real) === gid) return;
+        await fsp.chown(real, -1, gid);
+        await fsp.chmod(real, OWNER_DIR_MODE);
+        this.groups.set(real, gid);
+      });
+    this.grouping.set(real, done);
+    await done;
+    return real;
   }
 
   /** Sweeps `<dataDir>/packages` before the pool starts an executor or grants an owner folder. */

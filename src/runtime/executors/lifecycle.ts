@@ -16,6 +16,7 @@ import {
   type Owner,
   REALM_IDLE_MS,
   type Reason,
+  type SpareSlot,
   STARTUP_TIMEOUT_MS,
   stoppedError,
   WATCH_INTERVAL_MS,
@@ -43,7 +44,7 @@ export class Lifecycle {
       if (!child || child.gone || child.retiring || !dirs.every((d) => child!.allowed.has(d))) {
         for (const d of dirs) owner.dirs.add(d);
         if (child) this.retire(child);
-        child = this.spawnChild(owner);
+        child = this.core.takeSpare(owner) ?? this.spawnChild(owner);
         owner.child = child;
       }
       await child.ready;
@@ -52,12 +53,15 @@ export class Lifecycle {
     throw new ExecutorError("executor_crash", "The executor process stopped while starting");
   }
 
-  private spawnChild(owner: Owner): Child {
+  /** Starts a process for `owner`, or a spare (with `spare`) whose `owner` is a stand-in (spares.ts). */
+  spawnChild(owner: Owner, spare?: SpareSlot): Child {
     const child: Child = {
       owner,
+      ...(spare ? { spare } : {}),
       proc: undefined,
       pid: undefined,
-      allowed: new Set(owner.dirs),
+      // A spare may read no owner's folder until one takes it (spares.ts).
+      allowed: new Set(spare ? [] : owner.dirs),
       ready: Promise.resolve(),
       started: false,
       startWaiters: undefined,
@@ -90,6 +94,7 @@ export class Lifecycle {
     try {
       scratch = await this.core.grants.prepareScratch(owner);
       child.scratch = { dir: scratch, measuring: false, over: false };
+      if (child.spare) await this.core.prepareSpare(child);
       this.runner ??= bundleExecutorCode(path.join(this.core.settings.dataDir, "executor"));
       this.runner.catch(() => {
         this.runner = undefined;
@@ -106,16 +111,22 @@ export class Lifecycle {
       this.core.gone(child, null, null);
       throw stoppedError();
     }
-    const init: ChildInit = { ...this.core.settings.limits, scratchDir: scratch };
+    const init: ChildInit = {
+      ...this.core.settings.limits,
+      scratchDir: scratch,
+      ...(child.spare ? { spare: true } : {}),
+    };
     let proc: ChildProcess;
     try {
       proc = forkExecutor({
         runner,
         scratch,
-        allowed: child.allowed,
+        // A spare reads its owner's folders through links in its own folder (spares.ts).
+        allowed: child.spare ? [child.spare.folder] : child.allowed,
         memoryMb: this.core.settings.memoryMb,
         v8Flags,
         uid: owner.uid,
+        preserveSymlinks: child.spare !== undefined,
         extraCaCertsFile: this.core.settings.extraCaCertsFile,
         init,
       });
@@ -224,7 +235,12 @@ export class Lifecycle {
     const now = Date.now();
     for (const child of this.core.children) {
       if (!child.pid || child.gone || child.killReason) continue;
-      const idle = child.started && child.batches.size === 0 && child.inspections.size === 0;
+      // A spare nobody took yet waits as long as it takes.
+      const idle =
+        !(child.spare && !child.spare.taken) &&
+        child.started &&
+        child.batches.size === 0 &&
+        child.inspections.size === 0;
       if (idle && now - child.lastActive > this.core.settings.idleMs) {
         this.retire(child);
         for (const [id, source] of child.owner.sources) {

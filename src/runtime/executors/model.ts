@@ -53,6 +53,12 @@ export interface ExecutorPoolOptions {
   /** An owner's process with nothing to do for this long is stopped (and started again on demand). */
   idleMs?: number;
   /**
+   * Executor processes kept started ahead with no owner (default 0), so that an owner's first call
+   * after its process stopped does not wait for node and a realm to start (spares.ts). None when the
+   * server is root and `isolateUsers` is off: they would run as root.
+   */
+  spares?: number;
+  /**
    * A PEM file of extra certificate authorities executors trust (self-hosted services with a private
    * CA); handed to Node as NODE_EXTRA_CA_CERTS, which components never see in their env.
    */
@@ -209,8 +215,22 @@ export interface Reason {
   quiet?: boolean;
 }
 
+/** What a spare process (spares.ts) holds: started before its owner was known, taken by one later. */
+export interface SpareSlot {
+  /**
+   * `<dataDir>/spares/<n>`, the one folder besides the runner and its scratch that it may read: empty
+   * until an owner takes it, then holding links to that owner's folders only (spares.ts).
+   */
+  folder: string;
+  /** An owner took it: from then on it is that owner's process like any other. */
+  taken: boolean;
+}
+
 export interface Child {
+  /** For a spare not yet taken, a stand-in of its own that no call reaches (spares.ts). */
   owner: Owner;
+  /** Set when the process started as a spare. */
+  spare?: SpareSlot;
   proc: ChildProcess | undefined;
   pid: number | undefined;
   allowed: Set<string>;

@@ -28,6 +28,7 @@ import { Limits } from "./limits.ts";
 import { ChildMessages } from "./messages.ts";
 import { type ExecutorPoolOptions, inCode } from "./model.ts";
 import { ScratchLimit, type ScratchMode } from "./scratch.ts";
+import { Spares } from "./spares.ts";
 
 /**
  * Runs component code in per-owner executor processes (see docs/isolation.md).
@@ -45,6 +46,7 @@ export class ExecutorPool implements Executor {
   private readonly core: PoolCore;
   private readonly dispatch: Dispatch;
   private readonly lifecycle: Lifecycle;
+  private readonly spares: Spares;
   private closing: Promise<void> | undefined;
 
   constructor(options: ExecutorPoolOptions) {
@@ -74,6 +76,11 @@ export class ExecutorPool implements Executor {
       send: (child, message) => lifecycle.send(child, message),
       kill: (child, reason) => lifecycle.kill(child, reason),
       stopIfRetired: (child) => lifecycle.stopIfRetired(child),
+      spawn: (owner, spare) => lifecycle.spawnChild(owner, spare),
+      takeSpare: (owner) => spares.take(owner),
+      prepareSpare: (child) => spares.prepare(child),
+      entryPath: (child, component) => spares.entryPath(child, component),
+      spareGone: (child, released) => spares.gone(child, released),
       pump: (source) => dispatch.pump(source),
       settle: (source, call, result, child) => dispatch.settle(source, call, result, child),
       endBatch: (batch) => dispatch.endBatch(batch),
@@ -91,7 +98,10 @@ export class ExecutorPool implements Executor {
     const limits = new Limits(core);
     const failures = new Failures(core, options.onLateWork);
     const messages = new ChildMessages(core, apiRelay);
+    // A spare as root without per-uid isolation would run as root: none then.
+    const spares = new Spares(core, root && !isolateUsers ? 0 : Math.max(0, options.spares ?? 0));
     this.core = core;
+    this.spares = spares;
     this.dispatch = dispatch;
     this.lifecycle = lifecycle;
   }
@@ -106,7 +116,18 @@ export class ExecutorPool implements Executor {
     return this.dispatch.invoke(request, onRespond);
   }
 
+  /** Starts the spare processes the pool keeps (`spares`; docs/isolation.md). */
+  startSpares(): void {
+    this.spares.fill();
+  }
+
+  /** Spare processes waiting for an owner (started or starting). */
+  get spareCount(): number {
+    return this.spares.size;
+  }
+
   close(): Promise<void> {
+    this.spares.close();
     this.closing ??= this.lifecycle.shutdown();
     return this.closing;
   }

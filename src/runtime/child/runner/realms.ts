@@ -39,6 +39,18 @@ let apiSeq = 0;
 let spare: Realm | undefined;
 let spareSince = 0;
 /**
+ * A spare process (`init.spare`) keeps its spare realm until its owner's first message: whenever that
+ * comes, the realm is what it was started for.
+ */
+let held = init.spare === true;
+
+/** The pool spoke to this process: a spare realm nobody takes is stopped from now on. */
+export function ownerArrived(): void {
+  if (!held) return;
+  held = false;
+  spareSince = Date.now();
+}
+/**
  * A spare nobody took for this long is stopped: a live realm costs about 10 MB, and an owner whose
  * sources all have their realm would keep paying for it. Deploying several sources in a row keeps one.
  */
@@ -224,7 +236,7 @@ export function sweep(): void {
     stopRealm(inspector);
     inspector = undefined;
   }
-  if (spare && Date.now() - spareSince > SPARE_IDLE_MS) {
+  if (spare && !held && Date.now() - spareSince > SPARE_IDLE_MS) {
     stopRealm(spare);
     spare = undefined;
   }

@@ -15,6 +15,7 @@ import {
   inspectionRealm,
   inspections,
   live,
+  ownerArrived,
   realmFor,
   realms,
   reportEnd,
@@ -41,6 +42,7 @@ if (init.egress) installEgressGuard(init.egress);
 process.on("message", (raw: unknown) => {
   if (!isObject(raw)) return;
   const msg = raw as ToChild;
+  ownerArrived();
   switch (msg.t) {
     case "batch": {
       const { sid } = msg;
