@@ -10,6 +10,7 @@ import { createHash } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
+import { ownerFolderName } from "../../src/runtime/bundle-layout.ts";
 import type { ExecutorPool } from "../../src/runtime/executor-pool.ts";
 import { deploy, emitted, hit } from "../fixtures/components/fixtures.ts";
 import { asUid, startServer, type TestServer } from "../helpers.ts";
@@ -69,11 +70,12 @@ after(() => server?.close());
 function pool(): ExecutorPool {
   return server.built.services.executor as ExecutorPool;
 }
+const waitingSpares = () => waitingSparesOf(server);
 
 /** pids of this server's spare processes, taken or not, with the folder each may read. */
-function spareProcesses(): Map<number, string> {
+function spareProcessesOf(s: TestServer): Map<number, string> {
   const out = new Map<number, string>();
-  const prefix = path.join(fs.realpathSync(server.dataDir), "spares");
+  const prefix = path.join(fs.realpathSync(s.dataDir), "spares");
   for (const name of fs.readdirSync("/proc")) {
     if (!/^\d+$/.test(name)) continue;
     let argv: string[];
@@ -104,18 +106,18 @@ async function until(what: string, check: () => boolean, ms = 60_000): Promise<v
 }
 
 /** Spares waiting with no owner: started, folder still empty. */
-function waitingSpares(): number[] {
-  return [...spareProcesses()]
+function waitingSparesOf(s: TestServer): number[] {
+  return [...spareProcessesOf(s)]
     .filter(([, folder]) => fs.readdirSync(folder).length === 0)
     .map(([pid]) => pid);
 }
 
-/** Every file under the data dir's packages named `<sha256 of code>.mjs`. */
-function bundleOf(code: string): string {
+/** The bundle of `code` built for `ownerId`'s executor: `<set>/owners/<owner's folder>/<sha256 of code>.mjs`. */
+function bundleIn(code: string, ownerId: string, s: TestServer): string {
   const name = `${createHash("sha256").update(code).digest("hex")}.mjs`;
   const found = fs
-    .readdirSync(path.join(server.dataDir, "packages"), { recursive: true, withFileTypes: true })
-    .find((e) => e.isFile() && e.name === name);
+    .readdirSync(path.join(s.dataDir, "packages"), { recursive: true, withFileTypes: true })
+    .find((e) => e.isFile() && e.name === name && path.basename(e.parentPath) === ownerFolderName(ownerId));
   assert.ok(found, "the bundle is on disk");
   return path.join(found.parentPath, found.name);
 }
@@ -150,7 +152,7 @@ test("a tenant's first hit after its executor stopped idle runs in a spare, with
     assert.notEqual(seen.uid, 0);
     assert.equal(seen.uid, uid, "the owner has the spare's uid");
     assert.equal(
-      fs.statSync(path.dirname(bundleOf(whoCode))).gid,
+      fs.statSync(path.dirname(bundleIn(whoCode, user.id, server))).gid,
       seen.uid,
       "its bundle folder is granted to it",
     );
@@ -158,31 +160,46 @@ test("a tenant's first hit after its executor stopped idle runs in a spare, with
 });
 
 test("a spare taken by one tenant cannot read another's scratch, bundle folder or another spare's folder", async () => {
-  await until("two spares", () => waitingSpares().length === 2);
-  const bob = await server.createUser("bob");
-  const bobSource = await deploy(server, { component_code: whoCode, name: "bob" }, bob.key);
+  // Executors here are not stopped for being idle: Bob's must run while Alice's component probes it.
+  const held = await startServer({}, { FOUNT_EXECUTOR_SPARES: "2" });
+  try {
+    fs.chmodSync(held.dataDir, 0o755);
+    await probeAcross(held);
+  } finally {
+    await held.close();
+  }
+});
+
+/** Bob's spare-born executor runs; Alice's, another spare, probes what is Bob's or another spare's. */
+async function probeAcross(held: TestServer): Promise<void> {
+  const executors = held.built.services.executor as ExecutorPool;
+  const spares = () => spareProcessesOf(held);
+  const waiting = () => waitingSparesOf(held);
+  await until("two spares", () => waiting().length === 2);
+  const bob = await held.createUser("bob");
+  const bobSource = await deploy(held, { component_code: whoCode, name: "bob" }, bob.key);
   const secret = await hit(bobSource.endpoint_url, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ marker: "bob's secret" }),
   });
   assert.equal(secret.status, 200, secret.text);
-  const bobPid = pool().pidOf(bob.id)!;
-  const bobSpare = spareProcesses().get(bobPid);
+  const bobPid = executors.pidOf(bob.id)!;
+  const bobSpare = spares().get(bobPid);
   assert.ok(bobSpare, "bob's executor is a spare");
   const bobMarker = path.join(scratchOf(bobPid), "marker.txt");
-  const bobBundle = bundleOf(whoCode);
+  const bobBundle = bundleIn(whoCode, bob.id, held);
   // Bob's bundle as his spare sees it, through the link in his spare's folder.
   const bobLinked = path.join(bobSpare, fs.realpathSync(bobBundle));
   assert.ok(fs.existsSync(bobLinked));
 
-  await until("a spare for alice", () => waitingSpares().length >= 1);
-  const alice = await server.createUser("alice");
-  const probe = await deploy(server, { component_code: probeCode, name: "probe" }, alice.key);
-  const alicePid = pool().pidOf(alice.id)!;
-  assert.ok(spareProcesses().has(alicePid), "alice's executor is a spare");
-  await until("another waiting spare", () => waitingSpares().length >= 1);
-  const otherSpare = spareProcesses().get(waitingSpares()[0]!)!;
+  await until("a spare for alice", () => waiting().length >= 1);
+  const alice = await held.createUser("alice");
+  const probe = await deploy(held, { component_code: probeCode, name: "probe" }, alice.key);
+  const alicePid = executors.pidOf(alice.id)!;
+  assert.ok(spares().has(alicePid), "alice's executor is a spare");
+  await until("another waiting spare", () => waiting().length >= 1);
+  const otherSpare = spares().get(waiting()[0]!)!;
   const files = [bobMarker, bobBundle, bobLinked];
   const folders = [
     path.dirname(bobMarker),
@@ -197,7 +214,7 @@ test("a spare taken by one tenant cannot read another's scratch, bundle folder o
     body: JSON.stringify({ files, folders, imports: [bobBundle, bobLinked] }),
   });
   assert.equal(res.status, 200, res.text);
-  const [seen] = await emitted(server, probe.id, alice.key);
+  const [seen] = await emitted(held, probe.id, alice.key);
   for (const f of files) assert.match(String(seen.read[f]), denied, `read ${f}: ${JSON.stringify(seen)}`);
   for (const f of folders) assert.match(String(seen.list[f]), denied, `list ${f}: ${JSON.stringify(seen)}`);
   for (const f of [bobBundle, bobLinked])
@@ -205,12 +222,8 @@ test("a spare taken by one tenant cannot read another's scratch, bundle folder o
 
   if (!isRoot) return;
   // The kernel refuses as well, whatever the permission model does.
-  const aliceUid = pool()
-    .stats()
-    .find((s) => s.ownerId === alice.id)!.uid!;
-  const bobUid = pool()
-    .stats()
-    .find((s) => s.ownerId === bob.id)!.uid!;
+  const aliceUid = executors.stats().find((s) => s.ownerId === alice.id)!.uid!;
+  const bobUid = executors.stats().find((s) => s.ownerId === bob.id)!.uid!;
   assert.notEqual(aliceUid, bobUid);
   const read = (file: string) =>
     `process.stdout.write(String(require("fs").readFileSync(${JSON.stringify(file)}).length))`;
@@ -219,7 +232,7 @@ test("a spare taken by one tenant cannot read another's scratch, bundle folder o
   for (const f of [bobSpare, otherSpare, path.dirname(bobSpare), path.dirname(bobMarker)])
     assert.equal(asUid(aliceUid, list(f)), "EACCES", `kernel, list ${f}`);
   assert.match(asUid(bobUid, read(bobMarker)), /^\d+$/, "bob's uid reads his own scratch");
-});
+}
 
 test("FOUNT_EXECUTOR_SPARES=0 starts no spare, and a first hit starts the owner's own process", async () => {
   const off = await startServer({}, { FOUNT_EXECUTOR_SPARES: "0" });
