@@ -93,6 +93,8 @@ export interface PoolCore {
   prepareSpare(child: Child): Promise<void>;
   /** The path `child` reads the component's entry file by. */
   entryPath(child: Child, component: BuiltComponent): string;
+  /** A process that started as a spare answered: the spare it was is replaced now. */
+  spareAnswered(child: Child): void;
   /** A spare-born process ended; `released` settles once its scratch folder is released. */
   spareGone(child: Child, released: Promise<void>): void;
 

@@ -276,6 +276,7 @@ export class Dispatch {
     if (source.batch === batch) source.batch = null;
     if (child && child.batches.get(source.sourceId) === batch) {
       child.batches.delete(source.sourceId);
+      if (child.spare) this.core.spareAnswered(child);
       child.lastActive = Date.now();
       child.realmIdleSince.set(source.sourceId, child.lastActive);
       const next = source.waiting;

@@ -160,6 +160,7 @@ export class ChildMessages {
     child.inspections.delete(msg.q);
     clearTimeout(inspection.timer);
     child.lastActive = Date.now();
+    if (child.spare) this.core.spareAnswered(child);
     this.core.stopIfRetired(child);
     if (isObject(msg.meta) && typeof msg.meta.name === "string" && Array.isArray(msg.meta.props)) {
       inspection.resolve(msg.meta);

@@ -224,6 +224,8 @@ export interface SpareSlot {
   folder: string;
   /** An owner took it: from then on it is that owner's process like any other. */
   taken: boolean;
+  /** Its replacement was started (once its first call or inspection answered). */
+  replaced?: boolean;
 }
 
 export interface Child {

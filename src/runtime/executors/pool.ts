@@ -81,6 +81,7 @@ export class ExecutorPool implements Executor {
       prepareSpare: (child) => spares.prepare(child),
       entryPath: (child, component) => spares.entryPath(child, component),
       spareGone: (child, released) => spares.gone(child, released),
+      spareAnswered: (child) => spares.answered(child),
       pump: (source) => dispatch.pump(source),
       settle: (source, call, result, child) => dispatch.settle(source, call, result, child),
       endBatch: (batch) => dispatch.endBatch(batch),

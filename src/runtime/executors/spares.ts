@@ -20,6 +20,11 @@ import { type Child, ExecutorError, type Owner } from "./model.ts";
 const SPARE_UID_SHARE = 0.5;
 /** After a spare ended before anyone took it, none starts for this long (a start that keeps failing). */
 const FAILED_SPARE_PAUSE_MS = 30_000;
+/**
+ * A taken spare is replaced once the call that took it answered, or after this long: on 2 cores the
+ * replacement's node start would otherwise compete with that first call (docs/architecture.md).
+ */
+const REPLACE_AFTER_MS = 1000;
 /** Prefix of a spare's stand-in owner and scratch folder: no owner's folder can start with a dot (dispatch.ts). */
 const SPARE_PREFIX = ".spare-";
 
@@ -61,6 +66,9 @@ export class Spares {
       };
       this.waiting.add(this.core.spawn(stand, { folder: "", taken: false }));
     }
+    // Called during a pause (a replacement's call answered): try again when it ends.
+    if (this.waiting.size < this.count && Date.now() < this.pausedUntil)
+      this.schedule(this.pausedUntil - Date.now());
   }
 
   private mayStart(): boolean {
@@ -129,10 +137,16 @@ export class Spares {
     // Synchronously, so that calls racing this one see the owner's new uid and the process's read set.
     if (stand.uid !== undefined) owner.uid = stand.uid;
     child.allowed = new Set(owner.dirs);
+    // Its idle time counts from now: the watch would otherwise stop a spare that waited long.
+    child.lastActive = Date.now();
     const started = child.ready;
-    child.ready = started.then(() => this.adopt(child, owner));
+    // The links need only the spare's folder: made while a spare still starting finishes its start.
+    const adopted = child.spare!.folder
+      ? this.adopt(child, owner)
+      : started.then(() => this.adopt(child, owner));
+    child.ready = Promise.all([started, adopted]).then(() => {});
     child.ready.catch(() => {});
-    this.schedule(0);
+    this.schedule(REPLACE_AFTER_MS);
     return child;
   }
 
@@ -166,6 +180,15 @@ export class Spares {
     return component.entryFile;
   }
 
+  /** A process that started as a spare answered a call or inspection: its replacement may start. */
+  answered(child: Child): void {
+    if (!child.spare?.taken || child.spare.replaced) return;
+    child.spare.replaced = true;
+    clearTimeout(this.refill);
+    this.refill = undefined;
+    this.schedule(0);
+  }
+
   /** The process of a spare ended: its folders go once its scratch is released; a new spare follows. */
   gone(child: Child, released: Promise<void>): void {
     const untaken = this.waiting.delete(child);
@@ -185,7 +208,7 @@ export class Spares {
   }
 
   private schedule(ms: number): void {
-    if (this.count === 0 || this.refill) return;
+    if (this.count === 0 || this.core.closed || this.refill) return;
     this.refill = setTimeout(() => {
       this.refill = undefined;
       this.fill();
