@@ -27,6 +27,8 @@ export interface MetricSources {
   now: () => number;
   /** Per owner: the executor process's pid, if one runs. */
   executors: () => Array<{ pid: number | undefined }>;
+  /** Spare executor processes waiting for an owner (runtime/executors/spares.ts). */
+  spares?: () => number;
   /** Open SSE streams; undefined before the stream routes load. */
   sseClients: () => number | undefined;
   /** Several nodes: the other live nodes at the last heartbeat, and how many gave a URL for forwarded hits. */
@@ -123,6 +125,15 @@ export class Metrics {
       collect() {
         const s = sources();
         if (s) this.set(s.executors().filter((e) => e.pid !== undefined).length);
+      },
+    });
+    new Gauge({
+      name: "fount_executor_spares",
+      help: "Spare executor processes waiting for an owner (FOUNT_EXECUTOR_SPARES)",
+      registers: [registry],
+      collect() {
+        const n = sources()?.spares?.();
+        if (n !== undefined) this.set(n);
       },
     });
     new Gauge({

@@ -214,6 +214,7 @@ export async function buildServices(given: ServiceInputs): Promise<Wired> {
     store,
     now: () => clock.now(),
     executors: () => (executor instanceof ExecutorPool ? executor.stats() : []),
+    spares: () => (executor instanceof ExecutorPool ? executor.spareCount : 0),
     sseClients: () => streamHubOf(services)?.size(),
     ...(cluster
       ? { clusterPeers: () => ({ live: cluster.link.peers, forwardable: cluster.link.forwardablePeers }) }

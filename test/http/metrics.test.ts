@@ -70,6 +70,7 @@ test("the text format has every family, each series labelled with the node", asy
     "fount_timer_ticks_total",
     "fount_timer_lateness_seconds",
     "fount_executors_running",
+    "fount_executor_spares",
     "fount_executors_memory_bytes",
     "fount_sse_clients",
     "fount_store_commit_duration_seconds",

@@ -132,6 +132,8 @@ test("a tenant's first hit after its executor stopped idle runs in a spare, with
   await until("its process to end", () => !fs.existsSync(`/proc/${first}`));
   await until("two spares again", () => waitingSpares().length === 2);
   const waiting = waitingSpares();
+  const metrics = await (await fetch(`${server.url}/metrics`)).text();
+  assert.match(metrics, /^fount_executor_spares(\{[^}]*\})? 2$/m, "the spares are counted in /metrics");
 
   const res = await hit(source.endpoint_url, {
     method: "POST",
