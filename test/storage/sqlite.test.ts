@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
@@ -199,6 +199,34 @@ test("sqlite: a search index file of another store is not used: the store makes 
   try {
     assert.deepEqual(await search(store, "alphaword"), [], "nothing of the other store's index is found");
     assert.deepEqual(await search(store, "betaword"), ["9-2", "9-1", "9-0"]);
+  } finally {
+    await store.close();
+  }
+});
+
+test("sqlite: the store's worker thread checkpoints the WAL into the database file, so no commit of the server's has to", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  const store = openSqliteStorage({ dataDir });
+  const file = path.join(dataDir, "fount.db");
+  try {
+    // About 6 MB of events: 1,500 pages, past SQLite's default checkpoint (1,000) and well below the
+    // server connection's backstop (10,000), so only the worker moves them into the file.
+    const text = "x".repeat(400);
+    for (let batch = 0; batch < 15; batch++) {
+      await store.transaction(async (tx) => {
+        for (let n = 0; n < 1000; n++) {
+          const seq = batch * 1000 + n;
+          await tx.insertEvent({ ...event(seq), id: `9-${seq}`, event: { text, seq } }, 1_000_000);
+        }
+      });
+    }
+    for (let tries = 0; statSync(file).size < 5_000_000; tries++) {
+      assert.ok(
+        tries < 300,
+        `the events reached the database file within 30 s: ${statSync(file).size} bytes`,
+      );
+      await new Promise((r) => setTimeout(r, 100));
+    }
   } finally {
     await store.close();
   }

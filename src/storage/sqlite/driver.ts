@@ -143,6 +143,9 @@ export function openSqliteStorage(options: {
   db.exec(
     "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;",
   );
+  // The store's worker thread checkpoints the WAL (store-worker.ts); this connection does only past ten
+  // times SQLite's default, should the worker fall behind or be gone.
+  db.exec("PRAGMA wal_autocheckpoint = 10000");
   for (const suffix of ["", "-wal", "-shm"]) {
     try {
       chmodSync(file + suffix, 0o600);

@@ -1,7 +1,7 @@
 /**
  * Keeps the event search's FTS5 index up to date off the commit path and off the event loop. The index
  * lives in a file of its own beside the store (`fount-search.db`, migration 020), written only by a
- * worker thread (search-index-worker.ts). Storing, overwriting or deleting an event only queues its
+ * worker thread (store-worker.ts, which also checkpoints the store's WAL). Storing, overwriting or deleting an event only queues its
  * rowid (a trigger, in the writer's transaction); the worker indexes the queued rowids in batches a
  * short while after they were written, and all of them before every search, so that a search is exact:
  * an event is found as soon as its emit is acknowledged, and an overwritten or deleted one no longer is.
@@ -14,14 +14,17 @@ import { chmodSync, rmSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
 import { Worker } from "node:worker_threads";
 import type { AsyncLock } from "../../async-lock.ts";
-import type { IndexReply, IndexRequest, IndexWorkerData } from "./search-index-worker.ts";
 import type { Sql } from "./sql.ts";
+import type { IndexReply, IndexRequest, IndexWorkerData } from "./store-worker.ts";
 
 /**
  * Rowids indexed per batch. The worker holds no lock of the store's, so a batch can be large: fewer,
  * larger FTS5 segments to merge later.
  */
 const batchSize = 1000;
+
+/** How often the worker checkpoints the store's WAL (store-worker.ts). */
+const checkpointMs = 200;
 
 /** Queued rowids a search lets the worker index without holding the store's lock first. */
 const lockedCatchUpAtMost = 2 * batchSize;
@@ -110,14 +113,14 @@ export class SearchIndexer {
 
   constructor(q: Sql, storeFile: string, indexFile: string) {
     this.#q = q;
-    this.#data = { storeFile, indexFile };
+    this.#data = { storeFile, indexFile, checkpointMs };
     prepareIndexFile(q, indexFile);
   }
 
   /** The worker, started on first use and again after it failed. */
   #thread(): Worker {
     if (this.#worker) return this.#worker;
-    const worker = new Worker(new URL("./search-index-worker.ts", import.meta.url), {
+    const worker = new Worker(new URL("./store-worker.ts", import.meta.url), {
       workerData: this.#data,
     });
     worker.unref();
@@ -202,6 +205,8 @@ export class SearchIndexer {
    */
   start(lock: AsyncLock, db: DatabaseSync, intervalMs: number): void {
     const run = async () => {
+      // A worker that failed is started again: it also checkpoints the store's WAL.
+      if (!this.#stopped) this.#thread();
       // Nothing queued: the worker is not woken.
       if (this.#running || !db.isOpen || !this.#queuedOver(0)) return;
       this.#running = true;
@@ -215,6 +220,8 @@ export class SearchIndexer {
         this.#running = false;
       }
     };
+    // Started now: it checkpoints the store's WAL from the start.
+    this.#thread();
     // A failed batch stays queued: the next run retries it, and the next search reports the error.
     this.#timer = setInterval(() => void run().catch(() => undefined), Math.min(intervalMs, 2 ** 31 - 1));
     this.#timer.unref();
