@@ -35,17 +35,26 @@ async function withStore<T>(ctx: Context, fn: (admin: Admin) => Promise<T>): Pro
       );
     }
   }
-  const [{ openStorage }, { Accounts }, { systemClock }, { renderOrg, renderUser }] = await Promise.all([
-    import("../app.ts"),
-    import("../domain/accounts/accounts.ts"),
-    import("../clock.ts"),
-    import("../http/routes/admin.ts"),
-  ]);
+  const [{ openStorage }, { Accounts }, { systemClock }, { renderOrg, renderUser }, { tellStale }] =
+    await Promise.all([
+      import("../app.ts"),
+      import("../domain/accounts/accounts.ts"),
+      import("../clock.ts"),
+      import("../http/routes/admin.ts"),
+      import("../domain/cluster/cluster-channel.ts"),
+    ]);
   // A PostgreSQL schema without a store is refused too: a mistyped DATABASE_URL must not get one.
   const store = await openStorage(config, { existingOnly: true });
+  // The running nodes cache keys and memberships (for at most a moment, storage/postgres/row-cache.ts):
+  // they are told of these changes at once, as of a node's. (SQLite's server sees the file change.)
+  const told: Array<Promise<void>> = [];
+  const { cluster } = store;
+  cluster?.onStale((kinds) => told.push(tellStale(cluster, "fount-admin", kinds)));
   try {
     return await fn({ store, accounts: new Accounts(store, systemClock), renderUser, renderOrg });
   } finally {
+    // A notice that failed leaves the nodes to see the change when their cached rows expire.
+    await Promise.allSettled(told);
     await store.close();
   }
 }

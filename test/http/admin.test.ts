@@ -144,6 +144,22 @@ test("members are added and removed; the owner cannot be removed", async () => {
   assertApiError(await server.api("DELETE", members), { status: 400, code: "invalid_parameter" });
 });
 
+test("a key's organizations follow its user's memberships at once, though the key check caches them", async () => {
+  const owner = await server.createUser(unique("lead"));
+  const member = await server.createUser(unique("hand"));
+  const org = (
+    await server.api("POST", "/v1/admin/orgs", { body: { orgname: unique("handco"), owner_id: owner.id } })
+  ).body.data;
+  const sources = `/v1/orgs/${org.id}/sources`;
+  // Used (and so cached) before each change.
+  assertApiError(await server.api("GET", sources, { key: member.key }), { status: 404 });
+  const members = `/v1/admin/orgs/${org.id}/members`;
+  assert.equal((await server.api("POST", members, { body: { user_id: member.id } })).status, 200);
+  assert.equal((await server.api("GET", sources, { key: member.key })).status, 200, "a member at once");
+  assert.equal((await server.api("DELETE", `${members}?user_id=${member.id}`)).status, 200);
+  assertApiError(await server.api("GET", sources, { key: member.key }), { status: 404 });
+});
+
 test("API keys are created (shown once), listed without secrets and revoked", async () => {
   const user = await server.createUser(unique("keys"));
   const keys = `/v1/admin/users/${user.id}/keys`;

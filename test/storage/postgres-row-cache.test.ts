@@ -8,13 +8,15 @@ import assert from "node:assert/strict";
 import { after, test } from "node:test";
 import type { FastifyBaseLogger } from "fastify";
 import pino from "pino";
+import { hashApiKey } from "../../src/crypto/secret-box.ts";
 import { Bus } from "../../src/domain/bus.ts";
 import { ClusterLink } from "../../src/domain/cluster/cluster-link.ts";
-import type { SourceRecord, Subscription } from "../../src/domain/types.ts";
+import type { ApiKey, Org, SourceRecord, Subscription, User } from "../../src/domain/types.ts";
 import type { Storage } from "../../src/storage/port.ts";
 import { openPostgresStorage } from "../../src/storage/postgres/driver.ts";
 import { rowCacheTtlMs } from "../../src/storage/postgres/row-cache.ts";
-import { dropSchema, freshSchema, openTestPostgres, testPgUrl } from "../pg-schemas.ts";
+import { fount } from "../cli/run.ts";
+import { dropSchema, freshSchema, openTestPostgres, schemaUrl, testPgUrl } from "../pg-schemas.ts";
 
 let counter = 0;
 const unique = (prefix: string) => `${prefix}_${process.pid}x${++counter}`;
@@ -23,8 +25,10 @@ const unique = (prefix: string) => `${prefix}_${process.pid}x${++counter}`;
  * Two stores on one fresh schema, closed (and the schema dropped) after the test; `bTtlMs`: how long the
  * second trusts its cached rows.
  */
-async function twoNodes(bTtlMs?: number): Promise<[Storage, Storage]> {
-  const schema = freshSchema("fount_rowcache");
+async function twoNodes(
+  bTtlMs?: number,
+  schema = freshSchema("fount_rowcache"),
+): Promise<[Storage, Storage]> {
   const a = await openTestPostgres(schema);
   const b = await openPostgresStorage({ url: testPgUrl, schema, poolSize: 4, rowCacheTtlMs: bTtlMs });
   after(async () => {
@@ -61,6 +65,42 @@ function subscription(emitterId: string, ownerId: string): Subscription {
     listenerId: unique("wh"),
     eventName: "",
     createdAt: 1,
+  };
+}
+
+function user(): User {
+  return {
+    id: unique("u"),
+    username: unique("name"),
+    email: "someone@example.com",
+    plan: "free",
+    isAdmin: false,
+    createdAt: 1,
+    updatedAt: 1,
+  };
+}
+
+function apiKey(userId: string): ApiKey {
+  return {
+    id: unique("key"),
+    userId,
+    name: "k",
+    prefix: "fnt_test",
+    hash: hashApiKey(unique("fnt")),
+    createdAt: 1,
+    revokedAt: null,
+  };
+}
+
+function org(ownerId: string): Org {
+  return {
+    id: unique("o"),
+    orgname: unique("org"),
+    name: "Org",
+    email: "org@example.com",
+    ownerId,
+    createdAt: 1,
+    updatedAt: 1,
   };
 }
 
@@ -175,4 +215,103 @@ test("a transaction sees its own subscription, and reports the change only once 
   });
   assert.deepEqual(reported, [["subscriptions"]]);
   assert.equal((await a.matchSubscriptions(emitter.id, emitter.ownerId, "")).length, 1, "read afresh");
+});
+
+test("a key revoked or a membership changed through one node is read afresh by it at once, and by another over the channel", async () => {
+  // b would trust its rows for a minute: only the message can make it read them afresh.
+  const [a, b] = await twoNodes(60_000);
+  await link(a, "node-a");
+  await link(b, "node-b");
+  const u = user();
+  await a.insertUser(u);
+  const key = apiKey(u.id);
+  await a.insertApiKey(key);
+  const o = org(u.id);
+  await a.insertOrg(o);
+  for (const store of [a, b]) {
+    assert.equal((await store.findApiKeyByHash(key.hash))?.key.id, key.id, "cached");
+    assert.deepEqual(await store.listOrgsOfUser(u.id), [], "cached: none");
+  }
+
+  await a.putMember(o.id, u.id, "member", 2);
+  assert.deepEqual(
+    (await a.listOrgsOfUser(u.id)).map((x) => x.id),
+    [o.id],
+  );
+  await within(
+    () => b.listOrgsOfUser(u.id),
+    (orgs) => orgs.length === 1,
+    1_000,
+  );
+  await a.deleteMember(o.id, u.id);
+  assert.deepEqual(await a.listOrgsOfUser(u.id), []);
+  await within(
+    () => b.listOrgsOfUser(u.id),
+    (orgs) => orgs.length === 0,
+    1_000,
+  );
+
+  await a.revokeApiKey(key.id, 3);
+  assert.equal(await a.findApiKeyByHash(key.hash), undefined, "refused at once where it was revoked");
+  const ms = await within(
+    () => b.findApiKeyByHash(key.hash),
+    (found) => found === undefined,
+    1_000,
+  );
+  console.log(`# revoked key refused by the other node after ${ms} ms`);
+});
+
+test("a key revoked without any message is refused by another node within the caches' bound", async () => {
+  const [a, b] = await twoNodes();
+  const u = user();
+  await a.insertUser(u);
+  const key = apiKey(u.id);
+  await a.insertApiKey(key);
+  assert.equal((await b.findApiKeyByHash(key.hash))?.key.id, key.id, "cached by b");
+  await a.revokeApiKey(key.id, 2);
+  const ms = await within(
+    () => b.findApiKeyByHash(key.hash),
+    (found) => found === undefined,
+    1_000,
+  );
+  assert.ok(ms <= rowCacheTtlMs + 500, `refused after ${ms} ms`);
+});
+
+test("fount admin's revoke-key and remove-member are heard by the nodes over the channel", async () => {
+  const schema = freshSchema("fount_rowcache");
+  const [a, b] = await twoNodes(60_000, schema);
+  await link(a, "node-a");
+  await link(b, "node-b");
+  const env = { DATABASE_URL: schemaUrl(schema) };
+  const admin = async (...args: string[]) => {
+    const res = await fount(["admin", ...args, "--json"], env);
+    assert.equal(res.code, 0, res.stderr);
+    return JSON.parse(res.stdout);
+  };
+  const made = await admin("create-user", "--username", unique("cli"), "--email", "cli@example.com");
+  const o = await admin("create-org", "--orgname", unique("cliorg"), "--owner", made.id);
+  const hash = hashApiKey(made.api_key);
+  assert.equal((await b.findApiKeyByHash(hash))?.user.id, made.id, "cached by b");
+  assert.deepEqual(
+    (await b.listOrgsOfUser(made.id)).map((x) => x.id),
+    [o.id],
+    "cached by b",
+  );
+  const other = await admin("create-user", "--username", unique("cli"), "--email", "cli@example.com");
+  await admin("add-member", o.id, other.id);
+  assert.equal((await b.listOrgsOfUser(other.id)).length, 1, "cached by b");
+
+  await admin("remove-member", o.id, other.id);
+  await within(
+    () => b.listOrgsOfUser(other.id),
+    (orgs) => orgs.length === 0,
+    1_000,
+  );
+  const revoked = await fount(["admin", "revoke-key", made.api_key_id], env);
+  assert.equal(revoked.code, 0, revoked.stderr);
+  await within(
+    () => b.findApiKeyByHash(hash),
+    (found) => found === undefined,
+    1_000,
+  );
 });

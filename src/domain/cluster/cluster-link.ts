@@ -18,11 +18,11 @@ import type { Bus } from "../bus.ts";
 import type { EventRecorder } from "../events/recorder.ts";
 import type { StreamInterest } from "../events/stream-hub.ts";
 import type { EventRecord } from "../types.ts";
+import { channel } from "./cluster-channel.ts";
 import { HitForwarding } from "./hit-forwarding.ts";
 import { LeaseSpread } from "./placement.ts";
 import { type LeaseMessage, nodeDeadAfterMs, SourceLeases } from "./source-leases.ts";
 
-const channel = "fount_cluster";
 /** Wake-ups for the other nodes' dispatchers go at most this often (one NOTIFY each). */
 const wakeEveryMs = 10;
 /** Heartbeat period; `nodeDeadAfterMs` is five of them. */

@@ -1,8 +1,8 @@
 /**
- * Short-lived caches of the rows every endpoint hit and every group commit reads: a source by its
- * endpoint, a user, an emitter's owner, the subscriptions matching an emitter's channel. Read from the
- * database each time, they cost two queries per hit and two round trips per commit (docs/architecture.md,
- * "Row caches").
+ * Short-lived caches of the rows every endpoint hit, API request and group commit reads: a source by its
+ * endpoint, a user, an API key with its user and the user's organizations, an emitter's owner, the
+ * subscriptions matching an emitter's channel. Read from the database each time, they cost two queries
+ * per hit or request and two round trips per commit (docs/architecture.md, "Row caches").
  *
  * Several nodes may change these rows, so an entry is trusted for `ttlMs` at most, and a change made
  * through any node clears its kind at once on every node: this node's writes clear it here and are
@@ -11,14 +11,17 @@
  * heard of. Misses (no row) are never kept: a source deployed through another node is found at once.
  */
 import { BoundedCache } from "../../bounded-cache.ts";
-import type { Subscription } from "../../domain/types.ts";
+import type { Org, Subscription } from "../../domain/types.ts";
 import type { StorageOps } from "../port.ts";
 import { deepFreeze } from "../rows.ts";
 
-/** What a change clears: rows of sources and workflows, of users, of subscriptions. */
-export type CacheKind = "sources" | "users" | "subscriptions";
+/**
+ * What a change clears: rows of sources and workflows, of users, of subscriptions, and `accounts`: live
+ * API keys (with their user) and each user's organizations.
+ */
+export type CacheKind = "sources" | "users" | "subscriptions" | "accounts";
 
-export const cacheKinds: readonly CacheKind[] = ["sources", "users", "subscriptions"];
+export const cacheKinds: readonly CacheKind[] = ["sources", "users", "subscriptions", "accounts"];
 
 /**
  * How long an entry is trusted without hearing of a change. A node that misses a change message (its
@@ -111,6 +114,8 @@ const writesOf: Record<CacheKind, ReadonlyArray<keyof StorageOps>> = {
   sources: ["insertSource", "updateSource", "deleteSource", "insertWorkflow", "deleteWorkflow"],
   users: ["insertUser"],
   subscriptions: ["upsertSubscription", "deleteSubscriptions", "deleteSubscriptionsOf"],
+  // A new key or organization is no stale row: misses are never kept, and a member joins by putMember.
+  accounts: ["revokeApiKey", "putMember", "deleteMember"],
 };
 
 /** Emitters whose owner is cached: a source's or a workflow's owner never changes. */
@@ -132,6 +137,14 @@ export function withRowCache(ops: StorageOps, cache: RowCache, tx?: { written: S
         ? cache.read("sources", `endpoint\0${endpointId}`, () => ops.getSourceByEndpoint(endpointId))
         : ops.getSourceByEndpoint(endpointId),
     getUser: (id) => (cached("users") ? cache.read("users", id, () => ops.getUser(id)) : ops.getUser(id)),
+    findApiKeyByHash: (hash) =>
+      cached("accounts")
+        ? cache.read("accounts", `key\0${hash}`, () => ops.findApiKeyByHash(hash))
+        : ops.findApiKeyByHash(hash),
+    listOrgsOfUser: (userId) =>
+      cached("accounts")
+        ? (cache.read("accounts", `orgs\0${userId}`, () => ops.listOrgsOfUser(userId)) as Promise<Org[]>)
+        : ops.listOrgsOfUser(userId),
     resourceOwner: (id) =>
       ownerCached.test(id) && cached("sources")
         ? cache.read("sources", `owner\0${id}`, () => ops.resourceOwner(id))

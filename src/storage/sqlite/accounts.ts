@@ -1,6 +1,7 @@
 /**
  * Users, organizations, memberships, API keys and daily usage counters. Users are cached (row-cache.ts:
- * never updated or deleted); usage additions inside a transaction are summed and made once per user and
+ * never updated or deleted), and so are live keys and each user's organizations, forgotten by every
+ * write to keys or memberships (and by driver.ts when another connection wrote); usage additions inside a transaction are summed and made once per user and
  * day before COMMIT (deferred.ts).
  */
 import type { OrgRole, Usage } from "../../domain/types.ts";
@@ -55,20 +56,27 @@ export function accountOps(q: Sql, rows: RowCache, held: DeferredWrites): Accoun
     getOrgByName: async (orgname) => q.get("SELECT * FROM orgs WHERE orgname = ?", [orgname], toOrg),
 
     putMember: async (orgId, userId, role, at) => {
+      rows.orgsOfUser.clear();
       q.run(
         "INSERT INTO org_members (org_id, user_id, role, created_at) VALUES (?, ?, ?, ?) ON CONFLICT (org_id, user_id) DO UPDATE SET role = excluded.role",
         [orgId, userId, role, at],
       );
     },
 
-    deleteMember: async (orgId, userId) =>
-      q.run("DELETE FROM org_members WHERE org_id = ? AND user_id = ?", [orgId, userId]) > 0,
+    deleteMember: async (orgId, userId) => {
+      rows.orgsOfUser.clear();
+      return q.run("DELETE FROM org_members WHERE org_id = ? AND user_id = ?", [orgId, userId]) > 0;
+    },
 
     listOrgsOfUser: async (userId) =>
-      q.all(
-        "SELECT o.* FROM orgs o JOIN org_members m ON m.org_id = o.id WHERE m.user_id = ? ORDER BY o.seq",
-        [userId],
-        toOrg,
+      rows.orgsOfUser.getOrSet(userId, () =>
+        deepFreeze(
+          q.all(
+            "SELECT o.* FROM orgs o JOIN org_members m ON m.org_id = o.id WHERE m.user_id = ? ORDER BY o.seq",
+            [userId],
+            toOrg,
+          ),
+        ),
       ),
 
     // The admin lists of users and organizations: newest first, paged by seq like every list.
@@ -90,6 +98,8 @@ export function accountOps(q: Sql, rows: RowCache, held: DeferredWrites): Accoun
     },
 
     findApiKeyByHash: async (hash) => {
+      const cached = rows.keys.get(hash);
+      if (cached) return cached;
       const row = q
         .prepare(
           `SELECT k.id AS k_id, k.user_id, k.name AS k_name, k.prefix, k.hash, k.created_at AS k_created_at, k.revoked_at,
@@ -97,17 +107,21 @@ export function accountOps(q: Sql, rows: RowCache, held: DeferredWrites): Accoun
         )
         .get(hash) as Row | undefined;
       if (!row) return undefined;
-      return {
+      const found = deepFreeze({
         key: toKey({ ...row, id: row.k_id, name: row.k_name, created_at: row.k_created_at }),
         user: toUser(row),
-      };
+      });
+      rows.keys.set(hash, found);
+      return found;
     },
 
     listApiKeys: async (userId) =>
       q.all("SELECT * FROM api_keys WHERE user_id = ? ORDER BY seq DESC", [userId], toKey),
 
-    revokeApiKey: async (id, at) =>
-      q.run("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", [at, id]) > 0,
+    revokeApiKey: async (id, at) => {
+      rows.keys.clear();
+      return q.run("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", [at, id]) > 0;
+    },
 
     getUsage: async (userId, day) => {
       held.settle();

@@ -178,10 +178,25 @@ export function openSqliteStorage(options: {
   let inTransaction = false;
   const locked = lockedOperations(ops, lock);
   const cacheFirst =
-    <R>(peek: (id: string) => R | undefined, read: (id: string) => Promise<R | undefined>) =>
-    (id: string): Promise<R | undefined> => {
+    <R>(peek: (id: string) => R | undefined, read: (id: string) => Promise<R>) =>
+    (id: string): Promise<R> => {
       const hit = inTransaction ? undefined : peek(id);
       return hit ? Promise.resolve(hit) : read(id);
+    };
+  // `fount admin` writes accounts through its own connection while the server runs: the cached keys and
+  // memberships are forgotten once another connection committed, which this pragma tells (one step).
+  const dataVersion = db.prepare("PRAGMA data_version");
+  let seenVersion = dataVersion.get()?.data_version;
+  const accountsPeek =
+    <R>(peek: (id: string) => R | undefined) =>
+    (id: string): R | undefined => {
+      const version = dataVersion.get()?.data_version;
+      if (version !== seenVersion) {
+        seenVersion = version;
+        rows.forgetAccounts();
+        return undefined;
+      }
+      return peek(id);
     };
   return {
     ...locked,
@@ -195,6 +210,15 @@ export function openSqliteStorage(options: {
       await indexer.approach(lock);
       return locked.searchEvents(search, page);
     },
+    // Read by every API request's key check.
+    findApiKeyByHash: cacheFirst(
+      accountsPeek((hash) => rows.keys.get(hash)),
+      locked.findApiKeyByHash,
+    ),
+    listOrgsOfUser: cacheFirst(
+      accountsPeek((id) => rows.orgsOfUser.get(id)),
+      locked.listOrgsOfUser,
+    ),
     driver: "sqlite",
     capabilities: { listenNotify: false, skipLocked: false, sharedByNodes: false },
     // The file lives with the process: it cannot go away while the server runs.

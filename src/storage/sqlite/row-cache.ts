@@ -2,12 +2,13 @@
  * The rows the SQLite driver keeps in process memory, frozen: those every endpoint hit, timer tick,
  * delivery attempt and routed event reads. Unlike PostgreSQL's short-lived caches (postgres/row-cache.ts),
  * these are kept until a write through this connection changes them: while the server runs, it is the
- * only writer of these tables (`fount admin` on the same file writes accounts only, and users are never
- * updated or deleted). The operation files read and forget them; a rolled-back transaction, which may
- * have cached rows it wrote, forgets them all (`clear`).
+ * only writer of these tables but for `fount admin` on the same file, which writes accounts only (users
+ * are never updated or deleted). The accounts' cached rows are forgotten whenever another connection
+ * committed (driver.ts reads `PRAGMA data_version` before using them). The operation files read and
+ * forget them; a rolled-back transaction, which may have cached rows it wrote, forgets them all (`clear`).
  */
 import { BoundedCache } from "../../bounded-cache.ts";
-import type { SourceRecord, Subscription, User, Webhook } from "../../domain/types.ts";
+import type { ApiKey, Org, SourceRecord, Subscription, User, Webhook } from "../../domain/types.ts";
 
 /** Rows cached per connection; a cache that grew past this starts over (endpoint probes cannot grow it). */
 export const maxCachedRows = 10_000;
@@ -31,6 +32,19 @@ export class RowCache {
    */
   readonly emitterOwners = new BoundedCache<string, string>(maxCachedRows);
   readonly matches = new BoundedCache<string, Subscription[]>(maxCachedRows);
+  /**
+   * What every API request's key check reads (issue 29): live keys with their user by hash (revoking
+   * one forgets them all; a revoked or unknown key is never kept), and each user's organizations (any
+   * write to memberships forgets them all). Also forgotten when another connection wrote (`fount admin`).
+   */
+  readonly keys = new BoundedCache<string, { key: ApiKey; user: User }>(maxCachedRows);
+  readonly orgsOfUser = new BoundedCache<string, Org[]>(maxCachedRows);
+
+  /** Forgets the cached keys and memberships (a write to them here or through another connection). */
+  forgetAccounts(): void {
+    this.keys.clear();
+    this.orgsOfUser.clear();
+  }
 
   /** Forgets the cached sources (a write to `sources`). */
   forgetSources(): void {
@@ -44,5 +58,6 @@ export class RowCache {
     this.forgetSources();
     this.emitterOwners.clear();
     this.matches.clear();
+    this.forgetAccounts();
   }
 }
