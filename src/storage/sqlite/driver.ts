@@ -184,17 +184,26 @@ export function openSqliteStorage(options: {
       return hit ? Promise.resolve(hit) : read(id);
     };
   // `fount admin` writes accounts through its own connection while the server runs: the cached keys and
-  // memberships are forgotten once another connection committed, which this pragma tells (one step).
+  // memberships are forgotten once another connection committed, which this pragma tells. It costs about
+  // what a read does (it takes the WAL's read lock), so it is asked once per turn of the event loop: a
+  // request's key and its organizations are read in one turn, and a change then counts from the next.
   const dataVersion = db.prepare("PRAGMA data_version");
   let seenVersion = dataVersion.get()?.data_version;
+  let checkedThisTurn = false;
   const accountsPeek =
     <R>(peek: (id: string) => R | undefined) =>
     (id: string): R | undefined => {
-      const version = dataVersion.get()?.data_version;
-      if (version !== seenVersion) {
-        seenVersion = version;
-        rows.forgetAccounts();
-        return undefined;
+      if (!checkedThisTurn) {
+        checkedThisTurn = true;
+        setImmediate(() => {
+          checkedThisTurn = false;
+        });
+        const version = dataVersion.get()?.data_version;
+        if (version !== seenVersion) {
+          seenVersion = version;
+          rows.forgetAccounts();
+          return undefined;
+        }
       }
       return peek(id);
     };
