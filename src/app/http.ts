@@ -111,8 +111,11 @@ export async function registerHttp(app: App, door: FrontDoor, given: HttpInputs)
     // Endpoint requests in flight are answered too, before the executors and the store close.
     await Promise.all([door.forwardedHits?.close(), door.endpointListener?.close()]);
   });
-  app.addHook("onSend", async (_request, reply) => {
+  // Hooks of every request take `done` rather than return a promise where they need not wait: each
+  // promise is another turn of the microtask queue per request (issue 29, manual runs).
+  app.addHook("onSend", (_request, reply, payload, done) => {
     if (door.closing) reply.header("connection", "close");
+    done(null, payload);
   });
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);

@@ -4,7 +4,7 @@
  * and for POST/PUT the query parameters are merged under the body (the body wins), converted to the body
  * schema's types.
  */
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import { AppError } from "../errors.ts";
 import { jsonTextTooDeep, maxBodyDepth } from "../runtime/child/guards/json-depth.ts";
 
@@ -34,29 +34,14 @@ export function registerJsonBodies(app: FastifyInstance): void {
       );
     }
   });
-  app.addHook("preValidation", async (request) => {
-    if (request.method !== "POST" && request.method !== "PUT") return;
-    // Source endpoints take any body as raw bytes; spreading a Buffer here would copy it byte by byte.
-    if (Buffer.isBuffer(request.body)) return;
-    if (
-      request.body !== undefined &&
-      (typeof request.body !== "object" || request.body === null || Array.isArray(request.body))
-    ) {
-      throw new AppError("invalid_parameter", "The request body must be a JSON object", {
-        details: { field: "body" },
-      });
+  app.addHook("preValidation", (request, _reply, done) => {
+    try {
+      mergeQueryIntoBody(request);
+    } catch (err) {
+      done(err as Error);
+      return;
     }
-    const query = (request.query ?? {}) as Record<string, unknown>;
-    const bodySchema = request.routeOptions.schema?.body as
-      | { properties?: Record<string, { type?: unknown }> }
-      | undefined;
-    const merged: Record<string, unknown> = {};
-    for (const [key, value] of Object.entries(query)) {
-      // Unknown query parameters are ignored, as on GET routes; unknown body fields are still a 400.
-      if (bodySchema?.properties && !Object.hasOwn(bodySchema.properties, key)) continue;
-      merged[key] = coerceQueryValue(value, bodySchema?.properties?.[key]);
-    }
-    request.body = { ...merged, ...((request.body as Record<string, unknown> | undefined) ?? {}) };
+    done();
   });
 }
 
@@ -67,4 +52,30 @@ function coerceQueryValue(value: unknown, schema: { type?: unknown } | undefined
   if (types.includes("boolean") && (value === "true" || value === "false")) return value === "true";
   if (types.includes("integer") && /^-?\d{1,15}$/.test(value)) return Number(value);
   return value;
+}
+
+/** POST/PUT: the query parameters the body schema names go under the body; a body that is no object is a 400. */
+function mergeQueryIntoBody(request: FastifyRequest): void {
+  if (request.method !== "POST" && request.method !== "PUT") return;
+  // Source endpoints take any body as raw bytes; spreading a Buffer here would copy it byte by byte.
+  if (Buffer.isBuffer(request.body)) return;
+  if (
+    request.body !== undefined &&
+    (typeof request.body !== "object" || request.body === null || Array.isArray(request.body))
+  ) {
+    throw new AppError("invalid_parameter", "The request body must be a JSON object", {
+      details: { field: "body" },
+    });
+  }
+  const query = (request.query ?? {}) as Record<string, unknown>;
+  const bodySchema = request.routeOptions.schema?.body as
+    | { properties?: Record<string, { type?: unknown }> }
+    | undefined;
+  const merged: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(query)) {
+    // Unknown query parameters are ignored, as on GET routes; unknown body fields are still a 400.
+    if (bodySchema?.properties && !Object.hasOwn(bodySchema.properties, key)) continue;
+    merged[key] = coerceQueryValue(value, bodySchema?.properties?.[key]);
+  }
+  request.body = { ...merged, ...((request.body as Record<string, unknown> | undefined) ?? {}) };
 }

@@ -32,18 +32,22 @@ function takesFilter(schema: unknown): boolean {
   return "include" in props || "exclude" in props;
 }
 
-/** Applies `include`/`exclude` from the query (GET, DELETE) or the body (POST, PUT, which merge the query in). */
-async function applyFilter(
+/**
+ * Applies `include`/`exclude` from the query (GET, DELETE) or the body (POST, PUT, which merge the query
+ * in). It answers through `done`, not a promise, which would cost every response a microtask turn.
+ */
+function applyFilter(
   request: FastifyRequest,
   _reply: FastifyReply,
   payload: unknown,
-): Promise<unknown> {
+  done: (err: Error | null, payload: unknown) => void,
+): void {
   const p = (request.method === "POST" || request.method === "PUT" ? request.body : request.query) as
     | { include?: unknown; exclude?: unknown }
     | undefined;
   const include = typeof p?.include === "string" ? p.include : undefined;
   const exclude = typeof p?.exclude === "string" ? p.exclude : undefined;
-  return filterFields(payload, include, exclude);
+  done(null, filterFields(payload, include, exclude));
 }
 
 /** Applies to routes registered after it, in this context and its children. */

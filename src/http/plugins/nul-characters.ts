@@ -13,11 +13,13 @@ type Obj = Record<string, unknown>;
 
 /** Refuses U+0000 in the input of routes registered after it, in this context and its children. */
 export function refuseNulCharacters(app: FastifyInstance): void {
-  app.addHook("preValidation", async (request) => {
+  app.addHook("preValidation", (request, _reply, done) => {
     const field = nulField(request.params, "") ?? nulField(request.query, "") ?? bodyNulField(request);
-    if (field !== undefined) {
-      throw invalidParameter(field, `${field} must not contain the NUL character (U+0000)`);
-    }
+    done(
+      field === undefined
+        ? undefined
+        : invalidParameter(field, `${field} must not contain the NUL character (U+0000)`),
+    );
   });
 }
 

@@ -61,9 +61,14 @@ export function applyRequestRules(app: FastifyInstance): void {
   app.setValidatorCompiler(validatorCompiler);
   app.removeContentTypeParser("text/plain");
   // Unknown and foreign organizations are both 404, so an org ID's existence does not leak.
-  app.addHook("preHandler", async (request) => {
-    if (!request.principal) return;
-    const orgId = params<{ org_id?: unknown } | undefined>(request)?.org_id;
-    if (typeof orgId === "string") actingOwner(request, orgId);
+  app.addHook("preHandler", (request, _reply, done) => {
+    const orgId = request.principal ? params<{ org_id?: unknown } | undefined>(request)?.org_id : undefined;
+    try {
+      if (typeof orgId === "string") actingOwner(request, orgId);
+    } catch (err) {
+      done(err as Error);
+      return;
+    }
+    done();
   });
 }

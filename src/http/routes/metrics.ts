@@ -17,13 +17,14 @@ import { clientErrorHandler } from "../plugins/errors.ts";
  */
 export function countRequests(app: FastifyInstance): void {
   const { metrics } = app.fount;
-  app.addHook("onResponse", async (request, reply) => {
+  app.addHook("onResponse", (request, reply, done) => {
     metrics.httpRequest(
       request.method,
       request.routeOptions.url ?? "unmatched",
       reply.statusCode,
       reply.elapsedTime / 1000,
     );
+    done();
   });
 }
 
