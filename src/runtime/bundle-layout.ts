@@ -5,7 +5,7 @@
  * walks up from a bundle to `<key>/node_modules`, and an executor is granted its own owner's folder
  * only, never another owner's nor the `owners/` list (docs/isolation.md, "Where bundles are").
  */
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import fsp from "node:fs/promises";
 import path from "node:path";
 
@@ -22,9 +22,12 @@ export const OWNER_DIR_MODE = 0o750;
 /** Where bundles of every tenant were written, shared, before owner folders (removed at start). */
 const LEGACY_COMPONENTS_DIR = "components";
 
-/** Name of an owner's bundle folder: a hash of its id, so no id reaches a path and no path trick an id. */
+/**
+ * Name of an owner's bundle folder: a hash of its id, so no id reaches a path and no path trick an id.
+ * Checked for every batch sent to an executor (grants.ts), hence the one-shot `hash`.
+ */
 export function ownerFolderName(ownerId: string): string {
-  return createHash("sha256").update(`fount-owner\0${ownerId}`).digest("hex").slice(0, 32);
+  return hash("sha256", `fount-owner\0${ownerId}`, "hex").slice(0, 32);
 }
 
 /** The folder of `ownerId`'s bundles in the package set folder `packageSetDir`. */
