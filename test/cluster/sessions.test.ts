@@ -1,7 +1,8 @@
 /**
- * Console sessions and the rate limit on a cluster (two Fount processes on one PostgreSQL schema): a
- * session signed in through one node works through the other, ending it through either refuses it on
- * both at once, and a user's keys and sessions share one rate limit across the nodes.
+ * Console sessions, API keys and the rate limit on a cluster (two Fount processes on one PostgreSQL
+ * schema): a session signed in through one node works through the other, ending it through either
+ * refuses it on both at once, a key revoked through one node is refused by both though they cache keys,
+ * and a user's keys and sessions share one rate limit across the nodes.
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
@@ -60,4 +61,26 @@ test("a session works on every node, ends on every node at once, and counts for 
   }
   const sessions = await one("GET", `/v1/admin/users/${made.body.data.id}/sessions`);
   assert.deepEqual(sessions.body.data, []);
+});
+
+test("a key revoked through one node is refused by the other within 1 s, though both had it cached", async () => {
+  const one = apiClient(cluster.node("s1").url);
+  const two = apiClient(cluster.node("s2").url);
+  const made = await one("POST", "/v1/admin/users", {
+    body: { username: "revoked-everywhere", email: "revoked@example.com" },
+  });
+  assert.equal(made.status, 200, made.text);
+  const { api_key: key, api_key_id: keyId } = made.body.data as { api_key: string; api_key_id: string };
+  for (const node of [one, two]) assert.equal((await node("GET", "/v1/users/me", { key })).status, 200);
+
+  assert.equal((await two("DELETE", `/v1/admin/keys/${keyId}`)).status, 200);
+  assert.equal((await two("GET", "/v1/users/me", { key })).status, 401, "at once where it was revoked");
+  const start = Date.now();
+  for (;;) {
+    const status = (await one("GET", "/v1/users/me", { key })).status;
+    if (status === 401) break;
+    assert.equal(status, 200);
+    assert.ok(Date.now() - start < 1_000, "still accepted after 1 s");
+    await new Promise((r) => setTimeout(r, 100));
+  }
 });
