@@ -127,7 +127,19 @@ export type FromChild =
    * Results of a batch, in item order. `done` ends the batch. While a batch runs long the child also
    * flushes what it has, naming the item it is running in `running` and for how many ms in `since`.
    */
-  | { t: "results"; sid: string; results: ItemResult[]; running?: number; since?: number; done: boolean }
+  | {
+      t: "results";
+      sid: string;
+      results: ItemResult[];
+      running?: number;
+      since?: number;
+      done: boolean;
+      /**
+       * Set by the runner alone: the batch's `got` or `started`, which the realm said just before and
+       * which, in the same turn of the runner's event loop, goes with its results rather than apart.
+       */
+      started?: "got" | "started";
+    }
   /** The first `http.respond()` of an invocation when it says `immediate: true`, sent at once (`sid` stamped by the runner). */
   | { t: "respond"; q: number; response: HttpResponse; sid?: string }
   /**

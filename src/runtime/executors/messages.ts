@@ -33,19 +33,12 @@ export class ChildMessages {
         child.startWaiters?.resolve();
         break;
       case "got":
-      case "started": {
-        const batch = child.batches.get(String(msg.sid));
-        if (!batch) break;
-        if (!batch.received) {
-          batch.received = true;
-          batch.started = Date.now();
-          this.core.arm(batch);
-        }
-        // A loaded module lets the child say both at once.
-        if (msg.t === "started") batch.entered = true;
+      case "started":
+        this.onStart(child, msg.sid, msg.t);
         break;
-      }
       case "results":
+        // A quick run's `started` comes with its results (runner/state.ts).
+        if (msg.started === "got" || msg.started === "started") this.onStart(child, msg.sid, msg.started);
         this.onResults(child, msg);
         break;
       case "respond": {
@@ -118,6 +111,19 @@ export class ChildMessages {
         break;
       }
     }
+  }
+
+  /** The source's oldest batch arrived (`got`), or its first call is about to run (`started`). */
+  private onStart(child: Child, sid: unknown, t: "got" | "started"): void {
+    const batch = child.batches.get(String(sid));
+    if (!batch) return;
+    if (!batch.received) {
+      batch.received = true;
+      batch.started = Date.now();
+      this.core.arm(batch);
+    }
+    // A loaded module lets the child say both at once.
+    if (t === "started") batch.entered = true;
   }
 
   private onResults(child: Child, msg: Extract<FromChild, { t: "results" }>): void {

@@ -6,7 +6,7 @@
  */
 import { Worker } from "node:worker_threads";
 import type { FromChild } from "../protocol.ts";
-import { busyOf, init, isObject, type Realm, send } from "./state.ts";
+import { busyOf, init, isObject, type Realm, relayStart, send } from "./state.ts";
 import { chargeIdle, markCpu } from "./usage.ts";
 
 // The pool runs runner/runner.ts bundled to runner.mjs, with realm/realm.ts bundled to realm.mjs beside it.
@@ -272,7 +272,7 @@ function onRealmMessage(realm: Realm, raw: unknown): void {
   switch (msg.t) {
     case "got":
     case "started":
-      if (sid !== undefined) send({ t: msg.t, sid });
+      if (sid !== undefined) relayStart(msg.t, sid);
       break;
     case "results": {
       if (sid === undefined) return;

@@ -43,8 +43,46 @@ export interface Realm {
   error: (Error & { code?: string }) | undefined;
 }
 
-/** Sends to the pool; a message that cannot be sent is written to stderr and dropped. */
+/**
+ * A batch's `got` or `started` not yet relayed, by source. A realm says `started` just before its
+ * component code runs, and the results of a quick run follow at once: relayed at the end of this turn of
+ * the event loop, or in the message of the results if they come in the same turn, the pool is woken once
+ * for both (issue 29, manual runs). Any other message relays them first, so the pool sees what it saw
+ * before, in the same order.
+ */
+const starts = new Map<string, "got" | "started">();
+let startsFlush: NodeJS.Immediate | undefined;
+
+/** Relays a realm's `got` or `started` for `sid` by the end of this turn (see `starts`). */
+export function relayStart(t: "got" | "started", sid: string): void {
+  // `started` implies `got` (the same batch); a `got` behind a pending `started` is a later batch's.
+  if (t === "got" && starts.has(sid)) flushStarts();
+  if (starts.get(sid) !== "started") starts.set(sid, t);
+  startsFlush ??= setImmediate(flushStarts);
+}
+
+function flushStarts(): void {
+  clearImmediate(startsFlush);
+  startsFlush = undefined;
+  for (const [sid, t] of starts) {
+    starts.delete(sid);
+    sendNow({ t, sid });
+  }
+}
+
+/** Sends to the pool, after the starts waiting; a message that cannot be sent is written to stderr and dropped. */
 export function send(message: FromChild): void {
+  if (message.t === "results") {
+    // Whatever a realm put there, this says only what the runner holds.
+    const started = starts.get(message.sid);
+    starts.delete(message.sid);
+    message = { ...message, started };
+  }
+  if (starts.size > 0) flushStarts();
+  sendNow(message);
+}
+
+function sendNow(message: FromChild): void {
   try {
     ipcSend!(message);
   } catch (err) {
