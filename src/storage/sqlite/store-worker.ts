@@ -57,10 +57,13 @@ const remove = index.prepare("DELETE FROM events_text WHERE rowid = ?");
 const add = index.prepare("INSERT INTO events_text (rowid, event_json) VALUES (?, ?)");
 
 function indexBatch(limit: number): Array<[number, number]> {
-  const rows = queued.all(limit) as Array<{ r: number; c: number; j: string | null }>;
-  if (rows.length === 0) return [];
+  // The index file's write lock is taken before the queue is read: another process on the store (a
+  // `fount admin` command) indexing the same rowids then reads and writes strictly after or before this
+  // batch, so the text the index ends with is the last one read.
   index.exec("BEGIN IMMEDIATE");
+  let rows: Array<{ r: number; c: number; j: string | null }>;
   try {
+    rows = queued.all(limit) as typeof rows;
     for (const { r, j } of rows) {
       // The table keeps its own copy of each text, so an old entry goes without being told its text.
       remove.run(r);
