@@ -62,6 +62,10 @@ export interface Config {
   executorIdleMs: number;
   /** Executor processes started ahead for owners whose process is not running (FOUNT_EXECUTOR_SPARES). */
   executorSpares: number;
+  /** glibc malloc arenas of each executor process (FOUNT_EXECUTOR_MALLOC_ARENA_MAX); 0: glibc's default. */
+  executorMallocArenaMax: number;
+  /** Young-generation cap of each realm in MiB (FOUNT_EXECUTOR_REALM_YOUNG_MB); 0: V8's default. */
+  executorRealmYoungMb: number;
   /** Largest event a source may emit (JSON bytes). */
   maxEventBytes: number;
   /** Largest `this.db` of one source (JSON bytes); writes beyond it fail the invocation. */
@@ -311,6 +315,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     executorV8Flags: (env.FOUNT_EXECUTOR_V8_FLAGS ?? "").split(/\s+/).filter(Boolean),
     executorIdleMs: int(env, "FOUNT_EXECUTOR_IDLE_S", 600, 1) * 1000,
     executorSpares: int(env, "FOUNT_EXECUTOR_SPARES", 2, 0),
+    executorMallocArenaMax: int(env, "FOUNT_EXECUTOR_MALLOC_ARENA_MAX", 2, 0),
+    executorRealmYoungMb: int(env, "FOUNT_EXECUTOR_REALM_YOUNG_MB", 0, 0),
     maxEventBytes: int(env, "FOUNT_MAX_EVENT_BYTES", 1024 * 1024, 1024),
     maxDbBytes: int(env, "FOUNT_MAX_DB_BYTES", 4 * 1024 * 1024, 1024),
     bodyLimitBytes: 1024 * 1024,

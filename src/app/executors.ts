@@ -55,6 +55,8 @@ export async function startExecutors(
       scratchMb: config.executorScratchMb,
       realmsPerOwner: config.executorRealmsPerOwner,
       v8Flags: config.executorV8Flags,
+      mallocArenaMax: config.executorMallocArenaMax,
+      realmYoungMb: config.executorRealmYoungMb,
       idleMs: config.executorIdleMs,
       spares: config.executorSpares,
       defaultTimeoutMs: config.invocationTimeoutMs,

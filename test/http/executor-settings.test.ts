@@ -1,8 +1,10 @@
 /**
  * The executor settings of issue 29 (cheaper tenants) as an operator meets them: FOUNT_EXECUTOR_V8_FLAGS
- * reaches each tenant's executor process, minus the flags this Node's V8 does not know; and
- * FOUNT_EXECUTOR_IDLE_S stops an idle tenant's executor, whose next hit starts a new one that carries on
- * with the source's db. Runs on SQLite, or PostgreSQL with FOUNT_TEST_STORE=postgres.
+ * reaches each tenant's executor process, minus the flags this Node's V8 does not know;
+ * FOUNT_EXECUTOR_MALLOC_ARENA_MAX reaches the process's environment and not its components';
+ * FOUNT_EXECUTOR_REALM_YOUNG_MB caps each realm's young generation; and FOUNT_EXECUTOR_IDLE_S stops an
+ * idle tenant's executor, whose next hit starts a new one that carries on with the source's db. Runs on
+ * SQLite, or PostgreSQL with FOUNT_TEST_STORE=postgres.
  */
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -15,7 +17,12 @@ let server: TestServer;
 before(async () => {
   server = await startServer(
     {},
-    { FOUNT_EXECUTOR_V8_FLAGS: "--max-semi-space-size=1  --no-such-v8-flag", FOUNT_EXECUTOR_IDLE_S: "1" },
+    {
+      FOUNT_EXECUTOR_V8_FLAGS: "--max-lazy  --no-such-v8-flag",
+      FOUNT_EXECUTOR_IDLE_S: "1",
+      FOUNT_EXECUTOR_MALLOC_ARENA_MAX: "1",
+      FOUNT_EXECUTOR_REALM_YOUNG_MB: "1",
+    },
   );
 });
 after(() => server.close());
@@ -31,8 +38,34 @@ test("FOUNT_EXECUTOR_V8_FLAGS reaches the tenant's executor, without the flags t
   const pid = pool().pidOf(user.id);
   assert.ok(pid !== undefined, "the tenant has an executor");
   const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
-  assert.ok(argv.includes("--max-semi-space-size=1"), argv.join(" "));
+  assert.ok(argv.includes("--max-lazy"), argv.join(" "));
   assert.ok(!argv.includes("--no-such-v8-flag"), "an unknown flag would stop node from starting");
+});
+
+// Answers with what a realm sees: its young generation's size and its environment's names.
+const heapProbe = `import v8 from "node:v8";
+export default {
+  name: "Heap probe", version: "0.0.1", props: { http: "$.interface.http" },
+  async run() {
+    const young = v8.getHeapSpaceStatistics().find((s) => s.space_name === "new_space");
+    this.http.respond({ status: 200, body: { youngBytes: young.space_size, env: Object.keys(process.env) } });
+  },
+};`;
+
+test("FOUNT_EXECUTOR_MALLOC_ARENA_MAX reaches the executor's environment, not its components'; FOUNT_EXECUTOR_REALM_YOUNG_MB caps each realm's young generation", async () => {
+  const user = await server.createUser("memory-settings");
+  const s = await deploy(server, { component_code: heapProbe, name: "heap" }, user.key);
+  const res = await hit(s.configured_props.http.endpoint_url, { method: "POST" });
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  const seen = res.body as { youngBytes: number; env: string[] };
+  const pid = pool().pidOf(user.id);
+  assert.ok(pid !== undefined, "the tenant has an executor");
+  const environ = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
+  assert.ok(environ.includes("MALLOC_ARENA_MAX=1"), environ.join(" "));
+  assert.ok(!seen.env.includes("MALLOC_ARENA_MAX"), `the component sees ${seen.env.join(", ")}`);
+  // V8's default gives a realm 4 MiB of young generation at its start and lets it grow to 16; capped
+  // at 1 MiB it keeps V8's smallest, 2 MiB (two semi-spaces).
+  assert.ok(seen.youngBytes <= 2 * 1024 * 1024, `young generation of ${seen.youngBytes} bytes`);
 });
 
 test("FOUNT_EXECUTOR_IDLE_S stops an idle executor; the next hit starts one that goes on with the source's db", async () => {

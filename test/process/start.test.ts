@@ -308,3 +308,15 @@ test("the start says in one plain line which egress layers hold, and without nft
   withoutNft.proc.kill("SIGTERM");
   assert.equal((await withoutNft.exited).code, 0, output);
 });
+
+test("an executor memory setting that is not a whole number ≥ 0 stops the start with one line naming it", async () => {
+  for (const [name, value] of [
+    ["FOUNT_EXECUTOR_MALLOC_ARENA_MAX", "two"],
+    ["FOUNT_EXECUTOR_REALM_YOUNG_MB", "-1"],
+  ] as const) {
+    const failed = start({ FOUNT_DATA_DIR: tempDir(), [name]: value });
+    const { code } = await failed.exited;
+    assert.equal(code, 2, failed.output());
+    assert.match(failed.output(), new RegExp(`^fount: ${name} must be an integer ≥ 0, got "${value}"$`, "m"));
+  }
+});

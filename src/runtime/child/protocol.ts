@@ -35,6 +35,8 @@ export interface ChildInit {
 
   /** Heap cap of each realm (worker `resourceLimits.maxOldGenerationSizeMb`). */
   memoryMb: number;
+  /** Young-generation cap of each realm (`resourceLimits.maxYoungGenerationSizeMb`); absent: V8's default. */
+  realmYoungMb?: number;
   /**
    * A realm whose code keeps its thread busy this long while none of its invocations runs (a loop
    * in a timer left behind) is stopped; the time it used is charged either way.

@@ -34,6 +34,8 @@ export interface PoolSettings {
   idleMs: number;
   /** As the operator gave them; `Lifecycle` keeps those this Node knows (v8-flags.ts). */
   v8Flags: readonly string[];
+  /** `MALLOC_ARENA_MAX` of each executor process; 0: unset. */
+  mallocArenaMax: number;
   extraCaCertsFile: string | undefined;
 }
 
@@ -53,11 +55,13 @@ export function poolSettings(options: ExecutorPoolOptions): PoolSettings {
       memoryMb,
       lateWorkLimitMs: defaultTimeoutMs,
       realmsPerOwner: options.realmsPerOwner ?? 16,
+      ...(options.realmYoungMb ? { realmYoungMb: options.realmYoungMb } : {}),
       ...(options.egress ? { egress: options.egress } : {}),
       ...(options.pipedreamApi ? { pipedreamApi: { bodyLimit: options.pipedreamApi.bodyLimit } } : {}),
     },
     idleMs: options.idleMs ?? 10 * 60_000,
     v8Flags: options.v8Flags ?? [],
+    mallocArenaMax: options.mallocArenaMax ?? 2,
     extraCaCertsFile: options.extraCaCertsFile,
   };
 }

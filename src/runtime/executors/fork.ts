@@ -67,6 +67,8 @@ export interface ExecutorSpawn {
   memoryMb: number;
   /** Extra V8 flags, checked against this Node already (v8-flags.ts). */
   v8Flags: readonly string[];
+  /** `MALLOC_ARENA_MAX` of the process; 0: glibc's default. */
+  mallocArenaMax: number;
   uid: number | undefined;
   /** A spare (spares.ts): it reads its owner's folders through links, by their linked paths. */
   preserveSymlinks: boolean;
@@ -94,7 +96,11 @@ export function forkExecutor(spec: ExecutorSpawn): ChildProcess {
   const ids = uid === undefined ? {} : { uid, gid: uid };
   const proc = fork(runner, [JSON.stringify(spec.init)], {
     cwd: scratch,
-    env: spec.extraCaCertsFile ? { NODE_EXTRA_CA_CERTS: spec.extraCaCertsFile } : {},
+    env: {
+      ...(spec.extraCaCertsFile ? { NODE_EXTRA_CA_CERTS: spec.extraCaCertsFile } : {}),
+      // glibc reads it at the process's start; realms get an empty env of their own (realms.ts).
+      ...(spec.mallocArenaMax > 0 ? { MALLOC_ARENA_MAX: String(spec.mallocArenaMax) } : {}),
+    },
     execPath: process.execPath,
     execArgv,
     serialization: "json",

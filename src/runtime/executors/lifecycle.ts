@@ -125,6 +125,7 @@ export class Lifecycle {
         allowed: child.spare ? [child.spare.folder] : child.allowed,
         memoryMb: this.core.settings.memoryMb,
         v8Flags,
+        mallocArenaMax: this.core.settings.mallocArenaMax,
         uid: owner.uid,
         preserveSymlinks: child.spare !== undefined,
         extraCaCertsFile: this.core.settings.extraCaCertsFile,

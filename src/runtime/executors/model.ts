@@ -35,6 +35,18 @@ export interface ExecutorPoolOptions {
    * with a warning (v8-flags.ts).
    */
   v8Flags?: string[];
+  /**
+   * glibc malloc arenas of each executor process (`MALLOC_ARENA_MAX` in its environment, which its
+   * realms do not see); default 2, 0 leaves glibc's default (8 per core). Every thread that mallocs
+   * (the main thread, each realm, V8's and libuv's helpers) otherwise gets an arena of its own, which
+   * keeps freed memory (docs/architecture.md, "Cheaper tenants").
+   */
+  mallocArenaMax?: number;
+  /**
+   * Young-generation cap of each realm in MiB (worker `resourceLimits.maxYoungGenerationSizeMb`);
+   * absent or 0: V8's default. Smaller saves memory per realm and costs scavenges (docs/architecture.md).
+   */
+  realmYoungMb?: number;
   /** V8 heap cap of each executor process (`--max-old-space-size`); RSS is capped at 2× this + 128 MiB. */
   memoryMb?: number;
   /** Used when a request has no `timeoutMs`, and for `inspect`. */

@@ -98,7 +98,10 @@ function newRealm(): Realm {
     name: "realm",
     workerData: init,
     env: {},
-    resourceLimits: { maxOldGenerationSizeMb: init.memoryMb },
+    resourceLimits: {
+      maxOldGenerationSizeMb: init.memoryMb,
+      ...(init.realmYoungMb ? { maxYoungGenerationSizeMb: init.realmYoungMb } : {}),
+    },
   });
   const realm: Realm = {
     worker,
