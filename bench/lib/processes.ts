@@ -379,6 +379,25 @@ export function childPids(pid: number): number[] {
   return [...readProcStats()].filter(([, s]) => s.ppid === pid).map(([p]) => p);
 }
 
+/** What a process holds, from `/proc/<pid>/smaps_rollup`, in MB; undefined once it is gone. */
+export interface Memory {
+  /** Its own pages (private dirty, mostly heaps). */
+  anonMb: number;
+  /** Its own pages plus its share of those it maps with others (Node's binary, mostly). */
+  pssMb: number;
+  rssMb: number;
+}
+
+export function memoryOf(pid: number): Memory | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
+    const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? 0);
+    return { anonMb: kb("Anonymous") / 1024, pssMb: kb("Pss") / 1024, rssMb: kb("Rss") / 1024 };
+  } catch {
+    return undefined;
+  }
+}
+
 /** CPU seconds (utime + stime) of each thread of `pid` by thread name, the main thread's marked `*`. */
 export function threadCpuSeconds(pid: number): Map<string, number> {
   const out = new Map<string, number>();
