@@ -126,7 +126,8 @@ async function hitEverySecond(list: Tenant[], seconds: number): Promise<{ ms: nu
 }
 
 async function perExecutor(fount: FountProcess, active: Tenant[], seconds: number) {
-  // Longer than an unused spare realm and the idle inspection realm live after the deploys (10 s).
+  // Longer than a deploy's memory takes to settle: the idle inspection realm stops 10 s after it, and
+  // about 7 MB of V8 pages stay with the executor until 15 to 25 s after it (docs/architecture.md).
   const hits = await hitEverySecond(active, seconds);
   const pids = executorPids(fount.pid);
   const memory = pids.map(rollup).filter((m): m is Memory => m !== undefined);
@@ -159,7 +160,7 @@ export async function tenantsCost(
   const part = "Tenants";
   const log = (m: string) => ctx.log(m);
   const load = () => os.loadavg()[0]!.toFixed(1);
-  const activeSeconds = Math.max(15, ctx.settings.durationS + 5);
+  const activeSeconds = Math.max(30, ctx.settings.durationS + 5);
 
   // A tenant's first hit once its executor stopped idle, on a server that stops them soon.
   {
