@@ -1,7 +1,8 @@
 /**
  * The real server (`src/main.ts`) as a process for the crash tests: started on the environment a test
- * gives (its store, ports and key), and resolved once it answers /healthz. Every process started is
- * killed when the test file ends.
+ * gives (its store, ports and key), and resolved once /readyz answers 200. The first admin and its key
+ * are stored only after the port is bound, so /healthz came too early: a first request could meet
+ * "Unknown or revoked API key". Every process started is killed when the test file ends.
  */
 
 import assert from "node:assert/strict";
@@ -62,7 +63,7 @@ export async function startFount(env: Record<string, string>): Promise<FountChil
   const deadline = Date.now() + startWaitMs;
   for (;;) {
     if (gone) throw new Error(`fount exited (${child.exitCode ?? child.signalCode}): ${out}`);
-    const ok = await fetch(`http://127.0.0.1:${env.PORT}/healthz`).then(
+    const ok = await fetch(`http://127.0.0.1:${env.PORT}/readyz`).then(
       (r) => r.ok,
       () => false,
     );
