@@ -1,17 +1,19 @@
 /**
  * Sends one signed delivery over HTTP: the Standard Webhooks headers, a bounded wait, and the answer
  * sorted into success, retry or failure, with what was sent and received (attempt-record.ts).
- * Connections go through an undici Agent whose `lookup` applies the address policy at connect time;
- * those of a webhook an admin allowed private addresses go through an Agent of their own without it.
+ * Requests are dispatched to an undici Agent whose `lookup` applies the address policy at connect time
+ * (those of a webhook an admin allowed private addresses to an Agent of their own without it), and the
+ * answer is read by a minimal handler (answer-reader.ts) rather than through `request()`'s body stream.
  */
-import type { Readable } from "node:stream";
-import { Agent, request } from "undici";
+import type { ConnectionOptions } from "node:tls";
+import { Agent } from "undici";
 import type { Clock } from "../clock.ts";
 import type { AttemptDetail, AttemptErrorKind } from "../domain/types.ts";
 import { injectHeaders, type Span, tracing } from "../tracing.ts";
 import type { AddressPolicy } from "./address-guard.ts";
 import { destinationRefusedCode } from "./address-guard.ts";
-import { attemptResponseBytes, describeNetworkError, storableText } from "./attempt-record.ts";
+import { AnswerReader } from "./answer-reader.ts";
+import { describeNetworkError, storableText } from "./attempt-record.ts";
 import { endAttempt, startHttpAttempt } from "./attempt-span.ts";
 import type { AttemptOutcome } from "./outcome.ts";
 import { parseRetryAfter } from "./schedule.ts";
@@ -102,10 +104,15 @@ export class HttpSender {
   readonly #clock: Clock;
   #agent: Agent | undefined;
   #openAgent: Agent | undefined;
+  /** Per stop signal, the attempts its abort ends (`#watch`). */
+  readonly #watched = new WeakMap<AbortSignal, Set<AnswerReader>>();
+  readonly #tls: ConnectionOptions | undefined;
 
-  constructor(policy: AddressPolicy, clock: Clock) {
+  /** `tlsOptions` adds to Node's defaults for every TLS connection (tests pass their own `ca`). */
+  constructor(policy: AddressPolicy, clock: Clock, tlsOptions?: ConnectionOptions) {
     this.#policy = policy;
     this.#clock = clock;
+    this.#tls = tlsOptions;
   }
 
   /** Makes one attempt; with traces on, in a span of its own, sent on as the request's `traceparent`. */
@@ -151,59 +158,48 @@ export class HttpSender {
       const error = `invalid url: ${(err as Error).message}`;
       return { kind: "failed", code: "delivery_rejected", error, detail: failed("url") };
     }
+    if (stop.aborted) return { kind: "release" };
     const timestamp = Math.floor(this.#clock.now() / 1000);
-    // One controller and one timer per attempt: AbortSignal.timeout/any cost more than the request.
-    const abort = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      abort.abort(new Error(`timed out after ${timeoutMs} ms`));
-    }, timeoutMs);
-    const onStop = () => abort.abort(stop.reason);
-    if (stop.aborted) onStop();
-    else stop.addEventListener("abort", onStop, { once: true });
     const signature = signPayload(d.secret, d.id, timestamp, d.body);
     const headers: Record<string, string> = webhookHeaders(d, timestamp, signature);
-    if (span) injectHeaders(span.spanContext(), headers);
     // Only what changes between attempts is stored; the rest follows from the delivery (`webhookHeaders`).
-    detail.requestHeaders = attemptHeaders(headers);
-    try {
-      const res = await request(url, {
-        method: "POST",
-        dispatcher: d.allowPrivate ? this.#openAgentInUse() : this.#agentInUse(),
-        signal: abort.signal,
-        headers,
-        body: d.body,
-      });
-      detail.responseHeaders = res.headers as Record<string, string | string[]>;
-      const { text: response, truncated } = await readSome(res.body);
-      detail.responseTruncated = truncated;
-      const status = res.statusCode;
-      if (status >= 200 && status < 300) return { kind: "succeeded", statusCode: status, response, detail };
-      failed("http");
-      if (status === 410) {
-        return {
-          kind: "failed",
-          code: "webhook_gone",
-          statusCode: status,
-          response,
-          deactivate: true,
-          error: "HTTP 410 Gone",
-          detail,
-        };
-      }
-      if ((status >= 300 && status < 400) || status === 408 || status === 429 || status >= 500) {
-        const retryAfterMs = parseRetryAfter(res.headers["retry-after"], this.#clock.now());
-        return { kind: "retry", statusCode: status, response, retryAfterMs, error: `HTTP ${status}`, detail };
-      }
-      return {
-        kind: "failed",
-        code: "delivery_rejected",
-        statusCode: status,
-        response,
-        error: `HTTP ${status}`,
-        detail,
+    // Without a trace that is the timestamp and the signature, picked without walking every header.
+    if (span) {
+      injectHeaders(span.spanContext(), headers);
+      detail.requestHeaders = attemptHeaders(headers);
+    } else
+      detail.requestHeaders = {
+        "webhook-timestamp": headers["webhook-timestamp"]!,
+        "webhook-signature": signature,
       };
+    const reader = new AnswerReader();
+    let timedOut = false;
+    // One timer per attempt; the stop signal has one listener for all its attempts (`#watch`).
+    const timer = setTimeout(() => {
+      timedOut = true;
+      reader.abort(new Error(`timed out after ${timeoutMs} ms`));
+    }, timeoutMs);
+    const watched = this.#watch(stop);
+    watched.add(reader);
+    try {
+      // What `request()` refuses before dispatching, refused alike (a network error, retried).
+      if (url.protocol !== "http:" && url.protocol !== "https:") throw invalidProtocol();
+      (d.allowPrivate ? this.#openAgentInUse() : this.#agentInUse()).dispatch(
+        {
+          origin: url.origin,
+          path: url.search ? `${url.pathname}${url.search}` : url.pathname,
+          method: "POST",
+          headers,
+          body: d.body,
+        },
+        reader,
+      );
+      const res = await reader.answer;
+      detail.responseHeaders = res.headers;
+      detail.responseTruncated = res.truncated;
+      const response =
+        res.bodyBytes > 0 ? storableText(Buffer.concat(res.body, res.bodyBytes).toString("utf8")) : undefined;
+      return this.#outcome(res.statusCode, res.headers, response, detail);
     } catch (err) {
       if (stop.aborted) return { kind: "release" };
       if (timedOut)
@@ -215,19 +211,77 @@ export class HttpSender {
       return { kind: "retry", error, detail: failed(kind) };
     } finally {
       clearTimeout(timer);
-      stop.removeEventListener("abort", onStop);
+      watched.delete(reader);
     }
+  }
+
+  /** Sorts an answer into success, retry or failure. */
+  #outcome(
+    status: number,
+    headers: Record<string, string | string[]>,
+    response: string | undefined,
+    detail: AttemptDetail,
+  ): AttemptOutcome {
+    if (status >= 200 && status < 300) return { kind: "succeeded", statusCode: status, response, detail };
+    detail.errorKind = "http";
+    if (status === 410) {
+      return {
+        kind: "failed",
+        code: "webhook_gone",
+        statusCode: status,
+        response,
+        deactivate: true,
+        error: "HTTP 410 Gone",
+        detail,
+      };
+    }
+    if ((status >= 300 && status < 400) || status === 408 || status === 429 || status >= 500) {
+      const retryAfterMs = parseRetryAfter(headers["retry-after"], this.#clock.now());
+      return { kind: "retry", statusCode: status, response, retryAfterMs, error: `HTTP ${status}`, detail };
+    }
+    return {
+      kind: "failed",
+      code: "delivery_rejected",
+      statusCode: status,
+      response,
+      error: `HTTP ${status}`,
+      detail,
+    };
+  }
+
+  /**
+   * The attempts in flight under `stop`, which its abort ends. Each stop signal (one per dispatcher run)
+   * gets one listener for all its attempts: one added and removed per attempt, as `request()`'s `signal`
+   * does, cost more than the rest of an attempt's setup.
+   */
+  #watch(stop: AbortSignal): Set<AnswerReader> {
+    const known = this.#watched.get(stop);
+    if (known) return known;
+    const inFlight = new Set<AnswerReader>();
+    this.#watched.set(stop, inFlight);
+    stop.addEventListener(
+      "abort",
+      () => {
+        const reason = stop.reason instanceof Error ? stop.reason : new Error("the dispatcher stopped");
+        for (const reader of inFlight) reader.abort(reason);
+      },
+      { once: true },
+    );
+    return inFlight;
   }
 
   /** The connection pool, created on first use (and again after close, so a stopped dispatcher can start again). */
   #agentInUse(): Agent {
-    this.#agent ??= new Agent({ connect: { lookup: this.#policy.lookup }, keepAliveTimeout: 10_000 });
+    this.#agent ??= new Agent({
+      connect: { ...this.#tls, lookup: this.#policy.lookup },
+      keepAliveTimeout: 10_000,
+    });
     return this.#agent;
   }
 
   /** The pool of webhooks allowed private addresses, created on first use. */
   #openAgentInUse(): Agent {
-    this.#openAgent ??= new Agent({ keepAliveTimeout: 10_000 });
+    this.#openAgent ??= new Agent({ connect: { ...this.#tls }, keepAliveTimeout: 10_000 });
     return this.#openAgent;
   }
 
@@ -239,32 +293,9 @@ export class HttpSender {
   }
 }
 
-/**
- * The start of a response body as text (`attemptResponseBytes` of it, made storable), and whether there
- * was more; reading stops after the bound, and the rest is dropped with the connection.
- */
-function readSome(body: Readable): Promise<{ text: string | undefined; truncated: boolean }> {
-  return new Promise((resolve, reject) => {
-    const kept: Buffer[] = [];
-    let keptBytes = 0;
-    let read = 0;
-    const done = () =>
-      resolve({
-        text: keptBytes > 0 ? storableText(Buffer.concat(kept).toString("utf8")) : undefined,
-        truncated: read > keptBytes,
-      });
-    body.on("data", (chunk: Buffer) => {
-      if (keptBytes < attemptResponseBytes) {
-        kept.push(chunk.subarray(0, attemptResponseBytes - keptBytes));
-        keptBytes += Math.min(chunk.length, attemptResponseBytes - keptBytes);
-      }
-      read += chunk.length;
-      if (read > attemptResponseBytes) {
-        body.destroy();
-        done();
-      }
-    });
-    body.on("end", done);
-    body.on("error", reject);
+/** The error undici's `request()` throws for a URL that is not HTTP, which main's sender recorded. */
+function invalidProtocol(): Error {
+  return Object.assign(new Error("Invalid URL protocol: the URL must start with `http:` or `https:`."), {
+    code: "UND_ERR_INVALID_ARG",
   });
 }
