@@ -1,8 +1,8 @@
 /**
  * Users, organizations, memberships, API keys and daily usage counters. Users are cached (row-cache.ts:
  * never updated or deleted), and so are live keys and each user's organizations, forgotten by every
- * write to keys or memberships (and by driver.ts when another connection wrote); usage additions inside a transaction are summed and made once per user and
- * day before COMMIT (deferred.ts).
+ * write to keys or memberships (and by driver.ts when another connection wrote); usage additions inside
+ * a transaction are summed and made once per user and day before COMMIT (deferred.ts).
  */
 import type { OrgRole, Usage } from "../../domain/types.ts";
 import type { AccountOps } from "../concerns.ts";

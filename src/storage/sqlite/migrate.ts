@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import type { DatabaseSync } from "node:sqlite";
 import { migrationFiles, refuseNewerSchema } from "../schema-version.ts";
+import { inWriteTransaction } from "./sql.ts";
 
 const migrationsDir = path.join(import.meta.dirname, "migrations");
 
@@ -25,17 +26,16 @@ export function migrate(db: DatabaseSync): number[] {
   for (const { version, file } of files) {
     if (applied.has(version)) continue;
     const sql = readFileSync(path.join(migrationsDir, file), "utf8");
-    db.exec("BEGIN IMMEDIATE");
     try {
-      db.exec(sql);
-      db.prepare("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)").run(
-        version,
-        file,
-        Math.floor(Date.now() / 1000),
-      );
-      db.exec("COMMIT");
+      inWriteTransaction(db, () => {
+        db.exec(sql);
+        db.prepare("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)").run(
+          version,
+          file,
+          Math.floor(Date.now() / 1000),
+        );
+      });
     } catch (err) {
-      db.exec("ROLLBACK");
       throw new Error(`SQLite migration ${file} failed: ${(err as Error).message}`, { cause: err });
     }
     done.push(version);

@@ -14,7 +14,7 @@ import { chmodSync, rmSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
 import { Worker } from "node:worker_threads";
 import type { AsyncLock } from "../../async-lock.ts";
-import type { Sql } from "./sql.ts";
+import { inWriteTransaction, type Sql } from "./sql.ts";
 import type { IndexReply, IndexRequest, IndexWorkerData } from "./store-worker.ts";
 
 /**
@@ -79,8 +79,7 @@ function prepareIndexFile(q: Sql, indexFile: string): void {
       // -wal/-shm exist only while a connection has the file open.
     }
   }
-  q.db.exec("BEGIN IMMEDIATE");
-  try {
+  inWriteTransaction(q.db, () => {
     q.run(
       `INSERT INTO events_text_queue (event_rowid) SELECT rowid FROM events WHERE true
          ON CONFLICT (event_rowid) DO UPDATE SET changes = changes + 1`,
@@ -90,11 +89,7 @@ function prepareIndexFile(q: Sql, indexFile: string): void {
       "INSERT INTO search_index (id, token) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET token = excluded.token",
       [fresh],
     );
-    q.db.exec("COMMIT");
-  } catch (err) {
-    q.db.exec("ROLLBACK");
-    throw err;
-  }
+  });
 }
 
 /** The queued rowids of the event search's index, and the worker that indexes them. */
@@ -159,19 +154,13 @@ export class SearchIndexer {
   #forget(done: Array<[number, number]>): void {
     if (done.length === 0) return;
     const q = this.#q;
-    const own = !q.db.isTransaction;
-    if (own) q.db.exec("BEGIN IMMEDIATE");
-    try {
+    inWriteTransaction(q.db, () =>
       q.run(
         `DELETE FROM events_text_queue WHERE (event_rowid, changes) IN
            (SELECT value ->> 0, value ->> 1 FROM json_each(?))`,
         [JSON.stringify(done)],
-      );
-      if (own) q.db.exec("COMMIT");
-    } catch (err) {
-      if (own) q.db.exec("ROLLBACK");
-      throw err;
-    }
+      ),
+    );
   }
 
   /** Whether more than `n` rowids are queued. */

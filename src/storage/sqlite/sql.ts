@@ -12,6 +12,23 @@ export function placeholders(values: readonly unknown[]): string {
   return values.length === 0 ? "NULL" : values.map(() => "?").join(", ");
 }
 
+/**
+ * Runs `fn` in a write transaction of its own (BEGIN IMMEDIATE, COMMIT, or ROLLBACK when it throws), or in
+ * the transaction already open on `db`, which then commits or rolls back with it.
+ */
+export function inWriteTransaction<T>(db: DatabaseSync, fn: () => T): T {
+  if (db.isTransaction) return fn();
+  db.exec("BEGIN IMMEDIATE");
+  try {
+    const result = fn();
+    db.exec("COMMIT");
+    return result;
+  } catch (err) {
+    db.exec("ROLLBACK");
+    throw err;
+  }
+}
+
 /** The statement helpers, bound to one connection. */
 export class Sql {
   readonly db: DatabaseSync;

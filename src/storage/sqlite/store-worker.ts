@@ -16,6 +16,7 @@
 import { chmodSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
 import { parentPort, workerData } from "node:worker_threads";
+import { inWriteTransaction } from "./sql.ts";
 
 export interface IndexWorkerData {
   storeFile: string;
@@ -60,20 +61,15 @@ function indexBatch(limit: number): Array<[number, number]> {
   // The index file's write lock is taken before the queue is read: another process on the store (a
   // `fount admin` command) indexing the same rowids then reads and writes strictly after or before this
   // batch, so the text the index ends with is the last one read.
-  index.exec("BEGIN IMMEDIATE");
-  let rows: Array<{ r: number; c: number; j: string | null }>;
-  try {
-    rows = queued.all(limit) as typeof rows;
-    for (const { r, j } of rows) {
+  const rows = inWriteTransaction(index, () => {
+    const read = queued.all(limit) as Array<{ r: number; c: number; j: string | null }>;
+    for (const { r, j } of read) {
       // The table keeps its own copy of each text, so an old entry goes without being told its text.
       remove.run(r);
       if (j !== null) add.run(r, j);
     }
-    index.exec("COMMIT");
-  } catch (err) {
-    index.exec("ROLLBACK");
-    throw err;
-  }
+    return read;
+  });
   return rows.map((row) => [row.r, row.c]);
 }
 

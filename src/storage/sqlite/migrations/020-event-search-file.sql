@@ -42,5 +42,5 @@ CREATE TABLE search_index (
   token TEXT NOT NULL
 );
 
--- Every stored event goes into the new file.
-INSERT INTO events_text_queue (event_rowid) SELECT rowid FROM events;
+-- The stored events are queued for the new file when the store opens (search-indexer.ts): the store has
+-- no token yet, so its index file is made anew and every event queued then.
