@@ -17,7 +17,7 @@
 import { parseArgs } from "node:util";
 import { checkout } from "./lib/checkout.ts";
 import { runLoad } from "./lib/load.ts";
-import { cpuMeter, FountProcess, HelperChild, sleep } from "./lib/processes.ts";
+import { cpuMeter, FountProcess, HelperChild, sleep, threadCpuSeconds } from "./lib/processes.ts";
 import { SseAudience } from "./lib/sse-audience.ts";
 import { type Distribution, distribution, percentile } from "./lib/stats.ts";
 import { timedManualRun } from "./parts/api-latency.ts";
@@ -129,23 +129,29 @@ async function manual(): Promise<void> {
   // Each server works only on its own runs (and idles through the other's), so its CPU over the whole
   // phase, executors included, is its cost of that many runs.
   const meters = servers.map((s) => cpuMeter(s.pid));
+  // The server's main thread alone (HTTP, the store, the pool), where the HTTP side's cost shows.
+  const mainThread = (pid: number) =>
+    [...threadCpuSeconds(pid)].find(([name]) => name.endsWith("*"))?.[1] ?? Number.NaN;
+  const main0 = servers.map((s) => mainThread(s.pid));
   for (let i = 0; i < runs; i++) {
     for (const t of i % 2 === 0 ? order : [...order].reverse()) {
       times[t]!.push(await timedManualRun(servers[t]!, sources[t]!));
     }
   }
   const cpu = meters.map((m) => m().serverS);
+  const mainCpu = servers.map((s, i) => mainThread(s.pid) - main0[i]!);
   const d = times.map((t) => distribution(t));
   // The fastest runs are what an idle core would give: on a loaded machine the p50 waits for the CPU.
   const p10 = times.map((t) => percentile(Float64Array.from(t).sort(), 10));
   for (const [i, x] of d.entries()) {
     console.log(
-      `manual ${names[i]!.padEnd(14)} p10 ${p10[i]!.toFixed(2)}  ${fmt(x)} (${x.count} runs); ${((1e6 * cpu[i]!) / x.count).toFixed(0)} µs server CPU per run`,
+      `manual ${names[i]!.padEnd(14)} p10 ${p10[i]!.toFixed(2)}  ${fmt(x)} (${x.count} runs); ${((1e6 * cpu[i]!) / x.count).toFixed(0)} µs server CPU per run, ${((1e6 * mainCpu[i]!) / x.count).toFixed(0)} µs of it on its main thread`,
     );
   }
   console.log(
     `manual working tree / base: p10 ${(p10[1]! / p10[0]!).toFixed(3)}, p50 ${(d[1]!.p50 / d[0]!.p50).toFixed(3)}, ` +
-      `p99 ${(d[1]!.p99 / d[0]!.p99).toFixed(3)}, CPU per run ${(cpu[1]! / d[1]!.count / (cpu[0]! / d[0]!.count)).toFixed(3)}`,
+      `p99 ${(d[1]!.p99 / d[0]!.p99).toFixed(3)}, CPU per run ${(cpu[1]! / d[1]!.count / (cpu[0]! / d[0]!.count)).toFixed(3)}, ` +
+      `main thread ${(mainCpu[1]! / d[1]!.count / (mainCpu[0]! / d[0]!.count)).toFixed(3)}`,
   );
 }
 
