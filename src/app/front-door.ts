@@ -17,6 +17,7 @@ import { EndpointListener, type ServerTimeouts, setUpServer } from "../http/endp
 import { clientErrorHandler, frameworkErrors } from "../http/plugins/errors.ts";
 import { RequestLogController } from "../http/request-log.ts";
 import type { EndpointHandler } from "../http/routes/endpoints.ts";
+import { RouteSchemas } from "../http/schema-compilers.ts";
 import { loggerOptions } from "../logging.ts";
 
 /** What the server hands requests to besides Fastify, set as the app is wired. */
@@ -42,6 +43,7 @@ export function createFastify(config: Config, logger: FastifyServerOptions["logg
     forwardedHits: undefined,
     closing: false,
   };
+  const routeSchemas = new RouteSchemas();
   const app = Fastify({
     logger: logger ?? loggerOptions(config),
     logController: new RequestLogController(),
@@ -94,7 +96,9 @@ export function createFastify(config: Config, logger: FastifyServerOptions["logg
     // after another. That took over 10 s (Fastify's default bound) on a 2-core machine under load, which
     // failed the start; every step has its own timeout, so this only bounds a hang.
     pluginTimeout: 300_000,
+    schemaController: { compilersFactory: routeSchemas.factory() },
   }).withTypeProvider<TypeBoxTypeProvider>();
+  app.decorate("routeSchemas", routeSchemas);
   return { app, door };
 }
 

@@ -9,6 +9,7 @@ import addFormats from "ajv-formats";
 import fastUri from "fast-uri";
 import type { FastifyInstance, FastifySchemaCompiler } from "fastify";
 import { actingOwner, params } from "../conventions.ts";
+import type { RouteSchemas } from "../schema-compilers.ts";
 
 // Same options as the root's Ajv (app.ts); only `coerceTypes` differs between the two instances.
 const shared: Options = {
@@ -28,7 +29,12 @@ const texts = addFormats.default(new Ajv({ ...shared, coerceTypes: "array" }));
 // and `after` to every route. A known parameter with a bad value is still a 400.
 const queries = addFormats.default(new Ajv({ ...shared, coerceTypes: "array", removeAdditional: true }));
 
-export const validatorCompiler: FastifySchemaCompiler<object> = ({ schema, httpPart }) => {
+/** The API's validators, each compiled at its route's first use (`schemas`). */
+function validatorCompiler(schemas: RouteSchemas): FastifySchemaCompiler<object> {
+  return ({ schema, httpPart }) => schemas.validator(() => compiledValidator(schema, httpPart));
+}
+
+function compiledValidator(schema: object, httpPart: string | undefined) {
   if (httpPart === "body") return bodies.compile(schema);
   const validate = (httpPart === "querystring" ? queries : texts).compile(schema);
   // Ajv converts "1e400" to Infinity and lets it pass `integer` and `maximum`; no parameter means that.
@@ -54,11 +60,11 @@ export const validatorCompiler: FastifySchemaCompiler<object> = ({ schema, httpP
   };
   checked.errors = validate.errors;
   return checked;
-};
+}
 
 /** Applies the rules to an encapsulated context (a route plugin, or the `/v1` scope). */
 export function applyRequestRules(app: FastifyInstance): void {
-  app.setValidatorCompiler(validatorCompiler);
+  app.setValidatorCompiler(validatorCompiler(app.routeSchemas));
   app.removeContentTypeParser("text/plain");
   // Unknown and foreign organizations are both 404, so an org ID's existence does not leak.
   app.addHook("preHandler", (request, _reply, done) => {
