@@ -9,6 +9,10 @@ import { fileURLToPath } from "node:url";
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const nodeBin = path.join(root, "node_modules", ".bin", "node");
 const entry = path.join(root, "bin", "fount.mjs");
+/** Node's compile cache, when the test run has one (package.json `test:unit`): it changes no output. */
+const compileCache = process.env.NODE_COMPILE_CACHE
+  ? { NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE }
+  : {};
 
 export interface CliResult {
   code: number;
@@ -31,7 +35,12 @@ export function fount(
   env: Record<string, string | undefined> = {},
   timeoutMs = 20_000,
 ): Promise<CliResult> {
-  const clean: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: env.HOME ?? os.tmpdir(), ...env };
+  const clean: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: env.HOME ?? os.tmpdir(),
+    ...compileCache,
+    ...env,
+  };
   for (const key of Object.keys(clean)) if (clean[key] === undefined) delete clean[key];
   return new Promise((resolve) => {
     execFile(
@@ -63,7 +72,7 @@ export class RunningFount {
   constructor(env: Record<string, string>, args: string[], cwd = root) {
     this.proc = spawn(nodeBin, [entry, ...args], {
       cwd,
-      env: { PATH: process.env.PATH, HOME: os.tmpdir(), ...env },
+      env: { PATH: process.env.PATH, HOME: os.tmpdir(), ...compileCache, ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });
     this.proc.stdout!.on("data", (c: Buffer) => (this.stdout += c.toString()));
@@ -122,7 +131,7 @@ export function runNode(
   args: string[],
   env: Record<string, string | undefined> = {},
 ): Promise<CliResult> {
-  const clean: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: os.tmpdir(), ...env };
+  const clean: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: os.tmpdir(), ...compileCache, ...env };
   return new Promise((resolve) => {
     execFile(node, args, { cwd: root, env: clean, timeout: 60_000 }, (err, stdout, stderr) => {
       resolve({ code: err ? (typeof err.code === "number" ? err.code : -1) : 0, stdout, stderr });
