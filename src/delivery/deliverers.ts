@@ -40,6 +40,8 @@ export class HttpDeliverer implements Deliverer {
   readonly #secrets: SecretBox;
   readonly #sender: HttpSender;
 
+  /** Destination key (`http:<host>`) by URL. */
+  readonly #keys = new BoundedCache<string, string>(1_000);
   /** Opened signing secrets by sealed value (a new secret is a new sealed value). */
   readonly #opened = new BoundedCache<string, string>(1_000);
   /** Webhook reads issued in the current turn of the event loop, by ID (see `#webhook`). */
@@ -92,14 +94,14 @@ export class HttpDeliverer implements Deliverer {
       url = workflow.url;
       sealed = workflow.signingSecretSealed;
     }
-    let host: string;
-    try {
-      host = new URL(url).host.toLowerCase();
-    } catch {
-      host = url;
-    }
     return {
-      key: `http:${host}`,
+      key: this.#keys.getOrSet(url, () => {
+        try {
+          return `http:${new URL(url).host.toLowerCase()}`;
+        } catch {
+          return `http:${url}`;
+        }
+      }),
       send: ({ timeoutMs, stop }) =>
         this.#sender.send(
           {

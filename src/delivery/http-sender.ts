@@ -7,6 +7,7 @@
  */
 import type { ConnectionOptions } from "node:tls";
 import { Agent } from "undici";
+import { BoundedCache } from "../bounded-cache.ts";
 import type { Clock } from "../clock.ts";
 import type { AttemptDetail, AttemptErrorKind } from "../domain/types.ts";
 import { injectHeaders, type Span, tracing } from "../tracing.ts";
@@ -99,6 +100,17 @@ export function sentHeaders(
   };
 }
 
+/**
+ * What a destination URL comes to, the same for every attempt to it: where undici sends the request, or
+ * why no request is sent (a URL that does not parse, or an IP literal the address policy refuses).
+ */
+type Target =
+  | { url: URL; storable: string; origin: string; path: string }
+  | {
+      storable: string;
+      refusal: { code: "destination_refused" | "delivery_rejected"; error: string; kind: AttemptErrorKind };
+    };
+
 export class HttpSender {
   readonly #policy: AddressPolicy;
   readonly #clock: Clock;
@@ -107,6 +119,12 @@ export class HttpSender {
   /** Per stop signal, the attempts its abort ends (`#watch`). */
   readonly #watched = new WeakMap<AbortSignal, Set<AnswerReader>>();
   readonly #tls: ConnectionOptions | undefined;
+  /**
+   * Targets by URL, checked against the policy (those of webhooks allowed private addresses apart):
+   * parsing and checking the URL at each attempt cost about half as much as signing the message.
+   */
+  readonly #targets = new BoundedCache<string, Target>(1_000);
+  readonly #openTargets = new BoundedCache<string, Target>(1_000);
 
   /** `tlsOptions` adds to Node's defaults for every TLS connection (tests pass their own `ca`). */
   constructor(policy: AddressPolicy, clock: Clock, tlsOptions?: ConnectionOptions) {
@@ -134,9 +152,10 @@ export class HttpSender {
     stop: AbortSignal,
     span: Span | undefined,
   ): Promise<AttemptOutcome> {
+    const target = this.#target(d.url, d.allowPrivate === true);
     // What the attempt records: filled in as far as it got.
     const detail: AttemptDetail = {
-      url: storableText(d.url),
+      url: target.storable,
       requestHeaders: null,
       responseHeaders: null,
       responseTruncated: false,
@@ -146,18 +165,11 @@ export class HttpSender {
       detail.errorKind = kind;
       return detail;
     };
-    let url: URL;
-    try {
-      url = new URL(d.url);
-      if (!d.allowPrivate) this.#policy.checkUrl(url);
-    } catch (err) {
-      if ((err as { code?: string }).code === destinationRefusedCode) {
-        const error = (err as Error).message;
-        return { kind: "failed", code: "destination_refused", error, detail: failed("guard") };
-      }
-      const error = `invalid url: ${(err as Error).message}`;
-      return { kind: "failed", code: "delivery_rejected", error, detail: failed("url") };
+    if ("refusal" in target) {
+      const { code, error, kind } = target.refusal;
+      return { kind: "failed", code, error, detail: failed(kind) };
     }
+    const url = target.url;
     if (stop.aborted) return { kind: "release" };
     const timestamp = Math.floor(this.#clock.now() / 1000);
     const signature = signPayload(d.secret, d.id, timestamp, d.body);
@@ -186,8 +198,8 @@ export class HttpSender {
       if (url.protocol !== "http:" && url.protocol !== "https:") throw invalidProtocol();
       (d.allowPrivate ? this.#openAgentInUse() : this.#agentInUse()).dispatch(
         {
-          origin: url.origin,
-          path: url.search ? `${url.pathname}${url.search}` : url.pathname,
+          origin: target.origin,
+          path: target.path,
           method: "POST",
           headers,
           body: d.body,
@@ -213,6 +225,32 @@ export class HttpSender {
       clearTimeout(timer);
       watched.delete(reader);
     }
+  }
+
+  /** Where `raw` sends to, or why it sends nothing (see `Target`), parsed and checked once per URL. */
+  #target(raw: string, allowPrivate: boolean): Target {
+    const cache = allowPrivate ? this.#openTargets : this.#targets;
+    let target = cache.get(raw);
+    if (target) return target;
+    const storable = storableText(raw);
+    try {
+      const url = new URL(raw);
+      if (!allowPrivate) this.#policy.checkUrl(url);
+      target = {
+        url,
+        storable,
+        origin: url.origin,
+        path: url.search ? `${url.pathname}${url.search}` : url.pathname,
+      };
+    } catch (err) {
+      const error = (err as Error).message;
+      target =
+        (err as { code?: string }).code === destinationRefusedCode
+          ? { storable, refusal: { code: "destination_refused", error, kind: "guard" } }
+          : { storable, refusal: { code: "delivery_rejected", error: `invalid url: ${error}`, kind: "url" } };
+    }
+    cache.set(raw, target);
+    return target;
   }
 
   /** Sorts an answer into success, retry or failure. */
