@@ -23,32 +23,46 @@ export interface LedgerDeps {
   bus: Bus;
 }
 
+/** A usual settlement waiting for its batch's commit. */
+interface Usual {
+  delivery: Delivery;
+  s: Settlement;
+  done: () => void;
+  failed: (err: unknown) => void;
+}
+
 export class DeliveryLedger {
   readonly #d: LedgerDeps;
+  /**
+   * Usual settlements not yet taken by a committer job. The first one submits a job; every settlement
+   * that arrives before the job runs joins it, so that a group commit holds one job for all of them
+   * instead of one per delivery (each with its promise, its async context and its closures).
+   */
+  #usual: Usual[] = [];
 
   constructor(deps: LedgerDeps) {
     this.#d = deps;
   }
 
   async settle(delivery: Delivery, s: Settlement): Promise<void> {
+    const report = s.failure && delivery.channel !== "$errors";
+    if (!report && !s.deactivate) {
+      // The usual settlement writes only: the driver may hold it back with the rest of the group commit
+      // instead of waiting for the update's answer. A delivery deleted meanwhile stays deleted and its
+      // attempt is not stored, but `delivery.settled` is still published: the attempt was made.
+      const { promise, resolve, reject } = Promise.withResolvers<void>();
+      if (this.#usual.length === 0) this.#submitUsual();
+      this.#usual.push({ delivery, s, done: resolve, failed: reject });
+      return promise;
+    }
     const { committer, recorder, bus } = this.#d;
     const nowMs = s.patch.updatedMs;
     let stored: EventRecord | undefined;
-    const report = s.failure && delivery.channel !== "$errors";
-    const usual = !report && !s.deactivate;
     // The `$errors` entry is routed one hop further than the delivery that failed, so error routes
     // between sources stay within the loop guard too.
     const exists = await deliveryContext.run({ hops: delivery.hops }, () =>
-      (usual ? (this.#d.settlements ?? committer) : committer).submit(async (tx) => {
+      committer.submit(async (tx) => {
         stored = undefined;
-        if (usual) {
-          // The usual settlement writes only: the driver may hold it back with the rest of the group
-          // commit instead of waiting for the update's answer. A delivery deleted meanwhile stays
-          // deleted and its attempt is not stored, but `delivery.settled` is still published: the
-          // attempt was made.
-          await tx.settleDelivery(delivery.id, s.patch, s.attempt);
-          return true;
-        }
         if (!(await tx.updateDelivery(delivery.id, s.patch))) return false;
         if (s.attempt) await tx.insertDeliveryAttempt(s.attempt);
         if (s.deactivate && delivery.listenerKind === "webhook") {
@@ -67,8 +81,43 @@ export class DeliveryLedger {
       }),
     );
     if (stored) bus.emit("event.stored", stored);
-    if (!exists) return;
-    bus.emit("delivery.settled", {
+    if (exists) this.#published(delivery, s);
+  }
+
+  /**
+   * Submits the job that writes the usual settlements waiting when it runs (a failed group commit runs
+   * it again alone, with the same ones). Once it committed, each is published and its `settle` resolves.
+   */
+  #submitUsual(): void {
+    let batch: Usual[] | undefined;
+    const job = (this.#d.settlements ?? this.#d.committer).submit(async (tx) => {
+      if (!batch) {
+        batch = this.#usual;
+        this.#usual = [];
+      }
+      for (const u of batch) await tx.settleDelivery(u.delivery.id, u.s.patch, u.s.attempt);
+    });
+    job.then(
+      () => {
+        for (const u of batch!) {
+          this.#published(u.delivery, u.s);
+          u.done();
+        }
+      },
+      (err: unknown) => {
+        // Not run at all (the store was out of reach before the transaction began): those waiting fail too.
+        if (!batch) {
+          batch = this.#usual;
+          this.#usual = [];
+        }
+        for (const u of batch) u.failed(err);
+      },
+    );
+  }
+
+  /** `delivery.settled` for the bus: metrics, destination health, the error log. */
+  #published(delivery: Delivery, s: Settlement): void {
+    this.#d.bus.emit("delivery.settled", {
       deliveryId: delivery.id,
       subscriptionId: delivery.subscriptionId,
       emitterId: delivery.emitterId,
@@ -80,7 +129,7 @@ export class DeliveryLedger {
       statusCode: s.patch.lastStatusCode,
       error: s.patch.lastError,
       durationMs: s.attempt ? s.patch.lastDurationMs : null,
-      latencyMs: Math.max(0, nowMs - delivery.indexedAtMs),
+      latencyMs: Math.max(0, s.patch.updatedMs - delivery.indexedAtMs),
     });
   }
 
