@@ -73,19 +73,21 @@ export function deliveryOps(q: Sql, outbox: OutboxWrites): DeliveryOps {
       // A source's deliveries go one at a time, in order: none while an older one of its subscription is
       // pending and attempted or due. An older delivery not yet due for its first attempt (a
       // `delivery_ts` in the future) is scheduled, not queued: later events of the subscription go ahead of it.
-      const inOrder = `(d.listener_kind <> 'source' OR NOT EXISTS (
+      // The kind is read from the listener's ID (`dc_` for a source, as routing names it), which the
+      // claims' index holds: a webhook's candidate is then answered by the index alone, where reading
+      // `listener_kind` (and the ID) from the table made each row of the page a seek of its own.
+      const inOrder = `(substr(d.listener_id, 1, 3) <> 'dc_' OR NOT EXISTS (
            SELECT 1 FROM deliveries e WHERE e.subscription_id = d.subscription_id AND e.status = 'pending' AND e.seq < d.seq
              AND (e.attempts > 0 OR e.next_attempt_ms IS NULL OR e.next_attempt_ms <= ?)))`;
       const notInParams = notIn ? c.exceptListeners : [];
       const toCandidate = (r: Row) => ({
-        id: r.id as string,
         listenerId: r.listener_id as string,
         due: r.next_attempt_ms as number,
         seq: r.seq as number,
       });
       // Unclaimed due rows, through their own index (migration 015): the rows in flight are not in it.
       const candidates = q.all(
-        `SELECT d.id, d.listener_id, d.next_attempt_ms, d.seq FROM deliveries d INDEXED BY deliveries_claimable
+        `SELECT d.listener_id, d.next_attempt_ms, d.seq FROM deliveries d INDEXED BY deliveries_claimable
        WHERE d.status = 'pending' AND d.claimed_by IS NULL AND d.next_attempt_ms <= ? ${notIn} AND ${inOrder}
        ORDER BY d.next_attempt_ms, d.seq
        ${limitParam}`,
@@ -95,7 +97,7 @@ export function deliveryOps(q: Sql, outbox: OutboxWrites): DeliveryOps {
       // Claimed rows whose lease ran out (their node died or lost the store): read from the claimed
       // index, which holds only the rows in flight (a few hundred per node) with their lease.
       const expired = q.all(
-        `SELECT d.id, d.listener_id, d.next_attempt_ms, d.seq FROM deliveries d INDEXED BY deliveries_claimed
+        `SELECT d.listener_id, d.next_attempt_ms, d.seq FROM deliveries d INDEXED BY deliveries_claimed
        WHERE d.claimed_by IS NOT NULL AND (d.claimed_until IS NULL OR d.claimed_until <= ?)
          AND d.status = 'pending' AND d.next_attempt_ms <= ? ${notIn} AND ${inOrder}
        ${limitParam}`,
@@ -118,20 +120,20 @@ export function deliveryOps(q: Sql, outbox: OutboxWrites): DeliveryOps {
           (r) => [r.listener_id as string, Number(r.n)] as const,
         ),
       );
-      const ids: string[] = [];
+      const seqs: number[] = [];
       for (const d of candidates) {
         if (except.has(d.listenerId)) continue;
         const n = taken.get(d.listenerId) ?? 0;
         if (n >= Math.min(c.perListener, c.room?.[d.listenerId] ?? c.perListener)) continue;
         taken.set(d.listenerId, n + 1);
-        ids.push(d.id);
-        if (ids.length >= c.limit) break;
+        seqs.push(d.seq);
+        if (seqs.length >= c.limit) break;
       }
-      if (ids.length === 0) return [];
-      // One statement takes the rows and reads them back (RETURNING comes in no particular order).
+      if (seqs.length === 0) return [];
+      // One statement takes the rows (by rowid) and reads them back (RETURNING comes in no particular order).
       const rows = q.all(
-        `UPDATE deliveries SET claimed_by = ?, claimed_until = ? WHERE id IN (${placeholders(ids)}) RETURNING *`,
-        [c.claimToken, c.leaseUntilMs ?? c.nowMs + defaultClaimLeaseMs, ...ids],
+        `UPDATE deliveries SET claimed_by = ?, claimed_until = ? WHERE seq IN (${placeholders(seqs)}) RETURNING *`,
+        [c.claimToken, c.leaseUntilMs ?? c.nowMs + defaultClaimLeaseMs, ...seqs],
         (r) => r,
       );
       rows.sort(
