@@ -99,9 +99,14 @@ export class DeliveryLedger {
     });
     job.then(
       () => {
+        // One failing publication fails its own settlement only, as it did with a job of its own.
         for (const u of batch!) {
-          this.#published(u.delivery, u.s);
-          u.done();
+          try {
+            this.#published(u.delivery, u.s);
+            u.done();
+          } catch (err) {
+            u.failed(err);
+          }
         }
       },
       (err: unknown) => {
