@@ -340,6 +340,38 @@ test("the address policy refuses loopback by name at connect time and by literal
   assertKind(await send(s, delivery(`http://localhost:${port}/`, { allowPrivate: true })), "succeeded");
 });
 
+test("a URL is worked out once per sender: each attempt to it gets the same refusal, the allowed one goes out", async () => {
+  const raw = await rawServer((socket) => socket.write("HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"));
+  const literal = `http://127.0.0.1:${new URL(raw.url).port}/hook?x=1`;
+  const s = sender(new AddressPolicy({ allowPrivate: false, allowHosts: [] }));
+  const refusedTwice = async () => {
+    for (let i = 0; i < 2; i++) {
+      const o = await send(s, delivery(literal));
+      assertKind(o, "failed");
+      assert.equal(o.kind === "failed" && o.code, "destination_refused");
+      assert.deepEqual(o.detail, {
+        url: literal,
+        requestHeaders: null,
+        responseHeaders: null,
+        responseTruncated: false,
+        errorKind: "guard",
+      });
+      const bad = await send(s, delivery("http://[::1/"));
+      assertKind(bad, "failed");
+      assert.equal(bad.kind === "failed" && bad.code, "delivery_rejected");
+      assert.match(bad.kind === "failed" ? bad.error : "", /^invalid url: /);
+      assert.equal(bad.detail!.errorKind, "url");
+    }
+  };
+  await refusedTwice();
+  assert.equal(raw.connections(), 0);
+  // A webhook an admin allowed private addresses reaches the same URL; the policed one still does not.
+  assertKind(await send(s, delivery(literal, { allowPrivate: true })), "succeeded");
+  assert.equal(raw.connections(), 1);
+  await refusedTwice();
+  assert.equal(raw.connections(), 1);
+});
+
 test("TLS: a certificate of a trusted authority is accepted; an untrusted one or another name is a TLS error", async () => {
   const dir = mkdtempSync(path.join(tmpdir(), "fount-tls-"));
   const file = (name: string) => path.join(dir, name);
