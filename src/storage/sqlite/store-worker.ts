@@ -9,9 +9,9 @@
  *   is still the same.
  * - The store's WAL checkpoints. SQLite copies the WAL back into the database file (and syncs it) inside
  *   the COMMIT that finds the WAL over its threshold: on the server's thread, 15 to 50 ms at a time after
- *   a bulk of writes. The server's connection leaves that to this thread (a PASSIVE checkpoint every
- *   `checkpointMs`, which never blocks the writer) and keeps its own only as a backstop, at a WAL ten
- *   times larger.
+ *   a bulk of writes. The server's connection leaves that to this thread (PASSIVE checkpoints every
+ *   `checkpointMs`, which never block the writer, repeated for what the server wrote meanwhile so that
+ *   the WAL can start over) and keeps its own only as a backstop, at a WAL ten times larger.
  */
 import { chmodSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
@@ -75,9 +75,27 @@ function indexBatch(limit: number): Array<[number, number]> {
 
 // PASSIVE: copies what no reader still needs, without waiting for a lock or holding the writer up.
 const checkpoint = store.prepare("PRAGMA wal_checkpoint(PASSIVE)");
+
+/**
+ * Passes a turn may add after its first, each for the frames the server wrote while the one before
+ * copied. The WAL starts over from its beginning only when the server begins a write with every frame
+ * already copied, and with writes every few milliseconds one pass of 10 to 60 ms nearly always ends
+ * with some new: the WAL then grew to the server's backstop (10,000 pages), whose checkpoint ran inside
+ * a COMMIT on the event loop (about 50 ms each time while the pruner deleted). The later passes copy
+ * only those few frames, so a turn mostly ends with none left (docs/architecture.md, "Event windows for
+ * retention").
+ */
+const tailPasses = 4;
+
 setInterval(() => {
   try {
-    checkpoint.get();
+    let last = checkpoint.get() as { log: number };
+    for (let i = 0; i < tailPasses; i++) {
+      const next = checkpoint.get() as { log: number };
+      // Nothing written since the last pass began (or the WAL started over): every frame is copied.
+      if (next.log <= last.log) break;
+      last = next;
+    }
   } catch {
     // Busy (a checkpoint of the server's backstop under way) or the file going away at close: next turn.
   }
