@@ -11,7 +11,8 @@
  *   the COMMIT that finds the WAL over its threshold: on the server's thread, 15 to 50 ms at a time after
  *   a bulk of writes. The server's connection leaves that to this thread (PASSIVE checkpoints every
  *   `checkpointMs`, which never block the writer, repeated for what the server wrote meanwhile so that
- *   the WAL can start over) and keeps its own only as a backstop, at a WAL ten times larger.
+ *   the WAL can start over, and a FULL one for the last few frames when that does not catch up) and
+ *   keeps its own only as a backstop, at a WAL ten times larger.
  */
 import { chmodSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
@@ -87,14 +88,34 @@ const checkpoint = store.prepare("PRAGMA wal_checkpoint(PASSIVE)");
  */
 const tailPasses = 4;
 
+/**
+ * A WAL this long that the tail passes could not catch up with (the server writing without pauses as
+ * long as a pass) gets one FULL checkpoint a turn: it takes the write lock in a gap between the server's
+ * transactions, if there is one right then (no wait: a busy timeout of 0), and copies the few frames
+ * left, so that the next write starts the WAL over. The server's writes wait for it meanwhile, a few
+ * milliseconds, instead of its own checkpoint at 10,000 pages. With no wait it never holds the write
+ * lock while a long read keeps old frames needed: it copies what it can and gives up.
+ */
+const fullAt = 4000;
+const full = store.prepare("PRAGMA wal_checkpoint(FULL)");
+
 setInterval(() => {
   try {
     let last = checkpoint.get() as { log: number };
-    for (let i = 0; i < tailPasses; i++) {
+    let copied = false;
+    for (let i = 0; i < tailPasses && !copied; i++) {
       const next = checkpoint.get() as { log: number };
       // Nothing written since the last pass began (or the WAL started over): every frame is copied.
-      if (next.log <= last.log) break;
+      copied = next.log <= last.log;
       last = next;
+    }
+    if (!copied && last.log >= fullAt) {
+      store.exec("PRAGMA busy_timeout = 0");
+      try {
+        full.get();
+      } finally {
+        store.exec("PRAGMA busy_timeout = 5000");
+      }
     }
   } catch {
     // Busy (a checkpoint of the server's backstop under way) or the file going away at close: next turn.
