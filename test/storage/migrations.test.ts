@@ -17,10 +17,10 @@ import { dropSchema, freshSchema, testPgUrl } from "../pg-schemas.ts";
 
 const sqliteMigrations = path.join(import.meta.dirname, "../../src/storage/sqlite/migrations");
 
-/** Takes a SQLite store (closed) back to before the event search (migrations 014, 019 and 020), index file included. */
+/** Takes a SQLite store (closed) back to before the event search (migrations 014, 019, 020 and 021), index file included. */
 function backToBeforeSearch(db: DatabaseSync, dataDir: string): void {
-  db.exec(`DROP TRIGGER events_text_insert; DROP TRIGGER events_text_delete; DROP TRIGGER events_text_update;
-    DROP TABLE events_text_queue; DROP TABLE search_index; DELETE FROM schema_migrations WHERE version IN (14, 19, 20)`);
+  db.exec(`DROP TRIGGER events_text_insert; DROP TRIGGER IF EXISTS events_text_delete; DROP TRIGGER events_text_update;
+    DROP TABLE events_text_queue; DROP TABLE search_index; DELETE FROM schema_migrations WHERE version IN (14, 19, 20, 21)`);
   for (const suffix of ["", "-wal", "-shm"])
     rmSync(path.join(dataDir, `fount-search.db${suffix}`), { force: true });
 }
@@ -340,13 +340,21 @@ test("sqlite: a store with every migration but 011 (013, 014 and on) applies 011
   db.close();
   const store = openSqliteStorage({ dataDir });
   try {
+    // A search has the index brought up to date first.
+    await store.searchEvents({ emitterId: "dc_old", channel: "", text: ["nothing"] }, { limit: 1 });
     const check = new DatabaseSync(path.join(dataDir, "fount.db"));
     const applied = (
       check.prepare("SELECT version FROM schema_migrations").all() as Array<{ version: number }>
     ).map((r) => r.version);
     // The event search's index (its own file since migration 020) is sound after 011 rewrote the rows.
     check.prepare("ATTACH DATABASE ? AS search").run(path.join(dataDir, "fount-search.db"));
-    check.exec("INSERT INTO search.events_text (events_text) VALUES ('integrity-check')");
+    const generations = check.prepare("SELECT gen FROM search.text_generations").all() as Array<{
+      gen: number;
+    }>;
+    assert.ok(generations.length > 0, "the events were indexed");
+    for (const { gen } of generations) {
+      check.exec(`INSERT INTO search.events_text_${gen} (events_text_${gen}) VALUES ('integrity-check')`);
+    }
     check.close();
     await assertRetentionMigrated(store, applied);
   } finally {

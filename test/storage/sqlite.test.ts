@@ -132,6 +132,13 @@ test("sqlite: an event whose statement fails leaves its window and its count as 
   }
 });
 
+/** The search index's generations, on a connection with the index file attached as `search`. */
+function generationsIn(db: DatabaseSync): number[] {
+  return (
+    db.prepare("SELECT gen FROM search.text_generations ORDER BY gen").all() as Array<{ gen: number }>
+  ).map((r) => r.gen);
+}
+
 /** The IDs the FTS index (in its own file) finds for `text`, read on a connection of its own (a search would catch up first). */
 function indexedIds(dataDir: string, text: string): string[] | undefined {
   const db = new DatabaseSync(path.join(dataDir, "fount.db"), { readOnly: true });
@@ -139,12 +146,16 @@ function indexedIds(dataDir: string, text: string): string[] | undefined {
   try {
     const queued = (db.prepare("SELECT count(*) AS n FROM events_text_queue").get() as { n: number }).n;
     if (queued > 0) return undefined;
+    const gens = generationsIn(db);
+    const each = gens.map(
+      (g) => `SELECT rowid AS r FROM search.events_text_${g} WHERE events_text_${g} MATCH ?`,
+    );
     return (
       db
         .prepare(
-          "SELECT e.id FROM events_text JOIN events e ON e.rowid = events_text.rowid WHERE events_text MATCH ? ORDER BY e.id",
+          `SELECT e.id FROM (${each.join(" UNION ALL ")}) t JOIN events e ON e.rowid = t.r ORDER BY e.id`,
         )
-        .all(`"${text}"`) as Array<{ id: string }>
+        .all(...gens.map(() => `"${text}"`)) as Array<{ id: string }>
     ).map((r) => r.id);
   } finally {
     db.close();
@@ -169,6 +180,136 @@ test("sqlite: the search index catches up after commit by itself: new text in, o
     await until("word0x", []);
     await store.deleteEvents("dc_kept", undefined, undefined, "");
     await until("word", []);
+  } finally {
+    await store.close();
+  }
+});
+
+/** The index file's generations, their entries, the moved rowids, and the entries whose event is gone. */
+function indexState(dataDir: string): { gens: number[]; entries: number[]; moved: number; gone: number[] } {
+  const db = new DatabaseSync(path.join(dataDir, "fount.db"), { readOnly: true });
+  db.prepare("ATTACH DATABASE ? AS search").run(path.join(dataDir, "fount-search.db"));
+  try {
+    const gens = generationsIn(db);
+    const count = (sql: string) => (db.prepare(sql).get() as { n: number }).n;
+    return {
+      gens,
+      entries: gens.map((g) => count(`SELECT count(*) AS n FROM search.events_text_${g}`)),
+      moved: count("SELECT count(*) AS n FROM search.text_moved"),
+      gone: gens.map((g) =>
+        count(
+          `SELECT count(*) AS n FROM search.events_text_${g} t WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.rowid = t.rowid)`,
+        ),
+      ),
+    };
+  } finally {
+    db.close();
+  }
+}
+
+test("sqlite: the search index drops a generation whose events are gone whole, and moves the few still there out of one", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  const store = openSqliteStorage({
+    dataDir,
+    searchIndexDelayMs: 10,
+    searchGenerations: { rowsPerGeneration: 40, maintainMs: 20 },
+  });
+  const ids = (emitterId: string, text: string) =>
+    store
+      .searchEvents({ emitterId, channel: "", text: [text] }, { limit: 100, count: true })
+      .then((page) => ({ ids: page.items.map((e) => e.id).sort(), total: page.totalCount }));
+  const settled = async (done: (s: ReturnType<typeof indexState>) => boolean) => {
+    for (let tries = 0; ; tries++) {
+      const state = indexState(dataDir);
+      if (done(state)) return state;
+      assert.ok(tries < 600, `the index settled within a minute: ${JSON.stringify(state)}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  const pinned = (n: number): EventRecord => ({
+    ...event(n),
+    emitterId: "dc_pinned",
+    event: { text: `pinword${n}` },
+    meta: { emit_id: `p${n}`, name: "", emitter_id: "dc_pinned" },
+  });
+  try {
+    // A window of 3 first, so its rows (overwritten in place, their rowids kept) are in the first
+    // generation; then 150 events of a large window, over several generations.
+    for (let n = 0; n < 3; n++) await store.insertEvent(pinned(n), 3);
+    for (let n = 0; n < 150; n++)
+      await store.insertEvent({ ...event(n), event: { text: `bulkword${n}` } }, 1_000_000);
+    assert.equal((await ids("dc_kept", "bulkword")).total, 150);
+    const full = await settled((s) => s.gens.length >= 3 && s.entries.reduce((a, b) => a + b) === 153);
+    // The large window emptied: its entries stay until their generations go.
+    await store.deleteEvents("dc_kept", undefined, undefined, "");
+    assert.deepEqual(await ids("dc_kept", "bulkword"), { ids: [], total: 0 });
+    const after = await settled((s) => s.gens.length === 1);
+    assert.ok(after.gens[0]! > full.gens[0]!, "the first generation went once its three live rows moved out");
+    assert.equal(after.moved, 3, "the window of 3's rows were moved into the newest generation");
+    assert.deepEqual(await ids("dc_pinned", "pinword"), { ids: ["9-0", "9-1", "9-2"], total: 3 });
+    // A moved row overwritten in place is indexed where it was moved to: old text out, new text in.
+    await store.insertEvent({ ...pinned(3), event: { text: "freshword" } }, 3);
+    assert.deepEqual(await ids("dc_pinned", "freshword"), { ids: ["9-3"], total: 1 });
+    assert.deepEqual(await ids("dc_pinned", "pinword"), { ids: ["9-1", "9-2"], total: 2 });
+    const last = indexState(dataDir);
+    assert.equal(last.entries.length, 1);
+    assert.ok(last.entries[0]! - last.gone[0]! === 3, `three live entries: ${JSON.stringify(last)}`);
+  } finally {
+    await store.close();
+  }
+});
+
+test("sqlite: a new event given a deleted event's rowid replaces its entry in the search index", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  const store = openSqliteStorage({ dataDir, searchIndexDelayMs: 10 });
+  const ids = (text: string) =>
+    store
+      .searchEvents({ emitterId: "dc_kept", channel: "", text: [text] }, { limit: 10 })
+      .then((page) => page.items.map((e) => e.id));
+  try {
+    for (let n = 0; n < 3; n++) await store.insertEvent({ ...event(n), event: { text: `oldword${n}` } }, 10);
+    assert.deepEqual(await ids("oldword"), ["9-2", "9-1", "9-0"]);
+    // Every row gone: SQLite gives the next rows the same rowids, while the index still has their entries.
+    await store.deleteEvents("dc_kept", undefined, undefined, "");
+    for (let n = 3; n < 5; n++) await store.insertEvent({ ...event(n), event: { text: `newword${n}` } }, 10);
+    assert.deepEqual(await ids("oldword"), []);
+    assert.deepEqual(await ids("newword"), ["9-4", "9-3"]);
+    const state = indexState(dataDir);
+    assert.deepEqual(
+      state.entries.map((n, i) => n - state.gone[i]!),
+      [2],
+    );
+  } finally {
+    await store.close();
+  }
+});
+
+test("sqlite: a search index file from before its generations is made anew, and searches stay exact", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  const first = openSqliteStorage({ dataDir });
+  for (let n = 0; n < 3; n++) await first.insertEvent({ ...event(n), event: { text: `oldword${n}` } }, 10);
+  await first.close();
+  // The file as migration 020 made it: the same store's token, one FTS5 table, nothing in it.
+  const indexFile = path.join(dataDir, "fount-search.db");
+  const token = (
+    new DatabaseSync(indexFile).prepare("SELECT token FROM search_index_of").get() as { token: string }
+  ).token;
+  for (const suffix of ["", "-wal", "-shm"]) rmSync(indexFile + suffix, { force: true });
+  const old = new DatabaseSync(indexFile);
+  old.exec(`CREATE TABLE search_index_of (id INTEGER PRIMARY KEY CHECK (id = 1), token TEXT NOT NULL);
+    CREATE VIRTUAL TABLE events_text USING fts5(event_json, tokenize = 'trigram');`);
+  old.prepare("INSERT INTO search_index_of (id, token) VALUES (1, ?)").run(token);
+  old.close();
+  const store = openSqliteStorage({ dataDir, searchIndexDelayMs: 3_600_000 });
+  try {
+    const page = await store.searchEvents(
+      { emitterId: "dc_kept", channel: "", text: ["oldword"] },
+      { limit: 10 },
+    );
+    assert.deepEqual(
+      page.items.map((e) => e.id),
+      ["9-2", "9-1", "9-0"],
+    );
   } finally {
     await store.close();
   }

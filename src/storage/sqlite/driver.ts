@@ -44,7 +44,7 @@ import { migrate } from "./migrate.ts";
 import { nodeOps } from "./node-ops.ts";
 import { OutboxWrites } from "./outbox-writes.ts";
 import { RowCache } from "./row-cache.ts";
-import { indexFileOf, SearchIndexer } from "./search-indexer.ts";
+import { type GenerationOptions, indexFileOf, SearchIndexer } from "./search-indexer.ts";
 import { sessionOps } from "./sessions.ts";
 import { sourceOps } from "./sources.ts";
 import { Sql } from "./sql.ts";
@@ -133,6 +133,8 @@ export function openSqliteStorage(options: {
   dataDir: string;
   file?: string;
   searchIndexDelayMs?: number;
+  /** The search index's generations (tests make them small). */
+  searchGenerations?: GenerationOptions;
 }): Storage {
   mkdirSync(options.dataDir, { recursive: true });
   // Sandboxed executors run under other uids and may traverse into the package cache below the data
@@ -164,7 +166,7 @@ export function openSqliteStorage(options: {
   });
   const outbox = new OutboxWrites(q);
   const indexFile = indexFileOf(file);
-  const indexer = new SearchIndexer(q, file, indexFile);
+  const indexer = new SearchIndexer(q, file, indexFile, options.searchGenerations);
   // Searches read on a connection of their own, with the index file attached: attached to the writing
   // connection, every BEGIN IMMEDIATE would also take the index file's write lock from the worker.
   const reader = new DatabaseSync(file, { readOnly: true });

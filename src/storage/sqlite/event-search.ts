@@ -1,7 +1,9 @@
 /**
  * The event search on SQLite (docs/streams.md, "Searching events"; mirrors postgres/event-search.ts).
- * `q` goes to the FTS5 table `events_text` (migration 014, trigram: a case-insensitive substring match),
- * which leads the query, so a text search reads only the rows whose text matches, never every event;
+ * `q` goes to the FTS5 tables of the index's generations (search-generations.ts, trigram: a
+ * case-insensitive substring match), which lead the query, so a text search reads only the rows whose
+ * text matches, never every event; each match is joined to its row, so an entry whose event is gone
+ * (left in its generation until the generation goes) is never found;
  * `where` is read with the JSON functions, from the rows whose text holds its value when it can be
  * written as a word (`whereWord`), else from the rows the other conditions leave.
  */
@@ -16,6 +18,7 @@ import {
   whereValues,
 } from "../event-search.ts";
 import { toEvent } from "../rows.ts";
+import { generationTable } from "./search-generations.ts";
 import type { Sql } from "./sql.ts";
 
 /** An FTS5 query in which each term is a quoted string: with the trigram tokenizer, a substring. */
@@ -63,21 +66,32 @@ export function whereWord(w: EventWhere): string | undefined {
   return spellsNumber && String(Number(v)) !== v ? undefined : v;
 }
 
+/** The index's generations, oldest first (read in the search's transaction). */
+function generationsOf(q: Sql): number[] {
+  return q.all("SELECT gen FROM search.text_generations ORDER BY gen", [], (r) => r.gen as number);
+}
+
 /** The query of a search's page (`select` names what it selects), and its parameters. */
 function searchQuery(
   search: EventSearch,
   page: EventSearchPage,
+  generations: number[],
 ): { body: string; order: string; params: SQLInputValue[] } {
   const text = [...(search.text ?? []), ...(search.where ?? []).flatMap((w) => whereWord(w) ?? [])];
-  // With text, the FTS table leads (CROSS JOIN keeps that order): the rows matching the text, then the
-  // other conditions on each; without, the events table's own indexes.
-  const from =
-    text.length > 0 ? "events_text CROSS JOIN events e ON e.rowid = events_text.rowid" : "events e";
   const where: string[] = [];
   const params: SQLInputValue[] = [];
+  // With text, the FTS tables lead (CROSS JOIN keeps that order): the rowids matching the text in each
+  // generation, then each one's row and the other conditions on it; without, the events table's own
+  // indexes. No generation yet: nothing holds the text.
+  let from = "events e";
   if (text.length > 0) {
-    where.push("events_text MATCH ?");
-    params.push(ftsQuery(text));
+    const match = ftsQuery(text);
+    const each = generations.map((g) => {
+      params.push(match);
+      return `SELECT rowid AS r FROM search.${generationTable(g)} WHERE ${generationTable(g)} MATCH ?`;
+    });
+    if (each.length === 0) each.push("SELECT NULL AS r WHERE false");
+    from = `(${each.join(" UNION ALL ")}) t CROSS JOIN events e ON e.rowid = t.r`;
   }
   const common = commonConditions(search, page, () => "?");
   where.push(...common.where);
@@ -87,28 +101,44 @@ function searchQuery(
     where.push(c.sql);
     params.push(...c.params);
   }
-  return { body: `FROM ${from} WHERE ${where.join(" AND ")}`, order: pageOrder(page), params };
+  return { body: `FROM ${from} WHERE ${where.join(" AND ") || "true"}`, order: pageOrder(page), params };
+}
+
+/**
+ * Runs `fn` in one read transaction with the index's generations: the worker may drop one meanwhile,
+ * and the transaction's snapshot keeps the tables it read until it ends.
+ */
+function reading<T>(q: Sql, fn: (generations: number[]) => T): T {
+  q.db.exec("BEGIN");
+  try {
+    return fn(generationsOf(q));
+  } finally {
+    q.db.exec("COMMIT");
+  }
 }
 
 export function eventSearchOps(q: Sql, settle: () => Promise<void>): EventSearchOps {
   return {
     searchEvents: async (search, page) => {
       await settle();
-      const { body, order, params } = searchQuery(search, page);
-      let items = q.all(`SELECT e.* ${body} ${order} LIMIT ?`, [...params, page.limit], toEvent);
-      if (page.before) items = items.reverse();
-      // Every match counts, whichever page this is.
-      const all = page.count ? searchQuery(search, { limit: 0 }) : undefined;
-      const totalCount = all ? q.count(`SELECT count(*) AS n ${all.body}`, all.params) : -1;
-      return { items, totalCount };
+      return reading(q, (generations) => {
+        const { body, order, params } = searchQuery(search, page, generations);
+        let items = q.all(`SELECT e.* ${body} ${order} LIMIT ?`, [...params, page.limit], toEvent);
+        if (page.before) items = items.reverse();
+        // Every match counts, whichever page this is.
+        const all = page.count ? searchQuery(search, { limit: 0 }, generations) : undefined;
+        const totalCount = all ? q.count(`SELECT count(*) AS n ${all.body}`, all.params) : -1;
+        return { items, totalCount };
+      });
     },
 
-    explainEventSearch: async (search, page) => {
-      const { body, order, params } = searchQuery(search, page);
-      const rows = q.db
-        .prepare(`EXPLAIN QUERY PLAN SELECT e.* ${body} ${order} LIMIT ?`)
-        .all(...params, page.limit) as Array<{ detail: string }>;
-      return rows.map((r) => r.detail).join("\n");
-    },
+    explainEventSearch: async (search, page) =>
+      reading(q, (generations) => {
+        const { body, order, params } = searchQuery(search, page, generations);
+        const rows = q.db
+          .prepare(`EXPLAIN QUERY PLAN SELECT e.* ${body} ${order} LIMIT ?`)
+          .all(...params, page.limit) as Array<{ detail: string }>;
+        return rows.map((r) => r.detail).join("\n");
+      }),
   };
 }

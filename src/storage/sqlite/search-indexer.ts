@@ -14,6 +14,7 @@ import { chmodSync, rmSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
 import { Worker } from "node:worker_threads";
 import type { AsyncLock } from "../../async-lock.ts";
+import { indexFileSchema } from "./search-generations.ts";
 import { inWriteTransaction, type Sql } from "./sql.ts";
 import type { IndexReply, IndexRequest, IndexWorkerData } from "./store-worker.ts";
 
@@ -25,6 +26,14 @@ const batchSize = 1000;
 
 /** How often the worker checkpoints the store's WAL (store-worker.ts). */
 const checkpointMs = 200;
+
+/** How the index's generations are kept (search-generations.ts); tests make them small and quick. */
+export interface GenerationOptions {
+  /** Entries of the newest generation before the next begins. */
+  rowsPerGeneration?: number;
+  /** How often generations whose events are gone are dropped or moved out of. */
+  maintainMs?: number;
+}
 
 /** Queued rowids a search lets the worker index without holding the store's lock first. */
 const lockedCatchUpAtMost = 2 * batchSize;
@@ -53,6 +62,8 @@ function prepareIndexFile(q: Sql, indexFile: string): void {
       const row = file.prepare("SELECT token FROM search_index_of WHERE id = 1").get() as
         | { token: string }
         | undefined;
+      // A file from before the index's generations has no `text_generations`: made anew too.
+      file.prepare("SELECT count(*) FROM text_generations").get();
       current = row?.token === token;
     } catch {
       // No file, or not an index file: made anew below.
@@ -65,9 +76,7 @@ function prepareIndexFile(q: Sql, indexFile: string): void {
   removeIndexFile(indexFile);
   const file = new DatabaseSync(indexFile);
   try {
-    file.exec(`PRAGMA journal_mode = WAL;
-      CREATE TABLE search_index_of (id INTEGER PRIMARY KEY CHECK (id = 1), token TEXT NOT NULL);
-      CREATE VIRTUAL TABLE events_text USING fts5(event_json, tokenize = 'trigram');`);
+    file.exec(`PRAGMA journal_mode = WAL; ${indexFileSchema}`);
     file.prepare("INSERT INTO search_index_of (id, token) VALUES (1, ?)").run(fresh);
   } finally {
     file.close();
@@ -106,9 +115,15 @@ export class SearchIndexer {
   #running = false;
   #stopped = false;
 
-  constructor(q: Sql, storeFile: string, indexFile: string) {
+  constructor(q: Sql, storeFile: string, indexFile: string, generations: GenerationOptions = {}) {
     this.#q = q;
-    this.#data = { storeFile, indexFile, checkpointMs };
+    this.#data = {
+      storeFile,
+      indexFile,
+      checkpointMs,
+      rowsPerGeneration: generations.rowsPerGeneration ?? 65_536,
+      maintainMs: generations.maintainMs ?? 10_000,
+    };
     prepareIndexFile(q, indexFile);
   }
 

@@ -6,7 +6,8 @@
  *   from the store (in WAL mode a reader neither waits for the server's writes nor holds them up) and
  *   indexes them in the index file, one transaction a batch. It answers each batch with the
  *   `[rowid, changes]` pairs it indexed; the server then removes those queue entries whose change count
- *   is still the same.
+ *   is still the same. The index is kept in generations (search-generations.ts), which the worker drops
+ *   whole once their events are gone, on a timer of their own.
  * - The store's WAL checkpoints. SQLite copies the WAL back into the database file (and syncs it) inside
  *   the COMMIT that finds the WAL over its threshold: on the server's thread, 15 to 50 ms at a time after
  *   a bulk of writes. The server's connection leaves that to this thread (PASSIVE checkpoints every
@@ -17,13 +18,17 @@
 import { chmodSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
 import { parentPort, workerData } from "node:worker_threads";
-import { inWriteTransaction } from "./sql.ts";
+import { TextGenerations } from "./search-generations.ts";
 
 export interface IndexWorkerData {
   storeFile: string;
   indexFile: string;
   /** How often the store's WAL is checkpointed. */
   checkpointMs: number;
+  /** Entries of the index's newest generation before the next begins (search-generations.ts). */
+  rowsPerGeneration: number;
+  /** How often generations whose rows are gone are dropped or moved out of. */
+  maintainMs: number;
 }
 
 export interface IndexRequest {
@@ -33,7 +38,7 @@ export interface IndexRequest {
 
 export type IndexReply = { id: number; done: Array<[number, number]> } | { id: number; error: string };
 
-const { storeFile, indexFile, checkpointMs } = workerData as IndexWorkerData;
+const { storeFile, indexFile, checkpointMs, rowsPerGeneration, maintainMs } = workerData as IndexWorkerData;
 // Read-write for the checkpoints only: this connection never writes a row of the store.
 const store = new DatabaseSync(storeFile);
 const index = new DatabaseSync(indexFile);
@@ -50,29 +55,7 @@ for (const suffix of ["", "-wal", "-shm"]) {
   }
 }
 
-const queued = store.prepare(
-  `SELECT q.event_rowid AS r, q.changes AS c, e.event_json AS j
-     FROM events_text_queue q LEFT JOIN events e ON e.rowid = q.event_rowid
-    ORDER BY q.event_rowid LIMIT ?`,
-);
-const remove = index.prepare("DELETE FROM events_text WHERE rowid = ?");
-const add = index.prepare("INSERT INTO events_text (rowid, event_json) VALUES (?, ?)");
-
-function indexBatch(limit: number): Array<[number, number]> {
-  // The index file's write lock is taken before the queue is read: another process on the store (a
-  // `fount admin` command) indexing the same rowids then reads and writes strictly after or before this
-  // batch, so the text the index ends with is the last one read.
-  const rows = inWriteTransaction(index, () => {
-    const read = queued.all(limit) as Array<{ r: number; c: number; j: string | null }>;
-    for (const { r, j } of read) {
-      // The table keeps its own copy of each text, so an old entry goes without being told its text.
-      remove.run(r);
-      if (j !== null) add.run(r, j);
-    }
-    return read;
-  });
-  return rows.map((row) => [row.r, row.c]);
-}
+const generations = new TextGenerations(index, store, rowsPerGeneration);
 
 // PASSIVE: copies what no reader still needs, without waiting for a lock or holding the writer up.
 const checkpoint = store.prepare("PRAGMA wal_checkpoint(PASSIVE)");
@@ -122,10 +105,18 @@ setInterval(() => {
   }
 }, checkpointMs);
 
+setInterval(() => {
+  try {
+    generations.maintain();
+  } catch {
+    // Busy (another process writing the index file) or the file going away at close: next turn.
+  }
+}, maintainMs);
+
 parentPort!.on("message", (m: IndexRequest) => {
   let reply: IndexReply;
   try {
-    reply = { id: m.id, done: indexBatch(m.limit) };
+    reply = { id: m.id, done: generations.indexBatch(m.limit) };
   } catch (err) {
     reply = { id: m.id, error: (err as Error).message };
   }

@@ -1,0 +1,286 @@
+/**
+ * The event search's FTS5 index in generations (docs/architecture.md, "The search index in
+ * generations"), written only by the store's worker thread (store-worker.ts).
+ *
+ * Deleting a row from an FTS5 table costs about as much as adding it (it tokenizes the old text again to
+ * write its delete markers: 74 µs against 110 µs a ~250-byte event here), and a window larger than 100
+ * deletes one old event for every new one, so a window of 100,000 paid both for every event. The index is
+ * therefore kept in tables of about `rowsPerGeneration` entries each, by rowid range (new rows take the
+ * rowid past the greatest, so a generation's range is a stretch of time): an event deleted from the store
+ * is not deleted from the index at all (a search joins each match to its row, so a gone row is never
+ * found), and a generation whose rows are all gone is dropped whole, a table at a time. A generation
+ * where fewer than half of its entries still have a row (a window of 100, rewritten in place, keeps its
+ * first rowids for ever) has those rows moved into the newest generation and is then dropped, so the
+ * index holds at most about twice the entries of the events kept, and moving a row costs no more than
+ * deleting one did.
+ *
+ * Where each rowid's entry is, live or left behind by a deleted row: its range's generation (the one with
+ * the greatest `lo` at most the rowid; the first generation takes every rowid below its own), unless
+ * `text_moved` names another. The newest generation takes new rowids and is never moved from; once it
+ * holds `rowsPerGeneration` entries a new one begins past its greatest rowid. SQLite gives a new row the
+ * rowid past the greatest one left (`events` has no AUTOINCREMENT), so a deleted row's rowid can come
+ * back once every row after it is gone too; its new text then replaces the old entry where it is.
+ */
+import type { DatabaseSync, StatementSync } from "node:sqlite";
+import { inWriteTransaction } from "./sql.ts";
+
+/** The index file's own tables, made with the file (search-indexer.ts); generations come as needed. */
+export const indexFileSchema = `
+  CREATE TABLE search_index_of (id INTEGER PRIMARY KEY CHECK (id = 1), token TEXT NOT NULL);
+  CREATE TABLE text_generations (
+    gen INTEGER PRIMARY KEY,
+    lo INTEGER NOT NULL,
+    entries INTEGER NOT NULL DEFAULT 0
+  );
+  CREATE TABLE text_moved (event_rowid INTEGER PRIMARY KEY, gen INTEGER NOT NULL);
+  CREATE INDEX text_moved_gen ON text_moved (gen);`;
+
+/** The FTS5 table of a generation. */
+export function generationTable(gen: number): string {
+  return `events_text_${gen}`;
+}
+
+/** Rowids a compaction moves per transaction, so that indexing batches and searches get their turns. */
+const moveChunk = 1000;
+
+interface Generation {
+  gen: number;
+  lo: number;
+  entries: number;
+}
+
+/** What a maintenance pass did (for tests and the docs' figures). */
+export interface MaintenanceResult {
+  dropped: number;
+  moved: number;
+}
+
+export class TextGenerations {
+  readonly #index: DatabaseSync;
+  readonly #store: DatabaseSync;
+  readonly #rowsPerGeneration: number;
+  /** Ascending by `lo` (and by `gen`); read again at the start of every transaction. */
+  #gens: Generation[] = [];
+  readonly #statements = new Map<string, StatementSync>();
+  readonly #queued: StatementSync;
+  readonly #alive: StatementSync;
+
+  constructor(index: DatabaseSync, store: DatabaseSync, rowsPerGeneration: number) {
+    this.#index = index;
+    this.#store = store;
+    this.#rowsPerGeneration = rowsPerGeneration;
+    this.#queued = store.prepare(
+      `SELECT q.event_rowid AS r, q.changes AS c, e.event_json AS j
+         FROM events_text_queue q LEFT JOIN events e ON e.rowid = q.event_rowid
+        ORDER BY q.event_rowid LIMIT ?`,
+    );
+    this.#alive = store.prepare("SELECT event_json AS j FROM events WHERE rowid = ?");
+  }
+
+  /** A prepared statement on the index file, kept for the next use. */
+  #run(sql: string): StatementSync {
+    let statement = this.#statements.get(sql);
+    if (!statement) {
+      statement = this.#index.prepare(sql);
+      this.#statements.set(sql, statement);
+    }
+    return statement;
+  }
+
+  /** Reads the generations (another process on the store may have changed them), making the first. */
+  #load(): void {
+    this.#gens = this.#run(
+      "SELECT gen, lo, entries FROM text_generations ORDER BY lo",
+    ).all() as unknown as Generation[];
+    if (this.#gens.length === 0) this.#begin(0, 0);
+  }
+
+  #begin(gen: number, lo: number): Generation {
+    this.#index.exec(
+      `CREATE VIRTUAL TABLE ${generationTable(gen)} USING fts5(event_json, tokenize = 'trigram')`,
+    );
+    this.#run("INSERT INTO text_generations (gen, lo, entries) VALUES (?, ?, 0)").run(gen, lo);
+    const made = { gen, lo, entries: 0 };
+    this.#gens.push(made);
+    return made;
+  }
+
+  #newest(): Generation {
+    return this.#gens[this.#gens.length - 1]!;
+  }
+
+  /** The generation whose range holds `rowid`. */
+  #rangeOf(rowid: number): number {
+    let at = 0;
+    let hi = this.#gens.length - 1;
+    while (at < hi) {
+      const mid = (at + hi + 1) >> 1;
+      if (this.#gens[mid]!.lo <= rowid) at = mid;
+      else hi = mid - 1;
+    }
+    return at;
+  }
+
+  /** The generation holding `rowid`'s entry (or that will). */
+  #home(rowid: number): Generation {
+    const newest = this.#newest();
+    if (rowid >= newest.lo) return newest;
+    const moved = this.#run("SELECT gen FROM text_moved WHERE event_rowid = ?").get(rowid) as
+      | { gen: number }
+      | undefined;
+    if (moved) {
+      const gen = this.#gens.find((g) => g.gen === moved.gen);
+      if (gen) return gen;
+    }
+    return this.#gens[this.#rangeOf(rowid)]!;
+  }
+
+  /** Puts `text` as `rowid`'s entry in `gen`, replacing the one there. */
+  #put(gen: Generation, rowid: number, text: string): void {
+    const table = generationTable(gen.gen);
+    const removed = this.#run(`DELETE FROM ${table} WHERE rowid = ?`).run(rowid).changes;
+    this.#run(`INSERT INTO ${table} (rowid, event_json) VALUES (?, ?)`).run(rowid, text);
+    if (Number(removed) === 0) gen.entries++;
+  }
+
+  #saveEntries(): void {
+    const save = this.#run("UPDATE text_generations SET entries = ? WHERE gen = ?");
+    for (const g of this.#gens) save.run(g.entries, g.gen);
+  }
+
+  /** A new generation once the newest is full, beginning past the greatest rowid it holds. */
+  #beginIfFull(): void {
+    const newest = this.#newest();
+    if (newest.entries < this.#rowsPerGeneration) return;
+    const last = this.#run(
+      `SELECT rowid AS r FROM ${generationTable(newest.gen)} ORDER BY rowid DESC LIMIT 1`,
+    ).get() as { r: number } | undefined;
+    this.#begin(newest.gen + 1, Math.max(newest.lo, (last?.r ?? newest.lo) + 1));
+  }
+
+  /**
+   * Indexes up to `limit` queued rowids with their rows' current text; a rowid whose row is gone is left
+   * as it is (its generation goes whole, or its few live rows move out, in `maintain`). Answers the
+   * `[rowid, changes]` pairs read, for the server to forget.
+   */
+  indexBatch(limit: number): Array<[number, number]> {
+    // The index file's write lock is taken before the queue is read: another process on the store (a
+    // `fount admin` command) indexing the same rowids then reads and writes strictly after or before this
+    // batch, so the text the index ends with is the last one read.
+    const rows = inWriteTransaction(this.#index, () => {
+      this.#load();
+      const read = this.#queued.all(limit) as Array<{ r: number; c: number; j: string | null }>;
+      for (const { r, j } of read) {
+        if (j === null) continue;
+        const home = this.#home(r);
+        this.#put(home, r, j);
+        // Read in rowid order: the next generation begins past this rowid.
+        if (home === this.#newest() && home.entries >= this.#rowsPerGeneration)
+          this.#begin(home.gen + 1, r + 1);
+      }
+      this.#saveEntries();
+      return read;
+    });
+    return rows.map((row) => [row.r, row.c]);
+  }
+
+  /** The bounds of the rowid range of the generation at `at`. */
+  #rangeBounds(at: number): { lo: number; hi: number } {
+    return {
+      lo: at === 0 ? Number.MIN_SAFE_INTEGER : this.#gens[at]!.lo,
+      hi: at + 1 < this.#gens.length ? this.#gens[at + 1]!.lo : Number.MAX_SAFE_INTEGER,
+    };
+  }
+
+  /**
+   * How many of the rowids whose entries the generation at `at` holds still have a row: those of its
+   * range but for the live ones moved away, and the live ones moved in. A move is kept after its row is
+   * gone, for as long as the generation holding its entry: the store may give a gone row's rowid to a
+   * new row (a rowid past every remaining one), whose indexing must replace that entry where it is.
+   */
+  #liveCount(at: number): { count: number; movedAway: Set<number>; movedIn: number[] } {
+    const gen = this.#gens[at]!;
+    const { lo, hi } = this.#rangeBounds(at);
+    const alive = (r: number) => this.#alive.get(r) !== undefined;
+    const away = this.#run(
+      "SELECT event_rowid AS r FROM text_moved WHERE event_rowid >= ? AND event_rowid < ? AND gen != ?",
+    ).all(lo, hi, gen.gen) as Array<{ r: number }>;
+    const movedAway = new Set(away.map((m) => m.r).filter(alive));
+    const into = this.#run("SELECT event_rowid AS r FROM text_moved WHERE gen = ?").all(gen.gen) as Array<{
+      r: number;
+    }>;
+    const movedIn = into.map((m) => m.r).filter((r) => (r < lo || r >= hi) && alive(r));
+    const inRange = (
+      this.#store.prepare("SELECT count(*) AS n FROM events WHERE rowid >= ? AND rowid < ?").get(lo, hi) as {
+        n: number;
+      }
+    ).n;
+    return { count: inRange - movedAway.size + movedIn.length, movedAway, movedIn };
+  }
+
+  /**
+   * Drops each generation but the newest whose rows are all gone, and moves the rows still there out of
+   * one where fewer than half of its entries have a row (at most `moveChunk` a transaction; the rest at
+   * the next pass). Runs on the worker's timer.
+   */
+  maintain(): MaintenanceResult {
+    const result: MaintenanceResult = { dropped: 0, moved: 0 };
+    let at = 0;
+    for (;;) {
+      const done = inWriteTransaction(this.#index, () => {
+        this.#load();
+        if (at >= this.#gens.length - 1) return true;
+        const gen = this.#gens[at]!;
+        const { count, movedAway, movedIn } = this.#liveCount(at);
+        if (count === 0) {
+          this.#drop(at);
+          result.dropped++;
+        } else if (count * 2 < gen.entries) {
+          // The rows still here, a chunk of them: moved into the newest generation.
+          const { lo, hi } = this.#rangeBounds(at);
+          const inRange = this.#store
+            .prepare(
+              "SELECT rowid AS r, event_json AS j FROM events WHERE rowid >= ? AND rowid < ? ORDER BY rowid LIMIT ?",
+            )
+            .all(lo, hi, moveChunk + movedAway.size) as Array<{ r: number; j: string }>;
+          const moving = inRange.filter((row) => !movedAway.has(row.r));
+          for (const r of movedIn) {
+            if (moving.length >= moveChunk) break;
+            moving.push({ r, j: (this.#alive.get(r) as { j: string }).j });
+          }
+          const newest = this.#newest();
+          const table = generationTable(gen.gen);
+          for (const { r, j } of moving.slice(0, moveChunk)) {
+            if (Number(this.#run(`DELETE FROM ${table} WHERE rowid = ?`).run(r).changes) > 0) gen.entries--;
+            this.#put(newest, r, j);
+            this.#run("INSERT OR REPLACE INTO text_moved (event_rowid, gen) VALUES (?, ?)").run(
+              r,
+              newest.gen,
+            );
+          }
+          result.moved += Math.min(moving.length, moveChunk);
+          this.#beginIfFull();
+          // The same generation again: what is left of it, if anything, or dropped once empty.
+        } else {
+          at++;
+        }
+        this.#saveEntries();
+        return false;
+      });
+      if (done) return result;
+    }
+  }
+
+  /** Drops a generation and its table; its range falls to the generation before it (none of its rows live). */
+  #drop(at: number): void {
+    const gen = this.#gens[at]!;
+    this.#index.exec(`DROP TABLE ${generationTable(gen.gen)}`);
+    this.#run("DELETE FROM text_generations WHERE gen = ?").run(gen.gen);
+    this.#run("DELETE FROM text_moved WHERE gen = ?").run(gen.gen);
+    this.#gens.splice(at, 1);
+    // Statements on the dropped table are of no more use.
+    for (const sql of [...this.#statements.keys()]) {
+      if (sql.includes(`${generationTable(gen.gen)} `)) this.#statements.delete(sql);
+    }
+  }
+}
