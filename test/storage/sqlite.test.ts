@@ -186,7 +186,13 @@ test("sqlite: the search index catches up after commit by itself: new text in, o
 });
 
 /** The index file's generations, their entries, the moved rowids, and the entries whose event is gone. */
-function indexState(dataDir: string): { gens: number[]; entries: number[]; moved: number; gone: number[] } {
+function indexState(dataDir: string): {
+  gens: number[];
+  entries: number[];
+  moved: number;
+  gone: number[];
+  optimized: boolean[];
+} {
   const db = new DatabaseSync(path.join(dataDir, "fount.db"), { readOnly: true });
   db.prepare("ATTACH DATABASE ? AS search").run(path.join(dataDir, "fount-search.db"));
   try {
@@ -196,6 +202,11 @@ function indexState(dataDir: string): { gens: number[]; entries: number[]; moved
       gens,
       entries: gens.map((g) => count(`SELECT count(*) AS n FROM search.events_text_${g}`)),
       moved: count("SELECT count(*) AS n FROM search.text_moved"),
+      optimized: (
+        db.prepare("SELECT optimized FROM search.text_generations ORDER BY gen").all() as Array<{
+          optimized: number;
+        }>
+      ).map((r) => r.optimized === 1),
       gone: gens.map((g) =>
         count(
           `SELECT count(*) AS n FROM search.events_text_${g} t WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.rowid = t.rowid)`,
@@ -240,6 +251,9 @@ test("sqlite: the search index drops a generation whose events are gone whole, a
       await store.insertEvent({ ...event(n), event: { text: `bulkword${n}` } }, 1_000_000);
     assert.equal((await ids("dc_kept", "bulkword")).total, 150);
     const full = await settled((s) => s.gens.length >= 3 && s.entries.reduce((a, b) => a + b) === 153);
+    // Every generation but the newest, steady, has its segments merged into one.
+    await settled((s) => s.optimized.slice(0, -1).every(Boolean));
+    assert.equal((await ids("dc_kept", "bulkword1")).total, 61, "bulkword1, bulkword10 to 19 and 100 to 149");
     // The large window emptied: its entries stay until their generations go.
     await store.deleteEvents("dc_kept", undefined, undefined, "");
     assert.deepEqual(await ids("dc_kept", "bulkword"), { ids: [], total: 0 });

@@ -9,10 +9,11 @@
  * rowid past the greatest, so a generation's range is a stretch of time): an event deleted from the store
  * is not deleted from the index at all (a search joins each match to its row, so a gone row is never
  * found), and a generation whose rows are all gone is dropped whole, a table at a time. A generation
- * where fewer than half of its entries still have a row (a window of 100, rewritten in place, keeps its
- * first rowids for ever) has those rows moved into the newest generation and is then dropped, so the
- * index holds at most about twice the entries of the events kept, and moving a row costs no more than
- * deleting one did.
+ * that stopped losing rows with fewer than half of its entries still having one (a window of 100,
+ * rewritten in place, keeps its first rowids for ever) has those rows moved into the newest generation
+ * and is then dropped, so the index holds at most about twice the entries of the events kept, and
+ * moving a row costs no more than deleting one did; one still losing rows is being pruned, and waited
+ * for. A generation that is no longer the newest has its FTS5 segments merged into one, once.
  *
  * Where each rowid's entry is, live or left behind by a deleted row: its range's generation (the one with
  * the greatest `lo` at most the rowid; the first generation takes every rowid below its own), unless
@@ -30,7 +31,8 @@ export const indexFileSchema = `
   CREATE TABLE text_generations (
     gen INTEGER PRIMARY KEY,
     lo INTEGER NOT NULL,
-    entries INTEGER NOT NULL DEFAULT 0
+    entries INTEGER NOT NULL DEFAULT 0,
+    optimized INTEGER NOT NULL DEFAULT 0
   );
   CREATE TABLE text_moved (event_rowid INTEGER PRIMARY KEY, gen INTEGER NOT NULL);
   CREATE INDEX text_moved_gen ON text_moved (gen);`;
@@ -47,27 +49,34 @@ interface Generation {
   gen: number;
   lo: number;
   entries: number;
+  /** `entries` as stored: only a generation whose count changed is written back. */
+  saved: number;
+  /** Whether its FTS5 segments were merged into one since it stopped being the newest. */
+  optimized: number;
 }
 
 /** What a maintenance pass did (for tests and the docs' figures). */
 export interface MaintenanceResult {
   dropped: number;
   moved: number;
+  optimized: number;
 }
 
 export class TextGenerations {
   readonly #index: DatabaseSync;
-  readonly #store: DatabaseSync;
   readonly #rowsPerGeneration: number;
   /** Ascending by `lo` (and by `gen`); read again at the start of every transaction. */
   #gens: Generation[] = [];
   readonly #statements = new Map<string, StatementSync>();
+  /** Each generation's live rows at the last pass: one still losing rows is being pruned. */
+  readonly #lastLive = new Map<number, number>();
   readonly #queued: StatementSync;
   readonly #alive: StatementSync;
+  readonly #countRange: StatementSync;
+  readonly #readRange: StatementSync;
 
   constructor(index: DatabaseSync, store: DatabaseSync, rowsPerGeneration: number) {
     this.#index = index;
-    this.#store = store;
     this.#rowsPerGeneration = rowsPerGeneration;
     this.#queued = store.prepare(
       `SELECT q.event_rowid AS r, q.changes AS c, e.event_json AS j
@@ -75,6 +84,10 @@ export class TextGenerations {
         ORDER BY q.event_rowid LIMIT ?`,
     );
     this.#alive = store.prepare("SELECT event_json AS j FROM events WHERE rowid = ?");
+    this.#countRange = store.prepare("SELECT count(*) AS n FROM events WHERE rowid >= ? AND rowid < ?");
+    this.#readRange = store.prepare(
+      "SELECT rowid AS r, event_json AS j FROM events WHERE rowid >= ? AND rowid < ? ORDER BY rowid LIMIT ?",
+    );
   }
 
   /** A prepared statement on the index file, kept for the next use. */
@@ -90,7 +103,7 @@ export class TextGenerations {
   /** Reads the generations (another process on the store may have changed them), making the first. */
   #load(): void {
     this.#gens = this.#run(
-      "SELECT gen, lo, entries FROM text_generations ORDER BY lo",
+      "SELECT gen, lo, entries, entries AS saved, optimized FROM text_generations ORDER BY lo",
     ).all() as unknown as Generation[];
     if (this.#gens.length === 0) this.#begin(0, 0);
   }
@@ -100,7 +113,7 @@ export class TextGenerations {
       `CREATE VIRTUAL TABLE ${generationTable(gen)} USING fts5(event_json, tokenize = 'trigram')`,
     );
     this.#run("INSERT INTO text_generations (gen, lo, entries) VALUES (?, ?, 0)").run(gen, lo);
-    const made = { gen, lo, entries: 0 };
+    const made = { gen, lo, entries: 0, saved: 0, optimized: 0 };
     this.#gens.push(made);
     return made;
   }
@@ -145,7 +158,10 @@ export class TextGenerations {
 
   #saveEntries(): void {
     const save = this.#run("UPDATE text_generations SET entries = ? WHERE gen = ?");
-    for (const g of this.#gens) save.run(g.entries, g.gen);
+    for (const g of this.#gens) {
+      if (g.entries !== g.saved) save.run(g.entries, g.gen);
+      g.saved = g.entries;
+    }
   }
 
   /** A new generation once the newest is full, beginning past the greatest rowid it holds. */
@@ -211,7 +227,7 @@ export class TextGenerations {
     }>;
     const movedIn = into.map((m) => m.r).filter((r) => (r < lo || r >= hi) && alive(r));
     const inRange = (
-      this.#store.prepare("SELECT count(*) AS n FROM events WHERE rowid >= ? AND rowid < ?").get(lo, hi) as {
+      this.#countRange.get(lo, hi) as {
         n: number;
       }
     ).n;
@@ -219,12 +235,15 @@ export class TextGenerations {
   }
 
   /**
-   * Drops each generation but the newest whose rows are all gone, and moves the rows still there out of
-   * one where fewer than half of its entries have a row (at most `moveChunk` a transaction; the rest at
-   * the next pass). Runs on the worker's timer.
+   * Drops each generation but the newest whose rows are all gone. Of one that lost no rows since the last
+   * pass (one still losing them is being pruned, and will most likely go whole): moves the rows still
+   * there out when fewer than half of its entries have one (at most `moveChunk` a transaction), else
+   * merges its FTS5 segments into one once (`optimize`: a search then reads each trigram's list from
+   * one segment of each generation, not from each of the newest's many small ones; about 13 µs an
+   * entry here). Runs on the worker's timer.
    */
   maintain(): MaintenanceResult {
-    const result: MaintenanceResult = { dropped: 0, moved: 0 };
+    const result: MaintenanceResult = { dropped: 0, moved: 0, optimized: 0 };
     let at = 0;
     for (;;) {
       const done = inWriteTransaction(this.#index, () => {
@@ -232,17 +251,18 @@ export class TextGenerations {
         if (at >= this.#gens.length - 1) return true;
         const gen = this.#gens[at]!;
         const { count, movedAway, movedIn } = this.#liveCount(at);
+        const steady = this.#lastLive.get(gen.gen) === count;
+        this.#lastLive.set(gen.gen, count);
         if (count === 0) {
           this.#drop(at);
           result.dropped++;
-        } else if (count * 2 < gen.entries) {
+        } else if (steady && count * 2 < gen.entries) {
           // The rows still here, a chunk of them: moved into the newest generation.
           const { lo, hi } = this.#rangeBounds(at);
-          const inRange = this.#store
-            .prepare(
-              "SELECT rowid AS r, event_json AS j FROM events WHERE rowid >= ? AND rowid < ? ORDER BY rowid LIMIT ?",
-            )
-            .all(lo, hi, moveChunk + movedAway.size) as Array<{ r: number; j: string }>;
+          const inRange = this.#readRange.all(lo, hi, moveChunk + movedAway.size) as Array<{
+            r: number;
+            j: string;
+          }>;
           const moving = inRange.filter((row) => !movedAway.has(row.r));
           for (const r of movedIn) {
             if (moving.length >= moveChunk) break;
@@ -250,7 +270,8 @@ export class TextGenerations {
           }
           const newest = this.#newest();
           const table = generationTable(gen.gen);
-          for (const { r, j } of moving.slice(0, moveChunk)) {
+          const moved = moving.slice(0, moveChunk);
+          for (const { r, j } of moved) {
             if (Number(this.#run(`DELETE FROM ${table} WHERE rowid = ?`).run(r).changes) > 0) gen.entries--;
             this.#put(newest, r, j);
             this.#run("INSERT OR REPLACE INTO text_moved (event_rowid, gen) VALUES (?, ?)").run(
@@ -258,9 +279,18 @@ export class TextGenerations {
               newest.gen,
             );
           }
-          result.moved += Math.min(moving.length, moveChunk);
+          result.moved += moved.length;
+          // The same generation again, still steady but for the rows moved: what is left of it, if
+          // anything, or dropped once empty.
+          this.#lastLive.set(gen.gen, count - moved.length);
           this.#beginIfFull();
-          // The same generation again: what is left of it, if anything, or dropped once empty.
+        } else if (steady && !gen.optimized) {
+          const table = generationTable(gen.gen);
+          this.#index.exec(`INSERT INTO ${table} (${table}) VALUES ('optimize')`);
+          this.#run("UPDATE text_generations SET optimized = 1 WHERE gen = ?").run(gen.gen);
+          gen.optimized = 1;
+          result.optimized++;
+          at++;
         } else {
           at++;
         }
@@ -278,6 +308,7 @@ export class TextGenerations {
     this.#run("DELETE FROM text_generations WHERE gen = ?").run(gen.gen);
     this.#run("DELETE FROM text_moved WHERE gen = ?").run(gen.gen);
     this.#gens.splice(at, 1);
+    this.#lastLive.delete(gen.gen);
     // Statements on the dropped table are of no more use.
     for (const sql of [...this.#statements.keys()]) {
       if (sql.includes(`${generationTable(gen.gen)} `)) this.#statements.delete(sql);
