@@ -14,6 +14,7 @@ import { injectHeaders, type Span, tracing } from "../tracing.ts";
 import type { AddressPolicy } from "./address-guard.ts";
 import { destinationRefusedCode } from "./address-guard.ts";
 import { AnswerReader } from "./answer-reader.ts";
+import { AttemptDeadlines } from "./attempt-deadlines.ts";
 import { describeNetworkError, storableText } from "./attempt-record.ts";
 import { endAttempt, startHttpAttempt } from "./attempt-span.ts";
 import type { AttemptOutcome } from "./outcome.ts";
@@ -125,6 +126,12 @@ export class HttpSender {
    */
   readonly #targets = new BoundedCache<string, Target>(1_000);
   readonly #openTargets = new BoundedCache<string, Target>(1_000);
+  /** Attempts that ran out of time: their deadline ended them. */
+  readonly #timedOut = new WeakSet<AnswerReader>();
+  readonly #deadlines = new AttemptDeadlines<AnswerReader>((reader) => {
+    this.#timedOut.add(reader);
+    reader.abort(new Error("the attempt timed out"));
+  });
 
   /** `tlsOptions` adds to Node's defaults for every TLS connection (tests pass their own `ca`). */
   constructor(policy: AddressPolicy, clock: Clock, tlsOptions?: ConnectionOptions) {
@@ -185,12 +192,8 @@ export class HttpSender {
         "webhook-signature": signature,
       };
     const reader = new AnswerReader();
-    let timedOut = false;
-    // One timer per attempt; the stop signal has one listener for all its attempts (`#watch`).
-    const timer = setTimeout(() => {
-      timedOut = true;
-      reader.abort(new Error(`timed out after ${timeoutMs} ms`));
-    }, timeoutMs);
+    // One timer for all attempts (`#deadlines`); the stop signal has one listener for all its attempts (`#watch`).
+    this.#deadlines.add(reader, timeoutMs);
     const watched = this.#watch(stop);
     watched.add(reader);
     try {
@@ -214,7 +217,7 @@ export class HttpSender {
       return this.#outcome(res.statusCode, res.headers, response, detail);
     } catch (err) {
       if (stop.aborted) return { kind: "release" };
-      if (timedOut)
+      if (this.#timedOut.has(reader))
         return { kind: "retry", error: `timed out after ${timeoutMs} ms`, detail: failed("timeout") };
       const e = err as Error & { code?: string };
       if (e.code === destinationRefusedCode)
@@ -222,7 +225,7 @@ export class HttpSender {
       const { error, kind } = describeNetworkError(e, url);
       return { kind: "retry", error, detail: failed(kind) };
     } finally {
-      clearTimeout(timer);
+      this.#deadlines.forget(reader);
       watched.delete(reader);
     }
   }
