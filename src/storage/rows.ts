@@ -3,6 +3,8 @@
  * the same in each. The one difference is booleans (SQLite stores 0/1, PostgreSQL `boolean`), which
  * `flag` reads either way.
  */
+
+import { jsonText, parsedJson } from "../domain/events/event-json.ts";
 import type {
   ApiKey,
   AppAccount,
@@ -170,8 +172,8 @@ export const eventRowValues = (e: EventRecord): Array<string | number> => [
   e.idMs,
   e.idSeq,
   e.indexedAtMs,
-  JSON.stringify(e.event ?? null),
-  JSON.stringify(e.meta),
+  jsonText(e.event),
+  jsonText(e.meta),
 ];
 
 /** The `retention_json` column of a source patch: unchanged (undefined), the defaults (null), or a policy. */
@@ -238,7 +240,8 @@ const plainDeliveryRow = (r: Row): WithSeq<Delivery> => ({
   channel: r.channel as string,
   listenerId: r.listener_id as string,
   listenerKind: r.listener_kind as Delivery["listenerKind"],
-  event: JSON.parse(r.event_json as string),
+  // Its webhook's body is this text again (event-json.ts).
+  event: parsedJson(r.event_json as string),
   meta: JSON.parse(r.meta_json as string),
   indexedAtMs: r.indexed_at_ms as number,
   hops: r.hops as number,
@@ -301,8 +304,8 @@ export function deliveryRowValues(d: Delivery): Array<string | number | null> {
     d.channel,
     d.listenerId,
     d.listenerKind,
-    JSON.stringify(d.event ?? null),
-    JSON.stringify(d.meta),
+    jsonText(d.event),
+    jsonText(d.meta),
     d.indexedAtMs,
     d.hops,
     d.status,
