@@ -8,6 +8,7 @@ import { attemptColumnNames, attemptRowValues, attemptSelect } from "../attempt-
 import type { DeliveryOps } from "../concerns.ts";
 import { defaultClaimLeaseMs } from "../port.ts";
 import { deliveryPatchParams, deliveryRowValues, toAttempt, toDelivery } from "../rows.ts";
+import { textsBySize } from "../texts-by-size.ts";
 import { alive } from "./cluster.ts";
 import type { Row, Sql } from "./sql.ts";
 
@@ -152,15 +153,12 @@ const attemptColumns = `(${attemptColumnNames.join(", ")})`;
 const attemptValues = `(${attemptColumnNames.map((c, i) => `$${i + 1}${c === "response_truncated" ? "::int::boolean" : ""}`).join(", ")})`;
 const attemptParams = attemptRowValues;
 
-/** `rows` of parameters as `VALUES` tuples of placeholders numbered from $1; the parameters in order. */
-function valuesOf(rows: unknown[][]): { tuples: string; params: unknown[] } {
-  const params: unknown[] = [];
-  const tuples = rows.map((row) => {
-    const first = params.length + 1;
-    params.push(...row);
-    return `(${row.map((_, i) => `$${first + i}`).join(", ")})`;
-  });
-  return { tuples: tuples.join(", "), params };
+/** `n` `VALUES` tuples of `width` placeholders each, numbered from $1. */
+function tuplesOf(n: number, width: number): string {
+  const tuples: string[] = [];
+  for (let r = 0; r < n; r++)
+    tuples.push(`(${Array.from({ length: width }, (_, i) => `$${r * width + i + 1}`).join(", ")})`);
+  return tuples.join(", ");
 }
 
 /**
@@ -171,56 +169,61 @@ function valuesOf(rows: unknown[][]): { tuples: string; params: unknown[] } {
 function insertDeliveriesSql(deliveries: Delivery[]): { text: string; params: unknown[] } {
   // Each row carries its position: the rows are inserted in that order, so that their `seq` (which
   // orders a subscription's deliveries to a source) follows the order they were routed in.
-  const { tuples, params } = valuesOf(deliveries.map((d, i) => [...deliveryRowValues(d), i]));
+  const params: unknown[] = [];
+  for (let i = 0; i < deliveries.length; i++) params.push(...deliveryRowValues(deliveries[i]!), i);
+  return { text: insertText(deliveries.length), params };
+}
+
+/** The text of `insertDeliveriesSql` for `n` deliveries. */
+const insertText = textsBySize((n) => {
   const names = insertColumns.map(([name]) => name);
   const selected = insertColumns.map(([name, type]) =>
     name === "next_attempt_ms"
       ? dueUnlessParked("v.listener_id::text", "v.next_attempt_ms")
       : `v.${name}::${type}`,
   );
-  return {
-    text: `INSERT INTO deliveries (${names.join(", ")})
+  return `INSERT INTO deliveries (${names.join(", ")})
       SELECT ${selected.join(", ")}
-      FROM (VALUES ${tuples}) AS v(${names.join(", ")}, position)
-      ORDER BY v.position::int`,
-    params,
-  };
-}
+      FROM (VALUES ${tuplesOf(n, names.length + 1)}) AS v(${names.join(", ")}, position)
+      ORDER BY v.position::int`;
+});
 
 /**
  * One UPDATE for settlements (`deliveryPatchParams` rows): the columns `updateSql` sets, from a VALUES
  * list (cast, since a column of NULLs alone would be text).
  */
 function settleSql(rows: unknown[][]): { text: string; params: unknown[] } {
-  const { tuples, params } = valuesOf(rows);
-  return {
-    text: `UPDATE deliveries d SET status = v.status::text, attempts = v.attempts::int,
+  return { text: settleText(rows.length), params: rows.flat() };
+}
+
+/** The text of `settleSql` for `n` settlements. */
+const settleText = textsBySize(
+  (n) => `UPDATE deliveries d SET status = v.status::text, attempts = v.attempts::int,
       round_attempts = v.round_attempts::int,
       next_attempt_ms = ${dueUnlessParked("d.listener_id", "v.next_attempt_ms")},
       last_status_code = v.last_status_code::int, last_error = v.last_error::text,
       last_duration_ms = v.last_duration_ms::bigint, updated_ms = v.updated_ms::bigint,
       claimed_by = NULL, claimed_until = NULL
-    FROM (VALUES ${tuples}) AS v(status, attempts, round_attempts, next_attempt_ms, last_status_code,
+    FROM (VALUES ${tuplesOf(n, 9)}) AS v(status, attempts, round_attempts, next_attempt_ms, last_status_code,
       last_error, last_duration_ms, updated_ms, id)
     WHERE d.id = v.id::text`,
-    params,
-  };
-}
+);
 
 /** One INSERT of attempts (`attemptParams` rows), leaving out those of deliveries deleted meanwhile. */
 function attemptsSql(rows: unknown[][]): { text: string; params: unknown[] } {
-  const { tuples, params } = valuesOf(rows);
-  return {
-    text: `INSERT INTO delivery_attempts ${attemptColumns}
+  return { text: attemptsText(rows.length), params: rows.flat() };
+}
+
+/** The text of `attemptsSql` for `n` attempts. */
+const attemptsText = textsBySize(
+  (n) => `INSERT INTO delivery_attempts ${attemptColumns}
       SELECT v.delivery_id::text, v.n::int, v.started_ms::bigint, v.duration_ms::bigint,
         v.status_code::int, v.error::text, v.response::text, v.outcome::text, v.url::text,
         v.request_headers::text, v.response_headers::text, v.response_truncated::int::boolean,
         v.error_kind::text
-      FROM (VALUES ${tuples}) AS v${attemptColumns}
+      FROM (VALUES ${tuplesOf(n, attemptColumnNames.length)}) AS v${attemptColumns}
       WHERE EXISTS (SELECT 1 FROM deliveries WHERE id = v.delivery_id::text)`,
-    params,
-  };
-}
+);
 
 export function deliveryOps(q: Sql): DeliveryOps {
   return {

@@ -11,6 +11,7 @@
 import type { EventQuery, EventRecord } from "../../domain/types.ts";
 import type { EventOps } from "../concerns.ts";
 import { eventRowValues, toEvent } from "../rows.ts";
+import { textsBySize } from "../texts-by-size.ts";
 import type { Sql } from "./sql.ts";
 
 /**
@@ -22,16 +23,22 @@ import type { Sql } from "./sql.ts";
  */
 const trimUpTo = 100;
 
+/** Appends each event's own columns (`eventRowValues`) to `params`. */
+function pushEventValues(events: EventRecord[], params: unknown[]): void {
+  for (const e of events) params.push(...eventRowValues(e));
+}
+
 /**
- * The VALUES rows of `events` for an INSERT whose `$1` and `$2` are the window's emitter and channel:
- * each event's own columns are appended to `params`.
+ * `n` VALUES rows for an INSERT whose `$1` and `$2` are the window's emitter and channel, each event's
+ * own six columns numbered after the statement's first `before` parameters.
  */
-function valueRows(events: EventRecord[], params: unknown[]): string[] {
-  return events.map((e) => {
-    params.push(...eventRowValues(e));
-    const n = params.length;
-    return `($1, $2, $${n - 5}, $${n - 4}, $${n - 3}, $${n - 2}, $${n - 1}, $${n})`;
-  });
+function valueRows(n: number, before: number): string {
+  const rows: string[] = [];
+  for (let r = 0; r < n; r++) {
+    const last = before + (r + 1) * 6;
+    rows.push(`($1, $2, $${last - 5}, $${last - 4}, $${last - 3}, $${last - 2}, $${last - 1}, $${last})`);
+  }
+  return rows.join(", ");
 }
 
 /**
@@ -52,19 +59,23 @@ function insertAndTrim(events: EventRecord[], keep: number): { text: string; par
     .slice(0, keep)
     .reverse();
   const params: unknown[] = [first.emitterId, first.channel, keep];
-  const rows = valueRows(newest, params);
-  if (rows.length === 0) {
+  pushEventValues(newest, params);
+  if (newest.length === 0) {
     // A window of 0: nothing is stored, and every row goes.
     return {
       text: "DELETE FROM events WHERE emitter_id = $1 AND channel = $2 AND $3::int IS NOT NULL",
       params,
     };
   }
-  return {
-    text: `
+  return { text: trimText(newest.length), params };
+}
+
+/** The text of `insertAndTrim` for `n` events stored. */
+const trimText = textsBySize(
+  (n) => `
 WITH added AS (
   INSERT INTO events (emitter_id, channel, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json)
-  VALUES ${rows.join(", ")}
+  VALUES ${valueRows(n, 3)}
   RETURNING id_ms, id_seq
 )
 DELETE FROM events
@@ -74,21 +85,21 @@ WHERE emitter_id = $1 AND channel = $2 AND (id_ms, id_seq) <= (
      ORDER BY id_ms DESC, id_seq DESC LIMIT $3::int + 1)
     UNION ALL SELECT id_ms, id_seq FROM added
   ) w ORDER BY id_ms DESC, id_seq DESC OFFSET $3 LIMIT 1)`,
-    params,
-  };
-}
+);
 
 /** Stores the events of one window held back in a transaction, in one multi-row INSERT. */
 function insertAll(events: EventRecord[]): { text: string; params: unknown[] } {
   const first = events[0]!;
   const params: unknown[] = [first.emitterId, first.channel];
-  const rows = valueRows(events, params);
-  return {
-    text: `INSERT INTO events (emitter_id, channel, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json)
-           VALUES ${rows.join(", ")}`,
-    params,
-  };
+  pushEventValues(events, params);
+  return { text: appendText(events.length), params };
 }
+
+/** The text of `insertAll` for `n` events. */
+const appendText = textsBySize(
+  (n) => `INSERT INTO events (emitter_id, channel, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json)
+           VALUES ${valueRows(n, 2)}`,
+);
 
 /**
  * The condition and count of a listing: the channel's rows, from the window's oldest kept event on. A

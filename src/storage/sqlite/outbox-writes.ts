@@ -11,6 +11,7 @@ import type { Delivery, DeliveryAttempt } from "../../domain/types.ts";
 import { attemptColumnNames, attemptRowValues } from "../attempt-rows.ts";
 import type { DeliveryPatch } from "../port.ts";
 import { deliveryPatchParams, deliveryRowValues } from "../rows.ts";
+import { textsBySize } from "../texts-by-size.ts";
 import type { Sql } from "./sql.ts";
 
 /** True when the listener `listener` (a column or `?`) is a webhook or source made inactive. */
@@ -35,28 +36,11 @@ const dueColumn = 15;
 /** A delivery's VALUES tuple: the due time is bound twice and the listener's ID twice, for the parking test. */
 const deliveryTuple = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CASE WHEN ? IS NULL OR ${listenerInactive("?")} THEN NULL ELSE ? END, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
-/** Rows per statement: chunks of these sizes, largest first, so that each kind has four statement texts. */
+/** Rows per statement: chunks of these sizes, largest first, so that each kind has four statement texts (`textsBySize`). */
 const chunkSizes = [64, 16, 4, 1];
 
 /** `n` copies of `tuple`, comma-separated. */
 const tuples = (tuple: string, n: number): string => Array.from({ length: n }, () => tuple).join(", ");
-
-/**
- * A statement text per number of rows, made once (`chunkSizes` keeps them to four per kind). The
- * statement cache finds a statement by its text: a text made again for each chunk was a new string to
- * hash and compare in full there, 16 KB for 64 deliveries, which took 55 µs (issue 29).
- */
-function textsBySize(make: (n: number) => string): (n: number) => string {
-  const texts = new Map<number, string>();
-  return (n) => {
-    let text = texts.get(n);
-    if (text === undefined) {
-      text = make(n);
-      texts.set(n, text);
-    }
-    return text;
-  };
-}
 
 /** The multi-row INSERT of `n` deliveries. */
 const insertText = textsBySize(
