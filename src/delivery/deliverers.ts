@@ -5,7 +5,6 @@
  */
 import { BoundedCache } from "../bounded-cache.ts";
 import type { SecretBox } from "../crypto/secret-box.ts";
-import { jsonText } from "../domain/events/event-json.ts";
 import type { QuotaHold, SourceRunner } from "../domain/sources/runner.ts";
 import type { Delivery, ListenerKind, Webhook } from "../domain/types.ts";
 import type { AppError } from "../errors.ts";
@@ -112,8 +111,7 @@ export class HttpDeliverer implements Deliverer {
             emitterId: d.emitterId,
             eventId: d.eventId,
             channel: d.channel,
-            // The text its event and delivery rows were written with, or read from.
-            body: jsonText(d.event),
+            body: JSON.stringify(d.event ?? null),
             allowPrivate,
             attempt: d.attempts + 1,
             trace: d.trace,

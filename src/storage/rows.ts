@@ -3,8 +3,6 @@
  * the same in each. The one difference is booleans (SQLite stores 0/1, PostgreSQL `boolean`), which
  * `flag` reads either way.
  */
-
-import { jsonText, parsedJson } from "../domain/events/event-json.ts";
 import type {
   ApiKey,
   AppAccount,
@@ -172,8 +170,8 @@ export const eventRowValues = (e: EventRecord): Array<string | number> => [
   e.idMs,
   e.idSeq,
   e.indexedAtMs,
-  jsonText(e.event),
-  jsonText(e.meta),
+  JSON.stringify(e.event ?? null),
+  JSON.stringify(e.meta),
 ];
 
 /** The `retention_json` column of a source patch: unchanged (undefined), the defaults (null), or a policy. */
@@ -240,8 +238,7 @@ const plainDeliveryRow = (r: Row): WithSeq<Delivery> => ({
   channel: r.channel as string,
   listenerId: r.listener_id as string,
   listenerKind: r.listener_kind as Delivery["listenerKind"],
-  // Its webhook's body is this text again (event-json.ts).
-  event: parsedJson(r.event_json as string),
+  event: JSON.parse(r.event_json as string),
   meta: JSON.parse(r.meta_json as string),
   indexedAtMs: r.indexed_at_ms as number,
   hops: r.hops as number,
@@ -304,8 +301,8 @@ export function deliveryRowValues(d: Delivery): Array<string | number | null> {
     d.channel,
     d.listenerId,
     d.listenerKind,
-    jsonText(d.event),
-    jsonText(d.meta),
+    JSON.stringify(d.event ?? null),
+    JSON.stringify(d.meta),
     d.indexedAtMs,
     d.hops,
     d.status,

@@ -6,7 +6,6 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { sentHeaders } from "../../delivery/http-sender.ts";
-import { jsonText } from "../../domain/events/event-json.ts";
 import type { Delivery, DeliveryAttempt } from "../../domain/types.ts";
 import { notFound } from "../../errors.ts";
 import {
@@ -96,7 +95,7 @@ const listenerPaths = { webhook: "webhooks", source: "sources", workflow: "workf
 /** A delivery with every attempt in full: what was sent, what came back, and links to its neighbours. */
 export function renderDeliveryDetail(d: Delivery, attempts: DeliveryAttempt[]): Record<string, unknown> {
   // The body is the same on every attempt: the delivery's own copy of the event, sent as JSON.
-  const body = jsonText(d.event);
+  const body = JSON.stringify(d.event ?? null);
   const eventPath = d.emitterId.startsWith("dc_") ? `/v1/sources/${d.emitterId}/events/${d.eventId}` : null;
   return {
     ...renderDeliveryFields(d),
