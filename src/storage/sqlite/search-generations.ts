@@ -45,6 +45,13 @@ export function generationTable(gen: number): string {
 /** Rowids a compaction moves per transaction, so that indexing batches and searches get their turns. */
 const moveChunk = 1000;
 
+/**
+ * Passes a generation must keep all its rows before its segments are merged (a minute at the default
+ * 10 s): one filled and then pruned soon after (a bulk load cut back, a window about a generation long)
+ * goes whole without the merge's 13 µs an entry.
+ */
+const optimizeAfterPasses = 6;
+
 interface Generation {
   gen: number;
   lo: number;
@@ -70,6 +77,8 @@ export class TextGenerations {
   readonly #statements = new Map<string, StatementSync>();
   /** Each generation's live rows at the last pass: one still losing rows is being pruned. */
   readonly #lastLive = new Map<number, number>();
+  /** Each generation's passes in a row without losing a row. */
+  readonly #steadyPasses = new Map<number, number>();
   readonly #queued: StatementSync;
   readonly #alive: StatementSync;
   readonly #countRange: StatementSync;
@@ -237,10 +246,10 @@ export class TextGenerations {
   /**
    * Drops each generation but the newest whose rows are all gone. Of one that lost no rows since the last
    * pass (one still losing them is being pruned, and will most likely go whole): moves the rows still
-   * there out when fewer than half of its entries have one (at most `moveChunk` a transaction), else
-   * merges its FTS5 segments into one once (`optimize`: a search then reads each trigram's list from
-   * one segment of each generation, not from each of the newest's many small ones; about 13 µs an
-   * entry here). Runs on the worker's timer.
+   * there out when fewer than half of its entries have one (at most `moveChunk` a transaction), else,
+   * once it has lost none for `optimizeAfterPasses`, merges its FTS5 segments into one (`optimize`: a
+   * search then reads each trigram's list from one segment of each generation, not from many small
+   * ones; about 13 µs an entry here). Runs on the worker's timer.
    */
   maintain(): MaintenanceResult {
     const result: MaintenanceResult = { dropped: 0, moved: 0, optimized: 0 };
@@ -252,7 +261,9 @@ export class TextGenerations {
         const gen = this.#gens[at]!;
         const { count, movedAway, movedIn } = this.#liveCount(at);
         const steady = this.#lastLive.get(gen.gen) === count;
+        const passes = steady ? (this.#steadyPasses.get(gen.gen) ?? 0) + 1 : 0;
         this.#lastLive.set(gen.gen, count);
+        this.#steadyPasses.set(gen.gen, passes);
         if (count === 0) {
           this.#drop(at);
           result.dropped++;
@@ -284,7 +295,7 @@ export class TextGenerations {
           // anything, or dropped once empty.
           this.#lastLive.set(gen.gen, count - moved.length);
           this.#beginIfFull();
-        } else if (steady && !gen.optimized) {
+        } else if (passes >= optimizeAfterPasses && !gen.optimized) {
           const table = generationTable(gen.gen);
           this.#index.exec(`INSERT INTO ${table} (${table}) VALUES ('optimize')`);
           this.#run("UPDATE text_generations SET optimized = 1 WHERE gen = ?").run(gen.gen);
@@ -309,6 +320,7 @@ export class TextGenerations {
     this.#run("DELETE FROM text_moved WHERE gen = ?").run(gen.gen);
     this.#gens.splice(at, 1);
     this.#lastLive.delete(gen.gen);
+    this.#steadyPasses.delete(gen.gen);
     // Statements on the dropped table are of no more use.
     for (const sql of [...this.#statements.keys()]) {
       if (sql.includes(`${generationTable(gen.gen)} `)) this.#statements.delete(sql);
