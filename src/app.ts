@@ -22,9 +22,8 @@ import { Sessions } from "./domain/accounts/sessions.ts";
 import { refuseSharedNodeId } from "./domain/cluster/node-id-check.ts";
 import type { Executor } from "./runtime/types.ts";
 import type { Services } from "./services.ts";
+import { openStorage } from "./storage/open.ts";
 import type { Storage } from "./storage/port.ts";
-import { openPostgresStorage } from "./storage/postgres/driver.ts";
-import { openSqliteStorage } from "./storage/sqlite/driver.ts";
 
 export interface BuildOptions {
   clock?: Clock;
@@ -58,21 +57,6 @@ export interface BuiltApp {
   }): Promise<{ url: string; endpoints: string }>;
   /** One plain line each on what confines component code here (egress, scratch), for the start banner. */
   startNotes: string[];
-}
-
-/** Opens the configured store; `existingOnly`: a PostgreSQL schema without a store is refused, not created. */
-export async function openStorage(
-  config: Config,
-  options: { existingOnly?: boolean } = {},
-): Promise<Storage> {
-  if (config.databaseUrl) {
-    return openPostgresStorage({
-      url: config.databaseUrl,
-      timeoutMs: config.storeTimeoutMs,
-      existingOnly: options.existingOnly,
-    });
-  }
-  return openSqliteStorage({ dataDir: config.dataDir, searchIndexDelayMs: config.searchIndexDelayMs });
 }
 
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<BuiltApp> {

@@ -37,10 +37,10 @@ async function withStore<T>(ctx: Context, fn: (admin: Admin) => Promise<T>): Pro
   }
   const [{ openStorage }, { Accounts }, { systemClock }, { renderOrg, renderUser }, { tellStale }] =
     await Promise.all([
-      import("../app.ts"),
+      import("../storage/open.ts"),
       import("../domain/accounts/accounts.ts"),
       import("../clock.ts"),
-      import("../http/routes/admin.ts"),
+      import("../http/admin-views.ts"),
       import("../domain/cluster/cluster-channel.ts"),
     ]);
   // A PostgreSQL schema without a store is refused too: a mistyped DATABASE_URL must not get one.

@@ -4,8 +4,9 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { type TObject, type TProperties, Type } from "typebox";
 import { type NodeView, nodeViews } from "../../domain/cluster/source-leases.ts";
 import { publishToRegistry } from "../../domain/components/registry.ts";
-import type { Org, Page, PageQuery, User, WithSeq } from "../../domain/types.ts";
+import type { Page, PageQuery, WithSeq } from "../../domain/types.ts";
 import { AppError } from "../../errors.ts";
+import { renderOrg, renderUser } from "../admin-views.ts";
 import {
   commonParams,
   errorResponses,
@@ -24,28 +25,6 @@ import { renderComponent } from "./components.ts";
 export function requireAdmin(request: FastifyRequest): void {
   if (!principal(request).user.isAdmin)
     throw new AppError("forbidden", "Only admin keys may use the admin API");
-}
-
-export function renderUser(u: User): Record<string, unknown> {
-  return {
-    id: u.id,
-    username: u.username,
-    email: u.email,
-    plan: u.plan,
-    is_admin: u.isAdmin,
-    created_at: u.createdAt,
-  };
-}
-
-export function renderOrg(o: Org): Record<string, unknown> {
-  return {
-    id: o.id,
-    orgname: o.orgname,
-    name: o.name,
-    email: o.email,
-    owner_id: o.ownerId,
-    created_at: o.createdAt,
-  };
 }
 
 const userSchema = Type.Object({
