@@ -3,7 +3,7 @@
  * executor stopped runs in a process started ahead with no owner, which then reads that owner's code
  * and nothing of anyone else's. As root the spare runs under a uid of its own that becomes the owner's,
  * and the kernel refuses what the permission model refuses; not root, the permission model alone does.
- * Runs on SQLite, or PostgreSQL with FOUNT_TEST_STORE=postgres (test/http-postgres/spares.test.ts).
+ * Runs on SQLite only (README, Tests): nothing here goes through the store.
  */
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
