@@ -5,6 +5,7 @@
  */
 import type { FastifyInstance } from "fastify";
 import type { Config } from "../config.ts";
+import { registryOwner } from "../domain/components/components.ts";
 import type { LateWorkRecorder } from "../domain/sources/late-work.ts";
 import { componentApiHandler } from "../http/component-api.ts";
 import { type EgressGuard, executorEgressRules, installEgressRules } from "../runtime/egress.ts";
@@ -59,6 +60,8 @@ export async function startExecutors(
       realmYoungMb: config.executorRealmYoungMb,
       idleMs: config.executorIdleMs,
       spares: config.executorSpares,
+      // The registry's process only inspects the components published at start and by admins.
+      inspectOnly: [registryOwner],
       defaultTimeoutMs: config.invocationTimeoutMs,
       maxEmitBytes: config.maxEventBytes,
       extraCaCertsFile: config.executorCaCerts,

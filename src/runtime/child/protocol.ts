@@ -52,6 +52,8 @@ export interface ChildInit {
    * the first message however long it takes, instead of being stopped after a while.
    */
   spare?: boolean;
+  /** The owner runs no source (the registry's): no realm is started ahead, only one per inspection. */
+  spareRealms?: false;
 }
 
 /** What the invocations of one batch share; deduplicated per batch so props cross the pipe once. */

@@ -37,6 +37,8 @@ export interface PoolSettings {
   /** `MALLOC_ARENA_MAX` of each executor process; 0: unset. */
   mallocArenaMax: number;
   extraCaCertsFile: string | undefined;
+  /** Owners whose process starts no realm ahead (`ExecutorPoolOptions.inspectOnly`). */
+  inspectOnly: ReadonlySet<string>;
 }
 
 export function poolSettings(options: ExecutorPoolOptions): PoolSettings {
@@ -63,6 +65,7 @@ export function poolSettings(options: ExecutorPoolOptions): PoolSettings {
     v8Flags: options.v8Flags ?? [],
     mallocArenaMax: options.mallocArenaMax ?? 2,
     extraCaCertsFile: options.extraCaCertsFile,
+    inspectOnly: new Set(options.inspectOnly ?? []),
   };
 }
 

@@ -115,6 +115,7 @@ export class Lifecycle {
       ...this.core.settings.limits,
       scratchDir: scratch,
       ...(child.spare ? { spare: true } : {}),
+      ...(this.core.settings.inspectOnly.has(owner.id) ? { spareRealms: false as const } : {}),
     };
     let proc: ChildProcess;
     try {

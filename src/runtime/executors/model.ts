@@ -71,6 +71,12 @@ export interface ExecutorPoolOptions {
    */
   spares?: number;
   /**
+   * Owners whose process only inspects code and runs no source (the registry's): it starts no realm
+   * ahead, at its start or after an inspection, as none would ever be taken (each costs 50-250 ms of
+   * CPU and about 10 MB).
+   */
+  inspectOnly?: readonly string[];
+  /**
    * A PEM file of extra certificate authorities executors trust (self-hosted services with a private
    * CA); handed to Node as NODE_EXTRA_CA_CERTS, which components never see in their env.
    */

@@ -217,16 +217,21 @@ export function stopSourceRealm(realm: Realm, sid: string, why: string): void {
   reportEnd(realm, others, { code: "executor_crash", message: why }, sid);
 }
 
-/** The realm an inspection runs in (the idle inspection realm, else the spare or a new one); starts a spare. */
+/**
+ * The realm an inspection runs in (the idle inspection realm, else the spare or a new one); starts a
+ * spare, unless the owner runs no source.
+ */
 export function inspectionRealm(q: number): Realm {
   const realm = inspector ?? startRealm(q);
   inspector = undefined;
   realm.inspect = q;
   inspections.set(q, realm);
   // A deploy inspects its component, then calls the new source: its realm starts meanwhile.
-  setImmediate(() => {
-    startSpare();
-  });
+  if (init.spareRealms !== false) {
+    setImmediate(() => {
+      startSpare();
+    });
+  }
   return realm;
 }
 

@@ -142,5 +142,5 @@ async function shed(message: string): Promise<void> {
 
 setInterval(sweep, USAGE_TICK_MS).unref();
 
-startSpare();
+if (init.spareRealms !== false) startSpare();
 send({ t: "ready", pid: process.pid });
