@@ -15,6 +15,12 @@ import type { ComponentRecord } from "../types.ts";
 /** Largest component code accepted (bytes). */
 export const maxCodeBytes = 1024 * 1024;
 
+/** Code built for an owner and the definition its sandbox read from it (`ComponentCatalog.prepare`). */
+export interface Prepared {
+  built: BuiltComponent;
+  meta: ComponentMeta;
+}
+
 /** The owner ID of published (registry) components. */
 export const registryOwner = "registry";
 
@@ -43,18 +49,21 @@ export class ComponentCatalog {
     this.#clock = deps.clock;
   }
 
-  /** Builds and validates code for `ownerId` and stores it as a new saved component. */
-  async save(ownerId: string, input: { code?: string; url?: string }): Promise<ComponentRecord> {
+  /**
+   * Builds and validates code for `ownerId` and stores it as a new saved component; `prepared`: what
+   * `prepare` answered for this code and owner, which is not built and inspected again.
+   */
+  async save(
+    ownerId: string,
+    input: { code?: string; url?: string },
+    prepared?: Prepared,
+  ): Promise<ComponentRecord> {
     let code = input.code;
     if (code === undefined) {
       if (!input.url) throw invalidParameter("component_code", "Give component_code or component_url");
       code = await fetchComponentCode(input.url, { guard: this.#fetchGuard });
     }
-    if (Buffer.byteLength(code) > maxCodeBytes)
-      throw new AppError("payload_too_large", "Component code is over 1 MB");
-    if (code.trim() === "") throw invalidParameter("component_code", "component_code is empty");
-    const built = await this.#builder.build(code, ownerId);
-    const meta = await this.#inspect(ownerId, built);
+    const { built, meta } = prepared ?? (await this.prepare(ownerId, code));
     // Stored as text columns, where PostgreSQL refuses U+0000 (the rest of the meta is stored as JSON).
     for (const field of ["key", "name", "version"] as const) {
       if (meta[field]?.includes("\0")) {
@@ -81,6 +90,18 @@ export class ComponentCatalog {
     this.#records.set(record.id, Promise.resolve(record));
     this.#loaded.set(loadKey(record.id, ownerId), Promise.resolve({ record, built }));
     return record;
+  }
+
+  /**
+   * Builds code for `ownerId` and reads its definition in the owner's sandbox (422 when it does not
+   * load), storing nothing: the registry checks the key and version before it saves.
+   */
+  async prepare(ownerId: string, code: string): Promise<Prepared> {
+    if (Buffer.byteLength(code) > maxCodeBytes)
+      throw new AppError("payload_too_large", "Component code is over 1 MB");
+    if (code.trim() === "") throw invalidParameter("component_code", "component_code is empty");
+    const built = await this.#builder.build(code, ownerId);
+    return { built, meta: await this.#inspect(ownerId, built) };
   }
 
   async #inspect(ownerId: string, built: BuiltComponent): Promise<ComponentMeta> {

@@ -8,11 +8,8 @@ import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { AsyncLock } from "../../async-lock.ts";
-import type { Config } from "../../config.ts";
 import { sha256Hex } from "../../crypto/secret-box.ts";
 import { AppError } from "../../errors.ts";
-import { ComponentBuilder } from "../../runtime/build.ts";
-import type { ComponentMeta, Executor } from "../../runtime/types.ts";
 import type { Storage } from "../../storage/port.ts";
 import type { ComponentRecord } from "../types.ts";
 import { type ComponentCatalog, maxCodeBytes, registryOwner } from "./components.ts";
@@ -24,8 +21,6 @@ export const registryDir = fileURLToPath(new URL("../../../registry", import.met
 export interface RegistryDeps {
   catalog: ComponentCatalog;
   store: Storage;
-  executor: Executor;
-  config: Pick<Config, "dataDir" | "npmCacheDir">;
   logger: {
     info(obj: object, msg?: string): void;
     error(obj: object, msg?: string): void;
@@ -67,8 +62,9 @@ export async function publishToRegistry(
     const current = await deps.store.findComponentByKey([registryOwner], hinted);
     if (current?.codeHash === hash) return { component: current, created: false };
   }
-  const meta = await inspect(deps, code);
-  const key = meta.key;
+  // Built and inspected once: the save below stores this build rather than making it again.
+  const prepared = await deps.catalog.prepare(registryOwner, code);
+  const key = prepared.meta.key;
   if (key === undefined || key === "") {
     throw new AppError("component_invalid", "A registry component needs a `key`", {
       details: { field: "key" },
@@ -83,10 +79,10 @@ export async function publishToRegistry(
       },
     );
   }
-  if (!semverPattern.test(meta.version)) {
+  if (!semverPattern.test(prepared.meta.version)) {
     throw new AppError(
       "component_invalid",
-      `A registry component needs a semantic version (like 1.2.3), not ${JSON.stringify(meta.version)}`,
+      `A registry component needs a semantic version (like 1.2.3), not ${JSON.stringify(prepared.meta.version)}`,
       {
         details: { field: "version" },
       },
@@ -98,7 +94,8 @@ export async function publishToRegistry(
   return exclusively(deps.store, `registry.${key}`, async () => {
     const current = await deps.store.findComponentByKey([registryOwner], key);
     if (current?.codeHash === hash) return { component: current, created: false };
-    return { component: await deps.catalog.save(registryOwner, { code, url: options.url }), created: true };
+    const component = await deps.catalog.save(registryOwner, { code, url: options.url }, prepared);
+    return { component, created: true };
   });
 }
 
@@ -119,32 +116,6 @@ function exclusively<T>(store: Storage, name: string, fn: () => Promise<T>): Pro
         })
       : fn(),
   );
-}
-
-/**
- * Reads a component's definition without storing it. The catalog only inspects as part of saving, and
- * a registry component without a key must not be stored, so this builds and loads it once more here.
- */
-async function inspect(deps: RegistryDeps, code: string): Promise<ComponentMeta> {
-  if (code.trim() === "")
-    throw new AppError("invalid_parameter", "component_code is empty", {
-      details: { field: "component_code" },
-    });
-  const builder = new ComponentBuilder({
-    dataDir: deps.config.dataDir,
-    npmCacheDir: deps.config.npmCacheDir,
-  });
-  const built = await builder.build(code, registryOwner);
-  try {
-    return await deps.executor.inspect(registryOwner, built);
-  } catch (err) {
-    if (err instanceof AppError) throw err;
-    const e = err as Error & { data?: Record<string, unknown> };
-    throw new AppError("component_invalid", e.message, {
-      details: { message: e.message, ...(e.data ?? {}) },
-      cause: err,
-    });
-  }
 }
 
 /** What a folder publish did, file by file (paths relative to the folder). */
