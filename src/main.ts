@@ -3,7 +3,7 @@
  * URL, what confines component code here (egress, scratch) and the first API key once, stops on signals.
  */
 import type { FastifyBaseLogger } from "fastify";
-import { buildApp } from "./app.ts";
+import type { BuiltApp } from "./app.ts";
 import { readVersion } from "./cli/version.ts";
 import { type Config, ConfigError, loadConfig } from "./config.ts";
 import { derivedEndpointUrl, endpointPlace } from "./endpoint-origin.ts";
@@ -27,12 +27,14 @@ async function startTraces(config: Config, log: FastifyBaseLogger): Promise<Trac
 async function main(): Promise<void> {
   let config: ReturnType<typeof loadConfig>;
   let dataDirLock: FileLock;
-  let built: Awaited<ReturnType<typeof buildApp>>;
+  let built: BuiltApp;
   try {
     config = loadConfig();
     dataDirLock = lockDataDir(config.dataDir);
     // The admin is made only once the server listens: a start that fails before (the port is taken)
     // must not create a key nobody saw.
+    // The app's modules load only now: a wrong setting or a data dir in use is told at once.
+    const { buildApp } = await import("./app.ts");
     built = await buildApp(config, { deferBootstrap: true });
   } catch (err) {
     if (err instanceof ConfigError) {
