@@ -110,7 +110,12 @@ export function apiClient(url: string): TestServer["api"] {
 export async function startServer(
   overrides: Partial<Config> = {},
   env: NodeJS.ProcessEnv = {},
-  /** Options of `buildApp` (a logger writing to a stream, say); default: no logger. */
+  /**
+   * Options of `buildApp` (a logger writing to a stream, say); default: no logger, and the registry
+   * folder is not published (`publishRegistry: true` for the tests that deploy, list or walk registry
+   * components: publishing builds and inspects each in an executor of its own, about 0.3 s of CPU a
+   * start; test/http/registry.test.ts checks the publishing itself).
+   */
   buildOptions: BuildOptions = {},
 ): Promise<TestServer> {
   const dataDir = overrides.dataDir ?? mkdtempSync(path.join(os.tmpdir(), "fount-test-"));
@@ -136,7 +141,12 @@ export async function startServer(
   let built: Awaited<ReturnType<typeof buildApp>> | undefined;
   let bound: { url: string; endpoints: string };
   try {
-    built = await buildApp(config, { logger: false, ...(store ? { store } : {}), ...buildOptions });
+    built = await buildApp(config, {
+      logger: false,
+      publishRegistry: false,
+      ...(store ? { store } : {}),
+      ...buildOptions,
+    });
     bound = await built.listen({ host: "127.0.0.1", port: 0, endpointPort: 0 });
   } catch (err) {
     // A server that fails to start must not leave its executors or store open: the file would hang.

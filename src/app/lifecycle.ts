@@ -12,10 +12,11 @@ import { publishRegistryFolder } from "../domain/components/registry.ts";
 import type { Isolation } from "./executors.ts";
 import type { Wired } from "./services.ts";
 
-/** Which loops start when the app is ready (tests drive them by hand). */
+/** What starts when the app is ready: the loops (tests drive them by hand) and the registry's publish. */
 export interface Loops {
   startScheduler?: boolean;
   startDispatcher?: boolean;
+  publishRegistry?: boolean;
 }
 
 export function addLifecycle(
@@ -29,7 +30,7 @@ export function addLifecycle(
   const { sessions, store } = services;
   // Fount's own components (the `registry/` folder) are published before the server answers.
   app.addHook("onReady", async () => {
-    await publishRegistryFolder(services);
+    if (loops.publishRegistry !== false) await publishRegistryFolder(services);
   });
   app.addHook("onReady", async () => {
     if (loops.startScheduler !== false) scheduler.start();

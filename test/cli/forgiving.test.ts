@@ -17,7 +17,7 @@ let env: Record<string, string>;
 let key: string;
 
 before(async () => {
-  server = await startServer();
+  server = await startServer({}, {}, { publishRegistry: true });
   key = (await server.createUser("forgiving")).key;
   env = { FOUNT_URL: server.url, FOUNT_API_KEY: key, FOUNT_CONFIG: path.join(os.tmpdir(), "fount-none") };
 });

@@ -79,7 +79,7 @@ let codeUrl: string;
 
 before(async () => {
   // component_url fixtures are served on loopback, which the server may reach only when allowed.
-  server = await startServer({ webhookAllowPrivate: true });
+  server = await startServer({ webhookAllowPrivate: true }, {}, { publishRegistry: true });
   const user = await server.createUser("cli-sources");
   env = { FOUNT_URL: server.url, FOUNT_API_KEY: user.key };
   dir = mkdtempSync(path.join(os.tmpdir(), "fount-cli-sources-"));

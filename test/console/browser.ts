@@ -35,7 +35,7 @@ export function consoleSuite(overrides: Partial<Config> = {}): ConsoleSuite {
     if (skip) return;
     // The console from the current source, not a dist/ left over from an older checkout.
     await buildConsole();
-    suite.server = await startServer(overrides);
+    suite.server = await startServer(overrides, {}, { publishRegistry: true });
     suite.browser = await chromium.launch({ executablePath, headless: true, args: ["--no-sandbox"] });
   });
   after(async () => {

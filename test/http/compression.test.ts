@@ -13,7 +13,7 @@ import { adminKey, startServer, type TestServer } from "../helpers.ts";
 
 let server: TestServer;
 before(async () => {
-  server = await startServer();
+  server = await startServer({}, {}, { publishRegistry: true });
 });
 after(() => server.close());
 

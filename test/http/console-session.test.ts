@@ -4,7 +4,7 @@ import { adminKey, startServer, type TestServer } from "../helpers.ts";
 
 let server: TestServer;
 before(async () => {
-  server = await startServer();
+  server = await startServer({}, {}, { publishRegistry: true });
 });
 after(async () => {
   await server.close();

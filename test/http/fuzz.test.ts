@@ -28,7 +28,7 @@ const stream = new Writable({
 
 let server: TestServer;
 before(async () => {
-  server = await startServer({}, {}, { logger: { level: "warn", stream } });
+  server = await startServer({}, {}, { logger: { level: "warn", stream }, publishRegistry: true });
 });
 after(() => server.close());
 

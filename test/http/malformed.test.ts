@@ -24,7 +24,7 @@ import {
 
 let server: TestServer;
 before(async () => {
-  server = await startServer();
+  server = await startServer({}, {}, { publishRegistry: true });
 });
 after(() => server.close());
 

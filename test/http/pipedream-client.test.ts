@@ -51,7 +51,7 @@ let orgId: string;
 const sourceIds: string[] = [];
 
 before(async () => {
-  server = await startServer();
+  server = await startServer({}, {}, { publishRegistry: true });
   agent = new Agent();
   user = await server.createUser("pd-client");
   const org = await server.api("POST", "/v1/admin/orgs", {

@@ -19,7 +19,7 @@ const shippedKeys = ["feeds-new-item", "http-new-requests", "schedule-cron", "sc
 
 let server: TestServer;
 before(async () => {
-  server = await startServer();
+  server = await startServer({}, {}, { publishRegistry: true });
 });
 after(() => server.close());
 
