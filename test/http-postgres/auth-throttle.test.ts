@@ -1,3 +1,0 @@
-// The HTTP suite's auth-throttle cases, on PostgreSQL: a fresh schema per server (FOUNT_TEST_STORE, test/helpers.ts).
-process.env.FOUNT_TEST_STORE = "postgres";
-await import("../http/auth-throttle.test.ts");

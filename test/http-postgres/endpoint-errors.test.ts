@@ -1,3 +1,0 @@
-// The HTTP suite's endpoint-errors cases, on PostgreSQL: a fresh schema per server (FOUNT_TEST_STORE, test/helpers.ts).
-process.env.FOUNT_TEST_STORE = "postgres";
-await import("../http/endpoint-errors.test.ts");
