@@ -16,6 +16,9 @@ import { promisify } from "node:util";
 
 const run = promisify(execFile);
 
+/** What the first pool of this process found out about mounting (`ScratchLimit.probe`). */
+let mountProbe: Promise<ScratchMode> | undefined;
+
 export type ScratchMode = "tmpfs" | "measured";
 
 /** Mount points at or under `root`, deepest first, from /proc/self/mountinfo. */
@@ -86,8 +89,16 @@ export class ScratchLimit {
     this.mode ??= this.forced ?? (await this.probe(real));
   }
 
-  /** Whether a tmpfs can be mounted here: tried on a throwaway folder next to the scratch root. */
-  private async probe(root: string): Promise<ScratchMode> {
+  /**
+   * Whether a tmpfs can be mounted here: tried on a throwaway folder next to the scratch root, once per
+   * process (whether it may mount does not change while it runs; tests start many pools in one).
+   */
+  private probe(root: string): Promise<ScratchMode> {
+    mountProbe ??= this.tryMount(root);
+    return mountProbe;
+  }
+
+  private async tryMount(root: string): Promise<ScratchMode> {
     if (process.platform !== "linux" || process.getuid?.() !== 0) return "measured";
     const dir = `${root}.probe-${process.pid}`;
     try {
