@@ -20,6 +20,8 @@
  *                                         --store sqlite: only SQLite; the default, both, runs both
  *   npm run bench -- --only history-retention --retention-events 10000 --prune-events 100000
  *                                         retention's sizes (default 100,000 and 1,000,000) for a quick run
+ *   npm run bench -- --only history-retention --retention-slice 10
+ *                                         the two windows' alternating slices, in seconds (default 2)
  */
 import { writeFileSync } from "node:fs";
 import os from "node:os";
@@ -80,6 +82,7 @@ const { values } = parseArgs({
     tenants: { type: "string", default: "1000" },
     "retention-events": { type: "string" },
     "prune-events": { type: "string" },
+    "retention-slice": { type: "string" },
     json: { type: "string" },
     "cpu-prof": { type: "string" },
     strict: { type: "boolean", default: false },
@@ -113,6 +116,9 @@ const settings: BenchSettings = {
     ? positive("retention-events", values["retention-events"])
     : undefined,
   pruneEvents: values["prune-events"] ? positive("prune-events", values["prune-events"]) : undefined,
+  retentionSliceS: values["retention-slice"]
+    ? positive("retention-slice", values["retention-slice"])
+    : undefined,
   pgUrl: values["pg-url"],
   store: { driver: "sqlite" },
 };

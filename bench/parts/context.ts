@@ -59,6 +59,12 @@ export interface BenchSettings {
   /** history-retention: the large window's size (default 100,000) and the events pruned (1,000,000). */
   retentionEvents?: number | undefined;
   pruneEvents?: number | undefined;
+  /**
+   * history-retention: the windows' alternating slices in seconds (default 2). SQLite's search index
+   * does a window's indexing up to a second after its emits, so with short slices part of each slice's
+   * work lands in the other window's next slice.
+   */
+  retentionSliceS?: number | undefined;
 }
 
 /** Where a bench server keeps its data. */

@@ -17,7 +17,8 @@ import { distribution } from "../lib/stats.ts";
 import { type PartContext, payload, payloadText } from "./context.ts";
 
 const part = "History retention";
-const sliceS = 2;
+/** Seconds of each load run while the pruner works, between looks at its progress. */
+const pruneSliceS = 2;
 /** Emits per run when filling a window (the executor's limit per invocation). */
 const fillPerRun = 1000;
 /** Steady rate of the latency runs: a load the machine carries, so that latency is not queueing. */
@@ -96,6 +97,7 @@ export async function historyRetention(
   const { durationS, warmupS, connections } = ctx.settings;
   const big = ctx.settings.retentionEvents ?? 100_000;
   const pruned = ctx.settings.pruneEvents ?? 1_000_000;
+  const sliceS = ctx.settings.retentionSliceS ?? 2;
   const fount = await ctx.fount(undefined, {
     FOUNT_RETENTION_MAX_EVENTS: String(Math.max(1_000_000, big, pruned)),
   });
@@ -144,7 +146,7 @@ export async function historyRetention(
     let left = await store.count(doomed.id);
     // Load in slices until the pruner is done (at most ten minutes).
     while (left > 100 && performance.now() - pruneStart < 600_000) {
-      const r = await runLoad({ ...steady, durationS: sliceS, latencies: during });
+      const r = await runLoad({ ...steady, durationS: pruneSliceS, latencies: during });
       ok += r.ok;
       left = await store.count(doomed.id);
     }
