@@ -62,7 +62,7 @@ interface Generation {
   optimized: number;
 }
 
-/** What a maintenance pass did (for tests and the docs' figures). */
+/** What a maintenance pass did (for a probe or a test to read; the worker does not need it). */
 export interface MaintenanceResult {
   dropped: number;
   moved: number;
