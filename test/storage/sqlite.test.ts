@@ -298,6 +298,38 @@ test("sqlite: a new event given a deleted event's rowid replaces its entry in th
   }
 });
 
+test("sqlite: a generation begun while a reused rowid's old entry lies past the row that filled it still replaces that entry", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  // No indexing but before a search, so that each step below is indexed when the test says.
+  const store = openSqliteStorage({
+    dataDir,
+    searchIndexDelayMs: 3_600_000,
+    searchGenerations: { rowsPerGeneration: 5, maintainMs: 3_600_000 },
+  });
+  const ids = (text: string) =>
+    store
+      .searchEvents({ emitterId: "dc_kept", channel: "", text: [text] }, { limit: 10 })
+      .then((page) => page.items.map((e) => e.id));
+  const put = (n: number, text: string) => store.insertEvent({ ...event(n), event: { text } }, 1_000_000);
+  try {
+    for (let n = 1; n <= 3; n++) await put(n, `oldword${n}`);
+    assert.deepEqual(await ids("oldword"), ["9-3", "9-2", "9-1"]);
+    // Rowid 4 is deleted before it is indexed, rowid 5 indexed: the first generation holds 1, 2, 3, 5.
+    await put(4, "oldword4");
+    await put(5, "oldword5");
+    await store.deleteEvents("dc_kept", { ms: 9, seq: 4 }, { ms: 9, seq: 4 }, "");
+    assert.deepEqual(await ids("oldword5"), ["9-5"]);
+    // Rowids 3 to 5 go, and come back for new events: 4 is the fifth entry, the generation is full.
+    await store.deleteEvents("dc_kept", { ms: 9, seq: 3 }, { ms: 9, seq: 5 }, "");
+    for (let n = 6; n <= 8; n++) await put(n, `newword${n}`);
+    assert.deepEqual(await ids("newword"), ["9-8", "9-7", "9-6"]);
+    assert.deepEqual(await ids("oldword5"), [], "rowid 5's old text is gone with its new event");
+    assert.deepEqual(await ids("oldword"), ["9-2", "9-1"]);
+  } finally {
+    await store.close();
+  }
+});
+
 test("sqlite: a search index file from before its generations is made anew, and searches stay exact", async () => {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
   const first = openSqliteStorage({ dataDir });

@@ -173,7 +173,11 @@ export class TextGenerations {
     }
   }
 
-  /** A new generation once the newest is full, beginning past the greatest rowid it holds. */
+  /**
+   * A new generation once the newest is full, beginning past the greatest rowid it holds: not past the
+   * row that filled it, since a deleted row's entry may lie past that one (its rowid not yet given
+   * again), and each rowid's entry must stay in the generation its range names.
+   */
   #beginIfFull(): void {
     const newest = this.#newest();
     if (newest.entries < this.#rowsPerGeneration) return;
@@ -199,9 +203,7 @@ export class TextGenerations {
         if (j === null) continue;
         const home = this.#home(r);
         this.#put(home, r, j);
-        // Read in rowid order: the next generation begins past this rowid.
-        if (home === this.#newest() && home.entries >= this.#rowsPerGeneration)
-          this.#begin(home.gen + 1, r + 1);
+        if (home === this.#newest()) this.#beginIfFull();
       }
       this.#saveEntries();
       return read;
