@@ -214,11 +214,23 @@ export function unmountScratchUnder(dir: string): void {
 
 /** A port nobody listens on now on 127.0.0.1: the kernel picks one, then it is released for the caller. */
 export async function freePort(): Promise<number> {
-  const probe = net.createServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const { port } = probe.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
+  const [port] = await freePorts(1);
+  return port!;
+}
+
+/**
+ * `n` different ports nobody listens on now on 127.0.0.1. Each is held until all are picked: two calls
+ * of `freePort` in a row may get the same port back (the first is released before the second is asked),
+ * and a server given it as both PORT and FOUNT_ENDPOINT_PORT refuses to start.
+ */
+export async function freePorts(n: number): Promise<number[]> {
+  const probes = Array.from({ length: n }, () => net.createServer());
+  try {
+    for (const probe of probes) await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+    return probes.map((probe) => (probe.address() as net.AddressInfo).port);
+  } finally {
+    await Promise.all(probes.map((probe) => new Promise<void>((resolve) => probe.close(() => resolve()))));
+  }
 }
 
 /**

@@ -13,7 +13,7 @@ import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
-import { freePort, unmountScratchUnder } from "../helpers.ts";
+import { freePorts, unmountScratchUnder } from "../helpers.ts";
 import { dropSchema, freshSchema, schemaUrl } from "../pg-schemas.ts";
 import { allReceived, type FountChild, startFount } from "./fount-process.ts";
 
@@ -77,11 +77,11 @@ for (const driver of ["sqlite", "postgres"] as const) {
     t.after(() => new Promise((resolve) => receiver.close(resolve)));
     const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/in`;
 
-    const port = await freePort();
+    const [port, endpointPort] = await freePorts(2);
     const env: Record<string, string> = {
       PORT: String(port),
       // Fixed: the endpoint URL stays valid across the restart.
-      FOUNT_ENDPOINT_PORT: String(await freePort()),
+      FOUNT_ENDPOINT_PORT: String(endpointPort),
       FOUNT_DATA_DIR: dataDir,
       ...(driver === "postgres" ? { DATABASE_URL: schemaUrl(schema) } : {}),
     };

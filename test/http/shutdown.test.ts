@@ -12,7 +12,7 @@ import path from "node:path";
 import { after, before, test } from "node:test";
 import { openPostgresStorage } from "../../src/storage/postgres/driver.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
-import { freePort } from "../helpers.ts";
+import { freePorts } from "../helpers.ts";
 import { dropSchema, freshSchema, schemaUrl, testPgUrl } from "../pg-schemas.ts";
 
 const root = path.resolve(import.meta.dirname, "../..");
@@ -45,7 +45,7 @@ interface Fount {
 }
 
 async function startFount(): Promise<Fount> {
-  const port = await freePort();
+  const [port, endpointPort] = await freePorts(2);
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const name of Object.keys(env)) {
     if (
@@ -60,7 +60,7 @@ async function startFount(): Promise<Fount> {
     ...(schema ? { DATABASE_URL: schemaUrl(schema) } : {}),
     FOUNT_NPM_CACHE: path.join(os.tmpdir(), "fount-test-npm-cache"),
     PORT: String(port),
-    FOUNT_ENDPOINT_PORT: String(await freePort()),
+    FOUNT_ENDPOINT_PORT: String(endpointPort),
     HOST: "127.0.0.1",
     // At trace a request's arrival is logged ("incoming request"): the first test waits for it.
     LOG_LEVEL: "trace",

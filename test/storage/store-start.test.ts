@@ -12,7 +12,7 @@ import { DatabaseSync } from "node:sqlite";
 import { test } from "node:test";
 import pg from "pg";
 import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
-import { freePort } from "../helpers.ts";
+import { freePorts } from "../helpers.ts";
 import { dropSchema, freshSchema, schemaUrl, testPgUrl } from "../pg-schemas.ts";
 
 const root = path.resolve(import.meta.dirname, "../..");
@@ -28,10 +28,10 @@ async function start(extra: Record<string, string>) {
     if (!name.startsWith("FOUNT_") && !["PORT", "HOST", "PUBLIC_URL", "DATABASE_URL"].includes(name))
       env[name] = value;
   }
-  const port = await freePort();
+  const [port, endpointPort] = await freePorts(2);
   Object.assign(env, {
     PORT: String(port),
-    FOUNT_ENDPOINT_PORT: String(await freePort()),
+    FOUNT_ENDPOINT_PORT: String(endpointPort),
     HOST: "127.0.0.1",
     LOG_LEVEL: "warn",
     ...extra,
