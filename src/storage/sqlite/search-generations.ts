@@ -62,23 +62,17 @@ interface Generation {
   optimized: number;
 }
 
-/** What a maintenance pass did (for a probe or a test to read; the worker does not need it). */
-export interface MaintenanceResult {
-  dropped: number;
-  moved: number;
-  optimized: number;
-}
-
 export class TextGenerations {
   readonly #index: DatabaseSync;
   readonly #rowsPerGeneration: number;
   /** Ascending by `lo` (and by `gen`); read again at the start of every transaction. */
   #gens: Generation[] = [];
   readonly #statements = new Map<string, StatementSync>();
-  /** Each generation's live rows at the last pass: one still losing rows is being pruned. */
-  readonly #lastLive = new Map<number, number>();
-  /** Each generation's passes in a row without losing a row. */
-  readonly #steadyPasses = new Map<number, number>();
+  /**
+   * Each generation's live rows at the last pass (one still losing rows is being pruned), and its
+   * passes in a row without losing one.
+   */
+  readonly #seen = new Map<number, { live: number; steadyPasses: number }>();
   readonly #queued: StatementSync;
   readonly #alive: StatementSync;
   readonly #countRange: StatementSync;
@@ -157,12 +151,17 @@ export class TextGenerations {
     return this.#gens[this.#rangeOf(rowid)]!;
   }
 
+  /** Removes `rowid`'s entry from `gen`, if it holds one. */
+  #remove(gen: Generation, rowid: number): void {
+    const removed = this.#run(`DELETE FROM ${generationTable(gen.gen)} WHERE rowid = ?`).run(rowid).changes;
+    if (Number(removed) > 0) gen.entries--;
+  }
+
   /** Puts `text` as `rowid`'s entry in `gen`, replacing the one there. */
   #put(gen: Generation, rowid: number, text: string): void {
-    const table = generationTable(gen.gen);
-    const removed = this.#run(`DELETE FROM ${table} WHERE rowid = ?`).run(rowid).changes;
-    this.#run(`INSERT INTO ${table} (rowid, event_json) VALUES (?, ?)`).run(rowid, text);
-    if (Number(removed) === 0) gen.entries++;
+    this.#remove(gen, rowid);
+    this.#run(`INSERT INTO ${generationTable(gen.gen)} (rowid, event_json) VALUES (?, ?)`).run(rowid, text);
+    gen.entries++;
   }
 
   #saveEntries(): void {
@@ -225,18 +224,25 @@ export class TextGenerations {
    * gone, for as long as the generation holding its entry: the store may give a gone row's rowid to a
    * new row (a rowid past every remaining one), whose indexing must replace that entry where it is.
    */
-  #liveCount(at: number): { count: number; movedAway: Set<number>; movedIn: number[] } {
+  #liveCount(at: number): {
+    count: number;
+    movedAway: Set<number>;
+    movedIn: Array<{ r: number; j: string }>;
+  } {
     const gen = this.#gens[at]!;
     const { lo, hi } = this.#rangeBounds(at);
-    const alive = (r: number) => this.#alive.get(r) !== undefined;
+    const textOf = (r: number) => (this.#alive.get(r) as { j: string } | undefined)?.j;
     const away = this.#run(
       "SELECT event_rowid AS r FROM text_moved WHERE event_rowid >= ? AND event_rowid < ? AND gen != ?",
     ).all(lo, hi, gen.gen) as Array<{ r: number }>;
-    const movedAway = new Set(away.map((m) => m.r).filter(alive));
+    const movedAway = new Set(away.map((m) => m.r).filter((r) => textOf(r) !== undefined));
     const into = this.#run("SELECT event_rowid AS r FROM text_moved WHERE gen = ?").all(gen.gen) as Array<{
       r: number;
     }>;
-    const movedIn = into.map((m) => m.r).filter((r) => (r < lo || r >= hi) && alive(r));
+    const movedIn = into.flatMap(({ r }) => {
+      const j = r < lo || r >= hi ? textOf(r) : undefined;
+      return j === undefined ? [] : [{ r, j }];
+    });
     const inRange = (
       this.#countRange.get(lo, hi) as {
         n: number;
@@ -253,8 +259,7 @@ export class TextGenerations {
    * search then reads each trigram's list from one segment of each generation, not from many small
    * ones; about 13 µs an entry here). Runs on the worker's timer.
    */
-  maintain(): MaintenanceResult {
-    const result: MaintenanceResult = { dropped: 0, moved: 0, optimized: 0 };
+  maintain(): void {
     let at = 0;
     for (;;) {
       const done = inWriteTransaction(this.#index, () => {
@@ -262,13 +267,12 @@ export class TextGenerations {
         if (at >= this.#gens.length - 1) return true;
         const gen = this.#gens[at]!;
         const { count, movedAway, movedIn } = this.#liveCount(at);
-        const steady = this.#lastLive.get(gen.gen) === count;
-        const passes = steady ? (this.#steadyPasses.get(gen.gen) ?? 0) + 1 : 0;
-        this.#lastLive.set(gen.gen, count);
-        this.#steadyPasses.set(gen.gen, passes);
+        const last = this.#seen.get(gen.gen);
+        const steady = last?.live === count;
+        const passes = steady ? last.steadyPasses + 1 : 0;
+        this.#seen.set(gen.gen, { live: count, steadyPasses: passes });
         if (count === 0) {
           this.#drop(at);
-          result.dropped++;
         } else if (steady && count * 2 < gen.entries) {
           // The rows still here, a chunk of them: moved into the newest generation.
           const { lo, hi } = this.#rangeBounds(at);
@@ -276,33 +280,25 @@ export class TextGenerations {
             r: number;
             j: string;
           }>;
-          const moving = inRange.filter((row) => !movedAway.has(row.r));
-          for (const r of movedIn) {
-            if (moving.length >= moveChunk) break;
-            moving.push({ r, j: (this.#alive.get(r) as { j: string }).j });
-          }
+          const moved = [...inRange.filter((row) => !movedAway.has(row.r)), ...movedIn].slice(0, moveChunk);
           const newest = this.#newest();
-          const table = generationTable(gen.gen);
-          const moved = moving.slice(0, moveChunk);
           for (const { r, j } of moved) {
-            if (Number(this.#run(`DELETE FROM ${table} WHERE rowid = ?`).run(r).changes) > 0) gen.entries--;
+            this.#remove(gen, r);
             this.#put(newest, r, j);
             this.#run("INSERT OR REPLACE INTO text_moved (event_rowid, gen) VALUES (?, ?)").run(
               r,
               newest.gen,
             );
           }
-          result.moved += moved.length;
           // The same generation again, still steady but for the rows moved: what is left of it, if
           // anything, or dropped once empty.
-          this.#lastLive.set(gen.gen, count - moved.length);
+          this.#seen.set(gen.gen, { live: count - moved.length, steadyPasses: passes });
           this.#beginIfFull();
         } else if (passes >= optimizeAfterPasses && !gen.optimized) {
           const table = generationTable(gen.gen);
           this.#index.exec(`INSERT INTO ${table} (${table}) VALUES ('optimize')`);
           this.#run("UPDATE text_generations SET optimized = 1 WHERE gen = ?").run(gen.gen);
           gen.optimized = 1;
-          result.optimized++;
           at++;
         } else {
           at++;
@@ -310,7 +306,7 @@ export class TextGenerations {
         this.#saveEntries();
         return false;
       });
-      if (done) return result;
+      if (done) return;
     }
   }
 
@@ -321,8 +317,7 @@ export class TextGenerations {
     this.#run("DELETE FROM text_generations WHERE gen = ?").run(gen.gen);
     this.#run("DELETE FROM text_moved WHERE gen = ?").run(gen.gen);
     this.#gens.splice(at, 1);
-    this.#lastLive.delete(gen.gen);
-    this.#steadyPasses.delete(gen.gen);
+    this.#seen.delete(gen.gen);
     // Statements on the dropped table are of no more use.
     for (const sql of [...this.#statements.keys()]) {
       if (sql.includes(`${generationTable(gen.gen)} `)) this.#statements.delete(sql);
