@@ -185,6 +185,13 @@ test("sqlite: the search index catches up after commit by itself: new text in, o
   }
 });
 
+/** The IDs of `dc_kept`'s events a search of `text` finds, newest first (at most 10). */
+function foundIds(store: ReturnType<typeof openSqliteStorage>, text: string): Promise<string[]> {
+  return store
+    .searchEvents({ emitterId: "dc_kept", channel: "", text: [text] }, { limit: 10 })
+    .then((page) => page.items.map((e) => e.id));
+}
+
 /** The index file's generations, their entries, the moved rowids, and the entries whose event is gone. */
 function indexState(dataDir: string): {
   gens: number[];
@@ -276,10 +283,7 @@ test("sqlite: the search index drops a generation whose events are gone whole, a
 test("sqlite: a new event given a deleted event's rowid replaces its entry in the search index", async () => {
   const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
   const store = openSqliteStorage({ dataDir, searchIndexDelayMs: 10 });
-  const ids = (text: string) =>
-    store
-      .searchEvents({ emitterId: "dc_kept", channel: "", text: [text] }, { limit: 10 })
-      .then((page) => page.items.map((e) => e.id));
+  const ids = (text: string) => foundIds(store, text);
   try {
     for (let n = 0; n < 3; n++) await store.insertEvent({ ...event(n), event: { text: `oldword${n}` } }, 10);
     assert.deepEqual(await ids("oldword"), ["9-2", "9-1", "9-0"]);
@@ -306,10 +310,7 @@ test("sqlite: a generation begun while a reused rowid's old entry lies past the 
     searchIndexDelayMs: 3_600_000,
     searchGenerations: { rowsPerGeneration: 5, maintainMs: 3_600_000 },
   });
-  const ids = (text: string) =>
-    store
-      .searchEvents({ emitterId: "dc_kept", channel: "", text: [text] }, { limit: 10 })
-      .then((page) => page.items.map((e) => e.id));
+  const ids = (text: string) => foundIds(store, text);
   const put = (n: number, text: string) => store.insertEvent({ ...event(n), event: { text } }, 1_000_000);
   try {
     for (let n = 1; n <= 3; n++) await put(n, `oldword${n}`);
@@ -362,10 +363,6 @@ test("sqlite: a search index file from before its generations is made anew, and 
 });
 
 test("sqlite: a search index file of another store is not used: the store makes its own and searches stay exact", async () => {
-  const search = (store: ReturnType<typeof openSqliteStorage>, text: string) =>
-    store
-      .searchEvents({ emitterId: "dc_kept", channel: "", text: [text] }, { limit: 10 })
-      .then((page) => page.items.map((e) => e.id));
   const dirs = [0, 1].map(() => mkdtempSync(path.join(os.tmpdir(), "fount-store-")));
   const words = ["alphaword", "betaword"];
   for (const [i, dataDir] of dirs.entries()) {
@@ -373,7 +370,7 @@ test("sqlite: a search index file of another store is not used: the store makes 
     try {
       // The same rowids in both stores, with other text.
       for (let n = 0; n < 3; n++) await store.insertEvent({ ...event(n), event: { text: words[i] } }, 10);
-      assert.deepEqual(await search(store, words[i]!), ["9-2", "9-1", "9-0"]);
+      assert.deepEqual(await foundIds(store, words[i]!), ["9-2", "9-1", "9-0"]);
     } finally {
       await store.close();
     }
@@ -384,8 +381,8 @@ test("sqlite: a search index file of another store is not used: the store makes 
   copyFileSync(path.join(dirs[0]!, "fount-search.db"), path.join(dirs[1]!, "fount-search.db"));
   const store = openSqliteStorage({ dataDir: dirs[1]!, searchIndexDelayMs: 3_600_000 });
   try {
-    assert.deepEqual(await search(store, "alphaword"), [], "nothing of the other store's index is found");
-    assert.deepEqual(await search(store, "betaword"), ["9-2", "9-1", "9-0"]);
+    assert.deepEqual(await foundIds(store, "alphaword"), [], "nothing of the other store's index is found");
+    assert.deepEqual(await foundIds(store, "betaword"), ["9-2", "9-1", "9-0"]);
   } finally {
     await store.close();
   }
