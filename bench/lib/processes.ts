@@ -4,7 +4,15 @@
  * Every wait has a timeout, and every process is stopped by the part that started it.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { createServer } from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -31,6 +39,20 @@ export async function freePort(): Promise<number> {
       probe.close(() => resolve(port));
     });
   });
+}
+
+/**
+ * Makes the server under test, and the executors it forks later (they inherit it), the kernel's first
+ * choice when the machine runs out of memory, before the bench itself or PostgreSQL: a bench killed
+ * that way leaves its servers running and reports nothing. Only root may raise it past its parent's;
+ * otherwise the kernel's own choice stands.
+ */
+function killedFirst(pid: number): void {
+  try {
+    writeFileSync(`/proc/${pid}/oom_score_adj`, "800");
+  } catch {
+    // Not root, or the process is gone already.
+  }
 }
 
 export function sleep(ms: number): Promise<void> {
@@ -202,7 +224,9 @@ export class FountProcess {
 
   static async start(options: FountOptions = {}): Promise<FountProcess> {
     const port = await freePort();
-    const endpointPort = await freePort();
+    // Each probe's port is free again once it answers: two in a row can be the same one.
+    let endpointPort = await freePort();
+    while (endpointPort === port) endpointPort = await freePort();
     const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-bench-"));
     const root = options.root ?? repoRoot;
     const child = spawn(nodeBin, [...(options.nodeArgs ?? []), path.join(root, "src/main.ts")], {
@@ -224,6 +248,7 @@ export class FountProcess {
     });
     // Before it loads anything: the executors it starts later are in the group too.
     if (options.cgroup && child.pid !== undefined) joinGroup(options.cgroup, child.pid);
+    if (child.pid !== undefined) killedFirst(child.pid);
     const server = new FountProcess(
       `http://127.0.0.1:${port}`,
       `http://127.0.0.1:${endpointPort}`,
