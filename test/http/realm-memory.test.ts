@@ -1,8 +1,8 @@
 /**
  * What an owner's executor keeps alive between calls (issue 15, memory per owner): a realm costs about
- * 10 MB, so neither the spare realm started ahead for the next source's first call nor the idle
- * inspection realm kept for the next deploy stays for long: after 10 s unused both are stopped.
- * Realms are the threads named "realm" in the executor process.
+ * 10 MB, so a deploy's source runs in the realm that inspected its component rather than in a second
+ * one, and nothing else started ahead stays. Realms are the threads named "realm" in the executor
+ * process.
  */
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
@@ -34,27 +34,21 @@ function realmThreads(pid: number): number | undefined {
   }
 }
 
-test("an unused spare realm and the idle inspection realm are stopped, the source's realm stays and answers at once", async () => {
+test("a deploy leaves one realm, the source's, which stays and answers at once", async () => {
   const user = await server.createUser("realm-memory");
-  const deployedAt = Date.now();
   const s = await deploy(server, { component_code: fixture("realm-probe.mjs"), name: "mem" }, user.key);
   const endpoint: string = s.configured_props.http.endpoint_url;
   assert.equal((await hit(endpoint, { method: "POST" })).status, 200);
   const pool = server.built.services.executor as ExecutorPool;
   const pid = pool.pidOf(user.id);
   assert.ok(pid !== undefined, "the owner has an executor process");
-  // Right after the call: the source's realm, the idle inspection realm (kept 60 s) and a spare.
-  assert.ok((realmThreads(pid) ?? 0) >= 2, "the source's realm and the inspection realm run");
-  // Both go after 10 s unused, the source's realm only after a minute idle: one realm left within
-  // 45 s of the deploy (the old runner kept the inspection realm 60 s and the spare for good).
-  let count: number | undefined;
-  while (Date.now() - deployedAt < 45_000) {
-    count = realmThreads(pid);
-    if (count === 1) break;
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  assert.equal(count, 1, "the source's realm alone");
+  // The inspection's realm became the source's: no other realm was started for the deploy.
+  assert.equal(pool.stats().find((o) => o.ownerId === user.id)?.realmsStarted, 1);
+  assert.equal(realmThreads(pid), 1, "the source's realm alone");
+  // Past the 10 s after which an unused spare or an idle inspection realm would be stopped.
+  await new Promise((r) => setTimeout(r, 11_000));
   assert.equal(pool.pidOf(user.id), pid, "the same executor process");
   assert.equal((await hit(endpoint, { method: "POST" })).status, 200);
   assert.equal(realmThreads(pid), 1, "the source reused its realm");
+  assert.equal(pool.stats().find((o) => o.ownerId === user.id)?.realmsStarted, 1);
 });

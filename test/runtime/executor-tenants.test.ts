@@ -1,6 +1,8 @@
 /**
  * What one tenant's executor costs (issue 29, point 5): an executor that serves a source outside a
- * deploy starts one realm, not a spare beside it, and a deploy one more for its new source; one stopped for being idle starts again with the
+ * deploy starts one realm, not a spare beside it, and a deploy's source runs in the realm that inspected
+ * its component (another component's inspection leaves it a realm of its own, and a burst of
+ * inspections starts a spare for what comes next); one stopped for being idle starts again with the
  * source's db; the operator's V8 flags reach the process when this Node knows them, and are dropped with
  * a warning when it does not or when they would widen the sandbox.
  */
@@ -29,6 +31,7 @@ before(async () => {
   codeDir = path.join(tmp, "code");
   await fs.mkdir(codeDir, { recursive: true });
   await fs.writeFile(path.join(codeDir, "counter.mjs"), counter);
+  await fs.writeFile(path.join(codeDir, "other.mjs"), counter.replace('"Counter"', '"Other"'));
 });
 
 after(async () => {
@@ -84,19 +87,45 @@ test("an executor serving one source outside a deploy starts that source's realm
   assert.equal(stats?.realmsStarted, 1);
 });
 
-test("a deploy's inspection starts a realm for the new source's first call, and none after it", async () => {
-  const pool = newPool();
-  const call = counterSource(pool, "u_deploy");
-  const meta = await pool.inspect("u_deploy", {
-    codeHash: "x",
-    entryFile: path.join(codeDir, "counter.mjs"),
+/** Inspects `file` of the test's code folder for `ownerId`, as a deploy does. */
+function inspectFile(pool: ExecutorPool, ownerId: string, file: string) {
+  return pool.inspect(ownerId, {
+    codeHash: file,
+    entryFile: path.join(codeDir, file),
     readDirs: [codeDir],
     dependencies: {},
   });
-  assert.equal(meta.name, "Counter");
+}
+
+test("a deploy's source runs in the realm that inspected its component: one realm in all", async () => {
+  const pool = newPool();
+  const call = counterSource(pool, "u_deploy");
+  assert.equal((await inspectFile(pool, "u_deploy", "counter.mjs")).name, "Counter");
   for (let i = 1; i <= 5; i++) assert.equal((await call()).n, i);
-  // The inspection's realm (the one started with the process) and the source's, started as the
-  // inspection began; the runner used to start one more after the source took its realm.
+  // The realm started with the process inspected the component and then took the source: a second
+  // realm started for the source meanwhile was stopped unused by a later inspection's source, and left
+  // memory behind (docs/architecture.md, "Cheaper tenants").
+  assert.equal(pool.stats()[0]?.realmsStarted, 1);
+});
+
+test("a source whose component the inspection realm did not load alone gets a realm of its own", async () => {
+  const pool = newPool();
+  const call = counterSource(pool, "u_other");
+  assert.equal((await inspectFile(pool, "u_other", "other.mjs")).name, "Other");
+  for (let i = 1; i <= 3; i++) assert.equal((await call()).n, i);
+  // The inspection's realm loaded another component: the source started its own.
+  assert.equal(pool.stats()[0]?.realmsStarted, 2);
+});
+
+test("inspections in a burst start a spare realm for what comes next", async () => {
+  const pool = newPool();
+  assert.equal((await inspectFile(pool, "u_burst", "other.mjs")).name, "Other");
+  assert.equal(pool.stats()[0]?.realmsStarted, 1, "a lone inspection starts nothing ahead");
+  assert.equal((await inspectFile(pool, "u_burst", "counter.mjs")).name, "Counter");
+  // The second inspection, seconds after the first, starts a spare; the source then takes the spare,
+  // since the inspection realm loaded two components.
+  const call = counterSource(pool, "u_burst");
+  assert.equal((await call()).n, 1);
   assert.equal(pool.stats()[0]?.realmsStarted, 2);
 });
 

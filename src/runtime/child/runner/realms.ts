@@ -69,12 +69,18 @@ let inspectorSince = 0;
 const INSPECTOR_IDLE_MS = 10_000;
 /** Inspections one realm serves before it is replaced (each loads a module it then keeps). */
 const INSPECTIONS_PER_REALM = 50;
+/**
+ * Inspections closer together than this are a burst (components published together, a script deploying
+ * many sources): during one, each inspection starts a spare realm for what comes next.
+ */
+const BURST_MS = 10_000;
+let lastInspectionAt = Number.NEGATIVE_INFINITY;
 
 /**
  * Gives the spare realm (or a new one) to a source or an inspection. The taken spare is not replaced
  * here: replacing it cost every executor a 10 MB realm for its first 10 s and, once that spare was
  * stopped unused, about 1.7 MB for good (glibc and V8 keep pages of a stopped worker; issue 29,
- * docs/architecture.md). Spares start with the process and with each inspection (`inspectionRealm`).
+ * docs/architecture.md). Spares start with the process and with inspections in a burst (`inspectionRealm`).
  */
 function startRealm(inspect: number | undefined): Realm {
   const realm = spare ?? newRealm();
@@ -113,6 +119,7 @@ function newRealm(): Realm {
     lastUsed: Date.now(),
     lastSid: undefined,
     inspected: 0,
+    inspectedFiles: new Set(),
     idleMark: undefined,
     cpuMark: undefined,
     spell: 0,
@@ -147,12 +154,32 @@ function enterScratch(): void {
 }
 
 /**
- * The realm a source without one gets: a vacant realm, else a new one while the owner is within its
- * budget, else a share of the least busy live one (the source then stays there until it leaves).
+ * The idle inspection realm, taken for a source whose component files (`entryFiles`) are the one
+ * component it inspected: a deploy inspects the component and then calls the new source, which thus
+ * runs in the realm that loaded its module, instead of a second realm started meanwhile. Each realm
+ * started and stopped leaves about 1.7 MB with the process, and one that loaded a component more
+ * (issue 29, docs/architecture.md, "Cheaper tenants"). No other component's code ever ran there.
  */
-export function realmFor(sid: string): Realm {
+function takeInspector(entryFiles: readonly string[]): Realm | undefined {
+  const realm = inspector;
+  if (realm?.inspectedFiles.size !== 1 || entryFiles.length === 0) return undefined;
+  if (!entryFiles.every((file) => realm.inspectedFiles.has(file))) return undefined;
+  inspector = undefined;
+  return realm;
+}
+
+/**
+ * The realm a source without one gets: a vacant realm, else (within the owner's budget) the idle
+ * inspection realm that loaded the source's component and nothing else, or a new one, else a share
+ * of the least busy live one (the source then stays there until it leaves).
+ */
+export function realmFor(sid: string, entryFiles: readonly string[]): Realm {
   let realm: Realm | undefined;
   for (const r of live) if (r.sids.size === 0) realm = r;
+  if (!realm && live.size < budget) {
+    realm = takeInspector(entryFiles);
+    if (realm) live.add(realm);
+  }
   if (!realm && live.size >= budget) {
     for (const r of live)
       if (!realm || r.busy < realm.busy || (r.busy === realm.busy && r.sids.size < realm.sids.size))
@@ -218,20 +245,24 @@ export function stopSourceRealm(realm: Realm, sid: string, why: string): void {
 }
 
 /**
- * The realm an inspection runs in (the idle inspection realm, else the spare or a new one); starts a
- * spare, unless the owner runs no source.
+ * The realm an inspection of `entryFile` runs in (the idle inspection realm, else the spare or a new
+ * one). In a burst of inspections it starts a spare, unless the owner runs no source: a lone deploy's
+ * source takes the inspection's realm (`takeInspector`), so a spare started for it would only be
+ * stopped unused.
  */
-export function inspectionRealm(q: number): Realm {
+export function inspectionRealm(q: number, entryFile: string): Realm {
   const realm = inspector ?? startRealm(q);
   inspector = undefined;
   realm.inspect = q;
+  realm.inspectedFiles.add(entryFile);
   inspections.set(q, realm);
-  // A deploy inspects its component, then calls the new source: its realm starts meanwhile.
-  if (init.spareRealms !== false) {
+  const now = Date.now();
+  if (init.spareRealms !== false && now - lastInspectionAt < BURST_MS) {
     setImmediate(() => {
       startSpare();
     });
   }
+  lastInspectionAt = now;
   return realm;
 }
 
@@ -317,6 +348,8 @@ function onRealmMessage(realm: Realm, raw: unknown): void {
       send(msg);
       inspections.delete(realm.inspect);
       realm.inspect = undefined;
+      // A component that failed to load is no source's: its realm is never taken for one.
+      if (msg.error !== undefined) realm.inspectedFiles.add("\0failed");
       if (!inspector && ++realm.inspected < INSPECTIONS_PER_REALM) {
         inspector = realm;
         inspectorSince = Date.now();

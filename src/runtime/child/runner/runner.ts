@@ -51,7 +51,10 @@ process.on("message", (raw: unknown) => {
         // The source's realm is gone (stopped, or it died): the pool hands this batch's calls to the
         // next one, which carries the db a fresh realm needs.
         if (!msg.db) return;
-        realm = realmFor(sid);
+        realm = realmFor(
+          sid,
+          msg.cfgs.map((cfg) => cfg.entryFile),
+        );
       }
       if (realm.busy++ === 0) chargeIdle(realm);
       realm.busyBy.set(sid, (realm.busyBy.get(sid) ?? 0) + 1);
@@ -65,7 +68,7 @@ process.on("message", (raw: unknown) => {
       break;
     }
     case "inspect":
-      inspectionRealm(msg.q).worker.postMessage(msg);
+      inspectionRealm(msg.q, msg.entryFile).worker.postMessage(msg);
       break;
     case "forget": {
       // The source leaves its realm; a realm left vacant is kept a while for the next source.

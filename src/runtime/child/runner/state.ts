@@ -37,6 +37,11 @@ export interface Realm {
   spinMs: number;
   /** Inspections this realm has served. */
   inspected: number;
+  /**
+   * The entry file of each component an inspection loaded in this realm: a source whose component is
+   * the only one loaded here may take the realm as its own (`realmFor`).
+   */
+  inspectedFiles: Set<string>;
   /** Stopped on purpose: its messages and its exit are no longer reported. */
   stopped: boolean;
   fatal: Extract<FromChild, { t: "fatal" }> | undefined;
