@@ -1,8 +1,8 @@
 /**
  * What one tenant's executor costs (issue 29, point 5): an executor that serves a source outside a
  * deploy starts one realm, not a spare beside it, and a deploy's source runs in the realm that inspected
- * its component (another component's inspection leaves it a realm of its own, and a burst of
- * inspections starts a spare for what comes next); one stopped for being idle starts again with the
+ * its component (another component's inspection leaves it a realm of its own, and in a burst of
+ * deploys a spare waits for the next inspection); one stopped for being idle starts again with the
  * source's db; the operator's V8 flags reach the process when this Node knows them, and are dropped with
  * a warning when it does not or when they would widen the sandbox.
  */
@@ -46,13 +46,13 @@ function newPool(over: Partial<ConstructorParameters<typeof ExecutorPool>[0]> = 
 }
 
 /** Counts like `SourceRunner`: the caller's db and version follow each result's writes. */
-function counterSource(pool: ExecutorPool, ownerId: string) {
+function counterSource(pool: ExecutorPool, ownerId: string, sourceId = "dc_counter") {
   let db: Record<string, unknown> = {};
   let dbVersion = 0;
   return async () => {
     const request: InvokeRequest = {
       ownerId,
-      sourceId: "dc_counter",
+      sourceId,
       component: {
         codeHash: "x",
         entryFile: path.join(codeDir, "counter.mjs"),
@@ -117,16 +117,19 @@ test("a source whose component the inspection realm did not load alone gets a re
   assert.equal(pool.stats()[0]?.realmsStarted, 2);
 });
 
-test("inspections in a burst start a spare realm for what comes next", async () => {
+test("deploys in a burst: each source takes its inspection's realm, and a spare waits for the next inspection", async () => {
   const pool = newPool();
-  assert.equal((await inspectFile(pool, "u_burst", "other.mjs")).name, "Other");
-  assert.equal(pool.stats()[0]?.realmsStarted, 1, "a lone inspection starts nothing ahead");
+  const started = () => pool.stats()[0]?.realmsStarted;
   assert.equal((await inspectFile(pool, "u_burst", "counter.mjs")).name, "Counter");
-  // The second inspection, seconds after the first, starts a spare; the source then takes the spare,
-  // since the inspection realm loaded two components.
-  const call = counterSource(pool, "u_burst");
-  assert.equal((await call()).n, 1);
-  assert.equal(pool.stats()[0]?.realmsStarted, 2);
+  assert.equal((await counterSource(pool, "u_burst", "dc_a")()).n, 1);
+  assert.equal(started(), 1, "a lone deploy: the process's first realm inspected and runs the source");
+  // The next deploy within seconds: its inspection starts a realm (the first one runs a source now),
+  // and its source, taking that realm, starts a spare for the inspection that may follow.
+  assert.equal((await inspectFile(pool, "u_burst", "counter.mjs")).name, "Counter");
+  assert.equal((await counterSource(pool, "u_burst", "dc_b")()).n, 1);
+  assert.equal(started(), 3);
+  assert.equal((await inspectFile(pool, "u_burst", "counter.mjs")).name, "Counter");
+  assert.equal(started(), 3, "the third inspection ran in the spare");
 });
 
 test("an executor stopped for being idle starts again on the next call, with the source's db", async () => {

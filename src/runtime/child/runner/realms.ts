@@ -71,10 +71,12 @@ const INSPECTOR_IDLE_MS = 10_000;
 const INSPECTIONS_PER_REALM = 50;
 /**
  * Inspections closer together than this are a burst (components published together, a script deploying
- * many sources): during one, each inspection starts a spare realm for what comes next.
+ * many sources): during one, a source that takes the inspection realm starts a spare for the next.
  */
 const BURST_MS = 10_000;
 let lastInspectionAt = Number.NEGATIVE_INFINITY;
+/** The last inspection came within `BURST_MS` of the one before it. */
+let inBurst = false;
 
 /**
  * Gives the spare realm (or a new one) to a source or an inspection. The taken spare is not replaced
@@ -165,6 +167,9 @@ function takeInspector(entryFiles: readonly string[]): Realm | undefined {
   if (realm?.inspectedFiles.size !== 1 || entryFiles.length === 0) return undefined;
   if (!entryFiles.every((file) => realm.inspectedFiles.has(file))) return undefined;
   inspector = undefined;
+  // In a burst of deploys the next inspection comes soon: a realm for it starts now, while this
+  // source runs, as the inspection realm kept for reuse would have served it.
+  if (inBurst && init.spareRealms !== false) startSpare();
   return realm;
 }
 
@@ -246,9 +251,8 @@ export function stopSourceRealm(realm: Realm, sid: string, why: string): void {
 
 /**
  * The realm an inspection of `entryFile` runs in (the idle inspection realm, else the spare or a new
- * one). In a burst of inspections it starts a spare, unless the owner runs no source: a lone deploy's
- * source takes the inspection's realm (`takeInspector`), so a spare started for it would only be
- * stopped unused.
+ * one). It starts no spare for the deploy's source, which takes the inspection's realm
+ * (`takeInspector`): a spare started for it would only be stopped unused.
  */
 export function inspectionRealm(q: number, entryFile: string): Realm {
   const realm = inspector ?? startRealm(q);
@@ -257,11 +261,7 @@ export function inspectionRealm(q: number, entryFile: string): Realm {
   realm.inspectedFiles.add(entryFile);
   inspections.set(q, realm);
   const now = Date.now();
-  if (init.spareRealms !== false && now - lastInspectionAt < BURST_MS) {
-    setImmediate(() => {
-      startSpare();
-    });
-  }
+  inBurst = now - lastInspectionAt < BURST_MS;
   lastInspectionAt = now;
   return realm;
 }
