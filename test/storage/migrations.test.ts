@@ -17,10 +17,11 @@ import { dropSchema, freshSchema, testPgUrl } from "../pg-schemas.ts";
 
 const sqliteMigrations = path.join(import.meta.dirname, "../../src/storage/sqlite/migrations");
 
-/** Takes a SQLite store (closed) back to before the event search (migrations 014, 019, 020 and 021), index file included. */
+/** Takes a SQLite store (closed) back to before the event search (migrations 014 and 019 to 022), index file included. */
 function backToBeforeSearch(db: DatabaseSync, dataDir: string): void {
   db.exec(`DROP TRIGGER events_text_insert; DROP TRIGGER IF EXISTS events_text_delete; DROP TRIGGER events_text_update;
-    DROP TABLE events_text_queue; DROP TABLE search_index; DELETE FROM schema_migrations WHERE version IN (14, 19, 20, 21)`);
+    DROP TABLE events_text_queue; DROP TABLE search_index; DROP TABLE events_text_mark;
+    DELETE FROM schema_migrations WHERE version IN (14, 19, 20, 21, 22)`);
   for (const suffix of ["", "-wal", "-shm"])
     rmSync(path.join(dataDir, `fount-search.db${suffix}`), { force: true });
 }

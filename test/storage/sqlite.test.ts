@@ -144,8 +144,14 @@ function indexedIds(dataDir: string, text: string): string[] | undefined {
   const db = new DatabaseSync(path.join(dataDir, "fount.db"), { readOnly: true });
   db.prepare("ATTACH DATABASE ? AS search").run(path.join(dataDir, "fount-search.db"));
   try {
-    const queued = (db.prepare("SELECT count(*) AS n FROM events_text_queue").get() as { n: number }).n;
-    if (queued > 0) return undefined;
+    // Rows queued, or past the mark (migration 022): not indexed yet.
+    const waiting = db
+      .prepare(
+        `SELECT EXISTS (SELECT 1 FROM events_text_queue) OR EXISTS
+           (SELECT 1 FROM events WHERE rowid > (SELECT indexed_to FROM events_text_mark)) AS w`,
+      )
+      .get() as { w: number };
+    if (waiting.w) return undefined;
     const gens = generationsIn(db);
     const each = gens.map(
       (g) => `SELECT rowid AS r FROM search.events_text_${g} WHERE events_text_${g} MATCH ?`,

@@ -52,6 +52,16 @@ const moveChunk = 1000;
  */
 const optimizeAfterPasses = 6;
 
+/** What a batch of the worker's indexed (`indexBatch`), for the server to forget and move the mark. */
+export interface IndexedBatch {
+  /** The `[rowid, changes]` pairs of the queue it read. */
+  done: Array<[number, number]>;
+  /** Where the mark (`indexed_to`) may move: every row up to it was read, or is queued. */
+  indexedTo: number;
+  /** Whether it took as many rows as it was allowed: more may be waiting. */
+  full: boolean;
+}
+
 interface Generation {
   gen: number;
   lo: number;
@@ -73,7 +83,10 @@ export class TextGenerations {
    * passes in a row without losing one.
    */
   readonly #seen = new Map<number, { live: number; steadyPasses: number }>();
+  readonly #store: DatabaseSync;
   readonly #queued: StatementSync;
+  readonly #mark: StatementSync;
+  readonly #scan: StatementSync;
   readonly #alive: StatementSync;
   readonly #countRange: StatementSync;
   readonly #readRange: StatementSync;
@@ -81,10 +94,15 @@ export class TextGenerations {
   constructor(index: DatabaseSync, store: DatabaseSync, rowsPerGeneration: number) {
     this.#index = index;
     this.#rowsPerGeneration = rowsPerGeneration;
+    this.#store = store;
     this.#queued = store.prepare(
       `SELECT q.event_rowid AS r, q.changes AS c, e.event_json AS j
          FROM events_text_queue q LEFT JOIN events e ON e.rowid = q.event_rowid
         ORDER BY q.event_rowid LIMIT ?`,
+    );
+    this.#mark = store.prepare("SELECT indexed_to AS lo, read_to AS hi FROM events_text_mark WHERE id = 1");
+    this.#scan = store.prepare(
+      "SELECT rowid AS r, event_json AS j FROM events WHERE rowid > ? AND rowid <= ? ORDER BY rowid LIMIT ?",
     );
     this.#alive = store.prepare("SELECT event_json AS j FROM events WHERE rowid = ?");
     this.#countRange = store.prepare("SELECT count(*) AS n FROM events WHERE rowid >= ? AND rowid < ?");
@@ -187,27 +205,57 @@ export class TextGenerations {
   }
 
   /**
-   * Indexes up to `limit` queued rowids with their rows' current text; a rowid whose row is gone is left
-   * as it is (its generation goes whole, or its few live rows move out, in `maintain`). Answers the
-   * `[rowid, changes]` pairs read, for the server to forget.
+   * What a batch indexes, read in one snapshot of the store: up to `limit` queued rowids, then rows past
+   * the mark (`indexed_to`, migration 022) up to `read_to` for the rest of `limit`. `indexedTo` is where
+   * the mark may move: the last row read past it, or `read_to` once every row up to it was read.
    */
-  indexBatch(limit: number): Array<[number, number]> {
-    // The index file's write lock is taken before the queue is read: another process on the store (a
+  #read(limit: number): {
+    queued: Array<{ r: number; c: number; j: string | null }>;
+    scanned: Array<{ r: number; j: string }>;
+    indexedTo: number;
+  } {
+    this.#store.exec("BEGIN");
+    try {
+      const queued = this.#queued.all(limit) as Array<{ r: number; c: number; j: string | null }>;
+      const { lo, hi } = this.#mark.get() as { lo: number; hi: number };
+      const room = limit - queued.length;
+      const scanned = (room > 0 ? this.#scan.all(lo, hi, room) : []) as Array<{ r: number; j: string }>;
+      const indexedTo = scanned.length < room ? hi : (scanned[scanned.length - 1]?.r ?? lo);
+      return { queued, scanned, indexedTo };
+    } finally {
+      this.#store.exec("COMMIT");
+    }
+  }
+
+  /**
+   * Indexes up to `limit` rows, queued rowids first, with their rows' current text; a queued rowid whose
+   * row is gone is left as it is (its generation goes whole, or its few live rows move out, in
+   * `maintain`). Answers the `[rowid, changes]` pairs of the queue read, for the server to forget, where
+   * the mark may move, and whether the batch was full (more may be waiting).
+   */
+  indexBatch(limit: number): IndexedBatch {
+    // The index file's write lock is taken before the store is read: another process on the store (a
     // `fount admin` command) indexing the same rowids then reads and writes strictly after or before this
     // batch, so the text the index ends with is the last one read.
-    const rows = inWriteTransaction(this.#index, () => {
+    return inWriteTransaction(this.#index, () => {
       this.#load();
-      const read = this.#queued.all(limit) as Array<{ r: number; c: number; j: string | null }>;
-      for (const { r, j } of read) {
-        if (j === null) continue;
+      const { queued, scanned, indexedTo } = this.#read(limit);
+      // In rowid order, so that the newest generation fills and the next begins as it would row by row.
+      const rows = [...queued, ...scanned].sort((a, b) => a.r - b.r);
+      for (const [at, { r, j }] of rows.entries()) {
+        // Queued and past the mark both (rewritten or given again before it was read): read once, put once.
+        if (j === null || rows[at + 1]?.r === r) continue;
         const home = this.#home(r);
         this.#put(home, r, j);
         if (home === this.#newest()) this.#beginIfFull();
       }
       this.#saveEntries();
-      return read;
+      return {
+        done: queued.map((row) => [row.r, row.c]),
+        indexedTo,
+        full: queued.length + scanned.length >= limit,
+      };
     });
-    return rows.map((row) => [row.r, row.c]);
   }
 
   /** The bounds of the rowid range of the generation at `at`. */

@@ -1,10 +1,13 @@
 /**
  * Keeps the event search's FTS5 index up to date off the commit path and off the event loop. The index
  * lives in a file of its own beside the store (`fount-search.db`, migration 020), written only by a
- * worker thread (store-worker.ts, which also checkpoints the store's WAL). Storing, overwriting or deleting an event only queues its
- * rowid (a trigger, in the writer's transaction); the worker indexes the queued rowids in batches a
- * short while after they were written, and all of them before every search, so that a search is exact:
- * an event is found as soon as its emit is acknowledged, and an overwritten or deleted one no longer is.
+ * worker thread (store-worker.ts, which also checkpoints the store's WAL). The worker indexes new rows
+ * from a mark (migration 022): every row past `indexed_to`, read with its text on its own connection, a
+ * short while after it was written; the server then moves the mark up to where it read. Storing a row
+ * costs the server nothing more. Only a rewrite in place (a window's slot) and a row given a rowid the
+ * worker may have read already (at or below `read_to`) queue their rowid (a trigger, in the writer's
+ * transaction). Everything waiting is indexed before every search, so that a search is exact: an event
+ * is found as soon as its emit is acknowledged, and an overwritten one by its new text only.
  *
  * A rowid is indexed with its row's text at that time, so a window's slot overwritten several times
  * between two batches is tokenized once (docs/architecture.md, "Performance").
@@ -14,12 +17,12 @@ import { chmodSync, rmSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
 import { Worker } from "node:worker_threads";
 import type { AsyncLock } from "../../async-lock.ts";
-import { indexFileSchema } from "./search-generations.ts";
+import { type IndexedBatch, indexFileSchema } from "./search-generations.ts";
 import { inWriteTransaction, type Sql } from "./sql.ts";
 import type { IndexReply, IndexRequest, IndexWorkerData } from "./store-worker.ts";
 
 /**
- * Rowids indexed per batch. The worker holds no lock of the store's, so a batch can be large: fewer,
+ * Rows indexed per batch. The worker holds no lock of the store's, so a batch can be large: fewer,
  * larger FTS5 segments to merge later.
  */
 const batchSize = 1000;
@@ -35,7 +38,7 @@ export interface GenerationOptions {
   maintainMs?: number;
 }
 
-/** Queued rowids a search lets the worker index without holding the store's lock first. */
+/** Rows waiting (queued or past the mark) a search lets the worker index without holding the store's lock first. */
 const lockedCatchUpAtMost = 2 * batchSize;
 
 /** The index file beside a store file: `fount.db` → `fount-search.db`. */
@@ -50,7 +53,8 @@ export function removeIndexFile(indexFile: string): void {
 
 /**
  * Makes sure the index file is this store's: a missing file, or one written for another store or an
- * older copy of this one (its token differs from the store's), is made anew and every event queued.
+ * older copy of this one (its token differs from the store's), is made anew, and the mark goes back
+ * below the first row so that the worker reads every event again.
  */
 function prepareIndexFile(q: Sql, indexFile: string): void {
   const token = q.get("SELECT token FROM search_index WHERE id = 1", [], (r) => r.token as string);
@@ -89,9 +93,10 @@ function prepareIndexFile(q: Sql, indexFile: string): void {
     }
   }
   inWriteTransaction(q.db, () => {
+    // Every stored row is read again by the worker: the mark goes back below the first.
     q.run(
-      `INSERT INTO events_text_queue (event_rowid) SELECT rowid FROM events WHERE true
-         ON CONFLICT (event_rowid) DO UPDATE SET changes = changes + 1`,
+      `UPDATE events_text_mark SET indexed_to = coalesce((SELECT min(rowid) FROM events), 1) - 1
+        WHERE id = 1`,
       [],
     );
     q.run(
@@ -101,16 +106,13 @@ function prepareIndexFile(q: Sql, indexFile: string): void {
   });
 }
 
-/** The queued rowids of the event search's index, and the worker that indexes them. */
+/** The queued rowids and the mark of the event search's index, and the worker that indexes them. */
 export class SearchIndexer {
   readonly #q: Sql;
   readonly #data: IndexWorkerData;
   #worker: Worker | undefined;
   #nextId = 1;
-  readonly #waiting = new Map<
-    number,
-    { resolve: (d: Array<[number, number]>) => void; reject: (e: Error) => void }
-  >();
+  readonly #waiting = new Map<number, { resolve: (d: IndexedBatch) => void; reject: (e: Error) => void }>();
   #timer: NodeJS.Timeout | undefined;
   #running = false;
   #stopped = false;
@@ -139,7 +141,7 @@ export class SearchIndexer {
       this.#waiting.delete(reply.id);
       if (!waiting) return;
       if ("error" in reply) waiting.reject(new Error(`The search index: ${reply.error}`));
-      else waiting.resolve(reply.done);
+      else waiting.resolve(reply);
     });
     const fail = (err: Error) => {
       if (this.#worker === worker) this.#worker = undefined;
@@ -152,8 +154,8 @@ export class SearchIndexer {
     return worker;
   }
 
-  /** Has the worker index up to `limit` queued rowids; the `[rowid, changes]` pairs it indexed. */
-  #indexBatch(limit = batchSize): Promise<Array<[number, number]>> {
+  /** Has the worker index up to `limit` rows, queued ones first, then those past the mark. */
+  #indexBatch(limit = batchSize): Promise<IndexedBatch> {
     if (this.#stopped) return Promise.reject(new Error("The store is closed"));
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
@@ -163,62 +165,94 @@ export class SearchIndexer {
   }
 
   /**
-   * Forgets the queue entries the worker indexed, unless their row changed since it read them (then
-   * they stay queued and are indexed again). Inside the caller's transaction, if one is open.
+   * After a batch (and before the first): forgets the queue entries the worker indexed, unless their row
+   * changed since it read them (then they stay queued and are indexed again), moves the mark up to where
+   * the worker read, and raises `read_to` to the greatest rowid, so that the next batch reads every row
+   * stored so far and a row written at or below it from now on is queued (migration 022). One
+   * transaction, inside the caller's if one is open; none when nothing changes.
    */
-  #forget(done: Array<[number, number]>): void {
-    if (done.length === 0) return;
+  #settle(batch?: IndexedBatch): void {
     const q = this.#q;
-    inWriteTransaction(q.db, () =>
+    const mark = q.get(
+      `SELECT indexed_to AS lo, read_to AS hi, (SELECT max(rowid) FROM events) AS top
+         FROM events_text_mark WHERE id = 1`,
+      [],
+      (r) => ({ lo: r.lo as number, hi: r.hi as number, top: r.top as number | null }),
+    );
+    const done = batch?.done ?? [];
+    const lo = Math.max(mark?.lo ?? 0, batch?.indexedTo ?? 0);
+    const hi = Math.max(mark?.hi ?? 0, mark?.top ?? 0);
+    if (done.length === 0 && lo === mark?.lo && hi === mark.hi) return;
+    inWriteTransaction(q.db, () => {
+      if (done.length > 0)
+        q.run(
+          `DELETE FROM events_text_queue WHERE (event_rowid, changes) IN
+             (SELECT value ->> 0, value ->> 1 FROM json_each(?))`,
+          [JSON.stringify(done)],
+        );
+      // max(): another process on the store (`fount admin`) may have moved them meanwhile.
       q.run(
-        `DELETE FROM events_text_queue WHERE (event_rowid, changes) IN
-           (SELECT value ->> 0, value ->> 1 FROM json_each(?))`,
-        [JSON.stringify(done)],
-      ),
+        `UPDATE events_text_mark SET indexed_to = max(indexed_to, ?),
+           read_to = max(read_to, coalesce((SELECT max(rowid) FROM events), read_to)) WHERE id = 1`,
+        [lo],
+      );
+    });
+  }
+
+  /** Whether more than `n` rows wait for the index: queued, or past the mark. */
+  #waitingOver(n: number): boolean {
+    return (
+      this.#q.get(
+        `SELECT 1 AS over FROM (SELECT event_rowid FROM events_text_queue UNION ALL
+           SELECT rowid FROM events WHERE rowid > (SELECT indexed_to FROM events_text_mark WHERE id = 1))
+         LIMIT 1 OFFSET ?`,
+        [n],
+        () => true,
+      ) ?? false
     );
   }
 
-  /** Whether more than `n` rowids are queued. */
-  #queuedOver(n: number): boolean {
-    return this.#q.get("SELECT 1 AS over FROM events_text_queue LIMIT 1 OFFSET ?", [n], () => true) ?? false;
-  }
-
   /**
-   * Indexes until at most a couple of batches are queued, without holding the store's lock while the
-   * worker works (a search after a bulk load or an upgrade must not stop every emit meanwhile).
+   * Indexes until at most a couple of batches wait, without holding the store's lock while the worker
+   * works (a search after a bulk load or an upgrade must not stop every emit meanwhile).
    */
   async approach(lock: AsyncLock): Promise<void> {
-    while (await lock.run(() => this.#queuedOver(lockedCatchUpAtMost))) {
-      const done = await this.#indexBatch();
-      await lock.run(() => this.#forget(done));
-    }
+    const waiting = () => lock.run(() => this.#waitingOver(lockedCatchUpAtMost));
+    if (!(await waiting())) return;
+    await lock.run(() => this.#settle());
+    do {
+      const batch = await this.#indexBatch();
+      await lock.run(() => this.#settle(batch));
+    } while (await waiting());
   }
 
-  /** Indexes every queued rowid (before a search; the caller holds the lock, so nothing is queued meanwhile). */
+  /** Indexes every row waiting (before a search; the caller holds the lock, so nothing is stored meanwhile). */
   async catchUp(): Promise<void> {
+    this.#settle();
     for (;;) {
-      const done = await this.#indexBatch();
-      this.#forget(done);
-      if (done.length < batchSize) return;
+      const batch = await this.#indexBatch();
+      this.#settle(batch);
+      if (!batch.full) return;
     }
   }
 
   /**
-   * Indexes what was queued every `intervalMs`, batch after batch until the queue is empty; each batch's
-   * queue entries are forgotten in a turn of the lock. Stops at `stop`.
+   * Indexes what waits every `intervalMs`, batch after batch until nothing does; each batch is settled in
+   * a turn of the lock. Stops at `stop`.
    */
   start(lock: AsyncLock, db: DatabaseSync, intervalMs: number): void {
     const run = async () => {
       // A worker that failed is started again: it also checkpoints the store's WAL.
       if (!this.#stopped) this.#thread();
-      // Nothing queued: the worker is not woken.
-      if (this.#running || !db.isOpen || !this.#queuedOver(0)) return;
+      // Nothing waiting: the worker is not woken.
+      if (this.#running || !db.isOpen || !this.#waitingOver(0)) return;
       this.#running = true;
       try {
+        await lock.run(() => (db.isOpen ? this.#settle() : undefined));
         while (this.#timer) {
-          const done = await this.#indexBatch();
-          await lock.run(() => (db.isOpen ? this.#forget(done) : undefined));
-          if (done.length < batchSize) break;
+          const batch = await this.#indexBatch();
+          await lock.run(() => (db.isOpen ? this.#settle(batch) : undefined));
+          if (!batch.full) break;
         }
       } finally {
         this.#running = false;
@@ -226,7 +260,7 @@ export class SearchIndexer {
     };
     // Started now: it checkpoints the store's WAL from the start.
     this.#thread();
-    // A failed batch stays queued: the next run retries it, and the next search reports the error.
+    // A failed batch stays waiting: the next run retries it, and the next search reports the error.
     this.#timer = setInterval(() => void run().catch(() => undefined), Math.min(intervalMs, 2 ** 31 - 1));
     this.#timer.unref();
   }

@@ -2,11 +2,12 @@
  * The SQLite store's worker thread (search-indexer.ts starts it with the store), for the two jobs that
  * would otherwise stall the server's event loop and every emit behind it:
  *
- * - The event search's index file. The worker reads the queued rowids and their events' current text
- *   from the store (in WAL mode a reader neither waits for the server's writes nor holds them up) and
- *   indexes them in the index file, one transaction a batch. It answers each batch with the
- *   `[rowid, changes]` pairs it indexed; the server then removes those queue entries whose change count
- *   is still the same. The index is kept in generations (search-generations.ts), which the worker drops
+ * - The event search's index file. The worker reads the queued rowids and the rows past the index's
+ *   mark with their events' current text from the store (in WAL mode a reader neither waits for the
+ *   server's writes nor holds them up) and indexes them in the index file, one transaction a batch. It
+ *   answers each batch with the `[rowid, changes]` pairs of the queue it indexed and where the mark may
+ *   move; the server then removes those queue entries whose change count is still the same, and moves
+ *   the mark. The index is kept in generations (search-generations.ts), which the worker drops
  *   whole once their events are gone, on a timer of their own.
  * - The store's WAL checkpoints. SQLite copies the WAL back into the database file (and syncs it) inside
  *   the COMMIT that finds the WAL over its threshold: on the server's thread, 15 to 50 ms at a time after
@@ -18,7 +19,7 @@
 import { chmodSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
 import { parentPort, workerData } from "node:worker_threads";
-import { TextGenerations } from "./search-generations.ts";
+import { type IndexedBatch, TextGenerations } from "./search-generations.ts";
 
 export interface IndexWorkerData {
   storeFile: string;
@@ -36,7 +37,7 @@ export interface IndexRequest {
   limit: number;
 }
 
-export type IndexReply = { id: number; done: Array<[number, number]> } | { id: number; error: string };
+export type IndexReply = ({ id: number } & IndexedBatch) | { id: number; error: string };
 
 const { storeFile, indexFile, checkpointMs, rowsPerGeneration, maintainMs } = workerData as IndexWorkerData;
 // Read-write for the checkpoints only: this connection never writes a row of the store.
@@ -116,7 +117,7 @@ setInterval(() => {
 parentPort!.on("message", (m: IndexRequest) => {
   let reply: IndexReply;
   try {
-    reply = { id: m.id, done: generations.indexBatch(m.limit) };
+    reply = { id: m.id, ...generations.indexBatch(m.limit) };
   } catch (err) {
     reply = { id: m.id, error: (err as Error).message };
   }
