@@ -446,3 +446,55 @@ test("sqlite: migration 019 keeps a search index that 014's triggers kept exact,
     await store.close();
   }
 });
+
+test("sqlite: migration 022 keeps what 021 queued and indexed, and indexes later events from the mark", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  const store = openSqliteStorage({ dataDir, searchIndexDelayMs: 3_600_000 });
+  const put = (s: Storage, n: number, text: string) =>
+    s.insertEvent(
+      {
+        emitterId: "dc_old",
+        channel: "",
+        id: `7-${n}`,
+        idMs: 7,
+        idSeq: n,
+        indexedAtMs: 7,
+        event: { text },
+        meta: { emit_id: `e${n}`, name: "", emitter_id: "dc_old" },
+      },
+      10,
+    );
+  const ids = async (s: Storage, text: string) =>
+    (await s.searchEvents({ emitterId: "dc_old", channel: "", text: [text] }, { limit: 10 })).items.map(
+      (e) => e.id,
+    );
+  try {
+    for (let n = 0; n < 2; n++) await put(store, n, `indexedword${n}`);
+    assert.deepEqual(await ids(store, "indexedword"), ["7-1", "7-0"]);
+  } finally {
+    await store.close();
+  }
+  const db = new DatabaseSync(path.join(dataDir, "fount.db"));
+  // Back to 021: the triggers of 020 (021 dropped only the delete one) queue every insert and rewrite,
+  // and the store has no mark.
+  const at020 = readFileSync(path.join(sqliteMigrations, "020-event-search-file.sql"), "utf8");
+  const triggers = at020.match(/CREATE TRIGGER events_text_(insert|update) [\s\S]*?END;/g) ?? [];
+  assert.equal(triggers.length, 2);
+  db.exec(`DROP TRIGGER events_text_insert; DROP TRIGGER events_text_update; DROP TABLE events_text_mark;
+    DELETE FROM schema_migrations WHERE version = 22; ${triggers.join("\n")}`);
+  // Written at 021 and not indexed yet: a new row and a rewrite of an indexed one, both queued.
+  db.exec(`INSERT INTO events (emitter_id, channel, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json)
+      VALUES ('dc_old', '', '7-2', 7, 2, 7, '{"text":"queuedword2"}', '{}');
+    UPDATE events SET id = '7-3', id_seq = 3, event_json = '{"text":"queuedword3"}' WHERE id = '7-0';`);
+  assert.equal((db.prepare("SELECT count(*) AS n FROM events_text_queue").get() as { n: number }).n, 2);
+  db.close();
+  const migrated = openSqliteStorage({ dataDir, searchIndexDelayMs: 3_600_000 });
+  try {
+    await put(migrated, 4, "laterword4");
+    assert.deepEqual(await ids(migrated, "indexedword"), ["7-1"]);
+    assert.deepEqual(await ids(migrated, "queuedword"), ["7-3", "7-2"]);
+    assert.deepEqual(await ids(migrated, "laterword"), ["7-4"]);
+  } finally {
+    await migrated.close();
+  }
+});

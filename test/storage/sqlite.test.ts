@@ -6,6 +6,8 @@ import { DatabaseSync } from "node:sqlite";
 import { test } from "node:test";
 import type { EventRecord } from "../../src/domain/types.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
+import { TextGenerations } from "../../src/storage/sqlite/search-generations.ts";
+import { removeIndexFile } from "../../src/storage/sqlite/search-indexer.ts";
 import { storageContract } from "./contract.ts";
 
 storageContract("sqlite", async () =>
@@ -389,6 +391,168 @@ test("sqlite: a search index file of another store is not used: the store makes 
   try {
     assert.deepEqual(await foundIds(store, "alphaword"), [], "nothing of the other store's index is found");
     assert.deepEqual(await foundIds(store, "betaword"), ["9-2", "9-1", "9-0"]);
+  } finally {
+    await store.close();
+  }
+});
+
+/** The rows queued for the search index, and the index's mark (migration 022), read on a connection of their own. */
+function indexMark(dataDir: string): { queued: number[]; indexedTo: number; readTo: number } {
+  const db = new DatabaseSync(path.join(dataDir, "fount.db"), { readOnly: true });
+  try {
+    const mark = db.prepare("SELECT indexed_to, read_to FROM events_text_mark").get() as {
+      indexed_to: number;
+      read_to: number;
+    };
+    const queued = db.prepare("SELECT event_rowid AS r FROM events_text_queue ORDER BY r").all() as Array<{
+      r: number;
+    }>;
+    return { queued: queued.map((q) => q.r), indexedTo: mark.indexed_to, readTo: mark.read_to };
+  } finally {
+    db.close();
+  }
+}
+
+/** A store in a fresh data dir whose search index catches up only before a search. */
+function storeIndexingOnSearch(dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"))) {
+  return { dataDir, store: openSqliteStorage({ dataDir, searchIndexDelayMs: 3_600_000 }) };
+}
+
+/** Stores `dc_kept`'s event `n` with `text`, in a window of `keep`. */
+function putText(store: ReturnType<typeof openSqliteStorage>, n: number, text: string, keep = 1_000_000) {
+  return store.insertEvent({ ...event(n), event: { text } }, keep);
+}
+
+test("sqlite: new events are indexed from the mark, not queued, and found as soon as they are stored", async () => {
+  const { dataDir, store } = storeIndexingOnSearch();
+  const put = (n: number) => putText(store, n, `markword${n}`);
+  try {
+    for (let n = 0; n < 30; n++) await put(n);
+    assert.deepEqual(indexMark(dataDir), { queued: [], indexedTo: 0, readTo: 0 });
+    assert.equal((await foundIds(store, "markword")).length, 10);
+    assert.deepEqual(await foundIds(store, "markword29"), ["9-29"]);
+    assert.deepEqual(indexMark(dataDir), { queued: [], indexedTo: 30, readTo: 30 });
+    // Past the mark again, still not queued; the search reads them too.
+    for (let n = 30; n < 40; n++) await put(n);
+    assert.deepEqual(indexMark(dataDir).queued, []);
+    assert.deepEqual(await foundIds(store, "markword3"), [
+      "9-39",
+      "9-38",
+      "9-37",
+      "9-36",
+      "9-35",
+      "9-34",
+      "9-33",
+      "9-32",
+      "9-31",
+      "9-30",
+    ]);
+    assert.equal(indexMark(dataDir).indexedTo, 40);
+  } finally {
+    await store.close();
+  }
+});
+
+test("sqlite: an event rewritten in place is found by its new text only, whether the worker read its row before or not", async () => {
+  const { dataDir, store } = storeIndexingOnSearch();
+  const put = (n: number, text: string) => putText(store, n, text, 3);
+  try {
+    // A window of 3: the fourth event overwrites the first one's row before any was read.
+    for (let n = 0; n < 4; n++) await put(n, `firstword${n}`);
+    assert.deepEqual(indexMark(dataDir).queued, [], "rewritten past the mark: read with its new text");
+    assert.deepEqual(await foundIds(store, "firstword"), ["9-3", "9-2", "9-1"]);
+    // Read since: the rewrite of the next row is queued, and indexed with its new text.
+    await put(4, "secondword4");
+    assert.deepEqual(indexMark(dataDir).queued, [2]);
+    assert.deepEqual(await foundIds(store, "firstword"), ["9-3", "9-2"]);
+    assert.deepEqual(await foundIds(store, "secondword"), ["9-4"]);
+    assert.deepEqual(indexMark(dataDir).queued, []);
+  } finally {
+    await store.close();
+  }
+});
+
+test("sqlite: a new event given a rowid below the mark is queued and found by its new text only, also when the worker read that rowid's old row first", async () => {
+  const { dataDir, store } = storeIndexingOnSearch();
+  const put = (n: number, text: string) => putText(store, n, text);
+  try {
+    for (let n = 1; n <= 5; n++) await put(n, `oldword${n}`);
+    assert.equal((await foundIds(store, "oldword")).length, 5);
+    // Rows 4 and 5 go; the next events get their rowids again, at or below the mark.
+    await store.deleteEvents("dc_kept", { ms: 9, seq: 4 }, { ms: 9, seq: 5 }, "");
+    for (let n = 6; n <= 7; n++) await put(n, `newword${n}`);
+    assert.deepEqual(indexMark(dataDir), { queued: [4, 5], indexedTo: 5, readTo: 5 });
+    assert.deepEqual(await foundIds(store, "newword"), ["9-7", "9-6"]);
+    assert.deepEqual(await foundIds(store, "oldword"), ["9-3", "9-2", "9-1"]);
+  } finally {
+    await store.close();
+  }
+  // The race the mark must close: the worker reads rows 6 and 7 (past the mark, up to `read_to`, which
+  // the server raised before the batch); before the server moves the mark past them, row 7 goes and a
+  // new event takes its rowid. Played here step by step: the worker's batch on connections of the
+  // test's own, the server's writes and its move of the mark as SQL.
+  const db = new DatabaseSync(path.join(dataDir, "fount.db"));
+  const index = new DatabaseSync(path.join(dataDir, "fount-search.db"));
+  try {
+    const insert = db.prepare(
+      `INSERT INTO events (id, id_ms, id_seq, indexed_at_ms, event_json, meta_json, emitter_id, channel)
+       VALUES (?, 9, ?, 9, ?, '{}', 'dc_kept', '')`,
+    );
+    insert.run("9-8", 8, JSON.stringify({ text: "readword8" }));
+    insert.run("9-9", 9, JSON.stringify({ text: "readword9" }));
+    db.exec("UPDATE events_text_mark SET read_to = (SELECT max(rowid) FROM events)");
+    const batch = new TextGenerations(index, db, 65_536).indexBatch(1000);
+    assert.deepEqual(batch, { done: [], indexedTo: 7, full: false });
+    db.exec("DELETE FROM events WHERE rowid = 7");
+    insert.run("9-10", 10, JSON.stringify({ text: "takenword10" }));
+    assert.deepEqual(indexMark(dataDir).queued, [7], "the rowid the worker read is queued again");
+    db.prepare("UPDATE events_text_mark SET indexed_to = max(indexed_to, ?)").run(batch.indexedTo);
+  } finally {
+    index.close();
+    db.close();
+  }
+  const reopened = storeIndexingOnSearch(dataDir).store;
+  try {
+    assert.deepEqual(await foundIds(reopened, "takenword"), ["9-10"]);
+    assert.deepEqual(await foundIds(reopened, "readword"), ["9-8"]);
+  } finally {
+    await reopened.close();
+  }
+});
+
+test("sqlite: a search index file made anew from scratch holds every event, read from before the mark", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  const options = {
+    dataDir,
+    searchIndexDelayMs: 3_600_000,
+    searchGenerations: { rowsPerGeneration: 7, maintainMs: 3_600_000 },
+  };
+  const first = openSqliteStorage(options);
+  try {
+    for (let n = 0; n < 20; n++) await putText(first, n, `wholeword${n}`);
+    assert.equal((await foundIds(first, "wholeword")).length, 10);
+    // Some past the mark, one queued (a rowid given again).
+    await first.deleteEvents("dc_kept", { ms: 9, seq: 19 }, { ms: 9, seq: 19 }, "");
+    for (let n = 20; n < 25; n++) await putText(first, n, `wholeword${n}`);
+    assert.deepEqual(indexMark(dataDir).queued, [20]);
+  } finally {
+    await first.close();
+  }
+  removeIndexFile(path.join(dataDir, "fount-search.db"));
+  const store = openSqliteStorage(options);
+  try {
+    const page = await store.searchEvents(
+      { emitterId: "dc_kept", channel: "", text: ["wholeword"] },
+      { limit: 100, count: true },
+    );
+    assert.equal(page.totalCount, 24);
+    assert.deepEqual(await foundIds(store, "wholeword19"), []);
+    const state = indexState(dataDir);
+    assert.equal(
+      state.entries.reduce((a, b) => a + b),
+      24,
+      "each event once, nothing else",
+    );
   } finally {
     await store.close();
   }
