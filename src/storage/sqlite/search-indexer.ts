@@ -174,15 +174,15 @@ export class SearchIndexer {
   #settle(batch?: IndexedBatch): void {
     const q = this.#q;
     const mark = q.get(
-      `SELECT indexed_to AS lo, read_to AS hi, (SELECT max(rowid) FROM events) AS top
+      `SELECT indexed_to AS lo, read_to AS hi, coalesce((SELECT max(rowid) FROM events), read_to) AS top
          FROM events_text_mark WHERE id = 1`,
       [],
-      (r) => ({ lo: r.lo as number, hi: r.hi as number, top: r.top as number | null }),
-    );
+      (r) => ({ lo: r.lo as number, hi: r.hi as number, top: r.top as number }),
+    )!;
     const done = batch?.done ?? [];
-    const lo = Math.max(mark?.lo ?? 0, batch?.indexedTo ?? 0);
-    const hi = Math.max(mark?.hi ?? 0, mark?.top ?? 0);
-    if (done.length === 0 && lo === mark?.lo && hi === mark.hi) return;
+    const moves = batch !== undefined && batch.indexedTo > mark.lo;
+    if (done.length === 0 && !moves && mark.top <= mark.hi) return;
+    const lo = moves ? batch.indexedTo : mark.lo;
     inWriteTransaction(q.db, () => {
       if (done.length > 0)
         q.run(
