@@ -24,7 +24,12 @@ interface Node {
   heard: EventRecord[];
 }
 
-async function node(store: Storage, name: string, interest: Partial<InterestTimings>): Promise<Node> {
+async function node(
+  store: Storage,
+  name: string,
+  interest: Partial<InterestTimings>,
+  heartbeatMs?: number,
+): Promise<Node> {
   const bus = new Bus();
   const heard: EventRecord[] = [];
   bus.on("event.replicated", (e) => heard.push(e));
@@ -37,6 +42,7 @@ async function node(store: Storage, name: string, interest: Partial<InterestTimi
     onLeaseMessage: () => undefined,
     onDeleted: () => undefined,
     interest,
+    heartbeatMs,
   });
   await link.start();
   after(() => link.close());
@@ -91,6 +97,20 @@ async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
     clearTimeout(timer);
   }
 }
+
+test("a node counts one that started after it as soon as that one speaks, not at its own next heartbeat", async () => {
+  const store = await openTestPostgres();
+  after(() => store.close());
+  // a's own heartbeat comes once a minute: only b's first message can tell it b is there.
+  const a = await node(store, "a", {}, 60_000);
+  assert.equal(a.link.peers, 0);
+  const b = await node(store, "b", {});
+  assert.equal(b.link.peers, 1, "b read the live nodes as it started");
+  await until("a counts b", () => a.link.peers === 1, 10_000);
+  // And so sends b what it stores: a stream on b just after b started missed those events before.
+  a.bus.emit("event.stored", event("dc_early"));
+  await until("b hears a's event", () => b.heard.some((e) => e.emitterId === "dc_early"), 10_000);
+});
 
 test("a node sends another only the events of the emitters its streams watch, from when the stream is ready", async () => {
   // Announcements last 1.5 s and are repeated every 0.3 s; confirmations are waited for a minute, so a

@@ -27,6 +27,8 @@ import { type LeaseMessage, nodeDeadAfterMs, SourceLeases } from "./source-lease
 const wakeEveryMs = 10;
 /** Heartbeat period; `nodeDeadAfterMs` is five of them. */
 const heartbeatMs = 1_000;
+/** A node this one does not know that speaks makes it read the live nodes again, at most this often. */
+const learnEveryMs = 200;
 /** NOTIFY payloads must stay under PostgreSQL's 8,000 bytes. */
 const maxPayloadBytes = 7_800;
 /** Emitter IDs per `watch` message (an ID is about 26 bytes). */
@@ -76,6 +78,8 @@ export interface ClusterLinkDeps {
   /** After each heartbeat: the live nodes that take forwarded hits (this one too, once it listens). */
   onMembers?: (members: string[]) => void;
   interest?: Partial<InterestTimings>;
+  /** Heartbeat period (ms; 1,000, which `nodeDeadAfterMs` assumes; tests lengthen it). */
+  heartbeatMs?: number;
   now?: () => number;
 }
 
@@ -86,6 +90,11 @@ export class ClusterLink implements StreamInterest {
   #offBus: Array<() => void> = [];
   /** Other live nodes at the last heartbeat: events are sent only when there are some. */
   #peers = 0;
+  /** The other live nodes as of the last heartbeat. */
+  #peerIds = new Set<string>();
+  /** A heartbeat run early because a node it did not know spoke (`#receive`); one at a time. */
+  #learning: Promise<void> | undefined;
+  #learnedAt = Number.NEGATIVE_INFINITY;
   /** The URLs other live nodes gave at the last heartbeat (hit-forwarding.ts). */
   #peerUrls = new Map<string, string>();
   /** Where the other nodes reach this one, once it listens (undefined: it takes no forwarded hits). */
@@ -119,7 +128,7 @@ export class ClusterLink implements StreamInterest {
   /** Starts the heartbeat and the channel; the first heartbeat is written before it resolves. */
   async start(): Promise<void> {
     await this.#beat();
-    this.#heartbeat = setInterval(() => void this.#beat(), heartbeatMs);
+    this.#heartbeat = setInterval(() => void this.#beat(), this.#d.heartbeatMs ?? heartbeatMs);
     this.#heartbeat.unref();
     // Sent whether or not other nodes were alive at the last heartbeat: one that just started caches too.
     this.#d.cluster.onStale((kinds) => void this.#send({ n: this.#d.nodeId, t: "stale", k: kinds }));
@@ -140,6 +149,11 @@ export class ClusterLink implements StreamInterest {
         this.#sendAllUntil = this.#now() + this.#timings.ttlMs;
       },
     );
+    // Nodes that started before this one count their peers at their own heartbeat, up to a second
+    // later: until then they would send this node nothing (an SSE stream here missed the first emits
+    // made there). Any message from a node they do not know makes them count again at once; an empty
+    // announcement says this one is here.
+    void this.#send({ n: this.#d.nodeId, t: "watch", e: [] });
     this.#refresh = setInterval(() => this.#refreshInterest(), this.#timings.refreshMs);
     this.#refresh.unref();
     this.#offBus.push(
@@ -255,6 +269,7 @@ export class ClusterLink implements StreamInterest {
       const live = await this.#d.cluster.liveNodes(nodeDeadAfterMs);
       const others = live.filter((n) => n.id !== this.#d.nodeId);
       this.#peers = others.length;
+      this.#peerIds = new Set(others.map((n) => n.id));
       this.#peerUrls = new Map(others.flatMap((n) => (n.url === undefined ? [] : [[n.id, n.url]])));
       const members = others.flatMap((n) => (n.url === undefined ? [] : [n.id]));
       if (this.#url !== undefined) members.push(this.#d.nodeId);
@@ -339,6 +354,14 @@ export class ClusterLink implements StreamInterest {
       return;
     }
     if (message.n === this.#d.nodeId) return;
+    // At most one early heartbeat in flight and one per `learnEveryMs`: a node whose own heartbeat is
+    // late (overloaded, or leaving) may still speak, and is not counted until it writes one.
+    if (!this.#peerIds.has(message.n) && !this.#learning && this.#now() - this.#learnedAt >= learnEveryMs) {
+      this.#learnedAt = this.#now();
+      this.#learning = this.#beat().finally(() => {
+        this.#learning = undefined;
+      });
+    }
     switch (message.t) {
       case "want":
         this.#d.onLeaseMessage({ t: "want", s: message.s }, message.n);
