@@ -19,6 +19,10 @@ import type { EventRecorder } from "../events/recorder.ts";
 import type { StreamInterest } from "../events/stream-hub.ts";
 import type { EventRecord } from "../types.ts";
 import { channel } from "./cluster-channel.ts";
+import { defaultInterestTimings, type InterestTimings, type Message } from "./cluster-messages.ts";
+
+export type { InterestTimings } from "./cluster-messages.ts";
+
 import { HitForwarding } from "./hit-forwarding.ts";
 import { LeaseSpread } from "./placement.ts";
 import { type LeaseMessage, nodeDeadAfterMs, SourceLeases } from "./source-leases.ts";
@@ -33,35 +37,6 @@ const learnEveryMs = 200;
 const maxPayloadBytes = 7_800;
 /** Emitter IDs per `watch` message (an ID is about 26 bytes). */
 const watchBatch = 200;
-
-/** How streams' interest travels between nodes (tests shorten it). */
-export interface InterestTimings {
-  /** An announcement of streamed emitters is trusted this long (ms). */
-  ttlMs: number;
-  /** A node announces the emitters it streams this often (ms). */
-  refreshMs: number;
-  /** A new stream waits at most this long for the other nodes' confirmations (ms). */
-  ackTimeoutMs: number;
-}
-
-export const defaultInterestTimings: InterestTimings = {
-  ttlMs: 15_000,
-  refreshMs: 5_000,
-  ackTimeoutMs: 1_000,
-};
-
-/** What goes over the channel; `n` is the sending node. */
-type Message =
-  | ({ n: string } & LeaseMessage)
-  | { n: string; t: "events"; e: EventRecord[] }
-  | { n: string; t: "event-ref"; r: Array<[emitterId: string, channel: string, ms: number, seq: number]> }
-  | { n: string; t: "deleted"; s: string }
-  | { n: string; t: "stale"; k: string[] }
-  /** Emitters the sender streams; `a` asks every receiver to confirm with an `ack`. */
-  | { n: string; t: "watch"; e: string[]; a?: string }
-  | { n: string; t: "ack"; a: string; to: string }
-  /** Deliveries to a source another node runs were queued: claim them (they are left to it). */
-  | { n: string; t: "wake" };
 
 export interface ClusterLinkDeps {
   store: Storage;
