@@ -102,7 +102,11 @@ try {
   );
   const line = (name: string, r: InterleavedResult) =>
     `${name.padEnd(14)} ${Math.round(r.okPerS).toString().padStart(7)}/s  p50 ${r.latencyMs.p50.toFixed(1)} ms  p99 ${r.latencyMs.p99.toFixed(1)} ms  ` +
-    `${((1e6 * r.cpu.serverS) / r.ok).toFixed(1)} µs server CPU/hit  slices ${r.sliceRates.join(" ")}`;
+    `${((1e6 * r.cpu.serverS) / r.ok).toFixed(1)} µs server CPU/hit  ` +
+    (values.store === "postgres"
+      ? `${((1e6 * r.cpu.postgresS) / r.ok).toFixed(1)} µs PostgreSQL CPU/hit  `
+      : "") +
+    `slices ${r.sliceRates.join(" ")}`;
   console.log(line(`base ${base.commit}`, b));
   console.log(line("working tree", w));
   if (receivers.length > 0) {
@@ -113,7 +117,10 @@ try {
     );
   }
   console.log(
-    `working tree / base: ${(w.okPerS / b.okPerS).toFixed(3)} (rate), ${(b.cpu.serverS / b.ok / (w.cpu.serverS / w.ok)).toFixed(3)} (CPU per hit, base / working tree)`,
+    `working tree / base: ${(w.okPerS / b.okPerS).toFixed(3)} (rate), ${(b.cpu.serverS / b.ok / (w.cpu.serverS / w.ok)).toFixed(3)} (CPU per hit, base / working tree)` +
+      (values.store === "postgres"
+        ? `, ${(b.cpu.postgresS / b.ok / (w.cpu.postgresS / w.ok)).toFixed(3)} (PostgreSQL CPU per hit, base / working tree)`
+        : ""),
   );
 } finally {
   for (const receiver of receivers) await receiver.stop();

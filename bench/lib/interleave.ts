@@ -56,7 +56,7 @@ export async function interleavedLoads(
     durationS: 0,
     okPerS: 0,
     latencyMs: distribution([]),
-    cpu: { serverS: 0, benchS: 0, otherS: 0 },
+    cpu: { serverS: 0, benchS: 0, otherS: 0, postgresS: 0 },
     sliceRates: [],
     legOk: typeof t.url === "string" ? [0] : t.url.map(() => 0),
     samples: [],
@@ -87,6 +87,7 @@ export async function interleavedLoads(
       r.cpu.serverS += cpu.serverS;
       r.cpu.benchS += cpu.benchS;
       r.cpu.otherS += cpu.otherS;
+      r.cpu.postgresS += cpu.postgresS;
     }
   }
   return results.map(({ samples, ...r }) => ({

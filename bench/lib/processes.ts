@@ -399,6 +399,25 @@ export function namedCpuSeconds(prefix: string, stats = readProcStats()): number
   return ticks / ticksPerSecond;
 }
 
+/**
+ * CPU seconds used between two readings by the processes whose command name starts with `prefix`, each
+ * alone: a process that started meanwhile counts whole, one that ended meanwhile not at all (a pool's
+ * connection closed while idle would otherwise take its whole past off the sum).
+ */
+export function namedCpuSecondsSince(
+  prefix: string,
+  start: Map<number, ProcStat>,
+  now = readProcStats(),
+): number {
+  let ticks = 0;
+  for (const [pid, s] of now) {
+    if (!s.name.startsWith(prefix)) continue;
+    const before = start.get(pid);
+    ticks += before?.name === s.name ? s.own - before.own : s.own;
+  }
+  return ticks / ticksPerSecond;
+}
+
 /** Pids of the processes whose parent is `pid` (a server's executors). */
 export function childPids(pid: number): number[] {
   return [...readProcStats()].filter(([, s]) => s.ppid === pid).map(([p]) => p);
@@ -451,7 +470,14 @@ export function machineBusySeconds(): number {
 export interface CpuSplit {
   serverS: number;
   benchS: number;
+  /** Everything else on the machine, PostgreSQL's processes included. */
   otherS: number;
+  /**
+   * Of `otherS`, PostgreSQL's processes (every process named `postgres`: the backends of every
+   * connection, whoever opened it, and the WAL writer, checkpointer and the rest; a backend that ended
+   * meanwhile is not counted).
+   */
+  postgresS: number;
 }
 
 /** Starts counting; the returned function gives the split since then. Several servers (nodes) add up. */
@@ -469,6 +495,6 @@ export function cpuMeter(serverPids: number | number[]): () => CpuSplit {
     // The bench's tree holds the server too.
     const benchS = treeCpuSeconds(process.pid, now) - b0 - serverS;
     const otherS = Math.max(0, machineBusySeconds() - m0 - serverS - benchS);
-    return { serverS, benchS, otherS };
+    return { serverS, benchS, otherS, postgresS: namedCpuSecondsSince("postgres", start, now) };
   };
 }
