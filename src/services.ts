@@ -14,6 +14,7 @@ import type { Committer } from "./domain/events/committer.ts";
 import type { EventPruner } from "./domain/events/pruner.ts";
 import type { EventRecorder } from "./domain/events/recorder.ts";
 import type { Retention } from "./domain/events/retention.ts";
+import type { SearchIndexer } from "./domain/events/search-indexer.ts";
 import type { StreamInterest } from "./domain/events/stream-hub.ts";
 import type { SourceRunner } from "./domain/sources/runner.ts";
 import type { TimerScheduler } from "./domain/sources/scheduler.ts";
@@ -38,6 +39,8 @@ export interface Services {
   retention: Retention;
   /** Deletes what retention no longer keeps, in the background. */
   pruner: EventPruner;
+  /** On a store that indexes events for the search later (`searchIndexLater`), what does it. */
+  searchIndexer: SearchIndexer | undefined;
   executor: Executor;
   catalog: ComponentCatalog;
   runner: SourceRunner;

@@ -37,6 +37,7 @@ export function addLifecycle(
     sessions.startSweeping((err) => app.log.warn({ err }, "could not delete expired console sessions"));
     if (loops.startDispatcher !== false) await dispatcher.start();
     services.pruner.start();
+    services.searchIndexer?.start();
   });
   // Several nodes: once listening, this node tells the others where to forward its sources' hits.
   app.addHook("onListen", async () => {
@@ -53,6 +54,7 @@ export function addLifecycle(
     await wired.lateWork.close();
     await wired.committer.drain();
     await services.pruner.stop();
+    await services.searchIndexer?.stop();
     await wired.settlements?.drain();
     await dispatcher.releaseLeftovers();
     await wired.executor.close();

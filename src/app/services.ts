@@ -21,6 +21,7 @@ import { logErrors } from "../domain/events/error-log.ts";
 import { EventPruner } from "../domain/events/pruner.ts";
 import { EventRecorder } from "../domain/events/recorder.ts";
 import { Retention } from "../domain/events/retention.ts";
+import { SearchIndexer } from "../domain/events/search-indexer.ts";
 import { LateWorkRecorder } from "../domain/sources/late-work.ts";
 import { SourceRunner } from "../domain/sources/runner.ts";
 import { TimerScheduler } from "../domain/sources/scheduler.ts";
@@ -105,6 +106,14 @@ export async function buildServices(given: ServiceInputs): Promise<Wired> {
     clock,
     onError: (err) => app.log.debug({ err }, "pruning events failed; the next pass tries again"),
   });
+  const searchIndexer = store.indexEventsForSearch
+    ? new SearchIndexer({
+        index: store.indexEventsForSearch,
+        clock,
+        onError: (err) =>
+          app.log.debug({ err }, "indexing events for the search failed; the next pass tries again"),
+      })
+    : undefined;
   const builder = new ComponentBuilder({ dataDir: config.dataDir, npmCacheDir: config.npmCacheDir });
   const lateWork = new LateWorkRecorder({ store, committer, recorder, bus, clock, logger: app.log });
   const executors = await startExecutors(config, given.executor, given.isolation, app, lateWork);
@@ -198,6 +207,7 @@ export async function buildServices(given: ServiceInputs): Promise<Wired> {
     recorder,
     retention,
     pruner,
+    searchIndexer,
     executor,
     catalog,
     runner,

@@ -100,7 +100,7 @@ export type EventOps = Pick<
 >;
 
 /** event-search.ts: stored events found by text, JSON path, time and delivery outcome. */
-export type EventSearchOps = Pick<StorageOps, "searchEvents" | "explainEventSearch">;
+export type EventSearchOps = Pick<StorageOps, "searchEvents" | "explainEventSearch" | "indexEventsForSearch">;
 
 /** app-accounts.ts: connected app accounts. */
 export type AppAccountOps = Pick<

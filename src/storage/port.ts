@@ -28,8 +28,11 @@ import type {
   WithSeq,
   Workflow,
 } from "../domain/types.ts";
+import type { ClusterStore } from "./cluster-store.ts";
 import type { EventSearch, EventSearchPage, EventSearchResult } from "./event-search.ts";
 import type { StoreHealth } from "./health.ts";
+
+export type { ClusterNode, ClusterStore } from "./cluster-store.ts";
 
 export interface StorageCapabilities {
   /** Can wake other processes on change (PostgreSQL LISTEN/NOTIFY). */
@@ -329,6 +332,12 @@ export interface StorageOps {
   searchEvents(search: EventSearch, page: EventSearchPage): Promise<EventSearchResult>;
   /** The store's plan for a search's page, as text: tests and the bench show which index serves it. */
   explainEventSearch(search: EventSearch, page: EventSearchPage): Promise<string>;
+  /**
+   * Present where a commit leaves events out of the search's indexes (PostgreSQL, migration 016): puts up to
+   * `limit` of those stored before `storedBeforeMs` (their `indexedAtMs`) in, and returns how many. The
+   * search finds them either way; the search indexer (domain/events/search-indexer.ts) calls it.
+   */
+  indexEventsForSearch?(storedBeforeMs: number, limit: number): Promise<number>;
 
   // App accounts
   insertAppAccount(account: AppAccount): Promise<void>;
@@ -417,71 +426,6 @@ export interface StorageOps {
    * in a driver without `cluster` (one node).
    */
   assertSourceLease(sourceId: string, nodeId: string, gen: number): Promise<void>;
-}
-
-/** A node process as the database knows it (`fount admin nodes`). */
-export interface ClusterNode {
-  /** `FOUNT_NODE_ID` and the process's own suffix (each start is a member of its own). */
-  id: string;
-  /** Where the other nodes send it hits, if it takes them. */
-  url: string | undefined;
-  startedMs: number;
-  heartbeatMs: number;
-  /** How long ago its last heartbeat was, by the database's clock. */
-  heartbeatAgeMs: number;
-  /** Its last heartbeat is at most `deadAfterMs` old. */
-  live: boolean;
-  /** Sources whose run lease it holds (a dead node's go to the next node that runs them). */
-  leases: number;
-}
-
-/**
- * What several nodes on one store share (drivers with `listenNotify`): which nodes are alive, which node
- * may run each source now (its run lease), and messages between nodes.
- */
-export interface ClusterStore {
-  /**
-   * Records `nodeId` as alive now (the database's clock, so nodes' own clocks never disagree), and the
-   * URL where the other nodes reach it, if it takes forwarded hits.
-   */
-  heartbeat(nodeId: string, url: string | undefined): Promise<void>;
-  /** Nodes whose last heartbeat is at most `deadAfterMs` old, with the URL they gave, if any. */
-  liveNodes(deadAfterMs: number): Promise<Array<{ id: string; url: string | undefined }>>;
-  /** Every node with a heartbeat row (one that was killed keeps its row a day), oldest start first. */
-  nodes(deadAfterMs: number): Promise<ClusterNode[]>;
-  /** Removes a node's heartbeat (it stops): its leases are free at once. */
-  leave(nodeId: string): Promise<void>;
-  /**
-   * Takes the run lease of a source for `nodeId`, unless another node holds it whose heartbeat is at
-   * most `deadAfterMs` old. Returns the lease's generation (it grows with every taking), or undefined.
-   */
-  acquireSourceLease(sourceId: string, nodeId: string, deadAfterMs: number): Promise<number | undefined>;
-  /** The live node (heartbeat at most `deadAfterMs` old) that holds the source's run lease, if any. */
-  sourceLeaseHolder(sourceId: string, deadAfterMs: number): Promise<string | undefined>;
-  /** Of these sources, those whose lease a live node other than `nodeId` holds. */
-  leasedElsewhere(sourceIds: string[], nodeId: string, deadAfterMs: number): Promise<Set<string>>;
-  /** Gives a lease back, if `nodeId` still holds it at `gen`. */
-  releaseSourceLease(sourceId: string, nodeId: string, gen: number): Promise<void>;
-  /** Sends `payload` (at most 7,900 bytes) to every node listening on `channel`, this one included. */
-  notify(channel: string, payload: string): Promise<void>;
-  /**
-   * Calls `onMessage` for each message on `channel` on a connection of its own, which is opened again
-   * when it breaks (`onGap` then says messages may have been missed; `onListening` follows each time
-   * the connection listens, the first included). Returns a function that stops.
-   */
-  listen(
-    channel: string,
-    onMessage: (payload: string) => void,
-    onGap?: (err: Error) => void,
-    onListening?: () => void,
-  ): Promise<() => Promise<void>>;
-  /**
-   * Calls `listener` with the kinds of cached rows (`sources`, `users`, `subscriptions`) that a change
-   * made through this node made stale, once the change is committed: the other nodes must forget theirs.
-   */
-  onStale(listener: (kinds: string[]) => void): void;
-  /** Forgets cached rows of `kinds` (every kind when omitted): another node changed them, or its messages were missed. */
-  forgetCached(kinds?: string[]): void;
 }
 
 export interface Storage extends StorageOps {

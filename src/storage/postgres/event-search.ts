@@ -3,6 +3,8 @@
  * `q` is ILIKE '%…%' on the stored JSON text, which the pg_trgm GIN index `events_text` serves (migration
  * 014); `where` is JSONB containment (`@>`) on the parsed JSON (`event_jsonb`, NULL for the JSON
  * PostgreSQL's jsonb refuses), which the jsonb_path_ops GIN index `events_json` serves: the same matches as SQLite's FTS5 trigram table and JSON functions.
+ * Both indexes hold only `searchable` rows (migration 016): the rows a small window's commit stored are
+ * read through the partial index `events_unsearched` until the search indexer has put them in.
  */
 import type { EventSearchOps } from "../concerns.ts";
 import {
@@ -28,6 +30,14 @@ function containing(path: string[], value: unknown): string {
   return JSON.stringify(doc);
 }
 
+/**
+ * The events a search reads: those in the GIN indexes and those not yet in them, as two arms, so that
+ * the planner gives each the search's conditions and its own partial indexes (`events_text` and
+ * `events_json` for the first, `events_unsearched`, a window's newest rows at most, for the second).
+ */
+const searchedEvents =
+  "(SELECT * FROM events WHERE searchable UNION ALL SELECT * FROM events WHERE NOT searchable)";
+
 /** The query of a search's page, and its parameters (`$1…`). */
 function searchQuery(
   search: EventSearch,
@@ -44,7 +54,7 @@ function searchQuery(
   const common = commonConditions(search, page, (n) => `$${n}`, params.length);
   where.push(...common.where);
   params.push(...common.params);
-  return { body: `FROM events e WHERE ${where.join(" AND ")}`, order: pageOrder(page), params };
+  return { body: `FROM ${searchedEvents} e WHERE ${where.join(" AND ")}`, order: pageOrder(page), params };
 }
 
 /** One `where`: the event contains the value at the path, as any of the JSON values it spells. */
@@ -82,5 +92,13 @@ export function eventSearchOps(q: Sql): EventSearchOps {
       );
       return rows.join("\n");
     },
+
+    // Rows locked by another node's indexer, or by a commit trimming them, are left to the next pass.
+    indexEventsForSearch: (storedBeforeMs, limit) =>
+      q.run(
+        `UPDATE events SET searchable = true WHERE ctid = ANY(ARRAY(
+           SELECT ctid FROM events WHERE NOT searchable AND indexed_at_ms < $1 LIMIT $2 FOR UPDATE SKIP LOCKED))`,
+        [storedBeforeMs, limit],
+      ),
   };
 }

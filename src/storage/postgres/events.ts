@@ -30,13 +30,15 @@ function pushEventValues(events: EventRecord[], params: unknown[]): void {
 
 /**
  * `n` VALUES rows for an INSERT whose `$1` and `$2` are the window's emitter and channel, each event's
- * own six columns numbered after the statement's first `before` parameters.
+ * own six columns numbered after the statement's first `before` parameters, then `tail` (more columns).
  */
-function valueRows(n: number, before: number): string {
+function valueRows(n: number, before: number, tail = ""): string {
   const rows: string[] = [];
   for (let r = 0; r < n; r++) {
     const last = before + (r + 1) * 6;
-    rows.push(`($1, $2, $${last - 5}, $${last - 4}, $${last - 3}, $${last - 2}, $${last - 1}, $${last})`);
+    rows.push(
+      `($1, $2, $${last - 5}, $${last - 4}, $${last - 3}, $${last - 2}, $${last - 1}, $${last}${tail})`,
+    );
   }
   return rows.join(", ");
 }
@@ -70,12 +72,17 @@ function insertAndTrim(events: EventRecord[], keep: number): { text: string; par
   return { text: trimText(newest.length), params };
 }
 
-/** The text of `insertAndTrim` for `n` events stored. */
+/**
+ * The text of `insertAndTrim` for `n` events stored. Their rows are not `searchable` yet: the search
+ * indexer puts the ones the window still holds a moment later into the search's GIN indexes (migration
+ * 016), so the many a busy window drops at once never cost an index entry; the search reads them
+ * meanwhile through `events_unsearched` (event-search.ts).
+ */
 const trimText = textsBySize(
   (n) => `
 WITH added AS (
-  INSERT INTO events (emitter_id, channel, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json)
-  VALUES ${valueRows(n, 3)}
+  INSERT INTO events (emitter_id, channel, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json, searchable)
+  VALUES ${valueRows(n, 3, ", false")}
   RETURNING id_ms, id_seq
 )
 DELETE FROM events
