@@ -373,7 +373,8 @@ test("a text search is served by the store's text index, not a scan of the event
 
 test("an event is found as soon as its emit is acknowledged, and an overwritten or deleted one no longer is, while the index lags", async () => {
   // On SQLite the index catches up after commit (here: not within the test by itself), and every search
-  // brings it up to date first; PostgreSQL's indexes are kept by each write.
+  // brings it up to date first; on PostgreSQL a small window's events enter the GIN indexes a second after
+  // commit (domain/events/search-indexer.ts), and the search reads them meanwhile through a partial index.
   const lagging = await startServer({ searchIndexDelayMs: 3_600_000 });
   try {
     const user = await lagging.createUser(`lag-${process.pid}-${Math.random().toString(36).slice(2, 8)}`);
