@@ -93,11 +93,15 @@ export function eventSearchOps(q: Sql): EventSearchOps {
       return rows.join("\n");
     },
 
-    // Rows locked by another node's indexer, or by a commit trimming them, are left to the next pass.
+    // Rows locked by another node's indexer, or by a commit trimming them, are left to the next pass. The
+    // ORDER BY is the order of `events_unsearched`, so that the plan reads it even where the table has no
+    // statistics yet: the planner then takes half the rows for unsearched, and without the order a
+    // sequential scan of the whole table looked cheap for a LIMIT (181 ms over 200,000 rows, against 0.07).
     indexEventsForSearch: (storedBeforeMs, limit) =>
       q.run(
         `UPDATE events SET searchable = true WHERE ctid = ANY(ARRAY(
-           SELECT ctid FROM events WHERE NOT searchable AND indexed_at_ms < $1 LIMIT $2 FOR UPDATE SKIP LOCKED))`,
+           SELECT ctid FROM events WHERE NOT searchable AND indexed_at_ms < $1
+           ORDER BY emitter_id, channel, id_ms, id_seq LIMIT $2 FOR UPDATE SKIP LOCKED))`,
         [storedBeforeMs, limit],
       ),
   };
