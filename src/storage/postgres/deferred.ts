@@ -62,6 +62,13 @@ export function inlineParams(text: string, params: unknown[]): string {
 export interface Statement {
   text: string;
   params: unknown[];
+  /**
+   * The same write as an `EXECUTE` of a statement that every transaction's connection has prepared
+   * (`preparedStatements` in driver.ts), sent instead of `text` inside a transaction: the statement is
+   * then neither parsed nor planned again (its parameters are written as literals, as any held-back
+   * write's). Outside a transaction `text` runs, as a parameterised `EXECUTE` cannot.
+   */
+  prepared?: Statement;
 }
 
 /** Held-back writes that become one statement when sent (see `deferMerged`). */
@@ -108,7 +115,8 @@ export class DeferringClient implements Queryable {
     this.#merged.clear();
     return pending.map((p) => {
       if (typeof p === "string") return p;
-      const { text, params } = p.build(p.items);
+      const built = p.build(p.items);
+      const { text, params } = built.prepared ?? built;
       return this.#inline(text, params);
     });
   }

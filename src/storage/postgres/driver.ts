@@ -38,7 +38,7 @@ import { DeferringClient } from "./deferred.ts";
 import { deliveryOps } from "./deliveries.ts";
 import { deliveryHistoryOps } from "./delivery-history.ts";
 import { eventSearchOps } from "./event-search.ts";
-import { eventOps } from "./events.ts";
+import { eventOps, prepareWindowInsert } from "./events.ts";
 import { PostgresHealth, probeOnce } from "./health.ts";
 import { migrate, quoteIdent } from "./migrate.ts";
 import { nodeOps } from "./node-ops.ts";
@@ -238,6 +238,8 @@ export async function openPostgresStorage(options: PostgresOptions): Promise<Sto
   });
 
   const rows = new RowCache({ ttlMs: options.rowCacheTtlMs });
+  /** The pool's connections that have prepared `fount_window_insert` (events.ts). */
+  const prepared = new WeakSet<pg.PoolClient>();
   // A named statement goes to `pg` as a query config: it prepares it once per connection.
   const pooled: Queryable = {
     query: (text, params, name) =>
@@ -276,6 +278,12 @@ export async function openPostgresStorage(options: PostgresOptions): Promise<Sto
         // BEGIN is sent with the transaction's first statement.
         deferring.defer("BEGIN", []);
         try {
+          // Once per connection, in a round trip of its own: a PREPARE outlives a rollback, so one sent
+          // with a transaction that failed might or might not exist afterwards.
+          if (!prepared.has(tx)) {
+            await tx.query(prepareWindowInsert);
+            prepared.add(tx);
+          }
           const result = await fn(withRowCache(opsOn(deferring, true), rows, { written }));
           // The held-back writes and the COMMIT in one round trip.
           await deferring.flush("COMMIT");
