@@ -344,7 +344,7 @@ function statFields(text: string): { name: string; n: (i: number) => number } {
   return { name: text.slice(text.indexOf("(") + 1, text.lastIndexOf(")")), n: (i) => Number(fields[i - 3]) };
 }
 
-function readProcStats(): Map<number, ProcStat> {
+export function readProcStats(): Map<number, ProcStat> {
   const stats = new Map<number, ProcStat>();
   let entries: string[];
   try {
