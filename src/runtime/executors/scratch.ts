@@ -58,6 +58,8 @@ export class ScratchLimit {
   private readonly forced: ScratchMode | undefined;
   private root: string | undefined;
   private onExit: (() => void) | undefined;
+  /** `detachAll` ran (server close): nothing is mounted any more. */
+  private closed = false;
 
   constructor(limitMb: number, forced?: ScratchMode) {
     this.limitBytes = limitMb * 1024 * 1024;
@@ -119,6 +121,9 @@ export class ScratchLimit {
    * the last, and operations on one folder run one after another.
    */
   async attach(dir: string, uid: number | undefined): Promise<void> {
+    // An executor starting while the pool closes (a spare's refill, a call in flight) mounts nothing: a
+    // mount made after `detachAll` looked would outlive the server and keep its data folder busy.
+    if (this.closed) throw new Error("The executor pool is closed");
     this.users.set(dir, (this.users.get(dir) ?? 0) + 1);
     try {
       await this.serial(dir, async () => {
@@ -167,6 +172,7 @@ export class ScratchLimit {
 
   /** Unmounts every owner's tmpfs under the scratch root (server close). */
   async detachAll(): Promise<void> {
+    this.closed = true;
     if (this.onExit) process.removeListener("exit", this.onExit);
     this.onExit = undefined;
     await Promise.all([...this.releasing.values()]);
