@@ -20,9 +20,6 @@ import type { StreamInterest } from "../events/stream-hub.ts";
 import type { EventRecord } from "../types.ts";
 import { channel } from "./cluster-channel.ts";
 import { defaultInterestTimings, type InterestTimings, type Message } from "./cluster-messages.ts";
-
-export type { InterestTimings } from "./cluster-messages.ts";
-
 import { HitForwarding } from "./hit-forwarding.ts";
 import { LeaseSpread } from "./placement.ts";
 import { type LeaseMessage, nodeDeadAfterMs, SourceLeases } from "./source-leases.ts";
@@ -64,8 +61,6 @@ export class ClusterLink implements StreamInterest {
   #heartbeat: NodeJS.Timeout | undefined;
   #offBus: Array<() => void> = [];
   /** Other live nodes at the last heartbeat: events are sent only when there are some. */
-  #peers = 0;
-  /** The other live nodes as of the last heartbeat. */
   #peerIds = new Set<string>();
   /** A heartbeat run early because a node it did not know spoke (`#receive`); one at a time. */
   #learning: Promise<void> | undefined;
@@ -141,7 +136,7 @@ export class ClusterLink implements StreamInterest {
 
   /** Other nodes alive at the last heartbeat. */
   get peers(): number {
-    return this.#peers;
+    return this.#peerIds.size;
   }
 
   /**
@@ -163,7 +158,7 @@ export class ClusterLink implements StreamInterest {
     if (!ready) {
       // Already announced (refreshed since), or nobody else to tell: a node that joins later sends
       // everything until this one's next refresh has reached it.
-      if (count > 0 || this.#peers === 0) ready = Promise.resolve();
+      if (count > 0 || this.#peerIds.size === 0) ready = Promise.resolve();
       else {
         ready = this.#announce(emitterId).finally(() => this.#announcing.delete(emitterId));
         this.#announcing.set(emitterId, ready);
@@ -184,7 +179,7 @@ export class ClusterLink implements StreamInterest {
       // A node that died since the last heartbeat never answers.
       const timer = setTimeout(finish, this.#timings.ackTimeoutMs);
       timer.unref();
-      this.#acks.set(request, { expected: this.#peers, from: new Set(), finish });
+      this.#acks.set(request, { expected: this.#peerIds.size, from: new Set(), finish });
       void this.#send({ n: this.#d.nodeId, t: "watch", e: [emitterId], a: request });
     });
   }
@@ -193,7 +188,7 @@ export class ClusterLink implements StreamInterest {
   #refreshInterest(): void {
     const now = this.#now();
     for (const [emitterId, until] of this.#interest) if (until <= now) this.#interest.delete(emitterId);
-    if (this.#peers === 0 || this.#watching.size === 0) return;
+    if (this.#peerIds.size === 0 || this.#watching.size === 0) return;
     const ids = [...this.#watching.keys()];
     for (let i = 0; i < ids.length; i += watchBatch)
       void this.#send({ n: this.#d.nodeId, t: "watch", e: ids.slice(i, i + watchBatch) });
@@ -243,7 +238,6 @@ export class ClusterLink implements StreamInterest {
       await this.#d.cluster.heartbeat(this.#d.nodeId, this.#url);
       const live = await this.#d.cluster.liveNodes(nodeDeadAfterMs);
       const others = live.filter((n) => n.id !== this.#d.nodeId);
-      this.#peers = others.length;
       this.#peerIds = new Set(others.map((n) => n.id));
       this.#peerUrls = new Map(others.flatMap((n) => (n.url === undefined ? [] : [[n.id, n.url]])));
       const members = others.flatMap((n) => (n.url === undefined ? [] : [n.id]));
@@ -262,7 +256,7 @@ export class ClusterLink implements StreamInterest {
   }
 
   #queue(event: EventRecord): void {
-    if (this.#peers === 0 || !this.#wanted(event.emitterId)) return;
+    if (this.#peerIds.size === 0 || !this.#wanted(event.emitterId)) return;
     this.#outbox.push(event);
     if (this.#outbox.length === 1 && !this.#flushing) setImmediate(() => void this.#flush());
   }
@@ -383,7 +377,7 @@ export class ClusterLink implements StreamInterest {
    * wait for its next poll. At most one message per `wakeEveryMs`, none without other live nodes.
    */
   wakeOthers(): void {
-    if (this.#peers === 0 || this.#wakePending) return;
+    if (this.#peerIds.size === 0 || this.#wakePending) return;
     this.#wakePending = true;
     setTimeout(() => {
       this.#wakePending = false;
