@@ -39,7 +39,7 @@ export interface Services {
   retention: Retention;
   /** Deletes what retention no longer keeps, in the background. */
   pruner: EventPruner;
-  /** On a store that indexes events for the search later (`searchIndexLater`), what does it. */
+  /** Puts events in the search's indexes after their commit, where the store has `indexEventsForSearch`. */
   searchIndexer: SearchIndexer | undefined;
   executor: Executor;
   catalog: ComponentCatalog;

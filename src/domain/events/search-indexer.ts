@@ -30,10 +30,10 @@ const batch = 200;
 
 export class SearchIndexer {
   readonly #d: SearchIndexerDeps;
+  /** The pass under way, if any. */
   #running: Promise<void> | undefined;
+  /** The wait for the next pass; undefined while stopped. */
   #timer: NodeJS.Timeout | undefined;
-  /** Ends the wait before the next pass (a stop). */
-  #wake: (() => void) | undefined;
   /** A stop was asked for: a pass under way ends after its batch. */
   #stopped = false;
 
@@ -42,17 +42,16 @@ export class SearchIndexer {
   }
 
   start(): void {
-    if (this.#running) return;
+    if (this.#timer) return;
     this.#stopped = false;
-    this.#running = this.#loop();
+    this.#schedule();
   }
 
   async stop(): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#timer);
-    this.#wake?.();
+    this.#timer = undefined;
     await this.#running;
-    this.#running = undefined;
   }
 
   /** Indexes what was stored `delayMs` ago or earlier; returns how many. */
@@ -68,16 +67,21 @@ export class SearchIndexer {
     }
   }
 
-  /** A pass every `delayMs` until stopped; a failed one is reported and the next tries again. */
-  async #loop(): Promise<void> {
-    while (!this.#stopped) {
-      await new Promise<void>((resolve) => {
-        this.#wake = resolve;
-        this.#timer = setTimeout(resolve, this.#d.delayMs ?? delayMs);
-        // The wait keeps no process alive.
-        this.#timer.unref();
-      });
-      if (!this.#stopped) await this.pass().catch((err: unknown) => this.#d.onError(err));
-    }
+  /**
+   * The next pass in `delayMs`, scheduled as the pruner schedules its own; a failed pass is reported and
+   * the next tries again.
+   */
+  #schedule(): void {
+    if (this.#stopped) return;
+    this.#timer = setTimeout(() => {
+      this.#running = this.pass()
+        .then(
+          () => undefined,
+          (err: unknown) => this.#d.onError(err),
+        )
+        .finally(() => this.#schedule());
+    }, this.#d.delayMs ?? delayMs);
+    // The wait keeps no process alive.
+    this.#timer.unref();
   }
 }
