@@ -88,36 +88,14 @@ function insertAndTrim(events: EventRecord[], keep: number): Statement {
 }
 
 /**
- * `insertAndTrim`'s statement, prepared once on each connection a transaction takes (driver.ts): parsing,
- * analysing and planning the text of a commit's 50 rows took about a quarter of PostgreSQL's remaining
- * CPU per stored event (docs/architecture.md, "PostgreSQL's own CPU per hit"). The rows come as one array
- * per column; the cut is the same as `trimText`'s.
+ * Stores a window's events (`rows`: a VALUES list or a SELECT of them, with `$1` and `$2` the emitter and
+ * channel) and deletes those past its newest `$3`, in one statement.
  */
-export const prepareWindowInsert = `PREPARE fount_window_insert(text, text, int, text[], bigint[], bigint[], bigint[], text[], text[]) AS
+function windowInsert(rows: string): string {
+  return `
 WITH added AS (
   INSERT INTO events (emitter_id, channel, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json, searchable)
-  SELECT $1, $2, u.*, false FROM unnest($4, $5, $6, $7, $8, $9) u
-  RETURNING id_ms, id_seq
-)
-DELETE FROM events
-WHERE emitter_id = $1 AND channel = $2 AND (id_ms, id_seq) <= (
-  SELECT id_ms, id_seq FROM (
-    (SELECT id_ms, id_seq FROM events WHERE emitter_id = $1 AND channel = $2
-     ORDER BY id_ms DESC, id_seq DESC LIMIT $3 + 1)
-    UNION ALL SELECT id_ms, id_seq FROM added
-  ) w ORDER BY id_ms DESC, id_seq DESC OFFSET $3 LIMIT 1)`;
-
-/**
- * The text of `insertAndTrim` for `n` events stored. Their rows are not `searchable` yet: the search
- * indexer puts the ones the window still holds a moment later into the search's GIN indexes (migration
- * 016), so the many a busy window drops at once never cost an index entry; the search reads them
- * meanwhile through `events_unsearched` (event-search.ts).
- */
-const trimText = textsBySize(
-  (n) => `
-WITH added AS (
-  INSERT INTO events (emitter_id, channel, id, id_ms, id_seq, indexed_at_ms, event_json, meta_json, searchable)
-  VALUES ${valueRows(n, 3, ", false")}
+  ${rows}
   RETURNING id_ms, id_seq
 )
 DELETE FROM events
@@ -126,8 +104,25 @@ WHERE emitter_id = $1 AND channel = $2 AND (id_ms, id_seq) <= (
     (SELECT id_ms, id_seq FROM events WHERE emitter_id = $1 AND channel = $2
      ORDER BY id_ms DESC, id_seq DESC LIMIT $3::int + 1)
     UNION ALL SELECT id_ms, id_seq FROM added
-  ) w ORDER BY id_ms DESC, id_seq DESC OFFSET $3 LIMIT 1)`,
-);
+  ) w ORDER BY id_ms DESC, id_seq DESC OFFSET $3 LIMIT 1)`;
+}
+
+/**
+ * `insertAndTrim`'s statement, prepared once on each connection a transaction takes (driver.ts): parsing,
+ * analysing and planning the text of a commit's 50 rows took about a quarter of PostgreSQL's remaining
+ * CPU per stored event (docs/architecture.md, "PostgreSQL's own CPU per hit"). The rows come as one array
+ * per column; the statement is `trimText`'s (`windowInsert`).
+ */
+export const prepareWindowInsert = `PREPARE fount_window_insert(text, text, int, text[], bigint[], bigint[], bigint[], text[], text[]) AS
+${windowInsert("SELECT $1, $2, u.*, false FROM unnest($4, $5, $6, $7, $8, $9) u")}`;
+
+/**
+ * The text of `insertAndTrim` for `n` events stored. Their rows are not `searchable` yet: the search
+ * indexer puts the ones the window still holds a moment later into the search's GIN indexes (migration
+ * 016), so the many a busy window drops at once never cost an index entry; the search reads them
+ * meanwhile through `events_unsearched` (event-search.ts).
+ */
+const trimText = textsBySize((n) => windowInsert(`VALUES ${valueRows(n, 3, ", false")}`));
 
 /** Stores the events of one window held back in a transaction, in one multi-row INSERT. */
 function insertAll(events: EventRecord[]): { text: string; params: unknown[] } {
