@@ -290,11 +290,11 @@ export async function tenantsCost(
     throw new Error(
       `the server or most executors are gone after ${count} tenants' hits (${executors.length} executors left${short}); check the kernel log for the OOM killer`,
     );
-  const total = sum([...executors, ...(server ? [server] : [])]);
+  const total = sum([...executors, server]);
   const latency = distribution(hits.ms);
   // What each more tenant costs is its executor; the server's own memory grows far less per tenant.
   const perExecutorPss = sum(executors).pssMb / Math.max(1, executors.length);
-  const serverPss = server?.pssMb ?? 0;
+  const serverPss = server.pssMb;
   const fit = Math.floor((NODE_BUDGET_GB * 1024 - serverPss) / Math.max(1, perExecutorPss));
   out.details.many = {
     asked,
