@@ -25,12 +25,15 @@ export interface ClusterNode {
  */
 export interface ClusterStore {
   /**
-   * Records `nodeId` as alive now (the database's clock, so nodes' own clocks never disagree), and the
-   * URL where the other nodes reach it, if it takes forwarded hits.
+   * Records `nodeId` as alive now (the database's clock, so nodes' own clocks never disagree), the URL
+   * where the other nodes reach it, if it takes forwarded hits, and how many source leases it holds.
    */
-  heartbeat(nodeId: string, url: string | undefined): Promise<void>;
-  /** Nodes whose last heartbeat is at most `deadAfterMs` old, with the URL they gave, if any. */
-  liveNodes(deadAfterMs: number): Promise<Array<{ id: string; url: string | undefined }>>;
+  heartbeat(nodeId: string, url: string | undefined, held: number): Promise<void>;
+  /**
+   * Nodes whose last heartbeat is at most `deadAfterMs` old, with the URL they gave, if any, and the
+   * leases they held then (placement.ts).
+   */
+  liveNodes(deadAfterMs: number): Promise<Array<{ id: string; url: string | undefined; held: number }>>;
   /** Every node with a heartbeat row (one that was killed keeps its row a day), oldest start first. */
   nodes(deadAfterMs: number): Promise<ClusterNode[]>;
   /** Removes a node's heartbeat (it stops): its leases are free at once. */

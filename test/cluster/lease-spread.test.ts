@@ -1,12 +1,15 @@
 /**
  * Leases that spread (issue 29, docs/architecture.md "Several nodes", *Placement*): real Fount
- * processes on one PostgreSQL schema. A cluster warmed up through one node ends with each source's
- * lease on the node the placement names, a node that joins gets its share, the sources of a node that
- * dies (SIGKILL) or stops (SIGTERM) are taken over by the others, and through it all every source's runs stay one at a time on its
- * state (each acknowledged answer saw a count no other answer saw, and a final hit sees more than all).
+ * processes on one PostgreSQL schema. A cluster warmed up through one node ends with the leases spread
+ * evenly, a node that joins gets its share, hits that come through every node leave each source's lease
+ * on the node the hash names, hits of each source through one node bring its lease there, the sources of
+ * a node that dies (SIGKILL) or stops (SIGTERM) are taken over by the others, and through it all every
+ * source's runs stay one at a time on its state (each acknowledged answer saw a count no other answer
+ * saw, and a final hit sees more than all).
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
+import pg from "pg";
 import { ownerOf } from "../../src/domain/cluster/placement.ts";
 import { api, type Cluster, echoCode, eventually, type Node, startCluster } from "./nodes.ts";
 
@@ -47,17 +50,30 @@ async function hit(n: Node, source: { id: string; path: string }): Promise<void>
   }
 }
 
-/** Hits every source once through `through` (round robin over the nodes), the sources at once. */
-async function round(through: Node[]): Promise<void> {
-  await Promise.all(sources.map((s, i) => hit(through[i % through.length]!, s)));
+/**
+ * Hits every source `times` times (one after another) through `through`, the sources at once: source i
+ * through node i + `turn` (round robin over the nodes and, from round to round, over each source's hits).
+ */
+async function round(through: Node[], turn = 0, times = 1): Promise<void> {
+  await Promise.all(
+    sources.map(async (s, i) => {
+      for (let n = 0; n < times; n++) await hit(through[(i + turn) % through.length]!, s);
+    }),
+  );
 }
 
-/** Rounds of hits through `through` every 200 ms until `stop` is called. */
-function traffic(through: () => Node[]): { stop: () => Promise<void> } {
+/**
+ * Rounds of hits through `through` every 200 ms until `stop` is called; `rotate()` says whether each
+ * source's hits go round the nodes (true: a source gets a hit a round) or always through the same node
+ * (false: four a round, so that even on a loaded machine a source gets the few hits a second that move
+ * its lease to where they arrive).
+ */
+function traffic(through: () => Node[], rotate: () => boolean): { stop: () => Promise<void> } {
   let stopped = false;
   const done = (async () => {
-    while (!stopped) {
-      await round(through());
+    for (let turn = 0; !stopped; turn++) {
+      const rotating = rotate();
+      await round(through(), rotating ? turn : 0, rotating ? 1 : 4);
       await new Promise((r) => setTimeout(r, 200));
     }
   })();
@@ -109,25 +125,82 @@ async function spreadOver(names: string[], through: Node): Promise<Map<string, n
   );
 }
 
-test("a cluster warmed up through one node ends spread; joining nodes get their share; the sources of a node that dies or stops are taken over; nothing acknowledged is lost", async () => {
+/** Waits until every source's lease is on a live node of `names` and each holds its share, give or take one. */
+async function evenOver(names: string[], through: Node): Promise<Map<string, number>> {
+  return eventually(
+    `the leases spread evenly over ${names.join(", ")}`,
+    async () => {
+      const { live, held } = await leases(through);
+      const byName = new Map(live.map((id) => [id.slice(0, id.indexOf("/")), held.get(id) ?? 0]));
+      if ([...byName.keys()].sort().join() !== [...names].sort().join()) return undefined;
+      const counts = [...byName.values()];
+      const total = counts.reduce((a, b) => a + b, 0);
+      const low = Math.floor(sourceCount / names.length) - 1;
+      const high = Math.ceil(sourceCount / names.length) + 1;
+      return total === sourceCount && counts.every((n) => n >= low && n <= high) ? byName : undefined;
+    },
+    settleMs,
+  );
+}
+
+/** Waits until source i's lease is on node `names[i % names.length]`, the node its hits come through. */
+async function followingHits(names: string[], through: Node): Promise<void> {
+  let last = "";
+  await eventually(
+    `each source's lease on the node its hits come through (${names.join(", ")})`,
+    async () => {
+      const res = await api(through, "GET", "/v1/admin/nodes");
+      const live = (res.body.data as Listed[]).filter((n) => n.state === "live");
+      const ids = new Map(live.map((n) => [n.id.slice(0, n.id.indexOf("/")), n.id]));
+      const client = new pg.Client({ connectionString: cluster.databaseUrl });
+      await client.connect();
+      const { rows } = await client
+        .query("SELECT source_id, node_id FROM source_leases WHERE source_id = ANY($1)", [
+          sources.map((s) => s.id),
+        ])
+        .finally(() => client.end());
+      const holder = new Map(rows.map((r) => [r.source_id as string, r.node_id as string | null]));
+      last = sources.map((s, i) => `${names[i % names.length]}:${holder.get(s.id)?.slice(0, 2)}`).join(" ");
+      return sources.every((s, i) => holder.get(s.id) === ids.get(names[i % names.length]!)) || undefined;
+    },
+    settleMs,
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}; arrival node:holder ${last}`);
+  });
+}
+
+test("a cluster warmed up through one node ends spread; joining nodes get their share; leases follow hits; the sources of a node that dies or stops are taken over; nothing acknowledged is lost", async () => {
   // Warm-up through s1 alone: it takes every lease.
   await round([cluster.node("s1")]);
   await round([cluster.node("s1")]);
   assert.equal((await leases(cluster.node("s1"))).held.values().next().value, sourceCount);
 
-  // Hits keep coming through s1 only while s2 joins: half the sources move to s2, none elsewhere.
+  // Hits keep coming through s1 only while s2 joins: s1 keeps its share and one of the sources whose
+  // hits arrive there, and the rest move to s2.
   let through = [cluster.node("s1")];
-  const load = traffic(() => through);
+  let rotate = true;
+  const load = traffic(
+    () => through,
+    () => rotate,
+  );
   try {
     await cluster.start("s2");
-    const two = await spreadOver(["s1", "s2"], cluster.node("s1"));
+    const two = await evenOver(["s1", "s2"], cluster.node("s1"));
     assert.ok(two.get("s2")! > 0 && two.get("s1")! > 0, JSON.stringify([...two]));
 
-    // A third node joins while hits come through every node.
+    // A third node joins while each source's hits come through every node in turn: the hash places them.
     await cluster.start("s3");
     through = cluster.nodes.slice();
     const three = await spreadOver(["s1", "s2", "s3"], cluster.node("s2"));
     assert.equal([...three.values()].filter((n) => n > 0).length >= 2, true, JSON.stringify([...three]));
+
+    // Each source's hits through one node (a load balancer routing by path): its lease moves there.
+    rotate = false;
+    await followingHits(
+      through.map((n) => n.name),
+      cluster.node("s1"),
+    );
+    rotate = true;
 
     // s3 dies: its sources are taken over by s1 and s2, each by the node the placement now names.
     through = [cluster.node("s1"), cluster.node("s2")];

@@ -47,8 +47,13 @@ export interface ClusterLinkDeps {
   onDeleted: (sourceId: string) => void;
   /** Another node queued deliveries to a source this node may run (`wakeOthers`): claim them. */
   onWake?: () => void;
-  /** After each heartbeat: the live nodes that take forwarded hits (this one too, once it listens). */
-  onMembers?: (members: string[]) => void;
+  /**
+   * After each heartbeat: the live nodes that take forwarded hits (this one too, once it listens), and
+   * the leases each other live node held at its own last heartbeat.
+   */
+  onMembers?: (members: string[], held: ReadonlyMap<string, number>) => void;
+  /** How many source leases this node holds, for its heartbeat. */
+  held?: () => number;
   interest?: Partial<InterestTimings>;
   /** Heartbeat period (ms; 1,000, which `nodeDeadAfterMs` assumes; tests lengthen it). */
   heartbeatMs?: number;
@@ -235,14 +240,14 @@ export class ClusterLink implements StreamInterest {
 
   async #beat(): Promise<void> {
     try {
-      await this.#d.cluster.heartbeat(this.#d.nodeId, this.#url);
+      await this.#d.cluster.heartbeat(this.#d.nodeId, this.#url, this.#d.held?.() ?? 0);
       const live = await this.#d.cluster.liveNodes(nodeDeadAfterMs);
       const others = live.filter((n) => n.id !== this.#d.nodeId);
       this.#peerIds = new Set(others.map((n) => n.id));
       this.#peerUrls = new Map(others.flatMap((n) => (n.url === undefined ? [] : [[n.id, n.url]])));
       const members = others.flatMap((n) => (n.url === undefined ? [] : [n.id]));
       if (this.#url !== undefined) members.push(this.#d.nodeId);
-      this.#d.onMembers?.(members);
+      this.#d.onMembers?.(members, new Map(others.map((n) => [n.id, n.held])));
       if (this.#heartbeatFailing) this.#d.logger.info("cluster heartbeat written again");
       this.#heartbeatFailing = false;
     } catch (err) {
@@ -451,7 +456,8 @@ export function clusterNode(deps: {
       if (m.t === "released") forwarding.moved(m.s, m.to);
       if (m.t === "released" && m.to === deps.nodeId) spread.adopt(m.s);
     },
-    onMembers: (members) => spread.update(members),
+    held: () => leases.held(),
+    onMembers: (members, held) => spread.update(members, held),
     onDeleted: (sourceId) => {
       deps.forget(sourceId);
       leases.forget(sourceId);

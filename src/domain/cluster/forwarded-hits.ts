@@ -17,6 +17,7 @@ import {
   forwardPath,
   type HitAnswer,
   type HitFrame,
+  nodeHeader,
   pskIdentity,
   readLines,
   tlsOptions,
@@ -39,6 +40,8 @@ interface Incoming {
   flushing: boolean;
   /** `bye` was sent: nothing more is written. */
   ended: boolean;
+  /** The node at the other end, as its upgrade request named it. */
+  from: string | undefined;
 }
 
 /** The receiving side: forwarding connections from the other nodes, and the hits on them. */
@@ -77,6 +80,8 @@ export class ForwardedHits {
       pskCallback: (_socket, identity) => (identity === pskIdentity ? this.#d.psk : null),
     };
     const socket = new tls.TLSSocket(raw as Socket, serverOptions);
+    const named = req.headers[nodeHeader];
+    const from = typeof named === "string" && /^[\w.:/-]{1,200}$/.test(named) ? named : undefined;
     const remote = req.socket.remoteAddress;
     const timer = setTimeout(() => socket.destroy(), connectTimeoutMs);
     socket.once("close", () => clearTimeout(timer));
@@ -92,7 +97,7 @@ export class ForwardedHits {
       clearTimeout(timer);
       socket.removeAllListeners("error");
       socket.on("error", () => undefined);
-      const conn: Incoming = { socket, running: 0, outbox: [], flushing: false, ended: false };
+      const conn: Incoming = { socket, running: 0, outbox: [], flushing: false, ended: false, from };
       this.#connections.add(conn);
       socket.once("close", () => {
         this.#connections.delete(conn);
@@ -155,6 +160,7 @@ export class ForwardedHits {
       headers: frame.h,
       body: Buffer.from(frame.b, "base64"),
       trace: typeof frame.t === "string" ? frame.t : undefined,
+      from: conn.from,
     };
     void this.#d.serve(hit).then((answer) => {
       conn.running--;

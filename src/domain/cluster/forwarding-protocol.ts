@@ -16,6 +16,12 @@ export const forwardPath = "/_fount/forward";
  * Version 1 sent the lines in clear, after a token in a header; nodes of either version refuse the other.
  */
 export const upgradeProtocol = "fount-forward/2";
+/**
+ * The header of the upgrade request that names the connecting node, so that the other node knows where
+ * the hits on the connection came in (placement.ts). Only a placement hint: it is believed once the TLS
+ * handshake proved that the other end has the cluster's key.
+ */
+export const nodeHeader = "x-fount-node";
 /** The identity the connecting node names its pre-shared key by: there is one, the cluster's. */
 export const pskIdentity = "fount-node";
 /**
@@ -44,6 +50,8 @@ export interface ForwardedHit {
    * receiving node's. Not a header: the source sees the caller's headers as they came.
    */
   trace?: string | undefined;
+  /** The node that sent it on (the connection's `nodeHeader`), when it said. */
+  from?: string | undefined;
 }
 
 /** The answer of a hit: status, headers (framing ones excepted) and body. */

@@ -111,7 +111,7 @@ export class HitForwarding {
     let link = this.#links.get(target.nodeId);
     if (link?.url !== target.url) {
       link?.close();
-      link = new PeerLink(target.url, this.#d.psk);
+      link = new PeerLink(target.url, this.#d.psk, this.#d.nodeId);
       this.#links.set(target.nodeId, link);
     }
     const sent = await link.send(hit);
@@ -132,14 +132,22 @@ export class HitForwarding {
 
   /**
    * Whether a hit another node sent on should run here: this node holds the source, is taking it, or
-   * owns it (placement.ts; it takes the lease, from its holder if need be).
+   * owns it (placement.ts; it takes the lease, from its holder if need be) and knows of no other node
+   * that holds it (one its hits arrive at, which keeps it: the hit had better go there).
    */
   runsHere(sourceId: string): boolean {
-    return (
-      this.#d.leases.engaged(sourceId) ||
-      this.#d.leases.taking(sourceId) ||
-      this.#d.spread?.ownsHere(sourceId) === true
-    );
+    if (this.#d.leases.engaged(sourceId) || this.#d.leases.taking(sourceId)) return true;
+    if (this.#d.spread?.ownsHere(sourceId) !== true) return false;
+    const holder = this.#holders.get(sourceId);
+    return holder === undefined || this.#target(holder) === undefined;
+  }
+
+  /**
+   * A hit of the source runs here: sent on by node `from`, or by a caller (undefined). Counted for the
+   * placement, which gives a source to the node its hits arrive at (placement.ts).
+   */
+  ranHere(sourceId: string, from: string | undefined): void {
+    this.#d.spread?.arrivals.count(sourceId, from);
   }
 
   /** Whether hits can be sent to node `nodeId` now: it gave a URL, is live, and is not skipped. */

@@ -14,6 +14,7 @@ import {
   forwardPath,
   type HitAnswer,
   type HitFrame,
+  nodeHeader,
   pskIdentity,
   readLines,
   tlsOptions,
@@ -38,6 +39,8 @@ interface Pending {
 export class PeerLink {
   readonly url: string;
   readonly #psk: Buffer;
+  /** This node's ID, told to the other node when the connection opens (where its hits come from). */
+  readonly #from: string;
   #socket: Duplex | undefined;
   #connecting: Promise<Duplex> | undefined;
   readonly #pending = new Map<number, Pending>();
@@ -47,9 +50,10 @@ export class PeerLink {
   #nextId = 1;
   #closed = false;
 
-  constructor(url: string, psk: Buffer) {
+  constructor(url: string, psk: Buffer, from: string) {
     this.url = url;
     this.#psk = psk;
+    this.#from = from;
   }
 
   async send(hit: ForwardedHit): Promise<Sent> {
@@ -113,7 +117,7 @@ export class PeerLink {
     return new Promise<Duplex>((resolve, reject) => {
       if (this.#closed) return reject(new Error("closed"));
       const req = http.request(new URL(forwardPath, this.url), {
-        headers: { connection: "Upgrade", upgrade: upgradeProtocol },
+        headers: { connection: "Upgrade", upgrade: upgradeProtocol, [nodeHeader]: this.#from },
         timeout: connectTimeoutMs,
       });
       req.once("upgrade", (_res, raw, head) => {

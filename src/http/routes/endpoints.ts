@@ -159,6 +159,8 @@ interface Hit extends TracedHit {
   readBody(): Promise<Buffer | null>;
   /** The body will not be read (answered before). */
   discardBody(): void;
+  /** Sent on by another node: that node, when it said (placement counts where hits come in). */
+  from?: string | undefined;
 }
 
 export interface EndpointHandler {
@@ -347,6 +349,7 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
       // Sent here by a node that took this one for the source's: it goes where this node knows it runs.
       if (!forwarding.runsHere(source.id)) return hit.elsewhere(forwarding.holderOf(source.id));
     } else if (await sendOn()) return;
+    forwarding?.ranHere(source.id, hit.from);
     const raw = bytes.toString("utf8");
     const event = {
       method,
@@ -487,6 +490,7 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
           discardBody: () => undefined,
           elsewhere: (to) => resolve({ elsewhere: to }),
           trace: sent.trace,
+          from: sent.from,
         };
         run(hit, sent.headers["x-request-id"], resolve);
       }),

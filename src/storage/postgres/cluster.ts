@@ -55,11 +55,11 @@ export function clusterStore(
     }
   };
   return {
-    heartbeat: async (nodeId, url) => {
+    heartbeat: async (nodeId, url, held) => {
       await q.run(
-        `INSERT INTO nodes (id, started_ms, heartbeat_ms, url) VALUES ($1, ${dbNowMs}, ${dbNowMs}, $2)
-         ON CONFLICT (id) DO UPDATE SET heartbeat_ms = excluded.heartbeat_ms, url = excluded.url`,
-        [nodeId, url ?? null],
+        `INSERT INTO nodes (id, started_ms, heartbeat_ms, url, held) VALUES ($1, ${dbNowMs}, ${dbNowMs}, $2, $3)
+         ON CONFLICT (id) DO UPDATE SET heartbeat_ms = excluded.heartbeat_ms, url = excluded.url, held = excluded.held`,
+        [nodeId, url ?? null, held],
       );
       // Every process is a member of its own name, so killed ones leave rows behind: gone after a day.
       await q.run(`DELETE FROM nodes WHERE heartbeat_ms < ${dbNowMs} - 86400000`, []);
@@ -67,9 +67,9 @@ export function clusterStore(
 
     liveNodes: (deadAfterMs) =>
       q.all(
-        `SELECT id, url FROM nodes WHERE ${alive("heartbeat_ms", "$1")} ORDER BY id`,
+        `SELECT id, url, held FROM nodes WHERE ${alive("heartbeat_ms", "$1")} ORDER BY id`,
         [deadAfterMs],
-        (r) => ({ id: r.id as string, url: (r.url as string | null) ?? undefined }),
+        (r) => ({ id: r.id as string, url: (r.url as string | null) ?? undefined, held: Number(r.held) }),
       ),
 
     nodes: (deadAfterMs) =>

@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import pino from "pino";
+import { direct, HitArrivals } from "../../../src/domain/cluster/hit-arrivals.ts";
 import { LeaseSpread, ownerOf } from "../../../src/domain/cluster/placement.ts";
 import { SourceLeases } from "../../../src/domain/cluster/source-leases.ts";
 import type { ClusterStore } from "../../../src/storage/port.ts";
@@ -117,4 +118,96 @@ test("a timer tick of a source no node holds is left to the node the placement p
     ["src_a", "src_b"],
     "src_b goes to its owner's timers; src_c is this node's to tick",
   );
+});
+
+/** A LeaseSpread of node n1 over the three nodes, holding `held` (taken long ago), at time `now`. */
+function spreadHolding(held: string[], othersHeld: [number, number], now = 100_000) {
+  const { leases, given } = fakeLeases(held.map((s) => [s, now - 60_000]));
+  const spread = new LeaseSpread({ leases, nodeId: nodes[0]!, reachable: () => true, now: () => now });
+  const update = () =>
+    spread.update(
+      nodes,
+      new Map([
+        [nodes[1]!, othersHeld[0]],
+        [nodes[2]!, othersHeld[1]],
+      ]),
+    );
+  return { spread, given, update };
+}
+
+/** `n` hits of the source, through node `from` (undefined: straight from callers). */
+const hits = (spread: LeaseSpread, sourceId: string, from: string | undefined, n: number) => {
+  for (let i = 0; i < n; i++) spread.arrivals.count(sourceId, from);
+};
+
+test("a lease follows its hits: given to the node its hits arrive at while that node has room", () => {
+  const notMine = sources.filter((s) => ownerOf(s, nodes) !== nodes[0]).slice(0, 6);
+  const [a, b, c, d] = notMine as [string, string, string, string];
+  // n1 holds 6; n2 and n3 hold 6 each: the share is 6.
+  const { spread, given, update } = spreadHolding(notMine, [6, 6]);
+  hits(spread, a, nodes[2], 40); // every hit of a came through n3: a goes there
+  hits(spread, b, nodes[1], 30); // b's through n2 mostly (30 of 36)
+  hits(spread, b, undefined, 6);
+  hits(spread, c, undefined, 40); // c's hits come here: n1 keeps it, whoever owns it
+  hits(spread, d, nodes[1], 10); // d's come from everywhere: it goes by the hash
+  hits(spread, d, nodes[2], 10);
+  hits(spread, d, undefined, 10);
+  update();
+  const to = new Map(given);
+  assert.equal(to.get(a), nodes[2]);
+  assert.equal(to.get(b), nodes[1]);
+  assert.equal(to.has(c), false, "c's hits arrive here");
+  assert.equal(to.get(d), ownerOf(d, nodes));
+  // The rest (no hits) by the hash, as before.
+  for (const s of notMine.slice(4)) assert.equal(to.get(s), ownerOf(s, nodes));
+});
+
+test("a lease follows its hits only within the nodes' share, and a node keeps at most its share and one", () => {
+  const mine = sources.filter((s) => ownerOf(s, nodes) === nodes[1]).slice(0, 9);
+  // n1 holds 9 sources n2 owns, every one hit through here; n2 holds 0, n3 holds 3: the share is 4.
+  const { spread, given, update } = spreadHolding(mine, [0, 3]);
+  for (const s of mine) hits(spread, s, undefined, 20);
+  update();
+  assert.equal(
+    given.length,
+    4,
+    "9 held, share 4: it keeps 5 whose hits arrive here, the rest go by the hash",
+  );
+  for (const [, to] of given) assert.equal(to, nodes[1]);
+
+  // A node that is full gets no more: n3's hits, but n3 holds 10 of 12 (share 4).
+  const other = sources.filter((s) => ownerOf(s, nodes) === nodes[0]).slice(0, 2);
+  const full = spreadHolding(other, [0, 10]);
+  for (const s of other) hits(full.spread, s, nodes[2], 20);
+  full.update();
+  assert.deepEqual(full.given, [], "n1 owns them and n3 is full: they stay");
+});
+
+test("a lease taken a moment ago, whose hits are too few to tell, is kept a while before the hash moves it", () => {
+  const now = 100_000;
+  const notMine = sources.filter((s) => ownerOf(s, nodes) !== nodes[0]).slice(0, 2);
+  const { leases, given } = fakeLeases([
+    [notMine[0]!, now - 1_000],
+    [notMine[1]!, now - 4_000],
+  ]);
+  const spread = new LeaseSpread({ leases, nodeId: nodes[0]!, reachable: () => true, now: () => now });
+  spread.update(nodes);
+  assert.deepEqual(
+    given.map(([s]) => s),
+    [notMine[1]],
+  );
+});
+
+test("hits counted weigh half as much at each heartbeat, and are forgotten once next to nothing", () => {
+  const arrivals = new HitArrivals();
+  for (let i = 0; i < 8; i++) arrivals.count("src_a", "n2/9c1d");
+  for (let i = 0; i < 2; i++) arrivals.count("src_a", undefined);
+  assert.deepEqual(arrivals.lead("src_a"), { via: "n2/9c1d", share: 0.8, total: 10 });
+  arrivals.decay();
+  assert.deepEqual(arrivals.lead("src_a"), { via: "n2/9c1d", share: 0.8, total: 5 });
+  for (let i = 0; i < 12; i++) arrivals.count("src_a", undefined);
+  assert.deepEqual(arrivals.lead("src_a"), { via: direct, share: 13 / 17, total: 17 });
+  for (let i = 0; i < 6; i++) arrivals.decay();
+  assert.equal(arrivals.lead("src_a"), undefined);
+  assert.equal(arrivals.lead("src_b"), undefined);
 });
