@@ -315,6 +315,14 @@ export class FountProcess {
     return (await this.api("GET", "/v1/users/me")).data.billing_period_invocations as number;
   }
 
+  /** Hits this node sent on to the node running their source (`fount_endpoint_forwards_total`). */
+  async forwardedHits(): Promise<number> {
+    const { text } = await this.apiRaw("GET", "/metrics");
+    let n = 0;
+    for (const m of text.matchAll(/^fount_endpoint_forwards_total(?:\{[^}]*\})? (\d+)$/gm)) n += Number(m[1]);
+    return n;
+  }
+
   /** SIGTERM (a graceful stop, which also writes a --cpu-prof profile), then the data dir goes. */
   async stop(): Promise<void> {
     await stopProcess(this.process, 10_000);

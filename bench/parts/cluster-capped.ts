@@ -144,6 +144,9 @@ export async function clusterCapped(
       (n) => `${n.id.slice(0, n.id.indexOf("/"))} ${n.sources}`,
     );
   const heldBefore = await held();
+  const forwarded = async () =>
+    (await Promise.all(warmed.servers.map((s) => s.forwardedHits()))).reduce((a, b) => a + b, 0);
+  const forwardedBefore = await forwarded();
   const warmedCommittedBefore = await first.invocationsCommitted();
   const [warmR, oneAgainR] = (await interleavedLoads([spreadTarget(warmed), oneTarget], {
     body: payloadText,
@@ -152,6 +155,7 @@ export async function clusterCapped(
     sliceS,
   })) as [InterleavedResult, InterleavedResult];
   const heldAfter = await held();
+  const warmedForwarded = (await forwarded()) - forwardedBefore;
   await new Promise((r) => setTimeout(r, 1_000));
   const committed = [
     (await one.servers[0]!.invocationsCommitted()) - committedBefore[0]!,
@@ -167,6 +171,7 @@ export async function clusterCapped(
     oneAgain: oneAgainR,
     throttledS: throttled,
     warmedLeases: { before: heldBefore, after: heldAfter },
+    warmedForwarded,
     loadAverage: { before: loadBefore, after: loadAfter },
   };
 
@@ -199,6 +204,14 @@ export async function clusterCapped(
       "nodes",
       undefined,
       `after the warm-up through the first node: ${heldBefore.join(", ")}; after the run: ${heldAfter.join(", ")}`,
+    ),
+    figure(
+      part,
+      "warmed cluster's hits forwarded to another node",
+      (100 * warmedForwarded) / Math.max(1, warmR.ok),
+      "%",
+      undefined,
+      `${warmedForwarded.toLocaleString("en-US")} of ${warmR.ok.toLocaleString("en-US")} acknowledged hits (the spread load sends each source's hits through one node; leases follow them)`,
     ),
   );
   const acknowledged = [oneR.ok + oneAgainR.ok, spreadR.ok + everyR.ok, warmR.ok];
