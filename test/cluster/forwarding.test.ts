@@ -270,10 +270,12 @@ test("hits waiting on a node that gives the source away go after it, and it does
   const post = (n: Node, query = "") => fetch(`${n.endpoints}${path}${query}`, { method: "POST" });
   assert.equal((await post(node("f1"))).status, 201, "f1 runs the source");
   // A slow run on f1; meanwhile a manual run through f2 asks f1 for the source.
-  const slow = post(node("f1"), "?wait=3000");
+  const slow = post(node("f1"), "?wait=5000");
   await new Promise((r) => setTimeout(r, 300));
   const manual = api(node("f2"), "POST", `/v1/sources/${id}/run`, { event: { manual: true } });
-  await new Promise((r) => setTimeout(r, 500));
+  // Long enough for f2's request to reach f1 on a loaded machine (at load 27, 500 ms was not: f1 had
+  // not been asked yet, and ran the hits below itself).
+  await new Promise((r) => setTimeout(r, 1_500));
   // Hits reaching f1 now would wait for the lease f1 promised to f2: they go to f2 instead.
   const forwardsBefore = await metric(node("f1"), "fount_endpoint_forwards_total");
   const queued = await Promise.all([post(node("f1")), post(node("f1")), post(node("f1"))]);
