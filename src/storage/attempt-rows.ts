@@ -57,6 +57,32 @@ export function attemptRowValues(a: DeliveryAttempt): Array<string | number | nu
   ];
 }
 
+/**
+ * A first attempt kept in its delivery's row (`deliveries.first_attempt`, SQLite migration 023): the
+ * values of `attemptRowValues` less `delivery_id` and `n`, as one JSON array, the request's and answer's
+ * headers as objects in it. `firstAttemptSelect` of each driver reads it back under the columns'
+ * names, so that both kinds of attempt map alike.
+ */
+export function firstAttemptText(a: DeliveryAttempt): string {
+  const d = a.detail;
+  return JSON.stringify([
+    a.startedMs,
+    a.durationMs,
+    a.statusCode,
+    a.error,
+    a.response,
+    a.outcome,
+    d?.url ?? null,
+    d?.requestHeaders ?? null,
+    d?.responseHeaders ?? null,
+    d ? (d.responseTruncated ? 1 : 0) : null,
+    d?.errorKind ?? null,
+  ]);
+}
+
+/** The columns of `firstAttemptText`'s array, in its order. */
+export const firstAttemptColumnNames = attemptColumnNames.slice(2);
+
 const json = <T>(value: unknown): T | null => (typeof value === "string" ? (JSON.parse(value) as T) : null);
 
 /**

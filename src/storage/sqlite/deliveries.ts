@@ -4,7 +4,12 @@
  * of the due index and an UPDATE of the rows it takes, made under the driver's lock.
  */
 import type { DeliveryAttempt } from "../../domain/types.ts";
-import { attemptColumnNames, attemptRowValues, attemptSelect } from "../attempt-rows.ts";
+import {
+  attemptColumnNames,
+  attemptRowValues,
+  attemptSelect,
+  firstAttemptColumnNames,
+} from "../attempt-rows.ts";
 import type { DeliveryOps } from "../concerns.ts";
 import { type DeliveryPatch, defaultClaimLeaseMs } from "../port.ts";
 import { deliveryPatchParams, toAttempt, toDelivery } from "../rows.ts";
@@ -18,6 +23,20 @@ import { placeholders, type Sql } from "./sql.ts";
  * expression gives the due time `?` unless the row's listener is inactive.
  */
 const dueUnlessParked = (listener: string) => `CASE WHEN ${listenerInactive(listener)} THEN NULL ELSE ? END`;
+
+/**
+ * The first attempts kept in their deliveries' rows (migration 023), read as rows of `delivery_attempts`
+ * (with `responseChars`, only the start of each answer's body, as `attemptSelect`).
+ */
+function firstAttemptSelect(responseChars?: number): string {
+  const columns = firstAttemptColumnNames.map((c, i) => {
+    const value = `json_extract(first_attempt, '$[${i}]')`;
+    if (c === "response" && responseChars !== undefined)
+      return `substr(${value}, 1, ${Math.max(0, Math.floor(responseChars))}) AS response`;
+    return `${value} AS ${c}`;
+  });
+  return `id AS delivery_id, 1 AS n, ${columns.join(", ")}`;
+}
 
 const plainDelivery = (r: Row) => {
   const { seq: _seq, ...rest } = toDelivery(r);
@@ -177,10 +196,15 @@ export function deliveryOps(q: Sql, outbox: OutboxWrites): DeliveryOps {
 
     listDeliveryAttempts: async (deliveryIds, responseChars) => {
       if (deliveryIds.length === 0) return [];
+      // A delivery's first attempt is in its row unless it was stored before migration 023 (or apart
+      // from a settlement, `insertDeliveryAttempt`): never in both.
+      const ids = placeholders(deliveryIds);
       return q.all(
-        `SELECT ${attemptSelect(responseChars)} FROM delivery_attempts
-         WHERE delivery_id IN (${placeholders(deliveryIds)}) ORDER BY delivery_id, n`,
-        deliveryIds,
+        `SELECT ${attemptSelect(responseChars)} FROM delivery_attempts WHERE delivery_id IN (${ids})
+         UNION ALL
+         SELECT ${firstAttemptSelect(responseChars)} FROM deliveries WHERE id IN (${ids}) AND first_attempt IS NOT NULL
+         ORDER BY delivery_id, n`,
+        [...deliveryIds, ...deliveryIds],
         toAttempt,
       );
     },

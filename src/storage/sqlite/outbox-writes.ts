@@ -1,14 +1,15 @@
 /**
  * The outbox's writes of a group commit, held back and made together just before COMMIT: the
  * deliveries routing creates as one multi-row INSERT, the settlements of the attempts that ended as one
- * UPDATE … FROM a VALUES list, and their attempt rows as one INSERT (per chunk of up to 64). Made one
+ * UPDATE … FROM a VALUES list, with each delivery's first attempt in its own row (migration 023), and the
+ * later attempts' rows as one INSERT (per chunk of up to 64). Made one
  * statement per delivery, they cost most of a delivered event's SQLite time (issue 29). Outside a
  * transaction each write is made at once. Any other operation that may read or change deliveries makes
  * the held writes first (`driver.ts`), so nothing inside the transaction sees the difference.
  */
 import type { SQLInputValue } from "node:sqlite";
 import type { Delivery, DeliveryAttempt } from "../../domain/types.ts";
-import { attemptColumnNames, attemptRowValues } from "../attempt-rows.ts";
+import { attemptColumnNames, attemptRowValues, firstAttemptText } from "../attempt-rows.ts";
 import type { DeliveryPatch } from "../port.ts";
 import { deliveryPatchParams, deliveryRowValues } from "../rows.ts";
 import { textsBySize } from "../texts-by-size.ts";
@@ -47,15 +48,19 @@ const insertText = textsBySize(
   (n) => `INSERT INTO deliveries (${deliveryColumns}) VALUES ${tuples(deliveryTuple, n)}`,
 );
 
-/** The UPDATE of `n` settlements, with `deliveryPatchParams` rows. */
+/**
+ * The UPDATE of `n` settlements, with `deliveryPatchParams` rows and the first attempt's text (or NULL).
+ * A first attempt already kept stays: only a second node sending the same delivery after its lease ran
+ * out could bring another, and the one stored first is the one the attempts' table kept before.
+ */
 const settleText = textsBySize((n) => {
-  const list = tuples("(?, ?, ?, ?, ?, ?, ?, ?, ?)", n);
-  return `WITH v(status, attempts, round_attempts, next_attempt_ms, last_status_code, last_error, last_duration_ms, updated_ms, id)
+  const list = tuples("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", n);
+  return `WITH v(status, attempts, round_attempts, next_attempt_ms, last_status_code, last_error, last_duration_ms, updated_ms, id, first_attempt)
     AS (VALUES ${list})
     UPDATE deliveries AS d SET status = v.status, attempts = v.attempts, round_attempts = v.round_attempts,
       next_attempt_ms = ${dueUnlessParked("d.listener_id", "v.next_attempt_ms")}, last_status_code = v.last_status_code,
       last_error = v.last_error, last_duration_ms = v.last_duration_ms, updated_ms = v.updated_ms,
-      claimed_by = NULL, claimed_until = NULL
+      claimed_by = NULL, claimed_until = NULL, first_attempt = coalesce(d.first_attempt, v.first_attempt)
     FROM v WHERE d.id = v.id`;
 });
 
@@ -98,7 +103,7 @@ export class OutboxWrites {
   readonly #q: Sql;
   #holding = false;
   #inserts: Delivery[] = [];
-  #settles: Array<{ id: string; patch: DeliveryPatch }> = [];
+  #settles: Array<{ id: string; patch: DeliveryPatch; first: string | null }> = [];
   #attempts: DeliveryAttempt[] = [];
   /** Deliveries with a settlement held: a second one for the same delivery makes the first now. */
   readonly #settling = new Set<string>();
@@ -124,7 +129,11 @@ export class OutboxWrites {
     if (this.#inserts.length === 0 && this.#settles.length === 0) return;
     if (this.#inserts.length > 0) writeChunked(this.#q, this.#inserts, insertText, deliveryParams);
     if (this.#settles.length > 0)
-      writeChunked(this.#q, this.#settles, settleText, (s) => deliveryPatchParams(s.id, s.patch));
+      writeChunked(this.#q, this.#settles, settleText, (s) => {
+        const values: SQLInputValue[] = deliveryPatchParams(s.id, s.patch);
+        values.push(s.first);
+        return values;
+      });
     if (this.#attempts.length > 0) writeChunked(this.#q, this.#attempts, attemptText, attemptRowValues);
     this.#clear();
   }
@@ -142,12 +151,16 @@ export class OutboxWrites {
     if (!this.#holding) this.settle();
   }
 
-  /** An attempt's result, and its attempt row if one was made (kept only if the delivery still exists). */
+  /**
+   * An attempt's result, and its attempt if one was made (kept only if the delivery still exists): the
+   * first in the delivery's row, a later one as a row of `delivery_attempts`.
+   */
   settleDelivery(id: string, patch: DeliveryPatch, attempt: DeliveryAttempt | undefined): void {
     if (this.#settling.has(id)) this.settle();
     this.#settling.add(id);
-    this.#settles.push({ id, patch });
-    if (attempt) this.#attempts.push(attempt);
+    const first = attempt?.n === 1 ? firstAttemptText(attempt) : null;
+    this.#settles.push({ id, patch, first });
+    if (attempt && first === null) this.#attempts.push(attempt);
     if (!this.#holding) this.settle();
   }
 }
