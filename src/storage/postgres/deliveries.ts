@@ -4,7 +4,13 @@
  * holds under a lease its node renews, and a lease that ran out (the node died) frees the row.
  */
 import type { Delivery } from "../../domain/types.ts";
-import { attemptColumnNames, attemptRowValues, attemptSelect } from "../attempt-rows.ts";
+import {
+  attemptColumnNames,
+  attemptRowValues,
+  attemptSelect,
+  firstAttemptColumnNames,
+  firstAttemptText,
+} from "../attempt-rows.ts";
 import type { DeliveryOps } from "../concerns.ts";
 import { defaultClaimLeaseMs } from "../port.ts";
 import { deliveryPatchParams, deliveryRowValues, toAttempt, toDelivery } from "../rows.ts";
@@ -23,6 +29,29 @@ const listenerInactive = (listener: string) =>
  */
 const dueUnlessParked = (listener: string, due: string) =>
   `CASE WHEN ${listenerInactive(listener)} THEN NULL ELSE ${due}::bigint END`;
+
+/** The types of `delivery_attempts`' columns, for the first attempts read from their deliveries' rows. */
+const attemptColumnTypes: Record<string, string> = {
+  started_ms: "bigint",
+  duration_ms: "bigint",
+  status_code: "int",
+  response_truncated: "int::boolean",
+};
+
+/**
+ * The first attempts kept in their deliveries' rows (migration 023), read as rows of `delivery_attempts`
+ * (with `responseChars`, only the start of each answer's body, as `attemptSelect`).
+ */
+function firstAttemptSelect(responseChars?: number): string {
+  const columns = firstAttemptColumnNames.map((c, i) => {
+    const text = `(first_attempt::jsonb ->> ${i})`;
+    if (c === "response" && responseChars !== undefined)
+      return `substr(${text}, 1, ${Math.max(0, Math.floor(responseChars))}) AS response`;
+    const type = attemptColumnTypes[c];
+    return `${type ? `${text}::${type}` : text} AS ${c}`;
+  });
+  return `id AS delivery_id, 1 AS n, ${columns.join(", ")}`;
+}
 
 const plainDelivery = (r: Row): Delivery => {
   const { seq: _seq, ...rest } = toDelivery(r);
@@ -189,8 +218,10 @@ const insertText = textsBySize((n) => {
 });
 
 /**
- * One UPDATE for settlements (`deliveryPatchParams` rows): the columns `updateSql` sets, from a VALUES
- * list (cast, since a column of NULLs alone would be text).
+ * One UPDATE for settlements (`deliveryPatchParams` rows, then the first attempt's text or null): the
+ * columns `updateSql` sets, from a VALUES list (cast, since a column of NULLs alone would be text), and
+ * the first attempt (migration 023), unless one is kept already: only a second node sending the same
+ * delivery after its lease ran out brings another, and the one stored first is kept, as before.
  */
 function settleSql(rows: unknown[][]): { text: string; params: unknown[] } {
   return { text: settleText(rows.length), params: rows.flat() };
@@ -203,9 +234,9 @@ const settleText = textsBySize(
       next_attempt_ms = ${dueUnlessParked("d.listener_id", "v.next_attempt_ms")},
       last_status_code = v.last_status_code::int, last_error = v.last_error::text,
       last_duration_ms = v.last_duration_ms::bigint, updated_ms = v.updated_ms::bigint,
-      claimed_by = NULL, claimed_until = NULL
-    FROM (VALUES ${tuplesOf(n, 9)}) AS v(status, attempts, round_attempts, next_attempt_ms, last_status_code,
-      last_error, last_duration_ms, updated_ms, id)
+      claimed_by = NULL, claimed_until = NULL, first_attempt = coalesce(d.first_attempt, v.first_attempt::text)
+    FROM (VALUES ${tuplesOf(n, 10)}) AS v(status, attempts, round_attempts, next_attempt_ms, last_status_code,
+      last_error, last_duration_ms, updated_ms, id, first_attempt)
     WHERE d.id = v.id::text`,
 );
 
@@ -301,9 +332,14 @@ export function deliveryOps(q: Sql): DeliveryOps {
     // settlements are one UPDATE and their attempts one INSERT, since held-back statements go as SQL
     // text, planned once each, and one per delivery cost more in planning than in running. The attempt
     // is stored only if the delivery still exists, as updateDelivery's answer would decide.
+    // A first attempt goes into the delivery's row with the settlement (migration 023), a later one
+    // into `delivery_attempts`.
     settleDelivery: async (id, p, a) => {
-      await q.deferMerged("settle", deliveryPatchParams(id, p), settleSql);
-      if (a) await q.deferMerged("attempts", attemptParams(a), attemptsSql);
+      const first = a?.n === 1 ? firstAttemptText(a) : null;
+      const row: unknown[] = deliveryPatchParams(id, p);
+      row.push(first);
+      await q.deferMerged("settle", row, settleSql);
+      if (a && first === null) await q.deferMerged("attempts", attemptParams(a), attemptsSql);
     },
 
     listDeliveries: (listenerId, page, status) =>
@@ -311,10 +347,15 @@ export function deliveryOps(q: Sql): DeliveryOps {
         ? q.page("deliveries", "listener_id = $1", [listenerId], page, toDelivery)
         : q.page("deliveries", "listener_id = $1 AND status = $2", [listenerId, status], page, toDelivery),
 
+    // A delivery's first attempt is in its row unless it was stored before migration 023 (or apart
+    // from a settlement, `insertDeliveryAttempt`): never in both.
     listDeliveryAttempts: (deliveryIds, responseChars) =>
       q.all(
-        `SELECT ${attemptSelect(responseChars)} FROM delivery_attempts
-         WHERE delivery_id = ANY($1::text[]) ORDER BY delivery_id, n`,
+        `SELECT ${attemptSelect(responseChars)} FROM delivery_attempts WHERE delivery_id = ANY($1::text[])
+         UNION ALL
+         SELECT ${firstAttemptSelect(responseChars)} FROM deliveries
+         WHERE id = ANY($1::text[]) AND first_attempt IS NOT NULL
+         ORDER BY delivery_id, n`,
         [deliveryIds],
         toAttempt,
       ),

@@ -1,0 +1,8 @@
+-- A delivery's first attempt is kept in its own row (mirrors sqlite/migrations/023; the number is the
+-- SQLite driver's, so that a version means the same point in both): the settlement's UPDATE, which
+-- rewrites the delivery's row anyway, writes it there, and a delivered event no longer costs a row of
+-- `delivery_attempts` with its key index and foreign-key check. A JSON array of the attempt's columns in
+-- `delivery_attempts` order, less `delivery_id` and `n` (src/storage/attempt-rows.ts,
+-- `firstAttemptText`); text, not jsonb, so that the write does not parse it (reads cast it). Later
+-- attempts, and a first attempt stored before this migration, stay in `delivery_attempts`; reads join both.
+ALTER TABLE deliveries ADD COLUMN first_attempt TEXT;
