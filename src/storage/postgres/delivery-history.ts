@@ -8,6 +8,7 @@ import { parseEventId } from "../../domain/events/event-ids.ts";
 import type { DeliveryHistoryOps } from "../concerns.ts";
 import { toDelivery, toEvent } from "../rows.ts";
 import { searchWhere } from "../search-where.ts";
+import { orderedPending } from "./deliveries.ts";
 import type { Sql } from "./sql.ts";
 
 export function deliveryHistoryOps(q: Sql): DeliveryHistoryOps {
@@ -27,7 +28,7 @@ export function deliveryHistoryOps(q: Sql): DeliveryHistoryOps {
       );
     },
 
-    // The deliveries just written are pending: the subscription index (pending rows only) finds them.
+    // The deliveries just written are pending, under the replay's ID: the subscription index finds them.
     markReplay: (replayId) =>
       q.run(
         `UPDATE deliveries d SET replay_id = d.subscription_id, replayed_from = (
@@ -35,7 +36,7 @@ export function deliveryHistoryOps(q: Sql): DeliveryHistoryOps {
            WHERE o.emitter_id = d.emitter_id AND o.event_id = d.event_id AND o.listener_id = d.listener_id
              AND o.seq < d.seq
            ORDER BY o.seq DESC LIMIT 1)
-         WHERE d.subscription_id = $1 AND d.status = 'pending'`,
+         WHERE d.subscription_id = $1 AND ${orderedPending("d")}`,
         [replayId],
       ),
   };

@@ -38,6 +38,14 @@ function firstAttemptSelect(responseChars?: number): string {
   return `id AS delivery_id, 1 AS n, ${columns.join(", ")}`;
 }
 
+/**
+ * The condition of the subscription index (migration 023): pending deliveries to sources, and those of
+ * replays, the rows its two reads look for. A statement that means to use the index states it, word for
+ * word, of the table's alias `t`: SQLite uses a partial index only for a WHERE that contains its condition.
+ */
+export const orderedPending = (t: string) =>
+  `${t}.status = 'pending' AND (substr(${t}.listener_id, 1, 3) = 'dc_' OR substr(${t}.subscription_id, 1, 4) = 'rpl_')`;
+
 const plainDelivery = (r: Row) => {
   const { seq: _seq, ...rest } = toDelivery(r);
   return rest;
@@ -95,8 +103,10 @@ export function deliveryOps(q: Sql, outbox: OutboxWrites): DeliveryOps {
       // The kind is read from the listener's ID (`dc_` for a source, as routing names it), which the
       // claims' index holds: a webhook's candidate is then answered by the index alone, where reading
       // `listener_kind` (and the ID) from the table made each row of the page a seek of its own.
+      // The older deliveries are those of the same subscription, so of the same source: named in the
+      // words of the subscription index's condition, which holds only such rows (migration 023).
       const inOrder = `(substr(d.listener_id, 1, 3) <> 'dc_' OR NOT EXISTS (
-           SELECT 1 FROM deliveries e WHERE e.subscription_id = d.subscription_id AND e.status = 'pending' AND e.seq < d.seq
+           SELECT 1 FROM deliveries e WHERE e.subscription_id = d.subscription_id AND ${orderedPending("e")} AND e.seq < d.seq
              AND (e.attempts > 0 OR e.next_attempt_ms IS NULL OR e.next_attempt_ms <= ?)))`;
       const notInParams = notIn ? c.exceptListeners : [];
       const toCandidate = (r: Row) => ({

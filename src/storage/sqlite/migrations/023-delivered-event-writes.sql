@@ -6,3 +6,12 @@
 -- `delivery_id` and `n` (src/storage/attempt-rows.ts, `firstAttemptText`). Later attempts, and a first
 -- attempt stored before this migration, stay in `delivery_attempts`; reads join both.
 ALTER TABLE deliveries ADD COLUMN first_attempt TEXT;
+
+-- The subscription index serves two reads: the claims' in-order test of deliveries to sources (an older
+-- pending delivery of the subscription holds a later one back) and marking a replay's deliveries (their
+-- `subscription_id` is the replay's `rpl_…`). It held every pending delivery, so that each webhook
+-- delivery entered it in its INSERT and left it in its settlement, for reads that never ask for it. Now it
+-- holds the pending rows those reads look for; both name its condition in their own WHERE.
+DROP INDEX deliveries_subscription;
+CREATE INDEX deliveries_subscription ON deliveries(subscription_id, seq)
+  WHERE status = 'pending' AND (substr(listener_id, 1, 3) = 'dc_' OR substr(subscription_id, 1, 4) = 'rpl_');

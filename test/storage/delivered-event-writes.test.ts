@@ -1,7 +1,9 @@
 /**
- * A delivery's first attempt is kept in its own row (migration 023 of each driver; issue 29): a delivered
- * event writes no row of `delivery_attempts`, later attempts still do, and an attempt stored there before
- * the migration reads back as it was, in order with the ones after it.
+ * What a delivered event writes (migration 023 of each driver; issue 29): its first attempt is kept in the
+ * delivery's own row, so it writes no row of `delivery_attempts` (later attempts still do, and an attempt
+ * stored there before the migration reads back as it was, in order with the ones after it), and a
+ * webhook's delivery does not enter the subscription index, which only deliveries to sources and replays
+ * need.
  */
 import assert from "node:assert/strict";
 import { mkdtempSync } from "node:fs";
@@ -130,6 +132,32 @@ test("sqlite: migration 023 keeps a first attempt stored before it, read in orde
   const s = openSqliteStorage({ dataDir });
   try {
     await laterAttemptAfterOld(s, d.id);
+  } finally {
+    await s.close();
+  }
+});
+
+test("sqlite: a webhook's pending delivery is not in the subscription index; a source's and a replay's are", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-first-"));
+  const s = openSqliteStorage({ dataDir });
+  try {
+    await s.insertDeliveries([
+      delivery("wh_first", { claimedBy: "node-1", claimedUntilMs: 50_000 }),
+      delivery("wh_first"),
+      delivery("dc_first"),
+      delivery("wh_first", { subscriptionId: "rpl_first" }),
+    ]);
+    const db = new DatabaseSync(path.join(dataDir, "fount.db"), { readOnly: true });
+    try {
+      const cells = db
+        .prepare(
+          "SELECT sum(ncell) AS n FROM dbstat WHERE name = 'deliveries_subscription' AND pagetype = 'leaf'",
+        )
+        .get() as { n: number };
+      assert.equal(cells.n, 2);
+    } finally {
+      db.close();
+    }
   } finally {
     await s.close();
   }
