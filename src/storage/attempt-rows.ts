@@ -37,12 +37,14 @@ export function attemptSelect(responseChars?: number): string {
     .join(", ");
 }
 
-/** The values of an attempt's row, in `attemptColumnNames` order. */
-export function attemptRowValues(a: DeliveryAttempt): Array<string | number | null> {
+/**
+ * An attempt's values after `delivery_id` and `n`, in `attemptColumnNames` order, with the request's and
+ * answer's headers as `headers` makes them (JSON text for a row's columns, the objects themselves inside
+ * `firstAttemptText`'s array).
+ */
+function attemptValues<H>(a: DeliveryAttempt, headers: (h: object) => H): Array<string | number | H | null> {
   const d = a.detail;
   return [
-    a.deliveryId,
-    a.n,
     a.startedMs,
     a.durationMs,
     a.statusCode,
@@ -50,34 +52,26 @@ export function attemptRowValues(a: DeliveryAttempt): Array<string | number | nu
     a.response,
     a.outcome,
     d?.url ?? null,
-    d?.requestHeaders ? JSON.stringify(d.requestHeaders) : null,
-    d?.responseHeaders ? JSON.stringify(d.responseHeaders) : null,
+    d?.requestHeaders ? headers(d.requestHeaders) : null,
+    d?.responseHeaders ? headers(d.responseHeaders) : null,
     d ? (d.responseTruncated ? 1 : 0) : null,
     d?.errorKind ?? null,
   ];
 }
 
+/** The values of an attempt's row, in `attemptColumnNames` order. */
+export function attemptRowValues(a: DeliveryAttempt): Array<string | number | null> {
+  return [a.deliveryId, a.n, ...attemptValues(a, (h) => JSON.stringify(h))];
+}
+
 /**
- * A first attempt kept in its delivery's row (`deliveries.first_attempt`, SQLite migration 023): the
- * values of `attemptRowValues` less `delivery_id` and `n`, as one JSON array, the request's and answer's
- * headers as objects in it. `firstAttemptSelect` of each driver reads it back under the columns'
- * names, so that both kinds of attempt map alike.
+ * A first attempt kept in its delivery's row (`deliveries.first_attempt`, migration 023 of each driver):
+ * the values of `attemptRowValues` less `delivery_id` and `n`, as one JSON array, the request's and
+ * answer's headers as objects in it. `firstAttemptSelect` of each driver reads it back under the
+ * columns' names, so that both kinds of attempt map alike.
  */
 export function firstAttemptText(a: DeliveryAttempt): string {
-  const d = a.detail;
-  return JSON.stringify([
-    a.startedMs,
-    a.durationMs,
-    a.statusCode,
-    a.error,
-    a.response,
-    a.outcome,
-    d?.url ?? null,
-    d?.requestHeaders ?? null,
-    d?.responseHeaders ?? null,
-    d ? (d.responseTruncated ? 1 : 0) : null,
-    d?.errorKind ?? null,
-  ]);
+  return JSON.stringify(attemptValues(a, (h) => h));
 }
 
 /** The columns of `firstAttemptText`'s array, in its order. */
