@@ -2,8 +2,8 @@
  * The outbox's writes of a group commit, held back and made together just before COMMIT: the
  * deliveries routing creates as one multi-row INSERT, the settlements of the attempts that ended as one
  * UPDATE … FROM a VALUES list, with each delivery's first attempt in its own row (migration 023), and the
- * later attempts' rows as one INSERT (per chunk of up to 64). Made one
- * statement per delivery, they cost most of a delivered event's SQLite time (issue 29). Outside a
+ * later attempts' rows as one INSERT (per chunk of up to 64). Made one statement per delivery, they cost
+ * most of a delivered event's SQLite time (issue 29). Outside a
  * transaction each write is made at once. Any other operation that may read or change deliveries makes
  * the held writes first (`driver.ts`), so nothing inside the transaction sees the difference.
  */
