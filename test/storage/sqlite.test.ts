@@ -6,6 +6,7 @@ import { DatabaseSync } from "node:sqlite";
 import { test } from "node:test";
 import type { EventRecord } from "../../src/domain/types.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
+import { ftsQuery } from "../../src/storage/sqlite/event-search.ts";
 import { TextGenerations } from "../../src/storage/sqlite/search-generations.ts";
 import { removeIndexFile } from "../../src/storage/sqlite/search-indexer.ts";
 import { storageContract } from "./contract.ts";
@@ -161,9 +162,11 @@ function indexedIds(dataDir: string, text: string): string[] | undefined {
     return (
       db
         .prepare(
-          `SELECT e.id FROM (${each.join(" UNION ALL ")}) t JOIN events e ON e.rowid = t.r ORDER BY e.id`,
+          // The index finds the rows holding each trigram of the text; the text itself is checked on the row.
+          `SELECT e.id FROM (${each.join(" UNION ALL ")}) t JOIN events e ON e.rowid = t.r
+            WHERE instr(lower(e.event_json), lower(?)) > 0 ORDER BY e.id`,
         )
-        .all(...gens.map(() => `"${text}"`)) as Array<{ id: string }>
+        .all(...gens.map(() => ftsQuery([text])), text) as Array<{ id: string }>
     ).map((r) => r.id);
   } finally {
     db.close();

@@ -1,9 +1,10 @@
 /**
  * The event search on SQLite (docs/streams.md, "Searching events"; mirrors postgres/event-search.ts).
- * `q` goes to the FTS5 tables of the index's generations (search-generations.ts, trigram: a
- * case-insensitive substring match), which lead the query, so a text search reads only the rows whose
- * text matches, never every event; each match is joined to its row, so an entry whose event is gone
- * (left in its generation until the generation goes) is never found;
+ * `q` goes to the FTS5 tables of the index's generations (search-generations.ts, trigram: every
+ * trigram of each word, case-insensitively), which lead the query, so a text search reads only the rows
+ * whose text holds them, never every event; each match is joined to its row, so an entry whose event is
+ * gone (left in its generation until the generation goes) is never found, and a word longer than a
+ * trigram is checked against the row's text (the index keeps no positions);
  * `where` is read with the JSON functions, from the rows whose text holds its value when it can be
  * written as a word (`whereWord`), else from the rows the other conditions leave.
  */
@@ -21,9 +22,35 @@ import { toEvent } from "../rows.ts";
 import { generationTable } from "./search-generations.ts";
 import type { Sql } from "./sql.ts";
 
-/** An FTS5 query in which each term is a quoted string: with the trigram tokenizer, a substring. */
+/**
+ * An FTS5 query matching the rows whose text holds every trigram of every term, each a quoted string
+ * of three characters: the index keeps no positions (`detail = none`, search-generations.ts), so it
+ * cannot match a longer term as a phrase, and `textCondition` then checks the term itself.
+ */
 export function ftsQuery(terms: string[]): string {
-  return terms.map((t) => `"${t.replaceAll('"', '""')}"`).join(" AND ");
+  const trigrams = new Set<string>();
+  for (const term of terms) {
+    const chars = [...term];
+    for (let at = 0; at + 3 <= chars.length; at++) trigrams.add(chars.slice(at, at + 3).join(""));
+  }
+  return [...trigrams].map((t) => `"${t.replaceAll('"', '""')}"`).join(" AND ");
+}
+
+/** The SQL function that checks a term with non-ASCII characters against an event's text. */
+const holdsFolded = "fount_holds_folded";
+
+/**
+ * The condition that the event's text holds `term`, case-insensitively, for a term longer than one
+ * trigram (a trigram's own match is exact): the index found rows holding each of its trigrams, perhaps
+ * apart. An ASCII term with SQLite's `lower` (ASCII only, in C, a fraction of a microsecond a row); any
+ * other with JavaScript's `toLowerCase`, which folds every script as the trigram tokenizer does.
+ */
+function textCondition(term: string): { sql: string; param: string } | undefined {
+  if ([...term].length <= 3) return undefined;
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the ASCII range is the point.
+  if (/^[\x00-\x7f]*$/.test(term))
+    return { sql: "instr(lower(e.event_json), ?) > 0", param: term.toLowerCase() };
+  return { sql: `${holdsFolded}(e.event_json, ?)`, param: term.toLowerCase() };
 }
 
 /** SQLite's JSON path of a `where` path: each key quoted (keys holding `"` are refused before this). */
@@ -93,6 +120,12 @@ function searchQuery(
     if (each.length === 0) each.push("SELECT NULL AS r WHERE false");
     from = `(${each.join(" UNION ALL ")}) t CROSS JOIN events e ON e.rowid = t.r`;
   }
+  for (const term of search.text ?? []) {
+    const holds = textCondition(term);
+    if (!holds) continue;
+    where.push(holds.sql);
+    params.push(holds.param);
+  }
   const common = commonConditions(search, page, () => "?");
   where.push(...common.where);
   params.push(...common.params);
@@ -118,6 +151,9 @@ function reading<T>(q: Sql, fn: (generations: number[]) => T): T {
 }
 
 export function eventSearchOps(q: Sql, settle: () => Promise<void>): EventSearchOps {
+  q.db.function(holdsFolded, { deterministic: true }, (text, term) =>
+    String(text).toLowerCase().includes(String(term)) ? 1 : 0,
+  );
   return {
     searchEvents: async (search, page) => {
       await settle();

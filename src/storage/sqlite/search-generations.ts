@@ -25,9 +25,28 @@
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import { inWriteTransaction } from "./sql.ts";
 
+/**
+ * The FTS5 options of every generation's table. `detail = none` keeps only which rowids hold each
+ * trigram, not where in the text: an insert costs about 40 % less CPU and half the bytes (positions made
+ * half the index), and a search matches every trigram of a word, then checks the word against the
+ * event's text (event-search.ts). `columnsize = 0`: the text's length is kept for ranking only, which a
+ * search does not do. docs/architecture.md, "The index's trigrams without their positions".
+ */
+const generationOptions = "tokenize = 'trigram', detail = none, columnsize = 0";
+
+/**
+ * The index file's layout: a file whose `search_index_of.format` differs (or has none, from before) is
+ * made anew when the store opens (search-indexer.ts), every event read again.
+ */
+export const indexFileFormat = 2;
+
 /** The index file's own tables, made with the file (search-indexer.ts); generations come as needed. */
 export const indexFileSchema = `
-  CREATE TABLE search_index_of (id INTEGER PRIMARY KEY CHECK (id = 1), token TEXT NOT NULL);
+  CREATE TABLE search_index_of (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    token TEXT NOT NULL,
+    format INTEGER NOT NULL
+  );
   CREATE TABLE text_generations (
     gen INTEGER PRIMARY KEY,
     lo INTEGER NOT NULL,
@@ -131,7 +150,7 @@ export class TextGenerations {
 
   #begin(gen: number, lo: number): Generation {
     this.#index.exec(
-      `CREATE VIRTUAL TABLE ${generationTable(gen)} USING fts5(event_json, tokenize = 'trigram')`,
+      `CREATE VIRTUAL TABLE ${generationTable(gen)} USING fts5(event_json, ${generationOptions})`,
     );
     this.#run("INSERT INTO text_generations (gen, lo, entries) VALUES (?, ?, 0)").run(gen, lo);
     const made = { gen, lo, entries: 0, saved: 0, optimized: 0 };

@@ -17,7 +17,7 @@ import { chmodSync, rmSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
 import { Worker } from "node:worker_threads";
 import type { AsyncLock } from "../../async-lock.ts";
-import { type IndexedBatch, indexFileSchema } from "./search-generations.ts";
+import { type IndexedBatch, indexFileFormat, indexFileSchema } from "./search-generations.ts";
 import { inWriteTransaction, type Sql } from "./sql.ts";
 import type { IndexReply, IndexRequest, IndexWorkerData } from "./store-worker.ts";
 
@@ -52,8 +52,9 @@ export function removeIndexFile(indexFile: string): void {
 }
 
 /**
- * Makes sure the index file is this store's: a missing file, or one written for another store or an
- * older copy of this one (its token differs from the store's), is made anew, and the mark goes back
+ * Makes sure the index file is this store's: a missing file, one written for another store or an
+ * older copy of this one (its token differs from the store's), or one of another layout (its format), is
+ * made anew, and the mark goes back
  * below the first row so that the worker reads every event again.
  */
 function prepareIndexFile(q: Sql, indexFile: string): void {
@@ -63,12 +64,12 @@ function prepareIndexFile(q: Sql, indexFile: string): void {
     let file: DatabaseSync | undefined;
     try {
       file = new DatabaseSync(indexFile, { readOnly: true });
-      const row = file.prepare("SELECT token FROM search_index_of WHERE id = 1").get() as
-        | { token: string }
+      // A file from before the format column (one FTS5 table, or generations keeping each trigram's
+      // positions) fails here: made anew too.
+      const row = file.prepare("SELECT token, format FROM search_index_of WHERE id = 1").get() as
+        | { token: string; format: number }
         | undefined;
-      // A file from before the index's generations has no `text_generations`: made anew too.
-      file.prepare("SELECT count(*) FROM text_generations").get();
-      current = row?.token === token;
+      current = row?.token === token && row.format === indexFileFormat;
     } catch {
       // No file, or not an index file: made anew below.
     } finally {
@@ -81,7 +82,9 @@ function prepareIndexFile(q: Sql, indexFile: string): void {
   const file = new DatabaseSync(indexFile);
   try {
     file.exec(`PRAGMA journal_mode = WAL; ${indexFileSchema}`);
-    file.prepare("INSERT INTO search_index_of (id, token) VALUES (1, ?)").run(fresh);
+    file
+      .prepare("INSERT INTO search_index_of (id, token, format) VALUES (1, ?, ?)")
+      .run(fresh, indexFileFormat);
   } finally {
     file.close();
   }
