@@ -112,6 +112,34 @@ export function eventSearchContract(withStore: WithStore): void {
     },
   );
 
+  withStore(
+    "a word is found only where it occurs whole, case-insensitively in any script, wildcards and quotes as written",
+    async (s) => {
+      const bodies = [
+        "abcd bcde", // every trigram of "abcde", but not the word
+        "xabcdex",
+        "ÉCOLE Ünïcode",
+        "école",
+        "ecole",
+        '100%_off "quoted"',
+        "100xoff",
+      ];
+      for (const [n, text] of bodies.entries()) await s.insertEvent(event(n, { text }), 100);
+      const text = (...words: string[]) => found(s, { text: words });
+      assert.deepEqual(await text("abcde"), [1]);
+      assert.deepEqual(await text("ABCDE"), [1]);
+      assert.deepEqual(await text("bcd"), [1, 0]);
+      assert.deepEqual(await text("École"), [3, 2]);
+      assert.deepEqual(await text("ünïcode"), [2]);
+      assert.deepEqual(await text("cole"), [4, 3, 2]);
+      assert.deepEqual(await text("0%_o"), [5]);
+      assert.deepEqual(await text("0%xo"), []);
+      // The stored JSON text escapes the quotes: \"quoted\".
+      assert.deepEqual(await text('quoted\\"'), [5]);
+      assert.deepEqual(await text("abcd", "bcde"), [1, 0]);
+    },
+  );
+
   withStore("where matches a value as a string or as the number, boolean or null it spells", async (s) => {
     const bodies = [
       { v: 1000, tag: "Case" },

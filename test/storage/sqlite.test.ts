@@ -373,6 +373,44 @@ test("sqlite: a search index file from before its generations is made anew, and 
   }
 });
 
+test("sqlite: a search index file whose generations keep trigram positions is made anew without them, and searches stay exact", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  const first = openSqliteStorage({ dataDir });
+  for (let n = 0; n < 3; n++) await first.insertEvent({ ...event(n), event: { text: `oldword${n}` } }, 10);
+  // Indexed: the store's mark is past every row.
+  assert.deepEqual(await foundIds(first, "oldword"), ["9-2", "9-1", "9-0"]);
+  await first.close();
+  // The file as migrations 021 and 022 left it: the same store's token, a generation with FTS5's default
+  // detail (positions), nothing in it while the store's mark says every row was read.
+  const indexFile = path.join(dataDir, "fount-search.db");
+  const token = (
+    new DatabaseSync(indexFile).prepare("SELECT token FROM search_index_of").get() as { token: string }
+  ).token;
+  removeIndexFile(indexFile);
+  const old = new DatabaseSync(indexFile);
+  old.exec(`CREATE TABLE search_index_of (id INTEGER PRIMARY KEY CHECK (id = 1), token TEXT NOT NULL);
+    CREATE TABLE text_generations (gen INTEGER PRIMARY KEY, lo INTEGER NOT NULL,
+      entries INTEGER NOT NULL DEFAULT 0, optimized INTEGER NOT NULL DEFAULT 0);
+    CREATE TABLE text_moved (event_rowid INTEGER PRIMARY KEY, gen INTEGER NOT NULL);
+    CREATE VIRTUAL TABLE events_text_0 USING fts5(event_json, tokenize = 'trigram');
+    INSERT INTO text_generations (gen, lo) VALUES (0, 0);`);
+  old.prepare("INSERT INTO search_index_of (id, token) VALUES (1, ?)").run(token);
+  old.close();
+  const store = openSqliteStorage({ dataDir, searchIndexDelayMs: 3_600_000 });
+  try {
+    assert.deepEqual(await foundIds(store, "oldword"), ["9-2", "9-1", "9-0"]);
+    const file = new DatabaseSync(indexFile, { readOnly: true });
+    const tables = file
+      .prepare("SELECT sql FROM sqlite_master WHERE name GLOB 'events_text_[0-9]*' AND sql LIKE '%fts5%'")
+      .all() as Array<{ sql: string }>;
+    file.close();
+    assert.ok(tables.length > 0);
+    for (const { sql } of tables) assert.match(sql, /detail = none/, sql);
+  } finally {
+    await store.close();
+  }
+});
+
 test("sqlite: a search index file of another store is not used: the store makes its own and searches stay exact", async () => {
   const dirs = [0, 1].map(() => mkdtempSync(path.join(os.tmpdir(), "fount-store-")));
   const words = ["alphaword", "betaword"];
