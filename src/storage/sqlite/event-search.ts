@@ -43,7 +43,8 @@ const holdsFolded = "fount_holds_folded";
  * The condition that the event's text holds `term`, case-insensitively, for a term longer than one
  * trigram (a trigram's own match is exact): the index found rows holding each of its trigrams, perhaps
  * apart. An ASCII term with SQLite's `lower` (ASCII only, in C, a fraction of a microsecond a row); any
- * other with JavaScript's `toLowerCase`, which folds every script as the trigram tokenizer does.
+ * other with JavaScript's `toLowerCase`, which folds the case of other scripts (`É`, `Ü`) as the
+ * tokenizer does.
  */
 function textCondition(term: string): { sql: string; param: string } | undefined {
   if ([...term].length <= 3) return undefined;
