@@ -23,15 +23,21 @@ import { generationTable } from "./search-generations.ts";
 import type { Sql } from "./sql.ts";
 
 /**
- * An FTS5 query matching the rows whose text holds every trigram of every term, each a quoted string
+ * An FTS5 query matching the rows whose text holds trigrams covering every term, each a quoted string
  * of three characters: the index keeps no positions (`detail = none`, search-generations.ts), so it
- * cannot match a longer term as a phrase, and `textCondition` then checks the term itself.
+ * cannot match a longer term as a phrase, and `textCondition` then checks the term itself. The trigrams
+ * side by side (at 0, 3, 6… and the last) rather than all of them: every trigram the query names is
+ * one more list to walk in every generation, while the rows the others would have ruled out are few
+ * and the check on the row rules them out anyway (a rare order ID over 300,000 events: 2.6 ms against
+ * 6.9 ms with every trigram; docs/architecture.md, "The index's trigrams without their positions").
  */
 export function ftsQuery(terms: string[]): string {
   const trigrams = new Set<string>();
   for (const term of terms) {
     const chars = [...term];
-    for (let at = 0; at + 3 <= chars.length; at++) trigrams.add(chars.slice(at, at + 3).join(""));
+    const at = (i: number) => trigrams.add(chars.slice(i, i + 3).join(""));
+    for (let i = 0; i + 3 <= chars.length; i += 3) at(i);
+    if (chars.length >= 3) at(chars.length - 3);
   }
   return [...trigrams].map((t) => `"${t.replaceAll('"', '""')}"`).join(" AND ");
 }
