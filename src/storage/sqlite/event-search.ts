@@ -1,7 +1,7 @@
 /**
  * The event search on SQLite (docs/streams.md, "Searching events"; mirrors postgres/event-search.ts).
- * `q` goes to the FTS5 tables of the index's generations (search-generations.ts, trigram: every
- * trigram of each word, case-insensitively), which lead the query, so a text search reads only the rows
+ * `q` goes to the FTS5 tables of the index's generations (search-generations.ts, trigram: trigrams
+ * covering each word, case-insensitively), which lead the query, so a text search reads only the rows
  * whose text holds them, never every event; each match is joined to its row, so an entry whose event is
  * gone (left in its generation until the generation goes) is never found, and a word longer than a
  * trigram is checked against the row's text (the index keeps no positions);
