@@ -267,10 +267,13 @@ export function inspectionRealm(q: number, entryFile: string): Realm {
 }
 
 /**
- * Every USAGE_TICK_MS: stops the spare, the inspection realm and vacant realms nobody took in time,
- * charges idle realms the CPU used by work left behind, and stops a realm that keeps spinning.
+ * Stops the spare, the inspection realm and vacant realms nobody took in time, charges idle realms the
+ * CPU used by work left behind, and stops a realm that keeps spinning (runner.ts says when). Returns
+ * whether anything is left to watch soon: a realm waiting to be stopped, a busy one, or an idle one
+ * that did more than its housekeeping since the last sweep.
  */
-export function sweep(): void {
+export function sweep(): boolean {
+  let watch = false;
   if (inspector && Date.now() - inspectorSince > INSPECTOR_IDLE_MS) {
     stopRealm(inspector);
     inspector = undefined;
@@ -279,13 +282,19 @@ export function sweep(): void {
     stopRealm(spare);
     spare = undefined;
   }
+  if (inspector || (spare && !held)) watch = true;
   for (const realm of [...live]) {
-    if (realm.busy > 0 || realm.stopped) continue;
-    if (realm.sids.size === 0) {
-      if (Date.now() - realm.lastUsed > VACANT_KEEP_MS) stopRealm(realm);
+    if (realm.stopped) continue;
+    if (realm.busy > 0) {
+      watch = true;
       continue;
     }
-    chargeIdle(realm);
+    if (realm.sids.size === 0) {
+      if (Date.now() - realm.lastUsed > VACANT_KEEP_MS) stopRealm(realm);
+      else watch = true;
+      continue;
+    }
+    if (chargeIdle(realm) || realm.spinMs > 0) watch = true;
     if (realm.spinMs >= init.lateWorkLimitMs && realm.lastSid !== undefined) {
       const sid = realm.sids.has(realm.lastSid) ? realm.lastSid : [...realm.sids][0]!;
       const spun = Math.round(realm.spinMs);
@@ -299,6 +308,7 @@ export function sweep(): void {
       process.stderr.write(`executor: realm of ${sid} stopped after spinning ${spun} ms outside run\n`);
     }
   }
+  return watch;
 }
 
 // ---- from a realm (untrusted: it runs the component's code) -------------------------------------

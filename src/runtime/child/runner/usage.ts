@@ -32,19 +32,28 @@ export function markCpu(realm: Realm, spell: number): void {
 }
 
 /**
- * Reports the CPU an idle realm used since it was last measured, and tells whether it spins. What is
+ * Reports the CPU an idle realm used since it was last measured, tells whether it spins, and returns
+ * whether it showed any activity past its housekeeping (the sweep then comes back soon, runner.ts). What is
  * charged is the thread's CPU time, not its event loop's active time: on a loaded machine a realm's
  * housekeeping waits for a core while "active", and charging that wall time moved an idle owner's
  * compute usage at random (seen as a flaky "nothing changed" in test/http/malformed.test.ts). A realm
  * that ended can no longer be read, and is charged its event loop's active time instead.
  */
-export function chargeIdle(realm: Realm): void {
+export function chargeIdle(realm: Realm): boolean {
   const mark = realm.idleMark;
-  if (!mark || realm.lastSid === undefined || realm.sids.size === 0) return;
+  if (!mark || realm.lastSid === undefined || realm.sids.size === 0) return false;
   const now = realm.worker.performance.eventLoopUtilization();
   const delta = realm.worker.performance.eventLoopUtilization(now, mark);
   realm.idleMark = now;
   realm.spinMs = delta.utilization >= SPIN_UTILIZATION ? realm.spinMs + delta.active : 0;
+  // A quiet tick: the thread cannot have used more CPU than its event loop was active, under the floor,
+  // so there is nothing to charge, and reading its CPU (which wakes the realm's thread, then this one)
+  // is skipped. The mark moves on by that bound instead: a later charge then never includes these
+  // ticks' housekeeping, at worst leaving out its wait for a core (issue 29, sparse tenants).
+  if (realm.cpuMark !== undefined && !realm.stopped && delta.active < IDLE_CHARGE_FLOOR_MS) {
+    realm.cpuMark += delta.active * 1000;
+    return false;
+  }
   // Work left behind in a shared realm is charged to the source that ran last.
   const sid = realm.sids.has(realm.lastSid) ? realm.lastSid : [...realm.sids][0]!;
   const charge = (ms: number): void => {
@@ -54,14 +63,15 @@ export function chargeIdle(realm: Realm): void {
   const spell = realm.spell;
   if (cpuMark === undefined) {
     if (realm.stopped) charge(delta.active);
-    return;
+    return delta.active >= IDLE_CHARGE_FLOOR_MS;
   }
   realm.cpuMark = undefined;
   cpuOf(realm).then(
     (cpu) => {
-      charge((cpu - cpuMark) / 1000);
+      charge(Math.max(0, cpu - cpuMark) / 1000);
       if (realm.spell === spell && realm.busy === 0 && !realm.stopped) realm.cpuMark = cpu;
     },
     () => charge(delta.active),
   );
+  return true;
 }
