@@ -13,7 +13,14 @@ import { readdirSync, readFileSync } from "node:fs";
 import os from "node:os";
 import { ownerFolderName } from "../../src/runtime/bundle-layout.ts";
 import { httpCall } from "../lib/http-client.ts";
-import { childPids, type FountProcess, type Memory, memoryOf as rollup } from "../lib/processes.ts";
+import {
+  childPids,
+  type FountProcess,
+  type Memory,
+  ownCpuSeconds,
+  readProcStats,
+  memoryOf as rollup,
+} from "../lib/processes.ts";
 import { type Figure, figure } from "../lib/report.ts";
 import { distribution, percentile } from "../lib/stats.ts";
 import { emitterCode, type PartContext, payload } from "./context.ts";
@@ -125,21 +132,53 @@ export async function tenants(
   return out;
 }
 
+/** CPU seconds of the server's own threads and of its tenants' executors, from /proc. */
+interface CpuMark {
+  server: number;
+  executors: number;
+}
+
+function cpuMark(serverPid: number, pids: number[]): CpuMark {
+  const stats = readProcStats();
+  let executors = 0;
+  for (const pid of pids) executors += ownCpuSeconds(pid, stats);
+  return { server: ownCpuSeconds(serverPid, stats), executors };
+}
+
+/** The server's and the executors' CPU per hit (µs) over the hits sent between two marks. */
+export interface CpuPerHit {
+  serverUs: number;
+  executorUs: number;
+  hits: number;
+}
+
 /**
  * Hits each tenant's endpoint once per second, spread over the second, for `seconds`, or until `stop()`
- * says so (asked every 50 hits).
+ * says so (asked every 50 hits). With `cpu`, the CPU per hit of the server and of the executors `cpu`
+ * names, over the hits sent from the first third of the run (at most 10 s: what a deploy leaves to do
+ * settles first) to its last.
  */
 async function hitEverySecond(
   list: Tenant[],
   seconds: number,
   stop: () => boolean = () => false,
-): Promise<{ ms: number[]; failed: number; stopped: boolean }> {
+  cpu?: { serverPid: number; pids: () => number[] },
+): Promise<{ ms: number[]; failed: number; stopped: boolean; cpu?: CpuPerHit }> {
   const ms: number[] = [];
   let failed = 0;
   let stopped = false;
   const start = performance.now();
   const calls: Promise<void>[] = [];
+  const markAt = Math.min(10, Math.floor(seconds / 3));
+  let pids: number[] = [];
+  let first: CpuMark | undefined;
+  let sent = 0;
   for (let s = 0; s < seconds && !stopped; s++) {
+    if (cpu && s === markAt) {
+      pids = cpu.pids();
+      first = cpuMark(cpu.serverPid, pids);
+      sent = 0;
+    }
     for (let i = 0; i < list.length; i++) {
       if (i % 50 === 0 && stop()) {
         stopped = true;
@@ -149,6 +188,7 @@ async function hitEverySecond(
       const wait = due - performance.now();
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       const t0 = performance.now();
+      sent++;
       calls.push(
         httpCall(list[i]!.endpointUrl, { method: "POST", json: payload, timeoutMs: 60_000 }).then(
           (res) => {
@@ -162,14 +202,66 @@ async function hitEverySecond(
       );
     }
   }
+  // The last second's hits are sent over that second: its end is the window's.
+  if (first && cpu)
+    await new Promise((r) => setTimeout(r, Math.max(0, start + seconds * 1000 - performance.now())));
+  const last = first && cpu ? cpuMark(cpu.serverPid, pids) : undefined;
   await Promise.all(calls);
-  return { ms, failed, stopped };
+  const perHit =
+    first && last && sent > 0
+      ? {
+          serverUs: ((last.server - first.server) * 1e6) / sent,
+          executorUs: ((last.executors - first.executors) * 1e6) / sent,
+          hits: sent,
+        }
+      : undefined;
+  return { ms, failed, stopped, ...(perHit ? { cpu: perHit } : {}) };
+}
+
+/** One hit of each tenant, `width` at a time. */
+async function hitEach(list: Tenant[], width: number): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < list.length) {
+      const tenant = list[next++]!;
+      await httpCall(tenant.endpointUrl, { method: "POST", json: payload, timeoutMs: 120_000 }).catch(
+        () => undefined,
+      );
+    }
+  };
+  await Promise.all(Array.from({ length: width }, worker));
+}
+
+/** The server's and the executors' CPU per hit at a hit a second each (no target: issue 29's node size). */
+function cpuFigures(what: string, cpu: CpuPerHit | undefined, load: string): Figure[] {
+  if (!cpu) return [];
+  return [
+    figure(
+      "Tenants",
+      `${what}, a hit a second each: server CPU per hit`,
+      cpu.serverUs,
+      "µs",
+      undefined,
+      `its own threads, over ${cpu.hits} hits; load ${load}`,
+    ),
+    figure(
+      "Tenants",
+      `${what}, a hit a second each: executor CPU per hit`,
+      cpu.executorUs,
+      "µs",
+      undefined,
+      "the tenants' executors, all their threads",
+    ),
+  ];
 }
 
 async function perExecutor(fount: FountProcess, active: Tenant[], seconds: number) {
   // Longer than a deploy's memory takes to settle: the idle inspection realm stops 10 s after it, and
   // about 7 MB of V8 pages stay with the executor until 15 to 25 s after it (docs/architecture.md).
-  const hits = await hitEverySecond(active, seconds);
+  const hits = await hitEverySecond(active, seconds, undefined, {
+    serverPid: fount.pid,
+    pids: () => executorPids(fount.pid),
+  });
   const pids = executorPids(fount.pid);
   const memory = pids.map(rollup).filter((m): m is Memory => m !== undefined);
   const total = sum(memory);
@@ -247,6 +339,7 @@ export async function tenantsCost(
       { op: "<=", value: 20 },
       `${before.pssMb} MB before`,
     ),
+    ...cpuFigures("50 tenants", m.hits.cpu, load()),
   );
 
   const asked = Math.max(50, ctx.settings.tenants);
@@ -270,8 +363,17 @@ export async function tenantsCost(
   ctx.log(`${part}: deploying ${planned - 50} more tenants (load ${load()})`);
   const all = [...active, ...(await tenants(fount, planned - 50, log, memoryShort))];
   const count = all.length;
+  // A realm idle for a minute is stopped (REALM_IDLE_MS, src/runtime/executors/model.ts), so the tenants
+  // deployed more than a minute ago start theirs again at their next hit, about 100 ms of CPU each: all
+  // in the hits' first second, that was a queue of minutes (hit p50 25 s with 674 tenants). Tenants hit
+  // once a second never idle that long: their realms are started again here, a few at a time, first.
+  ctx.log(`${part}: ${count} tenants, one hit each, 4 at a time (load ${load()})`);
+  await hitEach(all, 4);
   ctx.log(`${part}: ${count} tenants, one hit per second each for ${activeSeconds} s`);
-  const hits = await hitEverySecond(all, activeSeconds, memoryShort);
+  const hits = await hitEverySecond(all, activeSeconds, memoryShort, {
+    serverPid: fount.pid,
+    pids: () => executorPids(fount.pid),
+  });
   if (hits.stopped) log(`${part}: memory ran short (${shortAtMb?.toFixed(0)} MB available) during the hits`);
   // Measured where it stopped: the tenants held then are what this node holds in its memory.
   const reasons = [
@@ -341,6 +443,7 @@ export async function tenantsCost(
           ? `at the ${count}-tenant run's executor PSS`
           : `extrapolated from ${count} tenants: executor PSS ${perExecutorPss.toFixed(1)} MB each, the server held at its ${serverPss.toFixed(0)} MB; not measured at 1,000`,
     ),
+    ...cpuFigures(`${count} tenants`, hits.cpu, load()),
     figure(
       part,
       `${count} tenants: hit p99`,

@@ -178,3 +178,27 @@ test("V8 flags this Node knows reach the executor; unknown ones and sandbox-wide
     "--no-such-flag-in-v8",
   ]);
 });
+
+/** Times the thread `tid` of `pid` went to sleep (Linux: its voluntary context switches). */
+function sleeps(pid: number, tid = pid): number {
+  const status = readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8");
+  return Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1]);
+}
+
+test("an idle executor's runner wakes every few seconds, not every second", async () => {
+  const pool = newPool();
+  const call = counterSource(pool, "u_quiet");
+  assert.equal((await call()).n, 1);
+  const pid = pool.pidOf("u_quiet");
+  assert.ok(pid, "the executor runs");
+  // Its sweep (charges of work left behind, the spin check) ran every second and read the realm's CPU,
+  // waking the realm's thread and then this one's again: about 2 wakes a second of an idle tenant's
+  // runner, each of them costly on a VM (docs/architecture.md, "Cheaper tenants").
+  await new Promise((r) => setTimeout(r, 3000));
+  const before = sleeps(pid);
+  await new Promise((r) => setTimeout(r, 12_000));
+  const woken = sleeps(pid) - before;
+  assert.ok(woken <= 6, `the runner's thread woke ${woken} times in 12 s at rest`);
+  // And it still serves the source.
+  assert.equal((await call()).n, 2);
+});

@@ -163,9 +163,7 @@ let sweepWait = USAGE_TICK_MS;
 
 function runSweep(): void {
   lastSweep = Date.now();
-  sweepWait = sweep()
-    ? USAGE_TICK_MS
-    : Math.min(QUIET_SWEEP_MS, Math.max(2 * USAGE_TICK_MS, sweepWait * 2));
+  sweepWait = sweep() ? USAGE_TICK_MS : Math.min(QUIET_SWEEP_MS, Math.max(2 * USAGE_TICK_MS, sweepWait * 2));
   clearTimeout(sweepTimer);
   sweepTimer = setTimeout(runSweep, sweepWait).unref();
 }
