@@ -75,7 +75,25 @@ export function firstAttemptText(a: DeliveryAttempt): string {
 }
 
 /** The columns of `firstAttemptText`'s array, in its order. */
-export const firstAttemptColumnNames = attemptColumnNames.slice(2);
+const firstAttemptColumnNames = attemptColumnNames.slice(2);
+
+/**
+ * The first attempts kept in their deliveries' rows (migration 023 of each driver), selected from
+ * `deliveries` as rows of `delivery_attempts` (with `responseChars`, only the start of each answer's
+ * body, as `attemptSelect`). `element` is the driver's expression of the array's item `i`, typed as
+ * column `column`.
+ */
+export function firstAttemptSelect(
+  element: (i: number, column: string) => string,
+  responseChars?: number,
+): string {
+  const columns = firstAttemptColumnNames.map((c, i) => {
+    if (c === "response" && responseChars !== undefined)
+      return `substr(${element(i, c)}, 1, ${Math.max(0, Math.floor(responseChars))}) AS response`;
+    return `${element(i, c)} AS ${c}`;
+  });
+  return `id AS delivery_id, 1 AS n, ${columns.join(", ")}`;
+}
 
 const json = <T>(value: unknown): T | null => (typeof value === "string" ? (JSON.parse(value) as T) : null);
 

@@ -8,7 +8,7 @@ import {
   attemptColumnNames,
   attemptRowValues,
   attemptSelect,
-  firstAttemptColumnNames,
+  firstAttemptSelect,
   firstAttemptText,
 } from "../attempt-rows.ts";
 import type { DeliveryOps } from "../concerns.ts";
@@ -38,20 +38,12 @@ const attemptColumnTypes: Record<string, string> = {
   response_truncated: "int::boolean",
 };
 
-/**
- * The first attempts kept in their deliveries' rows (migration 023), read as rows of `delivery_attempts`
- * (with `responseChars`, only the start of each answer's body, as `attemptSelect`).
- */
-function firstAttemptSelect(responseChars?: number): string {
-  const columns = firstAttemptColumnNames.map((c, i) => {
-    const text = `(first_attempt::jsonb ->> ${i})`;
-    if (c === "response" && responseChars !== undefined)
-      return `substr(${text}, 1, ${Math.max(0, Math.floor(responseChars))}) AS response`;
-    const type = attemptColumnTypes[c];
-    return `${type ? `${text}::${type}` : text} AS ${c}`;
-  });
-  return `id AS delivery_id, 1 AS n, ${columns.join(", ")}`;
-}
+/** Item `i` of a delivery's first attempt (migration 023), cast to column `column`'s type, for `firstAttemptSelect`. */
+const firstAttemptItem = (i: number, column: string) => {
+  const text = `(first_attempt::jsonb ->> ${i})`;
+  const type = attemptColumnTypes[column];
+  return type ? `${text}::${type}` : text;
+};
 
 /**
  * The condition of the subscription index (migration 023): pending deliveries to sources, and those of
@@ -361,7 +353,7 @@ export function deliveryOps(q: Sql): DeliveryOps {
       q.all(
         `SELECT ${attemptSelect(responseChars)} FROM delivery_attempts WHERE delivery_id = ANY($1::text[])
          UNION ALL
-         SELECT ${firstAttemptSelect(responseChars)} FROM deliveries
+         SELECT ${firstAttemptSelect(firstAttemptItem, responseChars)} FROM deliveries
          WHERE id = ANY($1::text[]) AND first_attempt IS NOT NULL
          ORDER BY delivery_id, n`,
         [deliveryIds],

@@ -4,12 +4,7 @@
  * of the due index and an UPDATE of the rows it takes, made under the driver's lock.
  */
 import type { DeliveryAttempt } from "../../domain/types.ts";
-import {
-  attemptColumnNames,
-  attemptRowValues,
-  attemptSelect,
-  firstAttemptColumnNames,
-} from "../attempt-rows.ts";
+import { attemptColumnNames, attemptRowValues, attemptSelect, firstAttemptSelect } from "../attempt-rows.ts";
 import type { DeliveryOps } from "../concerns.ts";
 import { type DeliveryPatch, defaultClaimLeaseMs } from "../port.ts";
 import { deliveryPatchParams, toAttempt, toDelivery } from "../rows.ts";
@@ -24,19 +19,8 @@ import { placeholders, type Sql } from "./sql.ts";
  */
 const dueUnlessParked = (listener: string) => `CASE WHEN ${listenerInactive(listener)} THEN NULL ELSE ? END`;
 
-/**
- * The first attempts kept in their deliveries' rows (migration 023), read as rows of `delivery_attempts`
- * (with `responseChars`, only the start of each answer's body, as `attemptSelect`).
- */
-function firstAttemptSelect(responseChars?: number): string {
-  const columns = firstAttemptColumnNames.map((c, i) => {
-    const value = `json_extract(first_attempt, '$[${i}]')`;
-    if (c === "response" && responseChars !== undefined)
-      return `substr(${value}, 1, ${Math.max(0, Math.floor(responseChars))}) AS response`;
-    return `${value} AS ${c}`;
-  });
-  return `id AS delivery_id, 1 AS n, ${columns.join(", ")}`;
-}
+/** Item `i` of a delivery's first attempt (migration 023), for `firstAttemptSelect`. */
+const firstAttemptItem = (i: number) => `json_extract(first_attempt, '$[${i}]')`;
 
 /**
  * The condition of the subscription index (migration 023): pending deliveries to sources, and those of
@@ -212,7 +196,7 @@ export function deliveryOps(q: Sql, outbox: OutboxWrites): DeliveryOps {
       return q.all(
         `SELECT ${attemptSelect(responseChars)} FROM delivery_attempts WHERE delivery_id IN (${ids})
          UNION ALL
-         SELECT ${firstAttemptSelect(responseChars)} FROM deliveries WHERE id IN (${ids}) AND first_attempt IS NOT NULL
+         SELECT ${firstAttemptSelect(firstAttemptItem, responseChars)} FROM deliveries WHERE id IN (${ids}) AND first_attempt IS NOT NULL
          ORDER BY delivery_id, n`,
         [...deliveryIds, ...deliveryIds],
         toAttempt,
