@@ -75,10 +75,9 @@ export function claimUidRange(options: ClaimOptions): UidRange {
     return {
       base,
       size,
-      release() {
-        lock.release();
-        fs.rmSync(lock.file, { force: true });
-      },
+      // The file stays: removing it here, outside the folder lock, raced a claimer probing it (its
+      // write then failed with SQLITE_READONLY_DBMOVED). The next claimer finds it free and removes it.
+      release: () => lock.release(),
     };
   } finally {
     guard.release();
@@ -97,7 +96,14 @@ function liveClaims(dir: string): Claim[] {
     const m = /^(\d+)\.lock$/.exec(name);
     if (!m) continue;
     const file = path.join(dir, name);
-    const probe = tryLock(file);
+    let probe: FileLock | undefined;
+    try {
+      probe = tryLock(file);
+    } catch (err) {
+      // Removed while probed (by a server of an older version releasing its range): nobody holds it.
+      if (!fs.existsSync(file)) continue;
+      throw err;
+    }
     if (probe) {
       // Nobody holds it: its server is gone. Only claimers (who hold the folder lock) remove files.
       probe.release();
