@@ -8,11 +8,11 @@
  */
 import path from "node:path";
 import type { FastifyInstance, FastifyServerOptions } from "fastify";
-import { claimIsolation } from "./app/executors.ts";
-import { createFastify } from "./app/front-door.ts";
+import { claimIsolation, type Isolation } from "./app/executors.ts";
+import { createFastify, type FrontDoor } from "./app/front-door.ts";
 import { registerHttp } from "./app/http.ts";
 import { addLifecycle } from "./app/lifecycle.ts";
-import { buildServices } from "./app/services.ts";
+import { buildServices, type Wired } from "./app/services.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { SecretBox } from "./crypto/secret-box.ts";
@@ -80,32 +80,54 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     if (!options.store) await store.close();
     throw err;
   }
-  const accounts = new Accounts(store, clock);
-  const sessions = new Sessions(store, clock);
-  accounts.bootstrapPending = options.deferBootstrap === true;
-  const created = options.deferBootstrap ? undefined : await accounts.bootstrap(config.bootstrapApiKey);
-  const isolation = claimIsolation(config, options.executor);
-  const { app, door } = createFastify(config, options.logger);
-  const wired = await buildServices({
-    config,
-    clock,
-    store,
-    secrets,
-    accounts,
-    sessions,
-    app,
-    executor: options.executor,
-    isolation,
-  });
-  await registerHttp(app, door, {
-    config,
-    clock,
-    secrets,
-    services: wired.services,
-    forwardPsk: wired.cluster ? wired.forwardPsk : undefined,
-  });
-  addLifecycle(app, config, wired, isolation, options);
+  // What a failed start opened is closed again: an open store (its worker, its pool) or a claimed uid
+  // range would keep an embedding process alive, and the next start on the host from stepping over it.
+  let isolation: Isolation | undefined;
+  let wired: Wired | undefined;
+  try {
+    const accounts = new Accounts(store, clock);
+    const sessions = new Sessions(store, clock);
+    accounts.bootstrapPending = options.deferBootstrap === true;
+    const created = options.deferBootstrap ? undefined : await accounts.bootstrap(config.bootstrapApiKey);
+    isolation = claimIsolation(config, options.executor);
+    const { app, door } = createFastify(config, options.logger);
+    wired = await buildServices({
+      config,
+      clock,
+      store,
+      secrets,
+      accounts,
+      sessions,
+      app,
+      executor: options.executor,
+      isolation,
+    });
+    await registerHttp(app, door, {
+      config,
+      clock,
+      secrets,
+      services: wired.services,
+      forwardPsk: wired.cluster ? wired.forwardPsk : undefined,
+    });
+    addLifecycle(app, config, wired, isolation, options);
+    return built(app, door, wired, created, config);
+  } catch (err) {
+    await wired?.executor.close().catch(() => {});
+    await wired?.cluster?.close().catch(() => {});
+    await wired?.egress?.close().catch(() => {});
+    isolation?.uids?.release();
+    if (!options.store) await store.close().catch(() => {});
+    throw err;
+  }
+}
 
+function built(
+  app: FastifyInstance,
+  door: FrontDoor,
+  wired: Wired,
+  created: Awaited<ReturnType<Accounts["bootstrap"]>>,
+  config: Config,
+): BuiltApp {
   const listener = door.endpointListener;
   if (!listener) throw new Error("Fastify did not call serverFactory");
   return {
