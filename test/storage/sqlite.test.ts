@@ -214,6 +214,8 @@ function indexState(dataDir: string): {
   const db = new DatabaseSync(path.join(dataDir, "fount.db"), { readOnly: true });
   db.prepare("ATTACH DATABASE ? AS search").run(path.join(dataDir, "fount-search.db"));
   try {
+    // One snapshot: the worker may drop a generation between the list and its counts.
+    db.exec("BEGIN");
     const gens = generationsIn(db);
     const count = (sql: string) => (db.prepare(sql).get() as { n: number }).n;
     return {
