@@ -49,9 +49,10 @@ export interface ClusterLinkDeps {
   onWake?: () => void;
   /**
    * After each heartbeat: the live nodes that take forwarded hits (this one too, once it listens), and
-   * the leases each other live node held at its own last heartbeat.
+   * the leases each other live node held at its own last heartbeat. `regular`: a heartbeat of the
+   * interval, not an early one written to learn of a node that just spoke.
    */
-  onMembers?: (members: string[], held: ReadonlyMap<string, number>) => void;
+  onMembers?: (members: string[], held: ReadonlyMap<string, number>, regular: boolean) => void;
   /** How many source leases this node holds, for its heartbeat. */
   held?: () => number;
   interest?: Partial<InterestTimings>;
@@ -238,7 +239,7 @@ export class ClusterLink implements StreamInterest {
     await this.#d.cluster.leave(this.#d.nodeId).catch(() => undefined);
   }
 
-  async #beat(): Promise<void> {
+  async #beat(regular = true): Promise<void> {
     try {
       await this.#d.cluster.heartbeat(this.#d.nodeId, this.#url, this.#d.held?.() ?? 0);
       const live = await this.#d.cluster.liveNodes(nodeDeadAfterMs);
@@ -247,7 +248,7 @@ export class ClusterLink implements StreamInterest {
       this.#peerUrls = new Map(others.flatMap((n) => (n.url === undefined ? [] : [[n.id, n.url]])));
       const members = others.flatMap((n) => (n.url === undefined ? [] : [n.id]));
       if (this.#url !== undefined) members.push(this.#d.nodeId);
-      this.#d.onMembers?.(members, new Map(others.map((n) => [n.id, n.held])));
+      this.#d.onMembers?.(members, new Map(others.map((n) => [n.id, n.held])), regular);
       if (this.#heartbeatFailing) this.#d.logger.info("cluster heartbeat written again");
       this.#heartbeatFailing = false;
     } catch (err) {
@@ -332,7 +333,7 @@ export class ClusterLink implements StreamInterest {
     // late (overloaded, or leaving) may still speak, and is not counted until it writes one.
     if (!this.#peerIds.has(message.n) && !this.#learning && this.#now() - this.#learnedAt >= learnEveryMs) {
       this.#learnedAt = this.#now();
-      this.#learning = this.#beat().finally(() => {
+      this.#learning = this.#beat(false).finally(() => {
         this.#learning = undefined;
       });
     }
@@ -457,7 +458,7 @@ export function clusterNode(deps: {
       if (m.t === "released" && m.to === deps.nodeId) spread.adopt(m.s);
     },
     held: () => leases.held(),
-    onMembers: (members, held) => spread.update(members, held),
+    onMembers: (members, held, regular) => spread.update(members, held, regular),
     onDeleted: (sourceId) => {
       deps.forget(sourceId);
       leases.forget(sourceId);

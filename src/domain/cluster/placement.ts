@@ -100,9 +100,11 @@ export class LeaseSpread {
 
   /**
    * At each heartbeat: the live nodes that take forwarded hits and the leases each holds. Sets them,
-   * gives away the leases that belong elsewhere now, and lets the hits counted so far weigh less.
+   * gives away the leases that belong elsewhere now, and, at a heartbeat of the interval (`regular`),
+   * lets the hits counted so far weigh less: an early one, written to learn of a node that just spoke,
+   * would otherwise halve them once more than the interval says.
    */
-  update(members: readonly string[], held: ReadonlyMap<string, number> = new Map()): void {
+  update(members: readonly string[], held: ReadonlyMap<string, number> = new Map(), regular = true): void {
     const sorted = [...members].sort();
     if (sorted.join("\n") !== this.#members.join("\n")) {
       this.#members = sorted;
@@ -110,7 +112,7 @@ export class LeaseSpread {
     }
     this.#held = held;
     this.rebalance();
-    this.arrivals.decay();
+    if (regular) this.arrivals.decay();
   }
 
   /** The node that should run the source; undefined when no node takes forwarded hits. */

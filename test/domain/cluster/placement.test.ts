@@ -211,3 +211,13 @@ test("hits counted weigh half as much at each heartbeat, and are forgotten once 
   assert.equal(arrivals.lead("src_a"), undefined);
   assert.equal(arrivals.lead("src_b"), undefined);
 });
+
+test("an early heartbeat, written to learn of a node that just spoke, leaves the hits' weight as it was", () => {
+  const { leases } = fakeLeases([]);
+  const spread = new LeaseSpread({ leases, nodeId: nodes[0]!, reachable: () => true, now: () => 100_000 });
+  hits(spread, "src_a", nodes[1], 8);
+  spread.update(nodes, new Map(), false);
+  assert.equal(spread.arrivals.lead("src_a")?.total, 8, "not halved by the early one");
+  spread.update(nodes);
+  assert.equal(spread.arrivals.lead("src_a")?.total, 4, "halved by the regular one");
+});
