@@ -151,6 +151,33 @@ test("an executor stopped for being idle starts again on the next call, with the
   assert.equal(pids.size, 4, "a new process each time");
 });
 
+test("a tenant hit less often than the realm idle time keeps its realm: its next hit starts none", async () => {
+  const pool = newPool({ realmIdleMs: 100 });
+  const call = counterSource(pool, "u_sparse");
+  assert.equal((await call()).n, 1);
+  assert.equal(pool.stats()[0]?.realmsStarted, 1);
+  // Past the realm idle time, the pool's watch (every 500 ms) and the 5 s a vacant realm is kept for
+  // reuse: a realm stopped at the idle time would be gone, and the next call would start another.
+  await new Promise((r) => setTimeout(r, 7500));
+  assert.equal((await call()).n, 2, "the source's db is still there");
+  // Each start is about 100 ms of CPU against 1 to 3 ms for a hit: hundreds of tenants each hit every
+  // minute or so made the node crawl (docs/architecture.md, "Many tenants").
+  assert.equal(pool.stats()[0]?.realmsStarted, 1, "the hit after the quiet spell started a realm");
+});
+
+test("past the realm idle time a process keeps one source's realm, and every source keeps its db", async () => {
+  const pool = newPool({ realmIdleMs: 100 });
+  const a = counterSource(pool, "u_two", "dc_a");
+  const b = counterSource(pool, "u_two", "dc_b");
+  assert.equal((await a()).n, 1);
+  assert.equal((await b()).n, 1);
+  await new Promise((r) => setTimeout(r, 7500));
+  assert.equal((await a()).n, 2);
+  assert.equal((await b()).n, 2);
+  // One of the two was stopped (its db sent again with its next call), the other kept.
+  assert.equal(pool.stats()[0]?.realmsStarted, 3);
+});
+
 test("V8 flags this Node knows reach the executor; unknown ones and sandbox-widening ones are dropped with a warning", async () => {
   const warned: Array<{ flag?: string }> = [];
   const pool = newPool({

@@ -17,6 +17,7 @@ import {
   type ExecutorPoolOptions,
   LOG_ENTRY_CHARS,
   type Owner,
+  REALM_IDLE_MS,
   type Reason,
   type SourceState,
   type SpareSlot,
@@ -32,6 +33,8 @@ export interface PoolSettings {
   /** What each executor process is started with; its scratch folder is filled in per process. */
   limits: ChildInit;
   idleMs: number;
+  /** A source realm idle this long is stopped while its process keeps another (REALM_IDLE_MS). */
+  realmIdleMs: number;
   /** As the operator gave them; `Lifecycle` keeps those this Node knows (v8-flags.ts). */
   v8Flags: readonly string[];
   /** `MALLOC_ARENA_MAX` of each executor process; 0: unset. */
@@ -62,6 +65,7 @@ export function poolSettings(options: ExecutorPoolOptions): PoolSettings {
       ...(options.pipedreamApi ? { pipedreamApi: { bodyLimit: options.pipedreamApi.bodyLimit } } : {}),
     },
     idleMs: options.idleMs ?? 10 * 60_000,
+    realmIdleMs: options.realmIdleMs ?? REALM_IDLE_MS,
     v8Flags: options.v8Flags ?? [],
     mallocArenaMax: options.mallocArenaMax ?? 2,
     extraCaCertsFile: options.extraCaCertsFile,

@@ -14,7 +14,6 @@ import {
   ExecutorError,
   failed,
   type Owner,
-  REALM_IDLE_MS,
   type Reason,
   type SpareSlot,
   STARTUP_TIMEOUT_MS,
@@ -252,9 +251,16 @@ export class Lifecycle {
       }
       for (const [sid, since] of child.realmIdleSince) {
         if (child.batches.has(sid)) continue;
-        if (now - since > REALM_IDLE_MS || !child.dbVersions.has(sid)) child.realmIdleSince.delete(sid);
-        if (now - since > REALM_IDLE_MS && child.dbVersions.delete(sid))
-          this.send(child, { t: "forget", sid });
+        if (!child.dbVersions.has(sid)) {
+          child.realmIdleSince.delete(sid);
+          continue;
+        }
+        // The process's last realm stays while the process does: stopped, the next hit would start it
+        // again (REALM_IDLE_MS says what that cost), and the process itself stops after `idleMs`.
+        if (now - since <= this.core.settings.realmIdleMs || child.dbVersions.size <= 1) continue;
+        child.realmIdleSince.delete(sid);
+        child.dbVersions.delete(sid);
+        this.send(child, { t: "forget", sid });
       }
       if (this.core.scratch.current === "measured") this.core.measureScratch(child);
       this.core.checkMemory(child, child.pid, now);

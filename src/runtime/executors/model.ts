@@ -65,6 +65,11 @@ export interface ExecutorPoolOptions {
   /** An owner's process with nothing to do for this long is stopped (and started again on demand). */
   idleMs?: number;
   /**
+   * A source's realm with nothing to do for this long is stopped (default REALM_IDLE_MS), unless it is
+   * the last its process holds: that one goes with the process (`idleMs`).
+   */
+  realmIdleMs?: number;
+  /**
    * Executor processes kept started ahead with no owner (default 0), so that an owner's first call
    * after its process stopped does not wait for node and a realm to start (spares.ts). None when the
    * server is root and `isolateUsers` is off: they would run as root.
@@ -139,7 +144,13 @@ export const SHED_GRACE_MS = 1500;
  * its db re-sent when the source runs again. A live realm costs about 10 MB (docs/architecture.md).
  */
 export const MAX_CACHED_DBS = 16;
-/** A realm with nothing to do for this long is stopped (and started again on demand). */
+/**
+ * A realm with nothing to do for this long is stopped (and started again on demand), while its process
+ * keeps another: the last realm of a process stays as long as the process. Starting a realm costs about
+ * 100 ms of CPU against 1 to 3 ms for a hit to a running one, so a tenant hit less often than this paid
+ * a start per hit; on a loaded node with hundreds of tenants hits then came further apart than this,
+ * every hit started a realm, and the node crawled (issue 29, docs/architecture.md, "Many tenants").
+ */
 export const REALM_IDLE_MS = 60_000;
 /** Realms that die in a row before running anything, after which the source's first call fails. */
 export const MAX_REALM_RESTARTS = 3;
