@@ -363,10 +363,11 @@ export async function tenantsCost(
   ctx.log(`${part}: deploying ${planned - 50} more tenants (load ${load()})`);
   const all = [...active, ...(await tenants(fount, planned - 50, log, memoryShort))];
   const count = all.length;
-  // A realm idle for a minute is stopped (REALM_IDLE_MS, src/runtime/executors/model.ts), so the tenants
-  // deployed more than a minute ago start theirs again at their next hit, about 100 ms of CPU each: all
-  // in the hits' first second, that was a queue of minutes (hit p50 25 s with 674 tenants). Tenants hit
-  // once a second never idle that long: their realms are started again here, a few at a time, first.
+  // Until 2026-11-27 a realm idle for a minute was stopped even when it was its process's last
+  // (REALM_IDLE_MS, src/runtime/executors/model.ts), so the tenants deployed more than a minute ago
+  // started theirs again at their next hit, about 100 ms of CPU each: all in the hits' first second, that
+  // was a queue of minutes (hit p50 25 s with 674 tenants). The last realm now stays with its process;
+  // this step, a few at a time, keeps comparisons with older commits fair and costs seconds now.
   ctx.log(`${part}: ${count} tenants, one hit each, 4 at a time (load ${load()})`);
   await hitEach(all, 4);
   ctx.log(`${part}: ${count} tenants, one hit per second each for ${activeSeconds} s`);
