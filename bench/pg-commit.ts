@@ -1,13 +1,14 @@
 /**
  * What a group commit of the `http` part costs PostgreSQL, without a server: the driver on a fresh schema
- * commits `--commits` transactions of `--events` events each into one window of 100 (each with the
+ * commits `--commits` transactions of `--events` events each into one window of `--keep` (100 by
+ * default; a larger one appends, as a source with a longer retention does) (each with the
  * emitter's clock and the owner's usage, as a commit of the emitter source writes them), the search
  * indexer's statement every `--index-every` commits (a second at the bench's rate), and prints the CPU
  * of every `postgres` process per event and per commit, with the commits' wall-time percentiles.
  * `--setup` runs SQL on the fresh schema first, to weigh a variant of it against the migrations' own
  * (docs/architecture.md, "PostgreSQL's own CPU per hit"):
  *
- *   node bench/pg-commit.ts [--events 50] [--commits 600] [--index-every 60] [--setup "DROP INDEX events_text"]
+ *   node bench/pg-commit.ts [--events 50] [--commits 600] [--keep 100] [--index-every 60] [--setup "DROP INDEX events_text"]
  */
 import { parseArgs } from "node:util";
 import pg from "pg";
@@ -21,6 +22,7 @@ const { values } = parseArgs({
     events: { type: "string", default: "50" },
     commits: { type: "string", default: "600" },
     warmup: { type: "string", default: "40" },
+    keep: { type: "string", default: "100" },
     "index-every": { type: "string", default: "60" },
     setup: { type: "string", default: "" },
     "pg-url": {
@@ -33,6 +35,7 @@ const perCommit = Number(values.events);
 const commits = Number(values.commits);
 const warmup = Number(values.warmup);
 const indexEvery = Number(values["index-every"]);
+const keep = Number(values.keep);
 const pgUrl = values["pg-url"];
 
 const schema = await createSchema(pgUrl);
@@ -64,7 +67,7 @@ try {
             event: payload,
             meta: { emit_id: `e${c}-${seq}`, name: "", emitter_id: emitterId },
           },
-          100,
+          keep,
         );
         await tx.putEmitterClock(emitterId, ms, seq);
       }
