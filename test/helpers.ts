@@ -2,7 +2,7 @@
  * Test harness: a real Fount server on an ephemeral port with its own SQLite file in a temp dir, and
  * a small client that speaks HTTP to it like any other client.
  */
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, realpathSync, rmSync } from "node:fs";
 import net from "node:net";
 import os from "node:os";
@@ -250,4 +250,38 @@ export function asUid(uid: number, script: string): string {
     const stderr = String((err as { stderr?: unknown }).stderr ?? "");
     return /\b(EACCES|EPERM|ENOENT)\b/.exec(stderr)?.[1] ?? stderr;
   }
+}
+
+/** What `runNode` saw: the exit code, or "alive" when it was still running at its deadline and killed. */
+export interface NodeRun {
+  code: number | null | "alive";
+  out: string;
+  err: string;
+}
+
+/**
+ * Runs `node <args>` to its end in the background (tests that need processes side by side, or one that
+ * must exit on its own), with its stdout and stderr; one still running after `killAfterMs` is killed.
+ */
+export function runNode(args: string[], killAfterMs: number): Promise<NodeRun> {
+  const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  let err = "";
+  child.stdout.on("data", (d) => {
+    out += d;
+  });
+  child.stderr.on("data", (d) => {
+    err += d;
+  });
+  return new Promise((resolve) => {
+    let alive = false;
+    const timer = setTimeout(() => {
+      alive = true;
+      child.kill("SIGKILL");
+    }, killAfterMs);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code: alive ? "alive" : code, out, err });
+    });
+  });
 }

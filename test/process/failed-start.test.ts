@@ -3,12 +3,12 @@
  * catches the error exits on its own, and the host's uid claims are left as they were.
  */
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { claimUidRange } from "../../src/runtime/uid-range.ts";
+import { runNode } from "../helpers.ts";
 
 const root = process.getuid?.() === 0;
 const src = (file: string) => JSON.stringify(new URL(`../../src/${file}`, import.meta.url).href);
@@ -38,28 +38,13 @@ test("a start refused after the store opened closes the store: the embedding pro
     // A file, not `node -e`: a process evaluating `-e` exited with the store still open, hiding the leak.
     const file = path.join(dataDir, "embed.mjs");
     writeFileSync(file, script);
-    const child = spawn(process.execPath, [file], {
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let out = "";
-    child.stdout.on("data", (d) => {
-      out += d;
-    });
-    child.stderr.on("data", (d) => {
-      out += d;
-    });
     // Exiting is the point; the minute only bounds a process that would otherwise wait forever.
-    const code = await new Promise<number | null | "alive">((resolve) => {
-      const timer = setTimeout(() => {
-        child.kill("SIGKILL");
-        resolve("alive");
-      }, 60_000);
-      child.on("exit", (c) => {
-        clearTimeout(timer);
-        resolve(c);
-      });
-    });
-    assert.equal(code, 0, `the process was still running a minute after its start was refused:\n${out}`);
+    const { code, out, err } = await runNode([file], 60_000);
+    assert.equal(
+      code,
+      0,
+      `the process was still running a minute after its start was refused:\n${out}${err}`,
+    );
     assert.match(
       out,
       new RegExp(`refused: FOUNT_EXECUTOR_UID_BASE=${base}: uids .* belong to another Fount server`),

@@ -3,21 +3,17 @@
  * succeeds while ranges are released around it, and live servers never share a range.
  */
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
-import { fileURLToPath } from "node:url";
 import { claimUidRange, FIRST_AUTO_UID, UID_RANGE_SIZE } from "../../src/runtime/uid-range.ts";
+import { type NodeRun, runNode } from "../helpers.ts";
 
 const moduleUrl = new URL("../../src/runtime/uid-range.ts", import.meta.url).href;
 
 /** A process that claims and releases a range `times` times; prints the bases it got, or dies with the error. */
-function claimer(
-  claimsDir: string,
-  times: number,
-): Promise<{ code: number | null; out: string; err: string }> {
+function claimer(claimsDir: string, times: number): Promise<NodeRun> {
   const script = `
     const { claimUidRange } = await import(${JSON.stringify(moduleUrl)});
     const bases = [];
@@ -28,19 +24,7 @@ function claimer(
     }
     console.log(JSON.stringify(bases));
   `;
-  const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
-    cwd: path.dirname(fileURLToPath(import.meta.url)),
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let out = "";
-  let err = "";
-  child.stdout.on("data", (d) => {
-    out += d;
-  });
-  child.stderr.on("data", (d) => {
-    err += d;
-  });
-  return new Promise((resolve) => child.on("close", (code) => resolve({ code, out, err })));
+  return runNode(["--input-type=module", "-e", script], 60_000);
 }
 
 test("servers that claim and release ranges side by side all get one, never one a live server holds", async () => {
