@@ -312,7 +312,15 @@ test("when the node running a source is killed, the others run its hits", async 
   await node("f3").proc.kill();
   // f2 cannot connect to f3: it runs the hit itself, once f3's lease has expired with its heartbeat.
   const started = Date.now();
-  const after = await hit(node("f2"), source.path);
+  let after = await hit(node("f2"), source.path);
+  // A hit sent in the moment before f2 has read the connection's close goes out on it and gets the
+  // answer of a hit cut off (503 node_unreachable, retry after 1 s; the next test): its caller retries.
+  // Seen once in CI; nothing ran it, so the retry is still the source's third run.
+  if (after.status === 503) {
+    assert.equal(after.body.code, "node_unreachable");
+    assert.equal(after.headers.get("retry-after"), "1");
+    after = await hit(node("f2"), source.path);
+  }
   assert.equal(after.status, 201);
   assert.equal(after.body.n, 3);
   assert.ok(Date.now() - started < 20_000, `answered after ${Date.now() - started} ms`);
