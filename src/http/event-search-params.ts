@@ -4,7 +4,9 @@
  * bad value is a 400 naming its field.
  *
  * - `q`: words, each found anywhere in the event's JSON text, case-insensitively (all of them);
- *   `"…"` keeps spaces inside one. Each at least 3 characters, as both stores' trigram indexes need.
+ *   `"…"` keeps spaces inside one. At least one word has 3 characters or more: both stores' trigram
+ *   indexes find the candidates by those words, and a shorter word (`order 42`) is then checked on
+ *   each candidate's text.
  * - `where` (repeatable): `<path>:<value>`, split at the first colon. The path names keys of the event
  *   (what the source emitted) from its top, separated by dots: `body.user.id`, `headers.x-github-event`,
  *   `path`. The value at the path equals the value given, as a string, or as the number, `true`,
@@ -20,8 +22,11 @@ import { parseTime, timeParam } from "./history-params.ts";
 
 /** Words of `q` at most: each is one more condition on the index. */
 const maxTerms = 10;
-/** The shortest word: both stores index text by trigrams, and a shorter word matches through none. */
-const minTermLength = 3;
+/**
+ * The length a search needs one word of: both stores index text by trigrams, and a shorter word matches
+ * through none, so a search of short words alone would read every event.
+ */
+const indexedTermLength = 3;
 /** Keys in a `where` path at most. */
 const maxPathKeys = 32;
 
@@ -31,7 +36,7 @@ export const searchParams = {
     Type.String({
       maxLength: 1024,
       description:
-        'Words found anywhere in the event (all of them, case-insensitive, 3 characters or more); "…" keeps spaces',
+        'Words found anywhere in the event (all of them, case-insensitive; one of 3 characters or more); "…" keeps spaces',
     }),
   ),
   where: Type.Optional(
@@ -68,15 +73,15 @@ export function parseText(q: string | undefined): string[] | undefined {
   for (const m of q.matchAll(/"([^"]*)"|(\S+)/g)) {
     const term = (m[1] ?? m[2] ?? "").trim();
     if (term === "") continue;
-    if ([...term].length < minTermLength)
-      throw invalidParameter(
-        "q",
-        `Each word of q must be at least ${minTermLength} characters: "${term}" is shorter`,
-      );
     terms.push(term);
   }
   if (terms.length === 0) throw invalidParameter("q", "q must hold at least one word");
   if (terms.length > maxTerms) throw invalidParameter("q", `q may hold at most ${maxTerms} words`);
+  if (!terms.some((t) => [...t].length >= indexedTermLength))
+    throw invalidParameter(
+      "q",
+      `q needs a word of at least ${indexedTermLength} characters, which the index finds events by: add one, or quote a phrase ("order ${terms[0]}")`,
+    );
   return terms;
 }
 

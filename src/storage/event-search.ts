@@ -19,7 +19,10 @@ export interface EventSearch {
   /** …or those of every source these accounts own (the cross-source search); one of the two is given. */
   sourceOwnerIds?: string[];
   channel: string;
-  /** Each must occur in the event's stored JSON text, case-insensitively; each at least 3 characters. */
+  /**
+   * Each must occur in the event's stored JSON text, case-insensitively; at least one has 3 characters
+   * or more (the text index finds the candidates by those; shorter ones are checked on each candidate).
+   */
   text?: string[];
   /** Each path's value must equal its value (as a string, or as the number, boolean or null it spells). */
   where?: EventWhere[];

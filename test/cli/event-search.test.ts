@@ -162,7 +162,7 @@ test("fount replay --search counts the matching events and sends them, marked as
   assert.equal(r.requests[0]!.json.text, "Order ✓ delivered");
   const refused = await fount(["replay", "searched", "--to", hook.id, "--search", "ab", "--yes"], env);
   assert.notEqual(refused.code, 0);
-  assert.match(refused.stderr, /at least 3 characters/);
+  assert.match(refused.stderr, /a word of at least 3 characters/);
   const followed = await fount(["events", "searched", "-f", "--search", "order"], env);
   assert.equal(followed.code, 2);
   assert.match(followed.stderr, /without a search/);

@@ -277,7 +277,7 @@ test("replaying an event sends it again as a new delivery marked as a replay of 
   assert.deepEqual(theirs.replay, { id: to.body.data.replay_id, replayed_from: null });
 });
 
-test("a range replay counts first, then sends the channel's events in the range oldest first; a q of fewer than 3 characters is refused", async () => {
+test("a range replay counts first, then sends the channel's events in the range oldest first; a q without a word of 3 characters or more is refused", async () => {
   const r = await scripted(() => 200);
   const source = await deploySource(server, hookSourceCode);
   const hook = await createWebhook(server, r.url);

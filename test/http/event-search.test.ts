@@ -112,6 +112,11 @@ test("text, JSON path, header, path and channel find exactly the matching events
     "refund for order",
   ]);
   assert.deepEqual(text(await search(list, "q=zzzzzz", user.key)), []);
+  assert.deepEqual(
+    text(await search(list, "q=order%20fu", user.key)),
+    ["refund for order"],
+    "a word shorter than a trigram, checked on what the longer one found",
+  );
 
   assert.deepEqual(
     text(await search(list, "where=body.user.id:42", user.key)),
@@ -326,6 +331,7 @@ test("bad q, where, times and cursors are 400s naming the field", async () => {
   const list = `/v1/sources/${source.id}/event_summaries`;
   const cases: Array<[string, string]> = [
     ["q=ab", "q"],
+    ["q=ab%20cd", "q"],
     ["q=%20%20", "q"],
     [`q=${"abc%20".repeat(11)}`, "q"],
     ["where=nocolon", "where"],

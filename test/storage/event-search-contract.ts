@@ -46,6 +46,11 @@ export function eventSearchContract(withStore: WithStore): void {
       assert.deepEqual(await found(s, { text: ["alpha0"] }), []);
       assert.deepEqual(await found(s, { text: ["ALPHA3"] }), [3]);
       assert.deepEqual(await found(s, { text: ["shared", "alpha4"] }), [4]);
+      // A word shorter than a trigram is checked on the rows the longer words found.
+      assert.deepEqual(await found(s, { text: ["alpha", "A3"] }), [3]);
+      assert.deepEqual(await found(s, { text: ["a4", "shared"] }), [4]);
+      assert.deepEqual(await found(s, { text: ["alpha", "4", "shared"] }), [4]);
+      assert.deepEqual(await found(s, { text: ["alpha", "zq"] }), []);
       assert.deepEqual(await found(s, { where: [{ path: ["id"], value: "3" }] }), [3]);
       assert.deepEqual(await found(s, { where: [{ path: ["id"], value: "0" }] }), []);
       // A smaller window and a deleted range.

@@ -17,7 +17,8 @@ export const searchOptions: Record<string, OptionSpec> = {
   search: {
     type: "string",
     value: "words",
-    description: 'Words found anywhere in the event (all of them, 3 characters or more; "…" keeps spaces)',
+    description:
+      'Words found anywhere in the event (all of them, one of 3 characters or more; "…" keeps spaces)',
   },
   where: {
     type: "string",

@@ -23,6 +23,16 @@ export function likePattern(term: string): string {
   return `%${term.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 }
 
+/**
+ * What a term is matched against: the stored text, which the trigram index `events_text` serves, for a
+ * term of a trigram or more; for a shorter one (`42` in `order 42`), which has no trigram, an expression
+ * the index does not serve, so the planner checks it on the rows the other words found (pg_trgm would
+ * answer such a pattern on its own with every entry of the index).
+ */
+function textOf(term: string): string {
+  return [...term].length >= 3 ? "e.event_json" : "(e.event_json || '')";
+}
+
 /** The JSON document that contains exactly `value` at `path`: `{"body":{"user":{"id":42}}}`. */
 function containing(path: string[], value: unknown): string {
   let doc: unknown = value;
@@ -49,7 +59,7 @@ function searchQuery(
     params.push(value);
     return `$${params.length}`;
   };
-  for (const term of search.text ?? []) where.push(`e.event_json ILIKE ${p(likePattern(term))}`);
+  for (const term of search.text ?? []) where.push(`${textOf(term)} ILIKE ${p(likePattern(term))}`);
   for (const w of search.where ?? []) where.push(whereCondition(w, p));
   const common = commonConditions(search, page, (n) => `$${n}`, params.length);
   where.push(...common.where);

@@ -46,14 +46,15 @@ export function ftsQuery(terms: string[]): string {
 const holdsFolded = "fount_holds_folded";
 
 /**
- * The condition that the event's text holds `term`, case-insensitively, for a term longer than one
- * trigram (a trigram's own match is exact): the index found rows holding each of its trigrams, perhaps
- * apart. An ASCII term with SQLite's `lower` (ASCII only, in C, a fraction of a microsecond a row); any
+ * The condition that the event's text holds `term`, case-insensitively, for a term that is not one
+ * trigram (a trigram's own match is exact): for a longer one, the index found rows holding each of its
+ * trigrams, perhaps apart; a shorter one (`42` in `order 42`) has no trigram, and the rows the other
+ * words found are checked for it. An ASCII term with SQLite's `lower` (ASCII only, in C, a fraction of a microsecond a row); any
  * other with JavaScript's `toLowerCase`, which folds the case of other scripts (`É`, `Ü`) as the
  * tokenizer does.
  */
 function textCondition(term: string): { sql: string; param: string } | undefined {
-  if ([...term].length <= 3) return undefined;
+  if ([...term].length === 3) return undefined;
   // biome-ignore lint/suspicious/noControlCharactersInRegex: the ASCII range is the point.
   if (/^[\x00-\x7f]*$/.test(term))
     return { sql: "instr(lower(e.event_json), ?) > 0", param: term.toLowerCase() };
@@ -111,10 +112,12 @@ function searchQuery(
   page: EventSearchPage,
   generations: number[],
 ): { body: string; order: string; params: SQLInputValue[] } {
-  const text = [...(search.text ?? []), ...(search.where ?? []).flatMap((w) => whereWord(w) ?? [])];
+  const text = [...(search.text ?? []), ...(search.where ?? []).flatMap((w) => whereWord(w) ?? [])].filter(
+    (t) => [...t].length >= 3,
+  );
   const where: string[] = [];
   const params: SQLInputValue[] = [];
-  // With text, the FTS tables lead (CROSS JOIN keeps that order): the rowids matching the text in each
+  // With words of a trigram or more, the FTS tables lead (CROSS JOIN keeps that order): the rowids matching the text in each
   // generation, then each one's row and the other conditions on it; without, the events table's own
   // indexes. No generation yet: nothing holds the text.
   let from = "events e";
