@@ -7,7 +7,7 @@
 import { Worker } from "node:worker_threads";
 import type { FromChild } from "../protocol.ts";
 import { busyOf, init, isObject, type Realm, relayStart, send } from "./state.ts";
-import { chargeIdle, markCpu } from "./usage.ts";
+import { chargeIdle } from "./usage.ts";
 
 // The pool runs runner/runner.ts bundled to runner.mjs, with realm/realm.ts bundled to realm.mjs beside it.
 const realmFile = new URL("./realm.mjs", import.meta.url);
@@ -124,6 +124,7 @@ function newRealm(): Realm {
     inspectedFiles: new Set(),
     idleMark: undefined,
     cpuMark: undefined,
+    reading: false,
     spell: 0,
     spinMs: 0,
     stopped: false,
@@ -336,7 +337,6 @@ function onRealmMessage(realm: Realm, raw: unknown): void {
         if (--realm.busy === 0) {
           realm.idleMark = realm.worker.performance.eventLoopUtilization();
           realm.spinMs = 0;
-          markCpu(realm, realm.spell);
         }
       }
       send({ ...msg, sid });

@@ -29,8 +29,14 @@ export interface Realm {
   lastSid: string | undefined;
   /** Event-loop use when the realm last went idle (or was last measured idle): tells spinning. */
   idleMark: EventLoopUtilization | undefined;
-  /** The thread's CPU time (µs) when it last went idle or was last measured idle: what is charged. */
+  /**
+   * The thread's CPU time (µs) when it was last measured idle: what the next charge counts from. None
+   * until the idle spell first shows work past the charge floor (usage.ts reads it only then), or while
+   * a reading is on its way (`reading`).
+   */
   cpuMark: number | undefined;
+  /** A reading of the thread's CPU time is on its way (usage.ts). */
+  reading: boolean;
   /** Counts the realm's busy spells, so that a CPU reading taken in an earlier idle spell is dropped. */
   spell: number;
   /** ms the realm's thread was busy during idle ticks in a row. */

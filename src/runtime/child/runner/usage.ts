@@ -15,19 +15,25 @@ const SPIN_UTILIZATION = 0.9;
  */
 const IDLE_CHARGE_FLOOR_MS = 5;
 
-/** The CPU time (µs) a realm's thread has used so far. */
-async function cpuOf(realm: Realm): Promise<number> {
-  const use = await realm.worker.cpuUsage();
-  return use.user + use.system;
-}
-
-/** Remembers the realm's CPU time as the start of an idle spell, unless it went busy meanwhile. */
-export function markCpu(realm: Realm, spell: number): void {
-  cpuOf(realm).then(
-    (cpu) => {
+/**
+ * Reads the realm thread's CPU time (µs) as the mark its next charge counts from, unless the realm went
+ * busy or ended meanwhile; `got` gets the reading too, `failed` is told when there is none (the realm
+ * ended). Asking wakes the realm's thread, and its answer this one.
+ */
+function readMark(realm: Realm, got?: (cpu: number) => void, failed?: () => void): void {
+  const spell = realm.spell;
+  realm.reading = true;
+  realm.worker.cpuUsage().then(
+    (use) => {
+      realm.reading = false;
+      const cpu = use.user + use.system;
+      got?.(cpu);
       if (realm.spell === spell && realm.busy === 0 && !realm.stopped) realm.cpuMark = cpu;
     },
-    () => undefined,
+    () => {
+      realm.reading = false;
+      failed?.();
+    },
   );
 }
 
@@ -38,6 +44,12 @@ export function markCpu(realm: Realm, spell: number): void {
  * housekeeping waits for a core while "active", and charging that wall time moved an idle owner's
  * compute usage at random (seen as a flaky "nothing changed" in test/http/malformed.test.ts). A realm
  * that ended can no longer be read, and is charged its event loop's active time instead.
+ *
+ * An idle spell's CPU is read only once the spell shows work past the floor: reading it when each batch
+ * ended woke the realm's thread and then the runner's again in the middle of every run, while the pool
+ * committed and answered it (issue 29, manual runs; docs/architecture.md). That first stretch of work is
+ * charged its event loop's active time, which bounds the thread's CPU time in it from above, and later
+ * stretches their CPU time.
  */
 export function chargeIdle(realm: Realm): boolean {
   const mark = realm.idleMark;
@@ -46,12 +58,13 @@ export function chargeIdle(realm: Realm): boolean {
   const delta = realm.worker.performance.eventLoopUtilization(now, mark);
   realm.idleMark = now;
   realm.spinMs = delta.utilization >= SPIN_UTILIZATION ? realm.spinMs + delta.active : 0;
+  const worked = delta.active >= IDLE_CHARGE_FLOOR_MS;
   // A quiet tick: the thread cannot have used more CPU than its event loop was active, under the floor,
   // so there is nothing to charge, and reading its CPU (which wakes the realm's thread, then this one)
   // is skipped. The mark moves on by that bound instead: a later charge then never includes these
   // ticks' housekeeping, at worst leaving out its wait for a core (issue 29, sparse tenants).
-  if (realm.cpuMark !== undefined && !realm.stopped && delta.active < IDLE_CHARGE_FLOOR_MS) {
-    realm.cpuMark += delta.active * 1000;
+  if (!worked && !realm.stopped) {
+    if (realm.cpuMark !== undefined) realm.cpuMark += delta.active * 1000;
     return false;
   }
   // Work left behind in a shared realm is charged to the source that ran last.
@@ -60,17 +73,20 @@ export function chargeIdle(realm: Realm): boolean {
     if (ms >= IDLE_CHARGE_FLOOR_MS) send({ t: "usage", sid, ms: Math.round(ms) });
   };
   const cpuMark = realm.cpuMark;
-  const spell = realm.spell;
   if (cpuMark === undefined) {
     if (realm.stopped) charge(delta.active);
-    return delta.active >= IDLE_CHARGE_FLOOR_MS;
+    else if (!realm.reading) {
+      // The spell's first work past the floor: its active time now, its CPU time from here on (unless
+      // the spell just ended: a batch came).
+      charge(delta.active);
+      if (realm.busy === 0) readMark(realm);
+    }
+    return worked;
   }
   realm.cpuMark = undefined;
-  cpuOf(realm).then(
-    (cpu) => {
-      charge(Math.max(0, cpu - cpuMark) / 1000);
-      if (realm.spell === spell && realm.busy === 0 && !realm.stopped) realm.cpuMark = cpu;
-    },
+  readMark(
+    realm,
+    (cpu) => charge(Math.max(0, cpu - cpuMark) / 1000),
     () => charge(delta.active),
   );
   return true;
