@@ -24,12 +24,28 @@ const counter = `export default {
   run() { const n = (this.db.get("n") ?? 0) + 1; this.db.set("n", n); this.$emit({ n, pid: process.pid }); },
 };`;
 
-/** Leaves 300 ms of busy work behind each run, in a timer. */
+/**
+ * Leaves 300 ms of its thread's CPU time behind each run, in a timer (CPU time rather than wall time,
+ * which a loaded machine would give less CPU).
+ */
 const burst = `export default {
   name: "Burst", version: "1",
   run() {
-    setTimeout(() => { const end = Date.now() + 300; while (Date.now() < end); }, 0);
+    setTimeout(() => {
+      const start = process.threadCpuUsage();
+      const used = () => { const u = process.threadCpuUsage(start); return (u.user + u.system) / 1000; };
+      while (used() < 300);
+    }, 0);
     this.$emit({ n: 1, pid: process.pid });
+  },
+};`;
+
+/** Leaves 300 ms of blocked waiting behind each run: its event loop busy, its thread using no CPU. */
+const blockedWait = `export default {
+  name: "Blocked", version: "1",
+  run() {
+    setTimeout(() => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 300), 0);
+    this.$emit({ n: 1 });
   },
 };`;
 
@@ -42,6 +58,7 @@ before(async () => {
   await fs.writeFile(path.join(codeDir, "counter.mjs"), counter);
   await fs.writeFile(path.join(codeDir, "other.mjs"), counter.replace('"Counter"', '"Other"'));
   await fs.writeFile(path.join(codeDir, "burst.mjs"), burst);
+  await fs.writeFile(path.join(codeDir, "blocked.mjs"), blockedWait);
 });
 
 after(async () => {
@@ -297,7 +314,8 @@ test("work left behind is charged even when it ends before its idle spell's CPU 
   const call = counterSource(pool, "u_burst_left", "dc_burst", "burst.mjs");
   assert.equal((await call()).n, 1);
   // The 300 ms busy timer ends before the next sweep (each second): that sweep finds the spell's work
-  // and charges its active time, as no CPU reading marked the spell's start.
+  // and charges its CPU time since the mark the realm put in the batch's results; no reading of the
+  // runner's marked the spell's start.
   const end = Date.now() + 15_000;
   while (charged.reduce((a, b) => a + b, 0) < 100) {
     assert.ok(Date.now() < end, `charged ${JSON.stringify(charged)}`);
@@ -305,4 +323,17 @@ test("work left behind is charged even when it ends before its idle spell's CPU 
   }
   const total = charged.reduce((a, b) => a + b, 0);
   assert.ok(total <= 2000, `charged ${total} ms for 300 ms of work`);
+});
+
+test("work left behind is charged the CPU time it used, not the time its event loop was busy", async () => {
+  const charged: number[] = [];
+  const pool = newPool({ onLateWork: (report) => charged.push(report.cpuMs) });
+  const call = counterSource(pool, "u_blocked_left", "dc_blocked", "blocked.mjs");
+  assert.equal((await call()).n, 1);
+  // The 300 ms wait keeps the realm's event loop busy past the charge floor, so a sweep looks at it; the
+  // thread's CPU time from the mark the realm put in its results shows next to no work. Charging the
+  // busy time instead (the runner having no mark) would report about 300 ms.
+  await new Promise((r) => setTimeout(r, 3_000));
+  const total = charged.reduce((a, b) => a + b, 0);
+  assert.ok(total < 100, `charged ${JSON.stringify(charged)} for a wait that used no CPU`);
 });

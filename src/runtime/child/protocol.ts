@@ -143,6 +143,11 @@ export type FromChild =
        * which, in the same turn of the runner's event loop, goes with its results rather than apart.
        */
       started?: "got" | "started";
+      /**
+       * With `done`: the realm thread's CPU time (µs) as it sent the results, the mark the runner charges
+       * work left behind after the batch from (runner/usage.ts). Never relayed to the pool.
+       */
+      cpu?: number;
     }
   /** The first `http.respond()` of an invocation when it says `immediate: true`, sent at once (`sid` stamped by the runner). */
   | { t: "respond"; q: number; response: HttpResponse; sid?: string }

@@ -21,6 +21,18 @@ const FLUSH_MS = 2;
 /** Results holding more emitted JSON than this are sent at once, so no single message grows huge. */
 const FLUSH_CHARS = 4 * 1024 * 1024;
 
+/**
+ * This thread's CPU time, taken before any component code loads, so that none can change what the
+ * runner charges work left behind after a batch from.
+ */
+const threadCpuUsage = process.threadCpuUsage.bind(process);
+
+/** This thread's CPU time so far, in µs. */
+function cpuNow(): number {
+  const use = threadCpuUsage();
+  return use.user + use.system;
+}
+
 /** Each source's db copy: the version it holds and the values as JSON text. */
 const dbs = new Map<string, { v: number; data: Map<string, string> }>();
 
@@ -99,11 +111,17 @@ async function runBatch(msg: BatchMessage, startOwed: boolean): Promise<void> {
   }
   current = undefined;
   try {
-    send({ t: "results", sid, results: pending, done: true });
+    send({ t: "results", sid, results: pending, done: true, cpu: cpuNow() });
   } catch (err) {
     // Only reachable if a result slipped past the JSON copies above; fail those invocations, keep the process.
     const error = { code: "component_error", message: `The result could not be sent: ${describe(err)}` };
-    send({ t: "results", sid, results: pending.map((r) => errorResult(r.q, error)), done: true });
+    send({
+      t: "results",
+      sid,
+      results: pending.map((r) => errorResult(r.q, error)),
+      done: true,
+      cpu: cpuNow(),
+    });
   }
 }
 

@@ -337,9 +337,12 @@ function onRealmMessage(realm: Realm, raw: unknown): void {
         if (--realm.busy === 0) {
           realm.idleMark = realm.worker.performance.eventLoopUtilization();
           realm.spinMs = 0;
+          // The realm's CPU time as it sent these results: what work left behind is charged from.
+          if (typeof msg.cpu === "number" && Number.isFinite(msg.cpu)) realm.cpuMark = msg.cpu;
         }
       }
-      send({ ...msg, sid });
+      const { cpu: _cpu, ...relayed } = msg;
+      send({ ...relayed, sid });
       break;
     }
     case "respond": {

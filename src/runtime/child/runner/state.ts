@@ -30,8 +30,8 @@ export interface Realm {
   /** Event-loop use when the realm last went idle (or was last measured idle): tells spinning. */
   idleMark: EventLoopUtilization | undefined;
   /**
-   * The thread's CPU time (µs) when it was last measured idle: what the next charge counts from. None
-   * until the idle spell first shows work past the charge floor (usage.ts reads it only then), or while
+   * The thread's CPU time (µs) when it was last measured idle: what the next charge counts from. Set
+   * by the realm's last results of a busy spell (their `cpu`), then by each charge's reading; none while
    * a reading is on its way (`reading`).
    */
   cpuMark: number | undefined;

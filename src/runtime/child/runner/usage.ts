@@ -45,11 +45,12 @@ function readMark(realm: Realm, got?: (cpu: number) => void, failed?: () => void
  * compute usage at random (seen as a flaky "nothing changed" in test/http/malformed.test.ts). A realm
  * that ended can no longer be read, and is charged its event loop's active time instead.
  *
- * An idle spell's CPU is read only once the spell shows work past the floor: reading it when each batch
- * ended woke the realm's thread and then the runner's again in the middle of every run, while the pool
- * committed and answered it (issue 29, manual runs; docs/architecture.md). That first stretch of work is
- * charged its event loop's active time, which bounds the thread's CPU time in it from above, and later
- * stretches their CPU time.
+ * An idle spell starts from the CPU time the realm itself put in its batch's last results (`cpu`, read
+ * on its own thread as it sent them): reading it from here when each batch ended woke the realm's thread
+ * and then the runner's again in the middle of every run, while the pool committed and answered it
+ * (issue 29, manual runs; docs/architecture.md). Later stretches start from the reading taken at the
+ * last charge. Without a mark (results that carried none), a stretch is charged its event loop's active
+ * time, which bounds the thread's CPU time in it from above.
  */
 export function chargeIdle(realm: Realm): boolean {
   const mark = realm.idleMark;
@@ -76,8 +77,8 @@ export function chargeIdle(realm: Realm): boolean {
   if (cpuMark === undefined) {
     if (realm.stopped) charge(delta.active);
     else if (!realm.reading) {
-      // The spell's first work past the floor: its active time now, its CPU time from here on (unless
-      // the spell just ended: a batch came).
+      // No mark to count from: its active time now, its CPU time from here on (unless the spell just
+      // ended: a batch came).
       charge(delta.active);
       if (realm.busy === 0) readMark(realm);
     }
