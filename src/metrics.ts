@@ -48,7 +48,9 @@ export class Metrics {
   constructor(nodeId: string) {
     const registry = this.registry;
     registry.setDefaultLabels({ node: nodeId });
-    collectDefaultMetrics({ register: registry, prefix: "fount_" });
+    // The event-loop lag is sampled every 100 ms, not prom-client's 10: its timer woke the idle main
+    // thread 100 times a second (docs/architecture.md, "Manual runs without the realm's extra wakes").
+    collectDefaultMetrics({ register: registry, prefix: "fount_", eventLoopMonitoringPrecision: 100 });
     // prom-client's defaults include three gauges named like counters, which `promtool check metrics`
     // refuses; each is the sum of the per-type gauge beside it (docs/operations.md gives the query).
     for (const name of sumGauges) registry.removeSingleMetric(`fount_${name}`);
