@@ -9,7 +9,13 @@ import { distribution, median } from "../lib/stats.ts";
 import { emitterCode, type PartContext, payload, payloadText } from "./context.ts";
 
 const runs = 200;
-const warmRuns = 20;
+/**
+ * Runs before the measured ones: V8 compiles the server's and the executor's code over the first
+ * hundreds of runs, and after 20 a run's main-thread CPU was still 900 µs against 595 µs after 300
+ * (docs/architecture.md, "Manual runs without the realm's extra wakes"), so a p50 taken then measured
+ * the compiler more than a warm run.
+ */
+const warmRuns = 300;
 const deploys = 5;
 
 /** One `POST /v1/sources/{id}/run` of an emitter source, timed from the client (ms); throws unless it emitted. */
