@@ -8,10 +8,11 @@
  * sent on the cluster channel during the run.
  *
  *   node bench/cluster-cpu.ts [--nodes 3] [--sources 30] [--rate 3000] [--duration 6] [--connections 50]
- *                             [--cpu-prof DIR] [--every-node] [--node-args="<flags>"]
+ *                             [--cpu-prof DIR] [--every-node] [--node-args="<flags>"] [--body-bytes N]
  *
  * `--every-node` sends every source's hits through every node instead (they are forwarded to the node
  * that runs each source). `--node-args` go to each node's server process (a Node or V8 flag to try).
+ * `--body-bytes` pads the ~200-byte JSON body to about that many bytes (what forwarding a large hit costs).
  *
  * Run `--nodes 1` and `--nodes 3` one after the other: at the same rate, what three nodes add per hit
  * shows thread by thread. PostgreSQL is counted whole, so run it on an otherwise idle database server.
@@ -30,7 +31,14 @@ import {
   sleep,
   treeCpuSeconds,
 } from "./lib/processes.ts";
-import { createSchema, dropSchema, emitterCode, payloadText, urlWithSchema } from "./parts/context.ts";
+import {
+  createSchema,
+  dropSchema,
+  emitterCode,
+  payload,
+  payloadText,
+  urlWithSchema,
+} from "./parts/context.ts";
 
 const { values } = parseArgs({
   options: {
@@ -42,6 +50,7 @@ const { values } = parseArgs({
     "every-node": { type: "boolean", default: false },
     "node-args": { type: "string", default: "" },
     connections: { type: "string", default: "50" },
+    "body-bytes": { type: "string", default: "0" },
     "pg-url": {
       type: "string",
       default: process.env.FOUNT_BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test",
@@ -54,6 +63,8 @@ const rate = Number(values.rate);
 const durationS = Number(values.duration);
 const pgUrl = values["pg-url"];
 const connections = Number(values.connections);
+const padBytes = Number(values["body-bytes"]) - payloadText.length;
+const body = padBytes > 20 ? JSON.stringify({ ...payload, pad: "x".repeat(padBytes - 10) }) : payloadText;
 /** Past the 15 s in which a new node sends every event on the cluster channel (docs/architecture.md). */
 const settleMs = 16_000;
 /** Context switches, voluntary or not, of every thread of `pid`. */
@@ -103,7 +114,7 @@ try {
         runLoad({
           url: server.endpoints,
           paths: values["every-node"] ? paths : paths.filter((_, j) => j % nodes === i),
-          body: payloadText,
+          body,
           connections: Math.floor(connections / nodes) + (i < connections % nodes ? 1 : 0),
           durationS: seconds,
           ...(total ? { overallRate: Math.round(total / nodes) } : {}),
