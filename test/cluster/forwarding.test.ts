@@ -12,6 +12,7 @@ import net from "node:net";
 import { after, before, test } from "node:test";
 import tls from "node:tls";
 import { SecretBox } from "../../src/crypto/secret-box.ts";
+import { FrameReader } from "../../src/domain/cluster/forwarding-protocol.ts";
 import { adminKey, freePort } from "../helpers.ts";
 import { api, type Cluster, deployOwnedBy, echoCode, eventually, type Node, startCluster } from "./nodes.ts";
 
@@ -118,7 +119,7 @@ function upgradeStatus(url: URL, headers: Record<string, string>): Promise<numbe
 function openForwarding(n: Node, psk: Buffer): Promise<tls.TLSSocket> {
   return new Promise((resolve, reject) => {
     const req = http.request(new URL("/_fount/forward", n.url), {
-      headers: { connection: "Upgrade", upgrade: "fount-forward/2" },
+      headers: { connection: "Upgrade", upgrade: "fount-forward/3" },
     });
     req.once("response", (res) => reject(new Error(`no upgrade: ${res.statusCode}`)));
     req.once("error", reject);
@@ -140,8 +141,10 @@ function openForwarding(n: Node, psk: Buffer): Promise<tls.TLSSocket> {
 
 test("a forwarding connection needs the cluster's key: a caller cannot pass for a node", async () => {
   const url = new URL("/_fount/forward", node("f1").url);
-  // The first version of the protocol (a token in a header, then lines in clear) is refused, as is any other.
+  // The first version of the protocol (a token in a header, then lines in clear) is refused, as is the
+  // second (lines of JSON in TLS: a node of that version is sent nothing, and runs its hits itself) and any other.
   assert.equal(await upgradeStatus(url, { upgrade: "fount-forward/1", "x-fount-node-auth": "guess" }), 400);
+  assert.equal(await upgradeStatus(url, { upgrade: "fount-forward/2" }), 400);
   assert.equal(await upgradeStatus(url, { upgrade: "websocket" }), 400);
   // The upgrade itself proves nothing: the TLS handshake fails without the key.
   await assert.rejects(openForwarding(node("f1"), randomBytes(32)));
@@ -165,33 +168,42 @@ test("a forwarding connection needs the cluster's key: a caller cannot pass for 
 });
 
 /**
- * Opens a forwarding connection to `n` as another node would, writes `lines`, and collects the answer
- * lines until `answers` have come or the node ends the connection.
+ * A frame as the protocol's version 3 lays it out, written here by hand so that the test pins the bytes
+ * a node of another build must send: the lengths of the metadata and the body (unsigned 32-bit
+ * big-endian), the metadata's JSON, the body.
+ */
+function frame(meta: object, body: Buffer): Buffer {
+  const json = Buffer.from(JSON.stringify(meta));
+  const header = Buffer.alloc(8);
+  header.writeUInt32BE(json.length, 0);
+  header.writeUInt32BE(body.length, 4);
+  return Buffer.concat([header, json, body]);
+}
+
+/**
+ * Opens a forwarding connection to `n` as another node would, writes `bytes`, and collects the answer
+ * frames' metadata until `answers` have come or the node ends the connection.
  */
 async function forwardRaw(
   n: Node,
-  lines: string[],
+  bytes: Buffer,
   answers: number,
 ): Promise<{ frames: unknown[]; ended: boolean }> {
   const socket = await openForwarding(n, clusterPsk());
   return new Promise((resolve) => {
     const frames: unknown[] = [];
-    let buffered = "";
     const done = (ended: boolean) => {
       socket.destroy();
       resolve({ frames, ended });
     };
+    const reader = new FrameReader((meta) => frames.push(meta));
     socket.on("data", (chunk: Buffer) => {
-      buffered += chunk.toString("utf8");
-      for (let nl = buffered.indexOf("\n"); nl !== -1; nl = buffered.indexOf("\n")) {
-        frames.push(JSON.parse(buffered.slice(0, nl)));
-        buffered = buffered.slice(nl + 1);
-      }
+      assert.equal(reader.push(chunk), undefined);
       if (frames.length >= answers) done(false);
     });
     socket.once("close", () => done(true));
     socket.on("error", () => undefined);
-    socket.write(lines.join(""));
+    socket.write(bytes);
   });
 }
 
@@ -232,7 +244,7 @@ test("what one node sends another crosses the network encrypted", async () => {
       "f2 sent it on",
     );
     const seen = Buffer.concat(wire);
-    assert.ok(seen.includes("fount-forward/2"), "the hit went through the proxy");
+    assert.ok(seen.includes("fount-forward/3"), "the hit went through the proxy");
     for (const plain of [marker, "line one", "x-caller"])
       assert.equal(seen.includes(plain), false, `${plain} crossed in clear`);
   } finally {
@@ -248,21 +260,29 @@ test("a node sent a hit of a source it does not run answers that it runs elsewhe
   assert.equal((await hit(node("f1"), source.path)).body.n, 1);
   const hitsBefore = await metric(node("f2"), "fount_endpoint_hits_total");
   // As a node would that still took f2 for the node running the source (its lease moved meanwhile).
-  const frame = {
-    i: 7,
-    m: "POST",
-    u: `${source.path}?from=raw`,
-    h: { host: "example.test", "content-type": "text/plain" },
-    b: Buffer.from("hello").toString("base64"),
-  };
-  const { frames } = await forwardRaw(node("f2"), [`${JSON.stringify(frame)}\n`], 1);
+  const hitFrame = frame(
+    {
+      i: 7,
+      m: "POST",
+      u: `${source.path}?from=raw`,
+      h: { host: "example.test", "content-type": "text/plain" },
+    },
+    Buffer.from("hello"),
+  );
+  const { frames } = await forwardRaw(node("f2"), hitFrame, 1);
   assert.deepEqual(frames, [{ i: 7, r: true }]);
   // f2 did not run it, nor take the source over: the next run on f1 sees the first one's count.
   assert.equal(await metric(node("f2"), "fount_endpoint_hits_total"), hitsBefore);
   assert.equal((await hit(node("f1"), source.path)).body.n, 2);
-  // A line that is not a hit ends the connection, unanswered.
-  const broken = await forwardRaw(node("f2"), ["not a frame\n"], 1);
-  assert.deepEqual(broken, { frames: [], ended: true });
+  // Bytes that are not a frame end the connection, unanswered: text read as a header announces a frame
+  // past the limit, and so does a header that does; a frame whose metadata is not JSON is refused too.
+  const tooLarge = Buffer.alloc(8);
+  tooLarge.writeUInt32BE(3 * 1024 * 1024, 4);
+  const notJson = Buffer.concat([Buffer.from([0, 0, 0, 2, 0, 0, 0, 0]), Buffer.from("{{")]);
+  for (const bytes of [Buffer.from("not a frame\n"), tooLarge, notJson]) {
+    const broken = await forwardRaw(node("f2"), bytes, 1);
+    assert.deepEqual(broken, { frames: [], ended: true });
+  }
 });
 
 test("hits waiting on a node that gives the source away go after it, and it does not take the source back for them", async () => {

@@ -10,16 +10,18 @@ import type { Duplex } from "node:stream";
 import tls from "node:tls";
 import type { FastifyBaseLogger } from "fastify";
 import {
-  type AnswerFrame,
+  type AnswerMeta,
   connectTimeoutMs,
   type Elsewhere,
+  encodeFrame,
   type ForwardedHit,
   forwardPath,
   type HitAnswer,
-  type HitFrame,
+  type HitMeta,
   nodeHeader,
+  Outbox,
   pskIdentity,
-  readLines,
+  readFrames,
   tlsOptions,
   upgradeProtocol,
 } from "./forwarding-protocol.ts";
@@ -36,7 +38,7 @@ interface Incoming {
   socket: Duplex;
   /** Hits taken and not yet answered. */
   running: number;
-  outbox: string[];
+  outbox: Outbox;
   flushing: boolean;
   /** `bye` was sent: nothing more is written. */
   ended: boolean;
@@ -97,16 +99,26 @@ export class ForwardedHits {
       clearTimeout(timer);
       socket.removeAllListeners("error");
       socket.on("error", () => undefined);
-      const conn: Incoming = { socket, running: 0, outbox: [], flushing: false, ended: false, from };
+      const conn: Incoming = {
+        socket,
+        running: 0,
+        outbox: new Outbox(),
+        flushing: false,
+        ended: false,
+        from,
+      };
       this.#connections.add(conn);
       socket.once("close", () => {
         this.#connections.delete(conn);
         this.#checkDrained();
       });
-      readLines(
+      readFrames(
         socket,
-        (line) => this.#hit(conn, line),
-        () => socket.destroy(),
+        (meta, body) => this.#hit(conn, meta as HitMeta, body),
+        (reason) => {
+          this.#d.logger.warn({ remote, node: from }, `closed a forwarding connection: it sent ${reason}`);
+          socket.destroy();
+        },
       );
       // Closing began during the handshake: nothing is taken.
       if (this.#closing) this.#end(conn);
@@ -138,19 +150,12 @@ export class ForwardedHits {
   #end(conn: Incoming): void {
     if (conn.ended) return;
     conn.ended = true;
-    conn.socket.end('{"bye":true}\n');
+    conn.socket.end(encodeFrame({ bye: true }, null));
   }
 
-  #hit(conn: Incoming, line: string): void {
-    let frame: HitFrame;
-    try {
-      frame = JSON.parse(line) as HitFrame;
-    } catch {
-      conn.socket.destroy();
-      return;
-    }
+  #hit(conn: Incoming, frame: HitMeta, body: Buffer | null): void {
     if (this.#closing) {
-      this.#send(conn, { i: frame.i, x: true });
+      this.#send(conn, { i: frame.i, x: true }, null);
       return;
     }
     conn.running++;
@@ -158,29 +163,26 @@ export class ForwardedHits {
       method: frame.m,
       url: frame.u,
       headers: frame.h,
-      body: Buffer.from(frame.b, "base64"),
+      body: body ?? Buffer.alloc(0),
       trace: typeof frame.t === "string" ? frame.t : undefined,
       from: conn.from,
     };
     void this.#d.serve(hit).then((answer) => {
       conn.running--;
-      // An unknown node (`to` undefined) is left out of the line.
-      if ("elsewhere" in answer) return this.#send(conn, { i: frame.i, r: true, to: answer.elsewhere });
-      const body = answer.body === null ? null : Buffer.from(answer.body).toString("base64");
-      this.#send(conn, { i: frame.i, s: answer.status, h: answer.headers, b: body });
+      // An unknown node (`to` undefined) is left out of the frame.
+      if ("elsewhere" in answer) return this.#send(conn, { i: frame.i, r: true, to: answer.elsewhere }, null);
+      this.#send(conn, { i: frame.i, s: answer.status, h: answer.headers }, answer.body);
     });
   }
 
-  #send(conn: Incoming, frame: AnswerFrame): void {
+  #send(conn: Incoming, meta: AnswerMeta, body: string | Buffer | null): void {
     if (conn.ended) return;
-    conn.outbox.push(`${JSON.stringify(frame)}\n`);
+    conn.outbox.add(meta, body);
     if (conn.flushing) return;
     conn.flushing = true;
     setImmediate(() => {
       conn.flushing = false;
-      const lines = conn.outbox;
-      conn.outbox = [];
-      if (lines.length > 0) conn.socket.write(lines.length === 1 ? lines[0]! : lines.join(""));
+      if (conn.outbox.size > 0) conn.socket.write(conn.outbox.take());
       if (this.#closing && conn.running === 0) this.#end(conn);
     });
   }

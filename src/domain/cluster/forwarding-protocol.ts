@@ -1,21 +1,23 @@
 /**
  * The forwarding connection between two nodes, as both ends speak it (hit-forwarding.ts tells why hits
  * are forwarded): an HTTP upgrade of `GET /_fount/forward`, then TLS 1.3 with the cluster's pre-shared
- * key, then lines of JSON — hits one way (`HitFrame`), answers the other (`AnswerFrame`), matched by a
- * number. The sending end is peer-link.ts, the receiving end forwarded-hits.ts.
+ * key, then frames — hits one way (`HitMeta`), answers the other (`AnswerMeta`), matched by a number.
+ * A frame is a fixed header (the lengths of what follows), metadata as JSON and the body's raw bytes.
+ * The sending end is peer-link.ts, the receiving end forwarded-hits.ts.
  */
 import type { IncomingHttpHeaders } from "node:http";
 import type { Duplex } from "node:stream";
-import { StringDecoder } from "node:string_decoder";
 import type { ConnectionOptions } from "node:tls";
 
 /** The path other nodes open their forwarding connection on. */
 export const forwardPath = "/_fount/forward";
 /**
- * The `Upgrade` protocol of that connection: TLS with the cluster's pre-shared key, then lines of JSON.
- * Version 1 sent the lines in clear, after a token in a header; nodes of either version refuse the other.
+ * The `Upgrade` protocol of that connection: TLS with the cluster's pre-shared key, then frames.
+ * Version 1 sent lines of JSON in clear, after a token in a header; version 2 the same lines in TLS,
+ * bodies in base64. Nodes of different versions refuse each other's upgrade (400): hits run where they
+ * arrive until every node speaks the same.
  */
-export const upgradeProtocol = "fount-forward/2";
+export const upgradeProtocol = "fount-forward/3";
 /**
  * The header of the upgrade request that names the connecting node, so that the other node knows where
  * the hits on the connection came in (placement.ts). Only a placement hint: it is believed once the TLS
@@ -35,8 +37,6 @@ export const tlsOptions = {
 
 /** How long opening a connection to another node may take before the hit runs here (its TLS handshake too). */
 export const connectTimeoutMs = 5_000;
-/** The longest line either side accepts: a 512 KB body in base64, and its headers. */
-const maxLineChars = 2 * 1024 * 1024;
 
 /** A hit another node sent on, as it came to that node (its `x-request-id` set). */
 export interface ForwardedHit {
@@ -61,26 +61,25 @@ export interface HitAnswer {
   body: string | Buffer | null;
 }
 
-/** A line from the forwarding node: one hit. */
-export interface HitFrame {
+/** The metadata of a frame from the forwarding node: one hit (its body is the frame's body). */
+export interface HitMeta {
   i: number;
   m: string;
   u: string;
   h: IncomingHttpHeaders;
-  /** The body in base64. */
-  b: string;
   /** `ForwardedHit.trace`, when there is one (a node that does not trace ignores it). */
   t?: string;
 }
 
 /**
- * A line from the receiving node: the answer to hit `i` (body in base64); or `x`, it takes no hits (it
- * is shutting down); or `r`, it does not run that source (any more): it runs on node `to`, when that
- * node knows where it went, else look the holder up again. Its last line before it ends the connection
- * is `bye`: every hit it took is answered, so any other was not run.
+ * The metadata of a frame from the receiving node: the answer to hit `i` (its body the frame's, none
+ * for a null body); or `x`, it takes no hits (it is shutting down); or `r`, it does not run that source
+ * (any more): it runs on node `to`, when that node knows where it went, else look the holder up again.
+ * Its last frame before it ends the connection is `bye`: every hit it took is answered, so any other
+ * was not run.
  */
-export type AnswerFrame =
-  | { i: number; s: number; h: Record<string, string | string[]>; b: string | null }
+export type AnswerMeta =
+  | { i: number; s: number; h: Record<string, string | string[]> }
   | { i: number; x: true }
   | { i: number; r: true; to?: string }
   | { bye: true };
@@ -90,20 +89,165 @@ export interface Elsewhere {
   elsewhere: string | undefined;
 }
 
-/** Calls `onLine` for each line read from `socket`; `onTooLong` when one passes the limit. */
-export function readLines(socket: Duplex, onLine: (line: string) => void, onTooLong: () => void): void {
-  // Decoded here, characters split between two reads kept.
-  const decoder = new StringDecoder("utf8");
-  let buffered = "";
-  const take = (chunk: Buffer) => {
-    buffered += decoder.write(chunk);
-    let start = 0;
-    for (let nl = buffered.indexOf("\n"); nl !== -1; nl = buffered.indexOf("\n", start)) {
-      onLine(buffered.slice(start, nl));
-      start = nl + 1;
+/** The bytes before a frame's metadata: its length, then its body's, both unsigned 32-bit big-endian. */
+const headerBytes = 8;
+/** The body length that says the frame has no body (an answer with a null body), where 0 is an empty one. */
+const noBody = 0xffff_ffff;
+/**
+ * The largest frame either side takes (metadata and body): a hit's body is at most 512 KB
+ * (`endpointBodyLimit`) and its headers at most 16 KB; an answer's body has no limit of its own, and
+ * one past this ends the connection as the 2 MB line of version 2 did.
+ */
+export const maxFrameBytes = 2 * 1024 * 1024;
+
+/**
+ * Frames queued to go out together, laid out in one buffer when they go: one write, one TLS record
+ * (up to 16 KB) for many hits under load. A frame is the header, the metadata as JSON, then the body's
+ * bytes as they are (version 2 sent them in base64 inside the JSON: a third more bytes, and an encoding
+ * and a decoding of every body).
+ */
+export class Outbox {
+  #metas: string[] = [];
+  #bodies: Array<string | Buffer | null> = [];
+
+  get size(): number {
+    return this.#metas.length;
+  }
+
+  add(meta: HitMeta | AnswerMeta, body: string | Buffer | null): void {
+    this.#metas.push(JSON.stringify(meta));
+    this.#bodies.push(body);
+  }
+
+  /** The frames queued, in one buffer; the outbox is empty again. */
+  take(): Buffer {
+    const metas = this.#metas;
+    const bodies = this.#bodies;
+    this.#metas = [];
+    this.#bodies = [];
+    // Measured first, so that the frames are written once, each where it goes.
+    const sizes: number[] = [];
+    let total = 0;
+    for (let k = 0; k < metas.length; k++) {
+      const body = bodies[k]!;
+      const metaBytes = Buffer.byteLength(metas[k]!);
+      const bodyBytes = body === null ? 0 : typeof body === "string" ? Buffer.byteLength(body) : body.length;
+      sizes.push(metaBytes, bodyBytes);
+      total += headerBytes + metaBytes + bodyBytes;
     }
-    if (start > 0) buffered = buffered.slice(start);
-    if (buffered.length > maxLineChars) onTooLong();
+    const out = Buffer.allocUnsafe(total);
+    let at = 0;
+    for (let k = 0; k < metas.length; k++) {
+      const body = bodies[k]!;
+      const metaBytes = sizes[2 * k]!;
+      const bodyBytes = sizes[2 * k + 1]!;
+      out.writeUInt32BE(metaBytes, at);
+      out.writeUInt32BE(body === null ? noBody : bodyBytes, at + 4);
+      out.write(metas[k]!, at + headerBytes, metaBytes, "utf8");
+      at += headerBytes + metaBytes;
+      if (typeof body === "string") out.write(body, at, bodyBytes, "utf8");
+      else body?.copy(out, at);
+      at += bodyBytes;
+    }
+    return out;
+  }
+}
+
+/** One frame alone (`Outbox` lays out several). */
+export function encodeFrame(meta: HitMeta | AnswerMeta, body: string | Buffer | null): Buffer {
+  const one = new Outbox();
+  one.add(meta, body);
+  return one.take();
+}
+
+/**
+ * Cuts frames out of the bytes read from a connection, as they come: split anywhere, or several in one
+ * read. A frame's size is known from its header, so one past the limit is refused before its bytes come.
+ */
+export class FrameReader {
+  readonly #onFrame: (meta: unknown, body: Buffer | null) => void;
+  /** Bytes of a frame not yet complete, in the order read. */
+  #parts: Buffer[] = [];
+  #partBytes = 0;
+  /** How many bytes the frame begun in `#parts` needs in all (its header, until that is read). */
+  #need = headerBytes;
+
+  constructor(onFrame: (meta: unknown, body: Buffer | null) => void) {
+    this.#onFrame = onFrame;
+  }
+
+  /** The bytes of a frame begun and not finished: at the connection's end, a frame cut off. */
+  get pending(): number {
+    return this.#partBytes;
+  }
+
+  /** Takes the next bytes read; returns why the connection must end when they break the protocol. */
+  push(chunk: Buffer): string | undefined {
+    let bytes = chunk;
+    if (this.#partBytes > 0) {
+      this.#parts.push(chunk);
+      this.#partBytes += chunk.length;
+      // Joined once the frame is whole, so a large body read in many pieces is copied once.
+      if (this.#partBytes < this.#need) return undefined;
+      bytes = Buffer.concat(this.#parts, this.#partBytes);
+      this.#parts = [];
+      this.#partBytes = 0;
+    }
+    let at = 0;
+    let need = headerBytes;
+    while (bytes.length - at >= headerBytes) {
+      const metaBytes = bytes.readUInt32BE(at);
+      const bodyField = bytes.readUInt32BE(at + 4);
+      const bodyBytes = bodyField === noBody ? 0 : bodyField;
+      if (metaBytes + bodyBytes > maxFrameBytes)
+        return `a frame of ${metaBytes + bodyBytes} bytes, past the limit of ${maxFrameBytes}`;
+      const bodyAt = at + headerBytes + metaBytes;
+      if (bytes.length < bodyAt + bodyBytes) {
+        need = headerBytes + metaBytes + bodyBytes;
+        break;
+      }
+      let meta: unknown;
+      try {
+        meta = JSON.parse(bytes.toString("utf8", at + headerBytes, bodyAt));
+      } catch {
+        return "a frame whose metadata is not JSON";
+      }
+      // Both ends look fields up in it.
+      if (typeof meta !== "object" || meta === null) return "a frame whose metadata is not a JSON object";
+      let body: Buffer | null = null;
+      if (bodyField !== noBody) {
+        // A copy: a view would keep the whole read (up to 64 KB) alive as long as the hit runs.
+        body = Buffer.allocUnsafe(bodyBytes);
+        bytes.copy(body, 0, bodyAt, bodyAt + bodyBytes);
+      }
+      at = bodyAt + bodyBytes;
+      this.#onFrame(meta, body);
+    }
+    if (at < bytes.length) {
+      this.#parts = [bytes.subarray(at)];
+      this.#partBytes = bytes.length - at;
+    }
+    this.#need = need;
+    return undefined;
+  }
+}
+
+/**
+ * Calls `onFrame` for each frame read from `socket`; `onBroken`, and reads no more, when the bytes break
+ * the protocol (a frame past the limit, metadata that is not JSON). The reader tells what is left at the end.
+ */
+export function readFrames(
+  socket: Duplex,
+  onFrame: (meta: unknown, body: Buffer | null) => void,
+  onBroken: (reason: string) => void,
+): FrameReader {
+  const reader = new FrameReader(onFrame);
+  const take = (chunk: Buffer) => {
+    const broken = reader.push(chunk);
+    if (broken === undefined) return;
+    socket.removeListener("data", take);
+    onBroken(broken);
   };
   socket.on("data", take);
+  return reader;
 }

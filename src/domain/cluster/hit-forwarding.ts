@@ -11,11 +11,11 @@
  * FOUNT_ENCRYPTION_KEY (every node of the cluster has the key; a caller does not): the key authenticates
  * both ends, and hits, with their headers and bodies, never cross the network in clear, whatever the
  * network between the nodes. The handshake is once per connection; ECDHE in it gives each connection
- * keys of its own (a key leaked later does not open recorded traffic). Inside, each side writes lines
- * of JSON: hits one way, answers the other, matched by a number, answered in any order. The lines queued
- * in one turn of the event loop go out in one write (encrypted together), so that under load many hits share
- * a system call and a wake-up of the other node (on loopback a write costs the sender the receiver's TCP
- * work too). A node forwards only to a node that gave its URL (`nodes.url`: FOUNT_NODE_URL, or the
+ * keys of its own (a key leaked later does not open recorded traffic). Inside, each side writes frames
+ * (lengths, metadata as JSON, the body's raw bytes): hits one way, answers the other, matched by a number,
+ * answered in any order. The frames queued in one turn of the event loop go out in one write (encrypted
+ * together), so that under load many hits share a system call and a wake-up of the other node (on
+ * loopback a write costs the sender the receiver's TCP work too). A node forwards only to a node that gave its URL (`nodes.url`: FOUNT_NODE_URL, or the
  * address it listens on). This file decides where a hit goes; the connection's sending end is
  * peer-link.ts, its receiving end forwarded-hits.ts, and what both speak forwarding-protocol.ts.
  *

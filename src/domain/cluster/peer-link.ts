@@ -8,15 +8,16 @@ import type { Duplex } from "node:stream";
 import tls from "node:tls";
 import { AppError } from "../../errors.ts";
 import {
-  type AnswerFrame,
+  type AnswerMeta,
   connectTimeoutMs,
   type ForwardedHit,
   forwardPath,
   type HitAnswer,
-  type HitFrame,
+  type HitMeta,
   nodeHeader,
+  Outbox,
   pskIdentity,
-  readLines,
+  readFrames,
   tlsOptions,
   upgradeProtocol,
 } from "./forwarding-protocol.ts";
@@ -44,7 +45,7 @@ export class PeerLink {
   #socket: Duplex | undefined;
   #connecting: Promise<Duplex> | undefined;
   readonly #pending = new Map<number, Pending>();
-  #outbox: string[] = [];
+  #outbox = new Outbox();
   #outboxIds: number[] = [];
   #flushing = false;
   #nextId = 1;
@@ -66,17 +67,11 @@ export class PeerLink {
       }
     }
     const id = this.#nextId++;
-    const frame: HitFrame = {
-      i: id,
-      m: hit.method,
-      u: hit.url,
-      h: hit.headers,
-      b: hit.body.toString("base64"),
-    };
-    if (hit.trace !== undefined) frame.t = hit.trace;
+    const meta: HitMeta = { i: id, m: hit.method, u: hit.url, h: hit.headers };
+    if (hit.trace !== undefined) meta.t = hit.trace;
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { resolve, reject, written: false, at: Date.now() });
-      this.#outbox.push(`${JSON.stringify(frame)}\n`);
+      this.#outbox.add(meta, hit.body);
       this.#outboxIds.push(id);
       if (!this.#flushing) {
         this.#flushing = true;
@@ -103,13 +98,12 @@ export class PeerLink {
   #flush(): void {
     this.#flushing = false;
     const socket = this.#socket;
-    if (!socket || this.#outbox.length === 0) return;
-    socket.write(this.#outbox.length === 1 ? this.#outbox[0]! : this.#outbox.join(""));
+    if (!socket || this.#outbox.size === 0) return;
+    socket.write(this.#outbox.take());
     for (const id of this.#outboxIds) {
       const p = this.#pending.get(id);
       if (p) p.written = true;
     }
-    this.#outbox = [];
     this.#outboxIds = [];
   }
 
@@ -157,14 +151,19 @@ export class PeerLink {
             socket.destroy();
             return reject(new Error("closed"));
           }
-          readLines(
+          const reader = readFrames(
             socket,
-            (line) => this.#answer(line),
-            () => socket.destroy(),
+            (meta, body) => this.#answer(meta as AnswerMeta, body),
+            (reason) => {
+              if (this.#socket === socket) this.#gone(new Error(`the other node sent ${reason}`), false);
+              socket.destroy();
+            },
           );
           // A connection already given up (after `bye`, or closed here) leaves its successor alone.
           socket.once("close", () => {
-            if (this.#socket === socket) this.#gone(new Error("the connection closed"), false);
+            if (this.#socket !== socket) return;
+            const cut = reader.pending > 0 ? " in the middle of a frame" : "";
+            this.#gone(new Error(`the connection closed${cut}`), false);
           });
           this.#socket = socket;
           resolve(socket);
@@ -182,14 +181,7 @@ export class PeerLink {
     });
   }
 
-  #answer(line: string): void {
-    let frame: AnswerFrame;
-    try {
-      frame = JSON.parse(line) as AnswerFrame;
-    } catch {
-      this.#socket?.destroy();
-      return;
-    }
+  #answer(frame: AnswerMeta, body: Buffer | null): void {
     if ("bye" in frame) {
       // The other node stops: hits not answered by now were not run there.
       this.#gone(new Error("the other node stops"), true);
@@ -204,11 +196,7 @@ export class PeerLink {
     else
       p.resolve({
         ok: true,
-        answer: {
-          status: frame.s,
-          headers: frame.h,
-          body: frame.b === null ? null : Buffer.from(frame.b, "base64"),
-        },
+        answer: { status: frame.s, headers: frame.h, body },
       });
   }
 
@@ -218,7 +206,7 @@ export class PeerLink {
    */
   #gone(err: Error, notRun: boolean): void {
     this.#socket = undefined;
-    this.#outbox = [];
+    this.#outbox = new Outbox();
     this.#outboxIds = [];
     for (const [id, p] of this.#pending) {
       this.#pending.delete(id);
