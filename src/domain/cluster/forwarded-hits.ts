@@ -42,6 +42,8 @@ interface Incoming {
   flushing: boolean;
   /** `bye` was sent: nothing more is written. */
   ended: boolean;
+  /** The other node ended its side (its link closed): no more hits come, and this side ends once they are answered. */
+  peerEnded: boolean;
   /** The node at the other end, as its upgrade request named it. */
   from: string | undefined;
 }
@@ -105,9 +107,16 @@ export class ForwardedHits {
         outbox: new Outbox(),
         flushing: false,
         ended: false,
+        peerEnded: false,
         from,
       };
       this.#connections.add(conn);
+      // The upgraded socket keeps the HTTP server's half-open setting, so the other node's end of the
+      // connection would leave this side open for as long as this process runs.
+      socket.once("end", () => {
+        conn.peerEnded = true;
+        if (conn.running === 0 && !conn.flushing) this.#end(conn);
+      });
       socket.once("close", () => {
         this.#connections.delete(conn);
         this.#checkDrained();
@@ -183,7 +192,7 @@ export class ForwardedHits {
     setImmediate(() => {
       conn.flushing = false;
       if (conn.outbox.size > 0) conn.socket.write(conn.outbox.take());
-      if (this.#closing && conn.running === 0) this.#end(conn);
+      if ((this.#closing || conn.peerEnded) && conn.running === 0) this.#end(conn);
     });
   }
 
