@@ -257,7 +257,7 @@ async function indexBytes(fount: FountProcess, store: BenchStore): Promise<numbe
   await client.connect();
   try {
     const r = await client.query(
-      "SELECT pg_relation_size('events_text') + pg_relation_size('events_json') AS n",
+      "SELECT pg_relation_size('events_text') + coalesce(pg_relation_size(to_regclass('events_json')), 0) AS n",
     );
     return Number(r.rows[0].n);
   } finally {

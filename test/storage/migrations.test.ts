@@ -264,7 +264,7 @@ test("postgres: migration 014 indexes the events a store at 013 kept", async () 
     await client.connect();
     try {
       await client.query(
-        `DROP INDEX "${schema}".events_text; DROP INDEX "${schema}".events_json; DROP FUNCTION "${schema}".event_jsonb; DELETE FROM "${schema}".schema_migrations WHERE version = 14`,
+        `DROP INDEX "${schema}".events_text; DROP INDEX IF EXISTS "${schema}".events_json; DROP FUNCTION "${schema}".event_jsonb; DELETE FROM "${schema}".schema_migrations WHERE version = 14`,
       );
     } finally {
       await client.end();

@@ -17,6 +17,7 @@ import {
   type EventWhere,
   pageOrder,
   whereValues,
+  whereWord,
 } from "../event-search.ts";
 import { toEvent } from "../rows.ts";
 import { generationTable } from "./search-generations.ts";
@@ -85,20 +86,6 @@ function whereCondition(w: EventWhere): { sql: string; params: SQLInputValue[] }
     }
   }
   return { sql: `(${parts.join(" OR ")})`, params };
-}
-
-/**
- * A word the event's JSON text must hold for `w` to match, when there is one: then the FTS index finds
- * the candidates of a `where` too, and the JSON functions only confirm them. A string value is stored as
- * JSON.stringify wrote it, so a value of 3 characters or more that JSON writes without escapes occurs as
- * is; a value that also spells a number does only when it is the number's own spelling (`42`, not `42.0`,
- * which JSON writes `42`). `true`, `false` and `null` occur as is either way.
- */
-export function whereWord(w: EventWhere): string | undefined {
-  const v = w.value;
-  if ([...v].length < 3 || JSON.stringify(v) !== `"${v}"`) return undefined;
-  const spellsNumber = whereValues(v).some((x) => typeof x === "number");
-  return spellsNumber && String(Number(v)) !== v ? undefined : v;
 }
 
 /** The index's generations, oldest first (read in the search's transaction). */
