@@ -83,17 +83,16 @@ export function whereValues(value: string): unknown[] {
 }
 
 /**
- * A word the event's JSON text must hold for `w` to match, when there is one: then each store's trigram
- * index finds the candidates of a `where` too, and the JSON functions only confirm them. A string value
- * is stored as JSON.stringify wrote it, so a value of 3 characters or more that JSON writes without escapes occurs as
- * is; a value that also spells a number does only when it is the number's own spelling (`42`, not `42.0`,
- * which JSON writes `42`). `true`, `false` and `null` occur as is either way.
+ * The texts an event's JSON holds when `w` matches, one for each JSON value its value spells (any one
+ * will do): the path's last key and the value side by side, as JSON.stringify writes them (`"id":42`,
+ * `"id":"42"`, `"x-github-event":"push"`). Every stored event is its JSON.stringify text (rows.ts), so an
+ * event holding the value at the path holds one of them, and each store's trigram index finds the
+ * candidates of a `where` by them, even for a value too short to be a word of its own; the JSON
+ * functions then decide.
  */
-export function whereWord(w: EventWhere): string | undefined {
-  const v = w.value;
-  if ([...v].length < 3 || JSON.stringify(v) !== `"${v}"`) return undefined;
-  const spellsNumber = whereValues(v).some((x) => typeof x === "number");
-  return spellsNumber && String(Number(v)) !== v ? undefined : v;
+export function whereNeedles(w: EventWhere): string[] {
+  const key = JSON.stringify(w.path[w.path.length - 1]);
+  return whereValues(w.value).map((v) => `${key}:${JSON.stringify(v)}`);
 }
 
 /**

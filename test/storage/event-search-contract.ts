@@ -152,6 +152,8 @@ export function eventSearchContract(withStore: WithStore): void {
       { v: 42.5, tag: true },
       { v: "true", tag: null },
       { v: { nested: 1000 }, tag: "case" },
+      // Text JSON writes escaped, or as it is though not ASCII, and a short value down a path.
+      { "a\\b": "c\\d", city: "Zürich", deep: { id: 7 } },
     ];
     for (const [n, b] of bodies.entries()) await s.insertEvent(event(n, b), 100);
     const where = (path: string, value: string) => found(s, { where: [{ path: [path], value }] });
@@ -165,6 +167,11 @@ export function eventSearchContract(withStore: WithStore): void {
     assert.deepEqual(await where("tag", "Case"), [0], "exact, case included");
     assert.deepEqual(await where("tag", 'say "hi"'), [1]);
     assert.deepEqual(await where("v", "nested"), []);
+    assert.deepEqual(await where("a\\b", "c\\d"), [5]);
+    assert.deepEqual(await where("city", "zürich"), [], "exact, case included");
+    assert.deepEqual(await where("city", "Zürich"), [5]);
+    assert.deepEqual(await found(s, { where: [{ path: ["deep", "id"], value: "7" }] }), [5]);
+    assert.deepEqual(await found(s, { where: [{ path: ["id"], value: "7" }] }), [], "at the path only");
   });
 
   withStore("a search pages newest first with cursors, within a time range", async (s) => {

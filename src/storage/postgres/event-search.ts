@@ -3,7 +3,7 @@
  * `q` is ILIKE '%…%' on the stored JSON text, which the pg_trgm GIN index `events_text` serves (migration
  * 014); `where` is JSONB containment (`@>`) on the parsed JSON (`event_jsonb`, NULL for the JSON
  * PostgreSQL's jsonb refuses), read from the rows whose text holds the path's last key and the value
- * side by side (`whereCondition`), which the same trigram index finds: the same matches as SQLite's FTS5
+ * side by side (`whereNeedles`), which the same trigram index finds: the same matches as SQLite's FTS5
  * trigram table and JSON functions. (Migration 024 dropped the jsonb_path_ops index that served `where`
  * before: it cost every kept event about 7 µs of PostgreSQL's CPU and 60 to 100 bytes.) The trigram index holds only `searchable` rows (migration 016): the
  * rows a small window's commit stored are read through the partial index `events_unsearched` until the
@@ -16,6 +16,7 @@ import {
   type EventSearchPage,
   type EventWhere,
   pageOrder,
+  whereNeedles,
   whereValues,
 } from "../event-search.ts";
 import { toEvent } from "../rows.ts";
@@ -71,18 +72,15 @@ function searchQuery(
 }
 
 /**
- * One `where`: the event contains the value at the path, as any of the JSON values it spells. Each is
- * looked for first in the text, which the trigram index serves, as the path's last key and the value
- * as JSON.stringify writes them side by side (`"id":42`, `"x-github-event":"push"`): every stored event
- * is its JSON.stringify text (rows.ts), so an event holding the value at the path holds that text, and
- * the index finds its candidates even for a value too short to be a word of its own (`42`). Containment
- * then decides.
+ * One `where`: the event contains the value at the path, as any of the JSON values it spells, each
+ * looked for first in the text as its needle (`whereNeedles`, which the trigram index serves), then
+ * decided by containment.
  */
 function whereCondition(w: EventWhere, p: (value: unknown) => string): string {
-  const key = JSON.stringify(w.path[w.path.length - 1]);
+  const needles = whereNeedles(w);
   const each = whereValues(w.value).map(
-    (v) =>
-      `(e.event_json ILIKE ${p(likePattern(`${key}:${JSON.stringify(v)}`))} AND event_jsonb(e.event_json) @> ${p(containing(w.path, v))}::jsonb)`,
+    (v, i) =>
+      `(e.event_json ILIKE ${p(likePattern(needles[i]!))} AND event_jsonb(e.event_json) @> ${p(containing(w.path, v))}::jsonb)`,
   );
   return `(${each.join(" OR ")})`;
 }

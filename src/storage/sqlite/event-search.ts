@@ -5,8 +5,8 @@
  * whose text holds them, never every event; each match is joined to its row, so an entry whose event is
  * gone (left in its generation until the generation goes) is never found, and a word longer than a
  * trigram is checked against the row's text (the index keeps no positions);
- * `where` is read with the JSON functions, from the rows whose text holds its value when it can be
- * written as a word (`whereWord`), else from the rows the other conditions leave.
+ * `where` is read with the JSON functions, from the rows whose text holds the path's last key and the
+ * value side by side (`whereNeedles`), which the same index finds.
  */
 import type { SQLInputValue } from "node:sqlite";
 import type { EventSearchOps } from "../concerns.ts";
@@ -16,8 +16,8 @@ import {
   type EventSearchPage,
   type EventWhere,
   pageOrder,
+  whereNeedles,
   whereValues,
-  whereWord,
 } from "../event-search.ts";
 import { toEvent } from "../rows.ts";
 import { generationTable } from "./search-generations.ts";
@@ -31,16 +31,22 @@ import type { Sql } from "./sql.ts";
  * one more list to walk in every generation, while the rows the others would have ruled out are few
  * and the check on the row rules them out anyway (a rare order ID over 300,000 events: 2.6 ms against
  * 6.9 ms with every trigram; docs/architecture.md, "The index's trigrams without their positions").
+ * `anyOf` adds groups of which the row must hold one text each: the needles of a `where`.
  */
-export function ftsQuery(terms: string[]): string {
-  const trigrams = new Set<string>();
-  for (const term of terms) {
-    const chars = [...term];
-    const at = (i: number) => trigrams.add(chars.slice(i, i + 3).join(""));
-    for (let i = 0; i + 3 <= chars.length; i += 3) at(i);
-    if (chars.length >= 3) at(chars.length - 3);
-  }
-  return [...trigrams].map((t) => `"${t.replaceAll('"', '""')}"`).join(" AND ");
+export function ftsQuery(terms: string[], anyOf: string[][] = []): string {
+  const all = (texts: string[]): string[] => {
+    const trigrams = new Set<string>();
+    for (const text of texts) {
+      const chars = [...text];
+      const at = (i: number) => trigrams.add(chars.slice(i, i + 3).join(""));
+      for (let i = 0; i + 3 <= chars.length; i += 3) at(i);
+      if (chars.length >= 3) at(chars.length - 3);
+    }
+    return [...trigrams].map((t) => `"${t.replaceAll('"', '""')}"`);
+  };
+  // Each group: one of its texts (a `where`'s needles, one per JSON value its value spells).
+  const groups = anyOf.map((texts) => `(${texts.map((t) => `(${all([t]).join(" AND ")})`).join(" OR ")})`);
+  return [...all(terms), ...groups].join(" AND ");
 }
 
 /** The SQL function that checks a term with non-ASCII characters against an event's text. */
@@ -62,9 +68,12 @@ function textCondition(term: string): { sql: string; param: string } | undefined
   return { sql: `${holdsFolded}(e.event_json, ?)`, param: term.toLowerCase() };
 }
 
-/** SQLite's JSON path of a `where` path: each key quoted (keys holding `"` are refused before this). */
+/**
+ * SQLite's JSON path of a `where` path: each key quoted as JSON writes it, since SQLite compares a quoted
+ * label with the key as the JSON text spells it (`$."a\\b"` finds the key `a\b`, `$."a\b"` nothing).
+ */
 function jsonPath(path: string[]): string {
-  return `$${path.map((k) => `."${k}"`).join("")}`;
+  return `$${path.map((k) => `.${JSON.stringify(k)}`).join("")}`;
 }
 
 /** The condition of one `where`, and its parameters. */
@@ -99,17 +108,16 @@ function searchQuery(
   page: EventSearchPage,
   generations: number[],
 ): { body: string; order: string; params: SQLInputValue[] } {
-  const text = [...(search.text ?? []), ...(search.where ?? []).flatMap((w) => whereWord(w) ?? [])].filter(
-    (t) => [...t].length >= 3,
-  );
+  const text = (search.text ?? []).filter((t) => [...t].length >= 3);
+  const needles = (search.where ?? []).map(whereNeedles);
   const where: string[] = [];
   const params: SQLInputValue[] = [];
-  // With words of a trigram or more, the FTS tables lead (CROSS JOIN keeps that order): the rowids matching the text in each
-  // generation, then each one's row and the other conditions on it; without, the events table's own
-  // indexes. No generation yet: nothing holds the text.
+  // With words of a trigram or more, or a `where`, the FTS tables lead (CROSS JOIN keeps that order):
+  // the rowids matching the text in each generation, then each one's row and the other conditions on
+  // it; without, the events table's own indexes. No generation yet: nothing holds the text.
   let from = "events e";
-  if (text.length > 0) {
-    const match = ftsQuery(text);
+  if (text.length > 0 || needles.length > 0) {
+    const match = ftsQuery(text, needles);
     const each = generations.map((g) => {
       params.push(match);
       return `SELECT rowid AS r FROM search.${generationTable(g)} WHERE ${generationTable(g)} MATCH ?`;
