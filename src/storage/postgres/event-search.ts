@@ -2,8 +2,8 @@
  * The event search on PostgreSQL (docs/streams.md, "Searching events"; mirrors sqlite/event-search.ts).
  * `q` is ILIKE '%…%' on the stored JSON text, which the pg_trgm GIN index `events_text` serves (migration
  * 014); `where` is JSONB containment (`@>`) on the parsed JSON (`event_jsonb`, NULL for the JSON
- * PostgreSQL's jsonb refuses), read from the rows whose text holds the path's last key and the value
- * side by side (`whereNeedles`), which the same trigram index finds: the same matches as SQLite's FTS5
+ * PostgreSQL's jsonb refuses), read from the rows whose text holds the value as a word (`whereWord`) or
+ * the path's last key and the value side by side (`whereNeedles`), which the same trigram index finds: the same matches as SQLite's FTS5
  * trigram table and JSON functions. (Migration 024 dropped the jsonb_path_ops index that served `where`
  * before: it cost every kept event about 7 µs of PostgreSQL's CPU and 60 to 100 bytes.) The trigram index holds only `searchable` rows (migration 016): the
  * rows a small window's commit stored are read through the partial index `events_unsearched` until the
@@ -18,6 +18,7 @@ import {
   pageOrder,
   whereNeedles,
   whereValues,
+  whereWord,
 } from "../event-search.ts";
 import { toEvent } from "../rows.ts";
 import type { Sql } from "./sql.ts";
@@ -72,15 +73,18 @@ function searchQuery(
 }
 
 /**
- * One `where`: the event contains the value at the path, as any of the JSON values it spells, each
- * looked for first in the text as its needle (`whereNeedles`, which the trigram index serves), then
- * decided by containment.
+ * One `where`: the event contains the value at the path, as any of the JSON values it spells, looked
+ * for first in the text, which the trigram index serves, as a word (`whereWord`) or else as each one's
+ * needle (`whereNeedles`), then decided by containment.
  */
 function whereCondition(w: EventWhere, p: (value: unknown) => string): string {
+  const holds = (v: unknown) => `event_jsonb(e.event_json) @> ${p(containing(w.path, v))}::jsonb`;
+  const word = whereWord(w);
+  if (word !== undefined)
+    return `(e.event_json ILIKE ${p(likePattern(word))} AND (${whereValues(w.value).map(holds).join(" OR ")}))`;
   const needles = whereNeedles(w);
   const each = whereValues(w.value).map(
-    (v, i) =>
-      `(e.event_json ILIKE ${p(likePattern(needles[i]!))} AND event_jsonb(e.event_json) @> ${p(containing(w.path, v))}::jsonb)`,
+    (v, i) => `(e.event_json ILIKE ${p(likePattern(needles[i]!))} AND ${holds(v)})`,
   );
   return `(${each.join(" OR ")})`;
 }

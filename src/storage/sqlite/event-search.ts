@@ -5,8 +5,9 @@
  * whose text holds them, never every event; each match is joined to its row, so an entry whose event is
  * gone (left in its generation until the generation goes) is never found, and a word longer than a
  * trigram is checked against the row's text (the index keeps no positions);
- * `where` is read with the JSON functions, from the rows whose text holds the path's last key and the
- * value side by side (`whereNeedles`), which the same index finds.
+ * `where` is read with the JSON functions, from the rows whose text holds its value as a word
+ * (`whereWord`) or, for a shorter value, the path's last key and the value side by side (`whereNeedles`),
+ * which the same index finds.
  */
 import type { SQLInputValue } from "node:sqlite";
 import type { EventSearchOps } from "../concerns.ts";
@@ -18,6 +19,7 @@ import {
   pageOrder,
   whereNeedles,
   whereValues,
+  whereWord,
 } from "../event-search.ts";
 import { toEvent } from "../rows.ts";
 import { generationTable } from "./search-generations.ts";
@@ -108,8 +110,11 @@ function searchQuery(
   page: EventSearchPage,
   generations: number[],
 ): { body: string; order: string; params: SQLInputValue[] } {
-  const text = (search.text ?? []).filter((t) => [...t].length >= 3);
-  const needles = (search.where ?? []).map(whereNeedles);
+  const wheres = search.where ?? [];
+  const text = [...(search.text ?? []), ...wheres.flatMap((w) => whereWord(w) ?? [])].filter(
+    (t) => [...t].length >= 3,
+  );
+  const needles = wheres.filter((w) => whereWord(w) === undefined).map(whereNeedles);
   const where: string[] = [];
   const params: SQLInputValue[] = [];
   // With words of a trigram or more, or a `where`, the FTS tables lead (CROSS JOIN keeps that order):
