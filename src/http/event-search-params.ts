@@ -17,16 +17,11 @@
 import { Type } from "typebox";
 import type { DeliveryStatus } from "../domain/types.ts";
 import { invalidParameter } from "../errors.ts";
-import type { EventSearch, EventWhere } from "../storage/event-search.ts";
+import { type EventSearch, type EventWhere, trigramChars } from "../storage/event-search.ts";
 import { parseTime, timeParam } from "./history-params.ts";
 
 /** Words of `q` at most: each is one more condition on the index. */
 const maxTerms = 10;
-/**
- * The length a search needs one word of: both stores index text by trigrams, and a shorter word matches
- * through none, so a search of short words alone would read every event.
- */
-const indexedTermLength = 3;
 /** Keys in a `where` path at most. */
 const maxPathKeys = 32;
 
@@ -77,10 +72,11 @@ export function parseText(q: string | undefined): string[] | undefined {
   }
   if (terms.length === 0) throw invalidParameter("q", "q must hold at least one word");
   if (terms.length > maxTerms) throw invalidParameter("q", `q may hold at most ${maxTerms} words`);
-  if (!terms.some((t) => [...t].length >= indexedTermLength))
+  // A search of words shorter than a trigram alone would read every event.
+  if (!terms.some((t) => [...t].length >= trigramChars))
     throw invalidParameter(
       "q",
-      `q needs a word of at least ${indexedTermLength} characters, which the index finds events by: add one, or quote a phrase ("order ${terms[0]}")`,
+      `q needs a word of at least ${trigramChars} characters, which the index finds events by: add one, or quote a phrase ("order ${terms[0]}")`,
     );
   return terms;
 }

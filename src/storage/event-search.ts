@@ -83,16 +83,22 @@ export function whereValues(value: string): unknown[] {
 }
 
 /**
+ * The characters of the unit both stores index text by (SQLite's FTS5 trigram tokenizer, PostgreSQL's
+ * pg_trgm): a shorter text matches through no entry of either index.
+ */
+export const trigramChars = 3;
+
+/**
  * The texts an event's JSON holds when `w` matches, one for each JSON value its value spells (any one
- * will do): the path's last key and the value side by side, as JSON.stringify writes them (`"id":42`,
+ * will do, each given with its value): the path's last key and the value side by side, as JSON.stringify writes them (`"id":42`,
  * `"id":"42"`, `"x-github-event":"push"`). Every stored event is its JSON.stringify text (rows.ts), so an
  * event holding the value at the path holds one of them, and each store's trigram index finds the
  * candidates of a `where` by them, even for a value too short to be a word of its own; the JSON
  * functions then decide.
  */
-export function whereNeedles(w: EventWhere): string[] {
+export function whereNeedles(w: EventWhere): Array<{ value: unknown; text: string }> {
   const key = JSON.stringify(w.path[w.path.length - 1]);
-  return whereValues(w.value).map((v) => `${key}:${JSON.stringify(v)}`);
+  return whereValues(w.value).map((value) => ({ value, text: `${key}:${JSON.stringify(value)}` }));
 }
 
 /**
@@ -105,7 +111,7 @@ export function whereNeedles(w: EventWhere): string[] {
  */
 export function whereWord(w: EventWhere): string | undefined {
   const v = w.value;
-  if ([...v].length < 3 || JSON.stringify(v) !== `"${v}"`) return undefined;
+  if ([...v].length < trigramChars || JSON.stringify(v) !== `"${v}"`) return undefined;
   const spellsNumber = whereValues(v).some((x) => typeof x === "number");
   return spellsNumber && String(Number(v)) !== v ? undefined : v;
 }

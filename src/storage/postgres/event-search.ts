@@ -3,11 +3,12 @@
  * `q` is ILIKE '%…%' on the stored JSON text, which the pg_trgm GIN index `events_text` serves (migration
  * 014); `where` is JSONB containment (`@>`) on the parsed JSON (`event_jsonb`, NULL for the JSON
  * PostgreSQL's jsonb refuses), read from the rows whose text holds the value as a word (`whereWord`) or
- * the path's last key and the value side by side (`whereNeedles`), which the same trigram index finds: the same matches as SQLite's FTS5
- * trigram table and JSON functions. (Migration 024 dropped the jsonb_path_ops index that served `where`
- * before: it cost every kept event about 7 µs of PostgreSQL's CPU and 60 to 100 bytes.) The trigram index holds only `searchable` rows (migration 016): the
- * rows a small window's commit stored are read through the partial index `events_unsearched` until the
- * search indexer has put them in.
+ * the path's last key and the value side by side (`whereNeedles`), which the same trigram index finds:
+ * the same matches as SQLite's FTS5 trigram table and JSON functions. (Migration 024 dropped the
+ * jsonb_path_ops index that served `where` before: it cost every kept event about 7 µs of PostgreSQL's
+ * CPU and 60 bytes.) The trigram index holds only `searchable` rows (migration 016): the rows a small
+ * window's commit stored are read through the partial index `events_unsearched` until the search
+ * indexer has put them in.
  */
 import type { EventSearchOps } from "../concerns.ts";
 import {
@@ -16,6 +17,7 @@ import {
   type EventSearchPage,
   type EventWhere,
   pageOrder,
+  trigramChars,
   whereNeedles,
   whereValues,
   whereWord,
@@ -35,7 +37,7 @@ export function likePattern(term: string): string {
  * answer such a pattern on its own with every entry of the index).
  */
 function textOf(term: string): string {
-  return [...term].length >= 3 ? "e.event_json" : "(e.event_json || '')";
+  return [...term].length >= trigramChars ? "e.event_json" : "(e.event_json || '')";
 }
 
 /** The JSON document that contains exactly `value` at `path`: `{"body":{"user":{"id":42}}}`. */
@@ -82,9 +84,8 @@ function whereCondition(w: EventWhere, p: (value: unknown) => string): string {
   const word = whereWord(w);
   if (word !== undefined)
     return `(e.event_json ILIKE ${p(likePattern(word))} AND (${whereValues(w.value).map(holds).join(" OR ")}))`;
-  const needles = whereNeedles(w);
-  const each = whereValues(w.value).map(
-    (v, i) => `(e.event_json ILIKE ${p(likePattern(needles[i]!))} AND ${holds(v)})`,
+  const each = whereNeedles(w).map(
+    ({ value, text }) => `(e.event_json ILIKE ${p(likePattern(text))} AND ${holds(value)})`,
   );
   return `(${each.join(" OR ")})`;
 }

@@ -17,6 +17,7 @@ import {
   type EventSearchPage,
   type EventWhere,
   pageOrder,
+  trigramChars,
   whereNeedles,
   whereValues,
   whereWord,
@@ -58,12 +59,12 @@ const holdsFolded = "fount_holds_folded";
  * The condition that the event's text holds `term`, case-insensitively, for a term that is not one
  * trigram (a trigram's own match is exact): for a longer one, the index found rows holding each of its
  * trigrams, perhaps apart; a shorter one (`42` in `order 42`) has no trigram, and the rows the other
- * words found are checked for it. An ASCII term with SQLite's `lower` (ASCII only, in C, a fraction of a microsecond a row); any
- * other with JavaScript's `toLowerCase`, which folds the case of other scripts (`É`, `Ü`) as the
- * tokenizer does.
+ * words found are checked for it. An ASCII term with SQLite's `lower` (ASCII only, in C, a fraction of
+ * a microsecond a row); any other with JavaScript's `toLowerCase`, which folds the case of other
+ * scripts (`É`, `Ü`) as the tokenizer does.
  */
 function textCondition(term: string): { sql: string; param: string } | undefined {
-  if ([...term].length === 3) return undefined;
+  if ([...term].length === trigramChars) return undefined;
   // biome-ignore lint/suspicious/noControlCharactersInRegex: the ASCII range is the point.
   if (/^[\x00-\x7f]*$/.test(term))
     return { sql: "instr(lower(e.event_json), ?) > 0", param: term.toLowerCase() };
@@ -110,11 +111,14 @@ function searchQuery(
   page: EventSearchPage,
   generations: number[],
 ): { body: string; order: string; params: SQLInputValue[] } {
-  const wheres = search.where ?? [];
-  const text = [...(search.text ?? []), ...wheres.flatMap((w) => whereWord(w) ?? [])].filter(
-    (t) => [...t].length >= 3,
-  );
-  const needles = wheres.filter((w) => whereWord(w) === undefined).map(whereNeedles);
+  // A `where` whose value is a word goes with the text's words; any other, by its needles.
+  const text = (search.text ?? []).filter((t) => [...t].length >= trigramChars);
+  const needles: string[][] = [];
+  for (const w of search.where ?? []) {
+    const word = whereWord(w);
+    if (word !== undefined) text.push(word);
+    else needles.push(whereNeedles(w).map((n) => n.text));
+  }
   const where: string[] = [];
   const params: SQLInputValue[] = [];
   // With words of a trigram or more, or a `where`, the FTS tables lead (CROSS JOIN keeps that order):
