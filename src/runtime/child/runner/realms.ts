@@ -124,7 +124,6 @@ function newRealm(): Realm {
     inspectedFiles: new Set(),
     idleMark: undefined,
     cpuMark: undefined,
-    reading: false,
     spell: 0,
     spinMs: 0,
     stopped: false,

@@ -32,11 +32,9 @@ export interface Realm {
   /**
    * The thread's CPU time (µs) when it was last measured idle: what the next charge counts from. Set
    * by the realm's last results of a busy spell (their `cpu`), then by each charge's reading; none while
-   * a reading is on its way (`reading`).
+   * that reading is on its way.
    */
   cpuMark: number | undefined;
-  /** A reading of the thread's CPU time is on its way (usage.ts). */
-  reading: boolean;
   /** Counts the realm's busy spells, so that a CPU reading taken in an earlier idle spell is dropped. */
   spell: number;
   /** ms the realm's thread was busy during idle ticks in a row. */

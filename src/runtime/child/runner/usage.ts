@@ -20,21 +20,13 @@ const IDLE_CHARGE_FLOOR_MS = 5;
  * busy or ended meanwhile; `got` gets the reading too, `failed` is told when there is none (the realm
  * ended). Asking wakes the realm's thread, and its answer this one.
  */
-function readMark(realm: Realm, got?: (cpu: number) => void, failed?: () => void): void {
+function readMark(realm: Realm, got: (cpu: number) => void, failed: () => void): void {
   const spell = realm.spell;
-  realm.reading = true;
-  realm.worker.cpuUsage().then(
-    (use) => {
-      realm.reading = false;
-      const cpu = use.user + use.system;
-      got?.(cpu);
-      if (realm.spell === spell && realm.busy === 0 && !realm.stopped) realm.cpuMark = cpu;
-    },
-    () => {
-      realm.reading = false;
-      failed?.();
-    },
-  );
+  realm.worker.cpuUsage().then((use) => {
+    const cpu = use.user + use.system;
+    got(cpu);
+    if (realm.spell === spell && realm.busy === 0 && !realm.stopped) realm.cpuMark = cpu;
+  }, failed);
 }
 
 /**
@@ -49,8 +41,7 @@ function readMark(realm: Realm, got?: (cpu: number) => void, failed?: () => void
  * on its own thread as it sent them): reading it from here when each batch ended woke the realm's thread
  * and then the runner's again in the middle of every run, while the pool committed and answered it
  * (issue 29, manual runs; docs/architecture.md). Later stretches start from the reading taken at the
- * last charge. Without a mark (results that carried none), a stretch is charged its event loop's active
- * time, which bounds the thread's CPU time in it from above.
+ * last charge; while that reading is on its way there is no mark, and the next tick charges from it.
  */
 export function chargeIdle(realm: Realm): boolean {
   const mark = realm.idleMark;
@@ -76,12 +67,6 @@ export function chargeIdle(realm: Realm): boolean {
   const cpuMark = realm.cpuMark;
   if (cpuMark === undefined) {
     if (realm.stopped) charge(delta.active);
-    else if (!realm.reading) {
-      // No mark to count from: its active time now, its CPU time from here on (unless the spell just
-      // ended: a batch came).
-      charge(delta.active);
-      if (realm.busy === 0) readMark(realm);
-    }
     return worked;
   }
   realm.cpuMark = undefined;
