@@ -115,7 +115,7 @@ export class ForwardedHits {
       // connection would leave this side open for as long as this process runs.
       socket.once("end", () => {
         conn.peerEnded = true;
-        if (conn.running === 0 && !conn.flushing) this.#end(conn);
+        this.#endIfIdle(conn);
       });
       socket.once("close", () => {
         this.#connections.delete(conn);
@@ -141,7 +141,7 @@ export class ForwardedHits {
    */
   close(waitMs = 25_000): Promise<void> {
     this.#closing = true;
-    for (const conn of this.#connections) if (conn.running === 0 && !conn.flushing) this.#end(conn);
+    for (const conn of this.#connections) this.#endIfIdle(conn);
     if (this.#connections.size === 0) return Promise.resolve();
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
@@ -153,6 +153,11 @@ export class ForwardedHits {
         resolve();
       };
     });
+  }
+
+  /** Ends the connection now when no hit it took is running or waiting to be written (else `#send` will). */
+  #endIfIdle(conn: Incoming): void {
+    if (conn.running === 0 && !conn.flushing) this.#end(conn);
   }
 
   /** Says `bye` and ends the connection: the hits it took are answered. */
