@@ -333,9 +333,10 @@ test("when the node running a source is killed, the others run its hits", async 
   // f2 cannot connect to f3: it runs the hit itself, once f3's lease has expired with its heartbeat.
   const started = Date.now();
   let after = await hit(node("f2"), source.path);
-  // A hit sent in the moment before f2 has read the connection's close goes out on it and gets the
-  // answer of a hit cut off (503 node_unreachable, retry after 1 s; the next test): its caller retries.
-  // Seen once in CI; nothing ran it, so the retry is still the source's third run.
+  // f2 no longer writes a hit to a connection whose end it has read (peer-link.ts), but one sent in the
+  // moment before the end arrives goes out on it and gets the answer of a hit cut off (503
+  // node_unreachable, retry after 1 s; the next test): its caller retries. Seen once in CI; nothing ran
+  // it, so the retry is still the source's third run.
   if (after.status === 503) {
     assert.equal(after.body.code, "node_unreachable");
     assert.equal(after.headers.get("retry-after"), "1");

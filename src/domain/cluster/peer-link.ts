@@ -99,6 +99,13 @@ export class PeerLink {
     this.#flushing = false;
     const socket = this.#socket;
     if (!socket || this.#outbox.size === 0) return;
+    if (socket.readableEnded || !socket.writable) {
+      // The other node ended the connection (a node killed ends it through its kernel; one that stops
+      // says `bye` first), and its close is still to come here. Written now, these hits would count as
+      // gone out and maybe run there (503); no process there will read them, so they run here instead.
+      this.#gone(new Error("the other node ended the connection"), false);
+      return;
+    }
     socket.write(this.#outbox.take());
     for (const id of this.#outboxIds) {
       const p = this.#pending.get(id);

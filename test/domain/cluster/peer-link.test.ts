@@ -100,3 +100,23 @@ test("a frame past the limit ends the connection before its bytes come, and fail
   );
   link.close();
 });
+
+test("a hit sent after the other node ended the connection does not go out on it: it runs here, never cut off", async () => {
+  // The node answers the first hit and ends the connection with it, as a node killed right after its
+  // answer does (its kernel closes the socket). The link reads the answer and the end in one go; the
+  // second hit, sent as soon as the first is answered, must not be written to the ended connection,
+  // where it would be taken for one that went out and may have run (503 node_unreachable).
+  reply = (meta) => ({ bytes: encodeFrame({ i: meta.i, s: 200, h: {} }, "last"), end: true });
+  for (let round = 0; round < 20; round++) {
+    const link = new PeerLink(url, psk, "n1");
+    const first = await link.send(hit(Buffer.from("1")));
+    assert.ok(first.ok);
+    const second = await link.send(hit(Buffer.from("2")));
+    // Not sent (the caller runs it here), or sent on a new connection, whichever the link saw first.
+    assert.ok(
+      !second.ok ? second.why === "unreachable" : second.answer.status === 200,
+      JSON.stringify(second),
+    );
+    link.close();
+  }
+});
