@@ -8,7 +8,9 @@
  * `--setup` runs SQL on the fresh schema first, to weigh a variant of it against the migrations' own
  * (docs/architecture.md, "PostgreSQL's own CPU per hit"):
  *
- *   node bench/pg-commit.ts [--events 50] [--commits 600] [--keep 100] [--index-every 60] [--setup "DROP INDEX events_text"]
+ * `--varied` gives each event an order ID, a customer and an amount of its own.
+ *
+ *   node bench/pg-commit.ts [--varied] [--events 50] [--commits 600] [--keep 100] [--index-every 60] [--setup "DROP INDEX events_text"]
  */
 import { parseArgs } from "node:util";
 import pg from "pg";
@@ -25,6 +27,7 @@ const { values } = parseArgs({
     keep: { type: "string", default: "100" },
     "index-every": { type: "string", default: "60" },
     setup: { type: "string", default: "" },
+    varied: { type: "boolean", default: false },
     "pg-url": {
       type: "string",
       default: process.env.FOUNT_BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test",
@@ -37,6 +40,22 @@ const warmup = Number(values.warmup);
 const indexEvery = Number(values["index-every"]);
 const keep = Number(values.keep);
 const pgUrl = values["pg-url"];
+const varied = values.varied;
+
+/**
+ * The n-th event with `--varied`: the payload with an order ID, a customer and an amount of its own, as
+ * a real source's events differ, rather than the same event each time (which the search's blocks of
+ * words store once a commit).
+ */
+function variedPayload(n: number): Record<string, unknown> {
+  const customer = `cus_${(n * 7_919) % 1_000_003}`;
+  return {
+    ...payload,
+    id: `ord_${String(n).padStart(12, "0")}`,
+    amount: (n * 104_729) % 100_000,
+    customer: { id: customer, email: `${customer}@example.com`, name: `Customer ${n % 997}` },
+  };
+}
 
 const schema = await createSchema(pgUrl);
 const store = await openPostgresStorage({ url: urlWithSchema(pgUrl, schema) });
@@ -64,7 +83,7 @@ try {
             idMs: ms,
             idSeq: seq,
             indexedAtMs: ms,
-            event: payload,
+            event: varied ? variedPayload(c * perCommit + seq) : payload,
             meta: { emit_id: `e${c}-${seq}`, name: "", emitter_id: emitterId },
           },
           keep,
