@@ -44,8 +44,8 @@ const varied = values.varied;
 
 /**
  * The n-th event with `--varied`: the payload with an order ID, a customer and an amount of its own, as
- * a real source's events differ, rather than the same event each time (which the search's blocks of
- * words store once a commit).
+ * a real source's events differ, rather than the same event each time (which flatters any scheme that
+ * stores once what events share, as the blocks of docs/architecture.md's "Fewer index entries" did).
  */
 function variedPayload(n: number): Record<string, unknown> {
   const customer = `cus_${(n * 7_919) % 1_000_003}`;

@@ -194,7 +194,6 @@ export async function clusterCapped(
   ctx.log(`${part}: warm-up of the warmed cluster's spread load: ${warmedWarmUp.rates.join(" ")}/s`);
   const heldSettled = await held();
   const forwardedBefore = await forwarded();
-  const transitionOk = transition.ok;
   const [warmR, oneAgainR] = (await interleavedLoads([spreadTarget(warmed), oneTarget], {
     body: payloadText,
     connections,
@@ -274,7 +273,7 @@ export async function clusterCapped(
   const acknowledged = [
     oneR.ok + oneAgainR.ok,
     spreadR.ok + everyR.ok,
-    warmR.ok + transitionOk + warmedWarmUp.ok,
+    warmR.ok + transition.ok + warmedWarmUp.ok,
   ];
   for (const [i, label] of ["1 node", `${clusterNodes} nodes`, `${clusterNodes} nodes warmed`].entries()) {
     out.figures.push(
