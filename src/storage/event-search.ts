@@ -118,13 +118,15 @@ export function whereWord(w: EventWhere): string | undefined {
 
 /**
  * The conditions on the events table (aliased `e`) that both drivers write alike, and their parameters;
- * `placeholder(n)` writes the n-th parameter (from 1), `first` being the number of parameters before them.
+ * `placeholder(n)` writes the n-th parameter (from 1), `first` being the number of parameters before them,
+ * and `inSet(subquery)` how an emitter is matched against the IDs a subquery gives (`IN (…)` by default).
  */
 export function commonConditions(
   s: EventSearch,
   page: Pick<EventSearchPage, "after" | "before">,
   placeholder: (n: number) => string,
   first = 0,
+  inSet: (subquery: string) => string = (subquery) => `IN (${subquery})`,
 ): { where: string[]; params: Array<string | number> } {
   const params: Array<string | number> = [];
   const where: string[] = [];
@@ -135,7 +137,9 @@ export function commonConditions(
   const list = (values: string[]) => (values.length === 0 ? "NULL" : values.map(p).join(", "));
   if (s.emitterId !== undefined) where.push(`e.emitter_id = ${p(s.emitterId)}`);
   else if (s.sourceOwnerIds)
-    where.push(`e.emitter_id IN (SELECT id FROM sources WHERE owner_id IN (${list(s.sourceOwnerIds)}))`);
+    where.push(
+      `e.emitter_id ${inSet(`SELECT id FROM sources WHERE owner_id IN (${list(s.sourceOwnerIds)})`)}`,
+    );
   else throw new Error("an event search names an emitter or the owners of its sources");
   where.push(`e.channel = ${p(s.channel)}`);
   if (s.sinceMs !== undefined) where.push(`e.id_ms >= ${p(s.sinceMs)}`);
