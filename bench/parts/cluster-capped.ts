@@ -128,15 +128,13 @@ export async function clusterCapped(
     pid: pids(three),
   };
   const targets = [oneTarget, spreadTarget(three), everyTarget];
+  const labels = ["1 node", `${clusterNodes} spread`, `${clusterNodes} every node`];
 
   const warmUps: Record<string, number[]> = {};
-  for (const [label, t] of [
-    ["1 node", oneTarget],
-    [`${clusterNodes} spread`, targets[1]!],
-    [`${clusterNodes} every node`, everyTarget],
-  ] as const) {
-    warmUps[label] = (await warmUntilSteady(t, connections, warmupS)).rates;
-    ctx.log(`${part}: warm-up of ${label}, ${warmSliceS} s slices: ${warmUps[label]!.join(" ")}/s`);
+  for (const [i, t] of targets.entries()) {
+    const rates = (await warmUntilSteady(t, connections, warmupS)).rates;
+    warmUps[labels[i]!] = rates;
+    ctx.log(`${part}: warm-up of ${labels[i]}, ${warmSliceS} s slices: ${rates.join(" ")}/s`);
   }
   const slices = Math.max(1, Math.round(durationS / sliceS));
   const committedBefore = await Promise.all([one, three].map((s) => s.servers[0]!.invocationsCommitted()));
@@ -184,17 +182,18 @@ export async function clusterCapped(
   const warmedCommittedBefore = await first.invocationsCommitted();
   // The spread load at once, while the leases move and the other two nodes start their executors and
   // compile; then until its rate is steady, as every other load here is before it is measured.
-  const transition = await runSpread(spreadTarget(warmed).url as Exclude<LoadTarget["url"], string>, {
+  const warmedTarget = spreadTarget(warmed);
+  const transition = await runSpread(warmedTarget.url as Exclude<LoadTarget["url"], string>, {
     body: payloadText,
     connections,
     durationS,
   });
-  const warmedWarmUp = await warmUntilSteady(spreadTarget(warmed), connections, warmupS);
+  const warmedWarmUp = await warmUntilSteady(warmedTarget, connections, warmupS);
   warmUps.warmed = warmedWarmUp.rates;
   ctx.log(`${part}: warm-up of the warmed cluster's spread load: ${warmedWarmUp.rates.join(" ")}/s`);
   const heldSettled = await held();
   const forwardedBefore = await forwarded();
-  const [warmR, oneAgainR] = (await interleavedLoads([spreadTarget(warmed), oneTarget], {
+  const [warmR, oneAgainR] = (await interleavedLoads([warmedTarget, oneTarget], {
     body: payloadText,
     connections,
     slices,
