@@ -32,15 +32,45 @@ export function whenSignedOut(handler: () => void): void {
   onSignedOut = handler;
 }
 
+/** The API calls under way, which signing out cancels. */
+const underWay = new Set<AbortController>();
+/** From the start of a sign-out to the next sign-in: the pages being left send nothing more. */
+let signingOut = false;
+const signedOut = () => new ApiError(401, "signed_out", "Signed out.", undefined);
+
+/**
+ * Ends the session. What the pages still have under way is cancelled first, and they start nothing
+ * more: a call that reached the server after the session had ended would be refused with a 401 (and
+ * the browser would log it) for the page that is going away.
+ */
+export async function endSession(): Promise<void> {
+  signingOut = true;
+  for (const call of underWay) call.abort();
+  await api("DELETE", "/console/session").catch(() => undefined);
+}
+
 export async function api<T = any>(method: string, path: string, body?: unknown): Promise<T> {
+  const sessionCall = path.startsWith("/console/session");
+  if (signingOut && !sessionCall) throw signedOut();
   const headers: Record<string, string> = { "x-fount-console": "1", accept: "application/json" };
   if (body !== undefined) headers["content-type"] = "application/json";
-  const res = await fetch(path, {
-    method,
-    headers,
-    credentials: "same-origin",
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
+  const call = new AbortController();
+  underWay.add(call);
+  let res: Response;
+  try {
+    res = await fetch(path, {
+      method,
+      headers,
+      credentials: "same-origin",
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: call.signal,
+    });
+  } catch (err) {
+    throw call.signal.aborted ? signedOut() : err;
+  } finally {
+    underWay.delete(call);
+  }
+  if (sessionCall && method === "POST" && res.ok) signingOut = false;
   const text = await res.text();
   let parsed: any;
   try {
@@ -51,7 +81,7 @@ export async function api<T = any>(method: string, path: string, body?: unknown)
   if (!res.ok) {
     const details = parsed?.details ?? {};
     const field = typeof details.field === "string" ? details.field : details.prop;
-    if (res.status === 401 && !path.startsWith("/console/session")) onSignedOut();
+    if (res.status === 401 && !sessionCall) onSignedOut();
     throw new ApiError(res.status, parsed?.code ?? "error", parsed?.error ?? res.statusText, field, details);
   }
   return parsed as T;

@@ -1,6 +1,6 @@
 /** The shell: session check, sign-in, navigation, organization switcher and the page of the route. */
 import { useEffect, useRef, useState } from "preact/hooks";
-import { ApiError, api, type Session, whenSignedOut } from "./api.ts";
+import { ApiError, api, endSession, type Session, whenSignedOut } from "./api.ts";
 import { focusHeadingSoon } from "./focus.ts";
 import { AccountsPage } from "./pages/accounts.tsx";
 import { AdminPage } from "./pages/admin.tsx";
@@ -108,7 +108,7 @@ function Shell({ session, onSignedOut }: { session: Session; onSignedOut: () => 
   const [orgId, setOrgId] = useState<string | undefined>(undefined);
   const main = useRef<HTMLElement>(null);
   async function signOut() {
-    await api("DELETE", "/console/session").catch(() => undefined);
+    await endSession();
     onSignedOut();
   }
   const section = `/${route.split("/")[1] ?? ""}`;

@@ -58,8 +58,9 @@ export async function openPage(
   });
   page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
   page.on("requestfailed", (r) => {
-    // A live stream the page closes itself (tab change, navigation) is aborted, not failed.
-    if (r.failure()?.errorText === "net::ERR_ABORTED" && r.url().includes("/sse")) return;
+    // What the page cancels itself is aborted, not failed: a live stream it closes (tab change,
+    // navigation), the calls under way when the user signs out.
+    if (r.failure()?.errorText === "net::ERR_ABORTED") return;
     const text = `request failed: ${r.url()} ${r.failure()?.errorText}`;
     if (!ok(text)) problems.push(text);
   });

@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import type { Page } from "playwright-core";
+import type { Page, Request } from "playwright-core";
 import { Receiver } from "../delivery/receiver.ts";
 import {
   assertFitsWidth,
@@ -286,6 +286,43 @@ test("a wrong key is refused with a message, and no session is made", { skip }, 
   await page.getByRole("alert").getByText("That API key is not valid.").waitFor({ timeout: wait });
   assert.equal((await context.cookies()).length, 0);
   await axe(page, "sign-in with an error");
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
+test("signing out cancels the calls under way: none reaches the server after the session ends", {
+  skip,
+}, async () => {
+  const user = await suite.server.createUser("leaver");
+  const hook = await suite.server.api("POST", "/v1/webhooks", {
+    key: user.key,
+    body: { url: "https://example.com/leaver", name: "leaver hook" },
+  });
+  assert.equal(hook.status, 200, hook.text);
+  const context = await suite.browser.newContext();
+  const { page, problems } = await openPage(context);
+  await signIn(page, user.key);
+  await page.getByRole("heading", { name: "Sources", level: 1 }).waitFor({ timeout: wait });
+  await page.goto(`${suite.server.url}/#/webhooks/${hook.body.data.id}`);
+  await page.getByRole("heading", { name: "Webhook leaver hook" }).waitFor({ timeout: wait });
+
+  // The next deliveries call is held in the browser, as a slow answer would be, until after sign-out.
+  const held = new Promise<{ request: Request; send: () => Promise<void> }>((resolve) => {
+    void page.route(/\/deliveries\?limit=50$/, (route) =>
+      resolve({ request: route.request(), send: () => route.continue() }),
+    );
+  });
+  await page.getByRole("button", { name: "Refresh" }).click();
+  const { request, send } = await held;
+  const outcome = new Promise<string>((resolve) => {
+    page.on("requestfailed", (r) => r === request && resolve(`failed: ${r.failure()?.errorText}`));
+    page.on("response", (r) => r.request() === request && resolve(`answered ${r.status()}`));
+  });
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.getByRole("heading", { name: "Sign in" }).waitFor({ timeout: wait });
+  // Sent on now, a call the page had not cancelled would reach the server without its session.
+  await send().catch(() => undefined);
+  assert.equal(await outcome, "failed: net::ERR_ABORTED");
   assert.deepEqual(problems, []);
   await context.close();
 });
