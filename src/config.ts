@@ -131,6 +131,8 @@ export interface RetentionSettings {
   sweepIntervalMs: number;
   /** Events deleted per short transaction. */
   pruneBatch: number;
+  /** Events a second the pruner deletes from one channel at most. */
+  pruneRate: number;
 }
 
 function limits(
@@ -160,6 +162,7 @@ function retentionSettings(env: NodeJS.ProcessEnv): RetentionSettings {
     pruneIntervalMs: int(env, "FOUNT_RETENTION_PRUNE_MS", 1000, 10),
     sweepIntervalMs: int(env, "FOUNT_RETENTION_SWEEP_MS", 60_000, 10),
     pruneBatch: int(env, "FOUNT_RETENTION_PRUNE_BATCH", 500, 1),
+    pruneRate: int(env, "FOUNT_RETENTION_PRUNE_RATE", 100_000, 1),
   };
 }
 

@@ -27,11 +27,17 @@ interface PrunerDeps {
 /**
  * The pause before a window's next batch: as long as the last batch took, so that a long prune takes at
  * most about half of the server's time and store (on SQLite, half of the lock's turns), and hits queued
- * behind a batch do not find another one after it. Pruning 1,000,000 events of one window on SQLite took
- * 8.4 s back to back, with ingest p50 at 16 ms meanwhile (docs/architecture.md, "Event windows").
+ * behind a batch do not find another one after it (pruning 1,000,000 events of one window on SQLite took
+ * 8.4 s back to back, with ingest p50 at 16 ms meanwhile); and at least as long as keeps the pruner
+ * within `pruneRate` events a second. At half of a fast machine's time it deleted 250,000 to 500,000 a
+ * second on SQLite, writing the WAL faster than the store's worker copies it back (about 10,000 pages
+ * in its 200 ms), so that the server's own commits ran the backstop checkpoint, 20 to 60 ms on the
+ * event loop each (docs/architecture.md, "Event windows for retention").
  */
-const pauseAfter = (batchMs: number) =>
-  new Promise<void>((resolve) => (batchMs >= 1 ? setTimeout(resolve, batchMs) : setImmediate(resolve)));
+const pauseAfter = (batchMs: number, deleted: number, pruneRate: number) => {
+  const ms = Math.max(batchMs, (deleted / pruneRate) * 1000);
+  return new Promise<void>((resolve) => (ms >= 1 ? setTimeout(resolve, ms) : setImmediate(resolve)));
+};
 
 /**
  * Batches one visit deletes from a window by count at most; a window with more to go is visited again at
@@ -147,11 +153,13 @@ export class EventPruner {
     let deleted = 0;
     let batches = 0;
     let lastMs = 0;
+    let lastDeleted = 0;
     const next = async (limit: number, olderThanMs?: number): Promise<number> => {
-      if (batches++ > 0) await pauseAfter(lastMs);
+      if (batches++ > 0) await pauseAfter(lastMs, lastDeleted, retention.settings.pruneRate);
       const started = performance.now();
       const r = await store.pruneEvents(emitterId, channel, limit, { olderThanMs, after: cursor.after });
       lastMs = performance.now() - started;
+      lastDeleted = r.deleted;
       if (r.last) cursor.after = r.last;
       deleted += r.deleted;
       return r.deleted;
