@@ -1,8 +1,9 @@
 /**
  * Retention the owner chooses (issue 28): a source's `retention: {events?, days?}` is set by
  * POST/PUT /v1/sources and shown on every rendering of it; its channels list, page, resume (SSE) and
- * backfill through everything it keeps, and the pruner deletes the rest in the background; a policy
- * over the instance's maximum is a 400; `$logs` and `$errors` follow the instance's own settings.
+ * backfill through everything it keeps, and the pruner deletes the rest in the background, within its
+ * rate (`FOUNT_RETENTION_PRUNE_RATE`); a policy over the instance's maximum is a 400; `$logs` and
+ * `$errors` follow the instance's own settings.
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
@@ -209,5 +210,30 @@ test("age pruning removes exactly the events older than the source's days", asyn
     await storedBecomes(aged, s.id, "", 2);
   } finally {
     await aged.close();
+  }
+});
+
+test("the pruner keeps within FOUNT_RETENTION_PRUNE_RATE: a pause after each batch, as long as the rate asks", async () => {
+  // Batches of 100 at 1,000 events a second: at least 100 ms between two batches of a channel.
+  const paced = await startServer(
+    {},
+    { ...env, FOUNT_RETENTION_PRUNE_BATCH: "100", FOUNT_RETENTION_PRUNE_RATE: "1000" },
+  );
+  try {
+    // Over 100 (a window of up to 100 is kept exact as events are stored), so the pruner trims it.
+    const s = await deploy(paced, { component_code: burst, retention: { events: 101 } } as never);
+    await run(paced, s.id, { n: 1000, from: 0 });
+    const started = performance.now();
+    await storedBecomes(paced, s.id, "", 101);
+    const tookMs = performance.now() - started;
+    // 899 past the window, 9 batches: 8 pauses of 100 ms, less the one or two batches the pruner may
+    // have run before the run's answer arrived. Unpaced, the 9 batches take a few milliseconds.
+    assert.ok(tookMs >= 400, `pruned 899 events in ${tookMs.toFixed(0)} ms`);
+    assert.deepEqual(
+      (await everyEvent(paced, s.id)).map((e) => e.event.i),
+      Array.from({ length: 101 }, (_, k) => 999 - k),
+    );
+  } finally {
+    await paced.close();
   }
 });
