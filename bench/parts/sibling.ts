@@ -4,10 +4,10 @@
  */
 import { readFileSync } from "node:fs";
 import { httpCall } from "../lib/http-client.ts";
-import { childPids } from "../lib/processes.ts";
 import { type Figure, figure } from "../lib/report.ts";
 import { distribution } from "../lib/stats.ts";
 import { emitterCode, type PartContext, payload } from "./context.ts";
+import { executorPids } from "./tenants.ts";
 
 const loopCode = `export default {
   name: "bench-loop",
@@ -22,21 +22,23 @@ const loopCode = `export default {
 /** Before the per-source realm, one executor process per owner with one source: docs/architecture.md. */
 const baseline = { rssMb: 81, pssMb: 32 };
 
-/** RSS and PSS in MB of the server's executor processes (its children running runner.mjs). */
+/**
+ * RSS and PSS in MB of the owner's executor processes: the server's children running runner.mjs, less the
+ * registry's own and the spare executors no owner took yet (`executorPids`). Until 2026-11-28 this part
+ * counted the spares too (`FOUNT_EXECUTOR_SPARES`, three more processes), which put its one-source figure
+ * at 271 MB RSS.
+ */
 function executorMemory(serverPid: number): { rssMb: number; pssMb: number; processes: number } {
   let rss = 0;
   let pss = 0;
   let processes = 0;
-  for (const pid of childPids(serverPid)) {
-    let cmdline = "";
+  for (const pid of executorPids(serverPid)) {
+    let rollup: string;
     try {
-      cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+      rollup = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
     } catch {
-      continue;
+      continue; // gone meanwhile
     }
-    // The registry's own executor (it inspects Fount's built-in components) is not the owner's.
-    if (!/runner\.(mjs|ts)/.test(cmdline) || cmdline.includes("/scratch/registry")) continue;
-    const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, "utf8");
     rss += Number(/^Rss:\s+(\d+) kB/m.exec(rollup)?.[1] ?? 0);
     pss += Number(/^Pss:\s+(\d+) kB/m.exec(rollup)?.[1] ?? 0);
     processes++;
