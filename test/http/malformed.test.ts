@@ -148,8 +148,9 @@ test("malformed input to every route gets a 4xx JSON error and changes nothing",
   // What the owner and the admin can read; each route's malformed requests must leave it as it was. A
   // route that wrongly changes it fails alone: the next one compares with the state it left. The state
   // is read again after each route that writes and after the last route; a GET route's requests are
-  // compared with it together with the GET routes just before it, whose names the failure gives (reading
-  // the whole state after every route took half the sweep).
+  // compared with it together with the GET routes just before it, whose names the failure gives
+  // (reading the whole state after every route took most of the sweep: 21 to 26 s per driver, against
+  // 8 to 9 s now).
   let expected = await snapshot(owner, ops, adminKey);
   const checked = ops.filter((op) => !op.public); // health probes take no input
   let unread: string[] = [];
