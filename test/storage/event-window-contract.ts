@@ -111,6 +111,9 @@ export function eventWindowContract(withStore: WithStore, unique: (prefix: strin
       const window = { keep: 100, sinceMs: 1005 };
       assert.deepEqual(await seqs(s, window), range(5, 9));
       assert.equal((await s.listEvents(emitterId, { channel: "", limit: 1, window })).totalCount, 5);
+      // Both limits: the newest `keep` of those within the age.
+      assert.deepEqual(await seqs(s, { keep: 2, sinceMs: 1005 }), [8, 9]);
+      assert.deepEqual(await seqs(s, { keep: 4, sinceMs: 1005 }), [6, 7, 8, 9]);
       assert.equal((await s.pruneEvents(emitterId, "", 3, { olderThanMs: 1005 })).deleted, 3);
       assert.equal((await s.pruneEvents(emitterId, "", 3, { olderThanMs: 1005 })).deleted, 2);
       assert.equal((await s.pruneEvents(emitterId, "", 3, { olderThanMs: 1005 })).deleted, 0);
