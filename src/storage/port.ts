@@ -268,7 +268,13 @@ export interface StorageOps {
   /** Every active source ID (to restore timers and executors at start). */
   listActiveSourceIds(): Promise<string[]>;
   updateSource(id: string, patch: SourcePatch): Promise<SourceRecord | undefined>;
-  /** Removes the source and everything it owns: db, dedupe state, timers, events. */
+  /**
+   * Removes the source and what it owns: db, dedupe state, timers, event clock. Its events stay for the
+   * pruner (domain/events/pruner.ts), which keeps none of a source that no longer exists and deletes
+   * them in paced batches: one statement deleting a window of 1,000,000 held SQLite's one writer, and
+   * every other source's ingest, for 1.5 s. Nothing reads them meanwhile: every route to them reads the
+   * source first.
+   */
   deleteSource(id: string): Promise<boolean>;
 
   getSourceDb(sourceId: string): Promise<{ data: Record<string, unknown>; version: number }>;

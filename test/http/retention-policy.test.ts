@@ -237,3 +237,27 @@ test("the pruner keeps within FOUNT_RETENTION_PRUNE_RATE: a pause after each bat
     await paced.close();
   }
 });
+
+test("a deleted source's events are deleted by the pruner in paced batches, not by its DELETE", async () => {
+  const paced = await startServer(
+    {},
+    { ...env, FOUNT_RETENTION_PRUNE_BATCH: "100", FOUNT_RETENTION_PRUNE_RATE: "1000" },
+  );
+  try {
+    const s = await deploy(paced, { component_code: burst, retention: { events: 5000 } } as never);
+    await run(paced, s.id, { n: 1000, from: 0, logs: 3 });
+    const store = paced.built.services.store;
+    assert.equal(await store.countEvents(s.id, ""), 1000);
+    const res = await paced.api("DELETE", `/v1/sources/${s.id}`);
+    assert.equal(res.status, 200, res.text);
+    // Gone for every reader at once...
+    assert.equal((await paced.api("GET", `/v1/sources/${s.id}/event_summaries`)).status, 404);
+    // ...while the rows go 100 at a time, 100 ms apart (one statement for a window of 1,000,000 held
+    // SQLite's writer, and every other source's ingest, for 1.5 s).
+    assert.ok((await store.countEvents(s.id, "")) > 0, "the DELETE left the rows to the pruner");
+    await storedBecomes(paced, s.id, "", 0);
+    await storedBecomes(paced, s.id, "$logs", 0);
+  } finally {
+    await paced.close();
+  }
+});

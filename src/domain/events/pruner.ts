@@ -4,7 +4,9 @@
  * (on SQLite, the file's one writer, a turn of the store's lock), and the pruner yields to whatever is
  * queued between batches. It visits the windows that got events since its last visit every
  * `pruneIntervalMs`, and every window every `sweepIntervalMs` (ages move on without new events, and a
- * policy may have shrunk). Listing never waits for it: it shows only the window (events.ts of each driver).
+ * policy may have shrunk), and the windows of a source deleted on this node at its next pass: a deleted
+ * source's events are all its to delete. Listing never waits for it: it shows only the window (events.ts
+ * of each driver).
  */
 import { BoundedCache } from "../../bounded-cache.ts";
 import type { Clock } from "../../clock.ts";
@@ -64,6 +66,8 @@ export class EventPruner {
   #stopped = true;
   /** The last pass left a window with more to delete. */
   #behind = false;
+  /** Sources deleted on this node since the last pass: their windows are emptied next. */
+  readonly #deleted = new Set<string>();
 
   constructor(deps: PrunerDeps) {
     this.#d = deps;
@@ -73,6 +77,10 @@ export class EventPruner {
       this.#touched.set(key, e);
       const size = this.#sizes.get(key);
       if (size) size.n++;
+    });
+    // Sources deleted through other nodes are found by this node's sweeps (or by theirs).
+    deps.bus.on("source.deleted", ({ sourceId, remote }) => {
+      if (!this.#stopped && !remote) this.#deleted.add(sourceId);
     });
   }
 
@@ -97,9 +105,14 @@ export class EventPruner {
   async pass(everything = false): Promise<number> {
     const sweep =
       everything || this.#d.clock.now() - this.#lastSweepMs >= this.#d.retention.settings.sweepIntervalMs;
-    const policies = new Map<string, Promise<RetentionPolicy | null>>();
+    const policies = new Map<string, Promise<RetentionPolicy | null | "deleted">>();
     let deleted = 0;
     this.#behind = false;
+    for (const emitterId of [...this.#deleted]) {
+      for (const channel of await this.#d.store.listChannels(emitterId))
+        this.#touched.set(`${emitterId}\0${channel}`, { emitterId, channel });
+      this.#deleted.delete(emitterId);
+    }
     if (sweep) {
       this.#lastSweepMs = this.#d.clock.now();
       this.#touched.clear();
@@ -133,7 +146,7 @@ export class EventPruner {
   /** Deletes what one window no longer keeps: what is past its age, then its oldest beyond its count. */
   async #prune(
     key: EventWindowKey,
-    policies: Map<string, Promise<RetentionPolicy | null>>,
+    policies: Map<string, Promise<RetentionPolicy | null | "deleted">>,
     sweeping: boolean,
   ): Promise<number> {
     const { store, retention } = this.#d;
@@ -141,10 +154,13 @@ export class EventPruner {
     const sizeKey = `${emitterId}\0${channel}`;
     let policy = policies.get(emitterId);
     if (!policy) {
-      policy = retention.policyOf(store, emitterId);
+      policy = retention.prunedBy(store, emitterId);
       policies.set(emitterId, policy);
     }
-    const { events, days } = retention.limits(await policy, channel);
+    const prunedBy = await policy;
+    // A deleted source's events are all deleted here, in paced batches (StorageOps.deleteSource).
+    const { events, days } =
+      prunedBy === "deleted" ? { events: 0, days: undefined } : retention.limits(prunedBy, channel);
     const batch = retention.settings.pruneBatch;
     // What this pruner deleted last from the window: everything up to it is gone (events are only ever
     // added after it), so each batch seeks past it instead of walking what PostgreSQL keeps until vacuum.

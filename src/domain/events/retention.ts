@@ -61,7 +61,17 @@ export class Retention {
 
   /** An emitter's policy: a source's own (null when it has none), null for workflows. */
   async policyOf(store: StorageOps, emitterId: string): Promise<RetentionPolicy | null> {
+    const policy = await this.prunedBy(store, emitterId);
+    return policy === "deleted" ? null : policy;
+  }
+
+  /**
+   * The policy the pruner applies: `policyOf`'s, or `"deleted"` for a source that no longer exists, all of
+   * whose events it deletes (a source's delete leaves them to it: StorageOps.deleteSource).
+   */
+  async prunedBy(store: StorageOps, emitterId: string): Promise<RetentionPolicy | null | "deleted"> {
     if (!emitterId.startsWith("dc_")) return null;
-    return (await store.getSource(emitterId))?.retention ?? null;
+    const source = await store.getSource(emitterId);
+    return source ? (source.retention ?? null) : "deleted";
   }
 }

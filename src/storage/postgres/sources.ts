@@ -125,7 +125,7 @@ export function sourceOps(q: Sql): SourceOps {
       const removed = (await q.run("DELETE FROM sources WHERE id = $1", [id])) > 0;
       for (const table of ["source_db", "dedupe_state", "timers"])
         await q.run(`DELETE FROM ${table} WHERE source_id = $1`, [id]);
-      await q.run("DELETE FROM events WHERE emitter_id = $1", [id]);
+      // Its events are the pruner's (port.ts).
       await q.run("DELETE FROM emitter_clock WHERE emitter_id = $1", [id]);
       return removed;
     },

@@ -110,7 +110,7 @@ function opsOn(
     ...sessionOps(q),
     ...webhookOps(q, rows),
     ...subscriptionOps(q, rows),
-    ...sourceOps(q, rows, counts, held),
+    ...sourceOps(q, rows, held),
     ...timerOps(q),
     ...eventOps(q, counts, held),
     ...appAccountOps(q),

@@ -11,9 +11,8 @@ import type { DeferredWrites } from "./deferred.ts";
 import { parkDeliveries } from "./deliveries.ts";
 import type { RowCache } from "./row-cache.ts";
 import { placeholders, type Sql } from "./sql.ts";
-import type { WindowCounts } from "./window-counts.ts";
 
-export function sourceOps(q: Sql, rows: RowCache, counts: WindowCounts, held: DeferredWrites): SourceOps {
+export function sourceOps(q: Sql, rows: RowCache, held: DeferredWrites): SourceOps {
   const getSource = async (id: string): Promise<SourceRecord | undefined> => {
     const cached = rows.sourcesById.get(id);
     if (cached) return cached;
@@ -139,8 +138,7 @@ export function sourceOps(q: Sql, rows: RowCache, counts: WindowCounts, held: De
       const removed = q.run("DELETE FROM sources WHERE id = ?", [id]) > 0;
       for (const table of ["source_db", "dedupe_state", "timers"])
         q.run(`DELETE FROM ${table} WHERE source_id = ?`, [id]);
-      counts.clear();
-      q.run("DELETE FROM events WHERE emitter_id = ?", [id]);
+      // Its events are the pruner's (port.ts).
       q.run("DELETE FROM emitter_clock WHERE emitter_id = ?", [id]);
       return removed;
     },
