@@ -312,14 +312,18 @@ export interface StorageOps {
    * Deletes up to `limit` of a channel's oldest events: only those whose ID is older than `olderThanMs`,
    * and only those after `after` (the `last` of the batch before: what came before it is gone, and on
    * PostgreSQL waits for vacuum, so a batch that started from the channel's old end would walk over it
-   * again). Returns how many it deleted, and the newest of them. The pruner calls it in small batches,
-   * each a short transaction.
+   * again), and none newer than `upTo` (a range the API deletes). Returns how many it deleted, and the
+   * newest of them. The pruner calls it in small batches, each a short transaction.
    */
   pruneEvents(
     emitterId: string,
     channel: string,
     limit: number,
-    bounds?: { olderThanMs?: number | undefined; after?: EventIdKey | undefined },
+    bounds?: {
+      olderThanMs?: number | undefined;
+      after?: EventIdKey | undefined;
+      upTo?: EventIdKey | undefined;
+    },
   ): Promise<{ deleted: number; last?: EventIdKey }>;
   /** The first channel holding events after `after` in (emitter ID, channel) order, for the pruner's sweep. */
   nextEventWindow(after?: EventWindowKey): Promise<EventWindowKey | undefined>;

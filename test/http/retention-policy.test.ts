@@ -261,3 +261,33 @@ test("a deleted source's events are deleted by the pruner in paced batches, not 
     await paced.close();
   }
 });
+
+test("DELETE /v1/sources/{id}/events deletes exactly its inclusive range, in the pruner's paced batches", async () => {
+  const paced = await startServer(
+    {},
+    { ...env, FOUNT_RETENTION_PRUNE_BATCH: "100", FOUNT_RETENTION_PRUNE_RATE: "1000" },
+  );
+  try {
+    const s = await deploy(paced, { component_code: burst, retention: { events: 5000 } } as never);
+    await run(paced, s.id, { n: 1000, from: 0 });
+    const oldestFirst = (await everyEvent(paced, s.id)).reverse();
+    assert.equal(oldestFirst.length, 1000);
+    const started = performance.now();
+    const del = await paced.api(
+      "DELETE",
+      `/v1/sources/${s.id}/events?start_id=${oldestFirst[100].id}&end_id=${oldestFirst[899].id}`,
+    );
+    const tookMs = performance.now() - started;
+    assert.equal(del.status, 202, del.text);
+    assert.deepEqual(del.body, { data: { deleted: 800 } });
+    // Deleted before the answer: the oldest and newest hundred are left, nothing between.
+    assert.deepEqual(
+      (await everyEvent(paced, s.id)).map((e) => e.event.i),
+      [...Array.from({ length: 100 }, (_, k) => 999 - k), ...Array.from({ length: 100 }, (_, k) => 99 - k)],
+    );
+    // 8 batches of 100 at 1,000 a second: 7 pauses of 100 ms before the answer.
+    assert.ok(tookMs >= 500, `deleted 800 events in ${tookMs.toFixed(0)} ms`);
+  } finally {
+    await paced.close();
+  }
+});

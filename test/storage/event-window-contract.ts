@@ -78,6 +78,26 @@ export function eventWindowContract(withStore: WithStore, unique: (prefix: strin
   });
 
   withStore(
+    "a range is pruned between its bounds only, `after` exclusive and `upTo` inclusive",
+    async (s) => {
+      const { emitterId, event, seqs } = fixtures();
+      for (let n = 0; n < 10; n++) await s.insertEvent(event(n));
+      const bounds = { after: { ms: 7, seq: 1 }, upTo: { ms: 7, seq: 6 } };
+      const first = await s.pruneEvents(emitterId, "", 3, bounds);
+      assert.deepEqual(first, { deleted: 3, last: { ms: 7, seq: 4 } });
+      assert.deepEqual(await s.pruneEvents(emitterId, "", 3, { ...bounds, after: first.last }), {
+        deleted: 2,
+        last: { ms: 7, seq: 6 },
+      });
+      assert.deepEqual(await s.pruneEvents(emitterId, "", 3, { ...bounds, after: { ms: 7, seq: 6 } }), {
+        deleted: 0,
+      });
+      assert.deepEqual(await seqs(s), [0, 1, 7, 8, 9]);
+      assert.equal(await s.countEvents(emitterId, ""), 5);
+    },
+  );
+
+  withStore(
     "an event stored with its window's size keeps the window exact, whether a driver reuses a row or appends",
     async (s) => {
       const { emitterId, event, seqs } = fixtures();

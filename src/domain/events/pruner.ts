@@ -96,6 +96,35 @@ export class EventPruner {
     await this.#running;
   }
 
+  /**
+   * Deletes an inclusive ID range (open ends when undefined) of one channel, or of every channel, in the
+   * pruner's batches and at its pace (the API's `DELETE /v1/sources/{id}/events`); resolves with how many
+   * it deleted. One statement deleting a range of 1,000,000 held SQLite's one writer, and every other
+   * source's ingest, for seconds.
+   */
+  async deleteRange(
+    emitterId: string,
+    range: { from?: EventIdKey | undefined; to?: EventIdKey | undefined; channel?: string | undefined },
+  ): Promise<number> {
+    const { store, retention } = this.#d;
+    const { pruneBatch, pruneRate } = retention.settings;
+    const channels = range.channel === undefined ? await store.listChannels(emitterId) : [range.channel];
+    let deleted = 0;
+    for (const channel of channels) {
+      // Inclusive: `after` is exclusive, and sequence numbers start at 0.
+      let after = range.from && { ms: range.from.ms, seq: range.from.seq - 1 };
+      for (;;) {
+        const started = performance.now();
+        const r = await store.pruneEvents(emitterId, channel, pruneBatch, { after, upTo: range.to });
+        deleted += r.deleted;
+        if (r.deleted < pruneBatch || !r.last) break;
+        after = r.last;
+        await pauseAfter(performance.now() - started, r.deleted, pruneRate);
+      }
+    }
+    return deleted;
+  }
+
   /** The next pass visits every window (a source's policy changed). */
   sweepSoon(): void {
     this.#lastSweepMs = Number.NEGATIVE_INFINITY;

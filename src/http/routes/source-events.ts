@@ -199,7 +199,7 @@ export async function sourceEventRoutes(app: FastifyInstance): Promise<void> {
         tags,
         summary: "Delete stored events: all, or an inclusive ID range, of every channel or one",
         description:
-          "start_id alone deletes it and everything later; end_id alone it and everything earlier. event_name limits the deletion to one channel; on $in it cancels events waiting for delivery to this source. Answers 202; a following read never shows a deleted event.",
+          "start_id alone deletes it and everything later; end_id alone it and everything earlier. event_name limits the deletion to one channel; on $in it cancels events waiting for delivery to this source. Answers 202 once the events are deleted, so a following read never shows one; a large range is deleted in batches at the pruner's pace (FOUNT_RETENTION_PRUNE_RATE, 100,000 a second by default), so that other sources' ingest never waits for it.",
         params: sourceIdParams,
         querystring: Type.Object(
           {
@@ -233,8 +233,9 @@ export async function sourceEventRoutes(app: FastifyInstance): Promise<void> {
         );
         return reply.code(202).send({ data: { deleted } });
       }
-      // Deleted before answering, so no later read can show a deleted event.
-      const deleted = await app.fount.store.deleteEvents(source.id, from, to, channel);
+      // Deleted before answering, so no later read can show a deleted event; in the pruner's paced
+      // batches, so that a large range never holds other sources' ingest (pruner.ts, `deleteRange`).
+      const deleted = await app.fount.pruner.deleteRange(source.id, { from, to, channel });
       return reply.code(202).send({ data: { deleted } });
     },
   );

@@ -232,6 +232,10 @@ export function eventOps(q: Sql): EventOps {
         params.push(bounds.after.ms, bounds.after.seq);
         where += ` AND (id_ms, id_seq) > ($${params.length - 1}, $${params.length})`;
       }
+      if (bounds.upTo) {
+        params.push(bounds.upTo.ms, bounds.upTo.seq);
+        where += ` AND (id_ms, id_seq) <= ($${params.length - 1}, $${params.length})`;
+      }
       const gone = await q.all(
         `WITH doomed AS (SELECT id_ms, id_seq FROM events WHERE ${where} ORDER BY id_ms, id_seq LIMIT $3)
          DELETE FROM events e USING doomed d

@@ -143,6 +143,10 @@ export function eventOps(q: Sql, counts: WindowCounts, held: DeferredWrites): Ev
         where += " AND (id_ms > ? OR (id_ms = ? AND id_seq > ?))";
         params.push(bounds.after.ms, bounds.after.ms, bounds.after.seq);
       }
+      if (bounds.upTo) {
+        where += " AND (id_ms < ? OR (id_ms = ? AND id_seq <= ?))";
+        params.push(bounds.upTo.ms, bounds.upTo.ms, bounds.upTo.seq);
+      }
       const doomed = q.all(
         `SELECT rowid AS r, id_ms, id_seq FROM events WHERE ${where} ORDER BY id_ms, id_seq ${limitParam}`,
         [...params, limit],
