@@ -74,6 +74,12 @@ test("a registered workflow shows its signing secret once, and is read, listed a
       path,
     );
   }
+  // Its events go in the background, in the pruner's batches.
+  const deadline = Date.now() + 60_000;
+  while ((await server.built.services.store.listChannels(flow.id)).length > 0) {
+    assert.ok(Date.now() < deadline, "the pruner deleted the workflow's events");
+    await new Promise((r) => setTimeout(r, 50));
+  }
 });
 
 test("emits are stored as {raw_event} on the default or a named channel", async () => {

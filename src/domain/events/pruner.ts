@@ -66,7 +66,7 @@ export class EventPruner {
   #stopped = true;
   /** The last pass left a window with more to delete. */
   #behind = false;
-  /** Sources deleted on this node since the last pass: their windows are emptied next. */
+  /** Sources and workflows deleted on this node since the last pass: their windows are emptied next. */
   readonly #deleted = new Set<string>();
 
   constructor(deps: PrunerDeps) {
@@ -80,8 +80,13 @@ export class EventPruner {
     });
     // Sources deleted through other nodes are found by this node's sweeps (or by theirs).
     deps.bus.on("source.deleted", ({ sourceId, remote }) => {
-      if (!this.#stopped && !remote) this.#deleted.add(sourceId);
+      if (!remote) this.emptySoon(sourceId);
     });
+  }
+
+  /** The next pass empties the windows of a deleted source or workflow (`Retention.prunedBy`). */
+  emptySoon(emitterId: string): void {
+    if (!this.#stopped) this.#deleted.add(emitterId);
   }
 
   start(): void {

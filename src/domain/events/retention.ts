@@ -66,10 +66,11 @@ export class Retention {
   }
 
   /**
-   * The policy the pruner applies: `policyOf`'s, or `"deleted"` for a source that no longer exists, all of
-   * whose events it deletes (a source's delete leaves them to it: StorageOps.deleteSource).
+   * The policy the pruner applies: `policyOf`'s, or `"deleted"` for a source or workflow that no longer
+   * exists, all of whose events it deletes (a delete leaves them to it: StorageOps.deleteSource).
    */
   async prunedBy(store: StorageOps, emitterId: string): Promise<RetentionPolicy | null | "deleted"> {
+    if (emitterId.startsWith("p_")) return (await store.getWorkflow(emitterId)) ? null : "deleted";
     if (!emitterId.startsWith("dc_")) return null;
     const source = await store.getSource(emitterId);
     return source ? (source.retention ?? null) : "deleted";

@@ -58,7 +58,7 @@ export function renderWorkflow(w: Workflow, withUser: boolean): Record<string, u
 }
 
 export async function workflowRoutes(app: FastifyInstance): Promise<void> {
-  const { store, secrets, clock, committer, recorder, bus, config } = app.fount;
+  const { store, secrets, clock, committer, recorder, bus, config, pruner } = app.fount;
   const tags = ["workflows"];
 
   async function visibleWorkflow(request: FastifyRequest, id: string): Promise<Workflow> {
@@ -155,8 +155,9 @@ export async function workflowRoutes(app: FastifyInstance): Promise<void> {
       await store.transaction(async (tx) => {
         await tx.deleteWorkflow(workflow.id);
         await tx.deleteSubscriptionsOf(workflow.id);
-        await tx.deleteEvents(workflow.id, undefined, undefined);
       });
+      // Its events go in the pruner's paced batches: no route shows them once the workflow is gone.
+      pruner.emptySoon(workflow.id);
       recorder.ids.forget(workflow.id);
       return { data: { id: workflow.id } };
     },
