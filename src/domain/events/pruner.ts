@@ -4,9 +4,9 @@
  * (on SQLite, the file's one writer, a turn of the store's lock), and the pruner yields to whatever is
  * queued between batches. It visits the windows that got events since its last visit every
  * `pruneIntervalMs`, and every window every `sweepIntervalMs` (ages move on without new events, and a
- * policy may have shrunk), and the windows of a source deleted on this node at its next pass: a deleted
- * source's events are all its to delete. Listing never waits for it: it shows only the window (events.ts
- * of each driver).
+ * policy may have shrunk), and the windows of a source or workflow deleted on this node at its next
+ * pass: a deleted one's events are all its to delete. Listing never waits for it: it shows only the window
+ * (events.ts of each driver).
  */
 import { BoundedCache } from "../../bounded-cache.ts";
 import type { Clock } from "../../clock.ts";
@@ -192,7 +192,7 @@ export class EventPruner {
       policies.set(emitterId, policy);
     }
     const prunedBy = await policy;
-    // A deleted source's events are all deleted here, in paced batches (StorageOps.deleteSource).
+    // A deleted source's or workflow's events are all deleted here, in paced batches.
     const { events, days } =
       prunedBy === "deleted" ? { events: 0, days: undefined } : retention.limits(prunedBy, channel);
     const batch = retention.settings.pruneBatch;

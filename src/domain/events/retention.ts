@@ -61,8 +61,8 @@ export class Retention {
 
   /** An emitter's policy: a source's own (null when it has none), null for workflows. */
   async policyOf(store: StorageOps, emitterId: string): Promise<RetentionPolicy | null> {
-    const policy = await this.prunedBy(store, emitterId);
-    return policy === "deleted" ? null : policy;
+    if (!emitterId.startsWith("dc_")) return null;
+    return (await store.getSource(emitterId))?.retention ?? null;
   }
 
   /**
