@@ -12,8 +12,7 @@ import { BoundedCache } from "../../bounded-cache.ts";
 import type { Clock } from "../../clock.ts";
 import type { EventIdKey, EventWindowKey, StorageOps } from "../../storage/port.ts";
 import type { Bus } from "../bus.ts";
-import type { RetentionPolicy } from "../types.ts";
-import type { Retention } from "./retention.ts";
+import type { PrunedBy, Retention } from "./retention.ts";
 
 const dayMs = 86_400_000;
 
@@ -46,6 +45,46 @@ const pauseAfter = (batchMs: number, deleted: number, pruneRate: number) => {
  * the next pass, so that pruning a million events of one never leaves the others waiting behind it.
  */
 const batchesPerVisit = 100;
+
+/**
+ * One window's batches, oldest first, each after the pause the one before asks for (`pauseAfter`), each
+ * starting past the newest event the one before deleted: the pruner's visits and `deleteRange` alike.
+ */
+class PacedBatches {
+  /** The newest event deleted so far (or where to start): the next batch seeks past it. */
+  after: EventIdKey | undefined;
+  /** Batches run, and events they deleted. */
+  count = 0;
+  deleted = 0;
+  readonly #store: StorageOps;
+  readonly #key: EventWindowKey;
+  readonly #pruneRate: number;
+  #lastMs = 0;
+  #lastDeleted = 0;
+
+  constructor(store: StorageOps, key: EventWindowKey, pruneRate: number, after: EventIdKey | undefined) {
+    this.#store = store;
+    this.#key = key;
+    this.#pruneRate = pruneRate;
+    this.after = after;
+  }
+
+  /** Deletes up to `limit` more within `bounds`; resolves with how many. */
+  async next(
+    limit: number,
+    bounds: { olderThanMs?: number | undefined; upTo?: EventIdKey | undefined } = {},
+  ): Promise<number> {
+    if (this.count++ > 0) await pauseAfter(this.#lastMs, this.#lastDeleted, this.#pruneRate);
+    const started = performance.now();
+    const { emitterId, channel } = this.#key;
+    const r = await this.#store.pruneEvents(emitterId, channel, limit, { ...bounds, after: this.after });
+    this.#lastMs = performance.now() - started;
+    this.#lastDeleted = r.deleted;
+    if (r.last) this.after = r.last;
+    this.deleted += r.deleted;
+    return r.deleted;
+  }
+}
 
 /** Windows whose size the pruner remembers between sweeps (a forgotten one is counted again). */
 const sizesKept = 100_000;
@@ -117,15 +156,10 @@ export class EventPruner {
     let deleted = 0;
     for (const channel of channels) {
       // Inclusive: `after` is exclusive, and sequence numbers start at 0.
-      let after = range.from && { ms: range.from.ms, seq: range.from.seq - 1 };
-      for (;;) {
-        const started = performance.now();
-        const r = await store.pruneEvents(emitterId, channel, pruneBatch, { after, upTo: range.to });
-        deleted += r.deleted;
-        if (r.deleted < pruneBatch || !r.last) break;
-        after = r.last;
-        await pauseAfter(performance.now() - started, r.deleted, pruneRate);
-      }
+      const from = range.from && { ms: range.from.ms, seq: range.from.seq - 1 };
+      const batches = new PacedBatches(store, { emitterId, channel }, pruneRate, from);
+      while ((await batches.next(pruneBatch, { upTo: range.to })) === pruneBatch);
+      deleted += batches.deleted;
     }
     return deleted;
   }
@@ -139,23 +173,24 @@ export class EventPruner {
   async pass(everything = false): Promise<number> {
     const sweep =
       everything || this.#d.clock.now() - this.#lastSweepMs >= this.#d.retention.settings.sweepIntervalMs;
-    const policies = new Map<string, Promise<RetentionPolicy | null | "deleted">>();
+    const policies = new Map<string, Promise<PrunedBy>>();
     let deleted = 0;
     this.#behind = false;
-    for (const emitterId of [...this.#deleted]) {
-      for (const channel of await this.#d.store.listChannels(emitterId))
-        this.#touched.set(`${emitterId}\0${channel}`, { emitterId, channel });
-      this.#deleted.delete(emitterId);
-    }
     if (sweep) {
       this.#lastSweepMs = this.#d.clock.now();
       this.#touched.clear();
+      this.#deleted.clear(); // every window is visited
       let key = await this.#d.store.nextEventWindow();
       while (key && !(this.#stopped && !everything)) {
         deleted += await this.#prune(key, policies, true);
         key = await this.#d.store.nextEventWindow(key);
       }
     } else {
+      for (const emitterId of [...this.#deleted]) {
+        for (const channel of await this.#d.store.listChannels(emitterId))
+          this.#touched.set(`${emitterId}\0${channel}`, { emitterId, channel });
+        this.#deleted.delete(emitterId);
+      }
       const touched = [...this.#touched.values()];
       this.#touched.clear();
       for (const key of touched) deleted += await this.#prune(key, policies, false);
@@ -180,7 +215,7 @@ export class EventPruner {
   /** Deletes what one window no longer keeps: what is past its age, then its oldest beyond its count. */
   async #prune(
     key: EventWindowKey,
-    policies: Map<string, Promise<RetentionPolicy | null | "deleted">>,
+    policies: Map<string, Promise<PrunedBy>>,
     sweeping: boolean,
   ): Promise<number> {
     const { store, retention } = this.#d;
@@ -199,42 +234,29 @@ export class EventPruner {
     // What this pruner deleted last from the window: everything up to it is gone (events are only ever
     // added after it), so each batch seeks past it instead of walking what PostgreSQL keeps until vacuum.
     const known = this.#sizes.get(sizeKey);
-    const cursor: { after?: EventIdKey | undefined } = { after: known?.last };
-    let deleted = 0;
-    let batches = 0;
-    let lastMs = 0;
-    let lastDeleted = 0;
-    const next = async (limit: number, olderThanMs?: number): Promise<number> => {
-      if (batches++ > 0) await pauseAfter(lastMs, lastDeleted, retention.settings.pruneRate);
-      const started = performance.now();
-      const r = await store.pruneEvents(emitterId, channel, limit, { olderThanMs, after: cursor.after });
-      lastMs = performance.now() - started;
-      lastDeleted = r.deleted;
-      if (r.last) cursor.after = r.last;
-      deleted += r.deleted;
-      return r.deleted;
-    };
+    const batches = new PacedBatches(store, key, retention.settings.pruneRate, known?.last);
     const more = () => {
       // More to go: the next pass goes on, after the other windows' turn.
       this.#touched.set(sizeKey, key);
       this.#behind = true;
-      this.#sizes.set(sizeKey, { n: known?.n ?? Number.POSITIVE_INFINITY, last: cursor.after });
-      return deleted;
+      this.#sizes.set(sizeKey, { n: known?.n ?? Number.POSITIVE_INFINITY, last: batches.after });
+      return batches.deleted;
     };
     if (days !== undefined) {
-      const cutoff = this.#d.clock.now() - days * dayMs;
-      while ((await next(batch, cutoff)) === batch) if (batches >= batchesPerVisit) return more();
+      const olderThanMs = this.#d.clock.now() - days * dayMs;
+      while ((await batches.next(batch, { olderThanMs })) === batch)
+        if (batches.count >= batchesPerVisit) return more();
     }
-    if (!sweeping && deleted === 0 && known && known.n <= events) return 0;
+    if (!sweeping && batches.deleted === 0 && known && known.n <= events) return 0;
     // Newer events only add to the count meanwhile, so the oldest `excess` are never kept ones.
     let excess = (await store.countEvents(emitterId, channel)) - events;
     while (excess > 0) {
-      if (batches >= batchesPerVisit) return more();
-      const n = await next(Math.min(batch, excess));
+      if (batches.count >= batchesPerVisit) return more();
+      const n = await batches.next(Math.min(batch, excess));
       if (n === 0) break;
       excess -= n;
     }
-    this.#sizes.set(sizeKey, { n: events + Math.max(0, excess), last: cursor.after });
-    return deleted;
+    this.#sizes.set(sizeKey, { n: events + Math.max(0, excess), last: batches.after });
+    return batches.deleted;
   }
 }

@@ -12,6 +12,9 @@ import type { EventWindow, RetentionPolicy } from "../types.ts";
 
 const dayMs = 86_400_000;
 
+/** What the pruner applies to an emitter's windows (`Retention.prunedBy`). */
+export type PrunedBy = RetentionPolicy | null | "deleted";
+
 export class Retention {
   readonly settings: RetentionSettings;
   readonly #clock: Clock;
@@ -69,7 +72,7 @@ export class Retention {
    * The policy the pruner applies: `policyOf`'s, or `"deleted"` for a source or workflow that no longer
    * exists, all of whose events it deletes (a delete leaves them to it: StorageOps.deleteSource).
    */
-  async prunedBy(store: StorageOps, emitterId: string): Promise<RetentionPolicy | null | "deleted"> {
+  async prunedBy(store: StorageOps, emitterId: string): Promise<PrunedBy> {
     if (emitterId.startsWith("p_")) return (await store.getWorkflow(emitterId)) ? null : "deleted";
     if (!emitterId.startsWith("dc_")) return null;
     const source = await store.getSource(emitterId);
