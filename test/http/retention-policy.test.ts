@@ -213,13 +213,24 @@ test("age pruning removes exactly the events older than the source's days", asyn
   }
 });
 
-test("the pruner keeps within FOUNT_RETENTION_PRUNE_RATE: a pause after each batch, as long as the rate asks", async () => {
-  // Batches of 100 at 1,000 events a second: at least 100 ms between two batches of a channel.
+/**
+ * Runs `body` against a server of its own whose pruner deletes 100 events a batch at 1,000 a second: at
+ * least 100 ms between two batches of a channel.
+ */
+async function withPacedServer(body: (paced: TestServer) => Promise<void>): Promise<void> {
   const paced = await startServer(
     {},
     { ...env, FOUNT_RETENTION_PRUNE_BATCH: "100", FOUNT_RETENTION_PRUNE_RATE: "1000" },
   );
   try {
+    await body(paced);
+  } finally {
+    await paced.close();
+  }
+}
+
+test("the pruner keeps within FOUNT_RETENTION_PRUNE_RATE: a pause after each batch, as long as the rate asks", async () => {
+  await withPacedServer(async (paced) => {
     // Over 100 (a window of up to 100 is kept exact as events are stored), so the pruner trims it.
     const s = await deploy(paced, { component_code: burst, retention: { events: 101 } } as never);
     await run(paced, s.id, { n: 1000, from: 0 });
@@ -233,17 +244,11 @@ test("the pruner keeps within FOUNT_RETENTION_PRUNE_RATE: a pause after each bat
       (await everyEvent(paced, s.id)).map((e) => e.event.i),
       Array.from({ length: 101 }, (_, k) => 999 - k),
     );
-  } finally {
-    await paced.close();
-  }
+  });
 });
 
 test("a deleted source's events are deleted by the pruner in paced batches, not by its DELETE", async () => {
-  const paced = await startServer(
-    {},
-    { ...env, FOUNT_RETENTION_PRUNE_BATCH: "100", FOUNT_RETENTION_PRUNE_RATE: "1000" },
-  );
-  try {
+  await withPacedServer(async (paced) => {
     const s = await deploy(paced, { component_code: burst, retention: { events: 5000 } } as never);
     await run(paced, s.id, { n: 1000, from: 0, logs: 3 });
     const store = paced.built.services.store;
@@ -257,17 +262,11 @@ test("a deleted source's events are deleted by the pruner in paced batches, not 
     assert.ok((await store.countEvents(s.id, "")) > 0, "the DELETE left the rows to the pruner");
     await storedBecomes(paced, s.id, "", 0);
     await storedBecomes(paced, s.id, "$logs", 0);
-  } finally {
-    await paced.close();
-  }
+  });
 });
 
 test("DELETE /v1/sources/{id}/events deletes exactly its inclusive range, in the pruner's paced batches", async () => {
-  const paced = await startServer(
-    {},
-    { ...env, FOUNT_RETENTION_PRUNE_BATCH: "100", FOUNT_RETENTION_PRUNE_RATE: "1000" },
-  );
-  try {
+  await withPacedServer(async (paced) => {
     const s = await deploy(paced, { component_code: burst, retention: { events: 5000 } } as never);
     await run(paced, s.id, { n: 1000, from: 0 });
     const oldestFirst = (await everyEvent(paced, s.id)).reverse();
@@ -287,7 +286,5 @@ test("DELETE /v1/sources/{id}/events deletes exactly its inclusive range, in the
     );
     // 8 batches of 100 at 1,000 a second: 7 pauses of 100 ms before the answer.
     assert.ok(tookMs >= 500, `deleted 800 events in ${tookMs.toFixed(0)} ms`);
-  } finally {
-    await paced.close();
-  }
+  });
 });

@@ -16,6 +16,7 @@ import {
   Receiver,
   subscribe,
 } from "../delivery/receiver.ts";
+import { eventsPruned } from "../fixtures/components/fixtures.ts";
 import { startServer, type TestServer } from "../helpers.ts";
 import { assertApiError } from "./openapi-walk.ts";
 
@@ -75,11 +76,7 @@ test("a registered workflow shows its signing secret once, and is read, listed a
     );
   }
   // Its events go in the background, in the pruner's batches.
-  const deadline = Date.now() + 60_000;
-  while ((await server.built.services.store.listChannels(flow.id)).length > 0) {
-    assert.ok(Date.now() < deadline, "the pruner deleted the workflow's events");
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await eventsPruned(server, flow.id);
 });
 
 test("emits are stored as {raw_event} on the default or a named channel", async () => {
