@@ -18,7 +18,8 @@ import { api, type Cluster, deployOwnedBy, echoCode, eventually, type Node, star
 
 let cluster: Cluster;
 before(async () => {
-  cluster = await startCluster(["f1", "f2", "f3"]);
+  // A free account's day holds 6 invocations (the test of a quota below).
+  cluster = await startCluster(["f1", "f2", "f3"], { FOUNT_FREE_DAILY_INVOCATIONS: "6" });
   // A node forwards to the others once its heartbeat has read their URLs (within a second).
   for (const n of cluster.nodes) {
     await eventually(`${n.name} knows where the others listen`, async () =>
@@ -323,6 +324,32 @@ test("hits waiting on a node that gives the source away go after it, and it does
   assert.equal(await metric(node("f1"), "fount_endpoint_forwards_total"), forwardsBefore + 3);
   // f1 did not take the source back for the hits it had: they went to f2 (the forwards above). The
   // placement gives it back to f1, its owner, once f2 has held it a while: not counted here.
+});
+
+test("hits sent on to the node a source moved to count in its owner's daily quota once, where they run", async () => {
+  const made = await api(node("f1"), "POST", "/v1/admin/users", {
+    username: `free-${process.pid}`,
+    email: `free-${process.pid}@example.com`,
+    plan: "free",
+  });
+  assert.equal(made.status, 200, JSON.stringify(made.body));
+  const key = made.body.data.api_key as string;
+  const { id, path } = await deployOwnedBy(node("f1"), "f1", echoCode, key);
+  const post = (n: Node, query = "") => fetch(`${n.endpoints}${path}${query}`, { method: "POST" });
+  // As in the test above: three hits reach f1 while it gives the source to f2 for a manual run, and
+  // go after it. Six invocations in all, the day's quota: none may find it used up by a count taken
+  // on f1 for a hit that then ran on f2.
+  assert.equal((await post(node("f1"))).status, 201);
+  const slow = post(node("f1"), "?wait=3000");
+  await new Promise((r) => setTimeout(r, 300));
+  const manual = api(node("f2"), "POST", `/v1/sources/${id}/run`, { event: { manual: true } }, key);
+  await new Promise((r) => setTimeout(r, 1_500));
+  const queued = await Promise.all([post(node("f1")), post(node("f1")), post(node("f1"))]);
+  assert.deepEqual([(await slow).status, ...queued.map((r) => r.status)], [201, 201, 201, 201]);
+  assert.equal((await manual).status, 200);
+  const me = await api(node("f3"), "GET", "/v1/users/me", undefined, key);
+  assert.equal(me.body.data.daily_invocations_used, 6);
+  assert.equal((await post(node("f3"))).status, 429, "the seventh finds the day used up");
 });
 
 test("when the node running a source is killed, the others run its hits", async () => {

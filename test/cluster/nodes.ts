@@ -107,17 +107,18 @@ export async function startCluster(
   return cluster;
 }
 
-/** An API call to one node as the admin. */
+/** An API call to one node as the admin, or as the owner of `key`. */
 export async function api(
   node: Node,
   method: string,
   route: string,
   body?: unknown,
+  key = adminKey,
 ): Promise<{ status: number; body: any }> {
   const res = await fetch(`${node.url}${route}`, {
     method,
     headers: {
-      authorization: `Bearer ${adminKey}`,
+      authorization: `Bearer ${key}`,
       ...(body === undefined ? {} : { "content-type": "application/json" }),
     },
     body: body === undefined ? undefined : JSON.stringify(body),
@@ -155,6 +156,7 @@ export async function deployOwnedBy(
   through: Node,
   name: string,
   code: string,
+  key?: string,
 ): Promise<{ id: string; path: string }> {
   const listed = (await api(through, "GET", "/v1/admin/nodes")).body.data as Array<{
     id: string;
@@ -163,7 +165,7 @@ export async function deployOwnedBy(
   }>;
   const members = listed.filter((n) => n.state === "live" && n.url !== null).map((n) => n.id);
   for (let i = 0; i < 60; i++) {
-    const res = await api(through, "POST", "/v1/sources", { component_code: code });
+    const res = await api(through, "POST", "/v1/sources", { component_code: code }, key);
     assert.equal(res.status, 200, JSON.stringify(res.body));
     if (ownerOf(res.body.data.id, members)?.startsWith(`${name}/`))
       return { id: res.body.data.id, path: new URL(res.body.data.endpoint_url).pathname };

@@ -56,6 +56,12 @@ export interface InvokeOptions {
   /** From `checkQuota`: the invocation is counted already, and given back when it never commits. */
   hold?: QuotaHold;
   /**
+   * Instead of `hold`, for a `movable` hit: `checkQuota`, called once this node holds the source's lease,
+   * so that a hit that goes to another node never counts here (its count, taken and given back while it
+   * waited, made hits checked meanwhile on any node find the day used up).
+   */
+  quota?: () => Promise<QuotaHold>;
+  /**
    * Several nodes: it may run on another node instead (an endpoint hit), so it fails with
    * `LeaseMoved` rather than take back a lease this node is giving away (source-leases.ts).
    */
@@ -103,6 +109,16 @@ export class SourceRunner {
     return holdQuota(this.#d, source);
   }
 
+  /**
+   * An endpoint hit's quota for `invoke`: checked now (`hold`), or, for a hit that may move to another
+   * node, once this node holds the source's lease (`quota`), so that it counts only where it runs. Not
+   * in the source's chain otherwise: on SQLite each check waits for the store's lock, which would hold
+   * the source's next hits.
+   */
+  async quotaOf(source: SourceRecord, movable: boolean): Promise<Pick<InvokeOptions, "hold" | "quota">> {
+    return movable ? { quota: () => this.checkQuota(source) } : { hold: await this.checkQuota(source) };
+  }
+
   invoke(
     source: SourceRecord,
     invocation: InvocationKind,
@@ -121,9 +137,11 @@ export class SourceRunner {
     // Runs that commit are traced, from here to their commit's end.
     const span = tracing.on && commits ? startRunSpan(source.id, options.trigger, options.trace) : undefined;
     // Take the lease, then hand over to the executor: chained per source, so calls reach it in call order.
+    let hold = options.hold;
     const submitted = this.#chain.next(source.id, async (): Promise<HandedOver> => {
       // Waits for this node to hold the source (several nodes); reads (`options`) need no lease.
       if (leases) gen = await leases.enter(source.id, options.movable);
+      if (options.quota) hold = await options.quota();
       const { record, built } = await this.#d.catalog.load(source.componentId, source.ownerId);
       // A schedule source without run emits the event that triggered it.
       if (invocation.kind === "run" && !record.meta.hasRun) return { record, result: emitOnly(invocation) };
@@ -160,7 +178,7 @@ export class SourceRunner {
         this.#dbs.apply(source.id, r),
         started,
         gen,
-        options.hold?.counted ?? false,
+        hold?.counted ?? false,
         span,
       );
       arrived?.();
@@ -173,9 +191,8 @@ export class SourceRunner {
         (o) => endRunSpan(span, o.error),
         (err) => endRunSpan(span, err),
       );
-    const hold = options.hold;
     // A run that resolved has committed its usage; one that failed to load or commit gives it back.
-    if (hold) void outcome.catch(() => hold.release());
+    void outcome.catch(() => hold?.release());
     if (leases) {
       const exit = () => {
         if (gen !== undefined) leases.exit(source.id);

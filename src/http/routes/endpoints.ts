@@ -370,7 +370,8 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
         { kind: "run", event, parseBody: true },
         {
           trigger: "http",
-          hold: await runner.checkQuota(source),
+          // Its place in the day's quota: taken now, or (a hit that may move on) once the lease is held.
+          ...(await runner.quotaOf(source, movable)),
           // Several nodes: the hit fails with LeaseMoved rather than take back a source this node gives away.
           movable,
           trace: span?.spanContext(),
@@ -387,7 +388,7 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
     } catch (err) {
       if (!(err instanceof LeaseMoved) || !forwarding) throw err;
       // While the hit waited for its turn, this node gave the source to another (domain/cluster/source-leases.ts):
-      // the hit goes there, and the source stays where it runs now. Nothing ran; its quota count was given back.
+      // the hit goes there, and the source stays where it runs now. Nothing ran, nor counted in the quota.
       forwarding.moved(source.id, err.to);
       if (hit.elsewhere) return hit.elsewhere(err.to);
       // Straight to that node: this one may still count as running the source until its release ends.
