@@ -37,17 +37,17 @@ test("deliveries held longer than one lease are renewed, so another node cannot 
     await receiver.close();
   });
   const { dispatcher, store } = server.built.services;
-  // A lease of 2.1 s, renewed every 0.7 s; one send at a time, so the second waits 1.5 s for the first.
+  // A lease of 2.1 s, renewed every 0.7 s; one send at a time, so the fourth waits 4.5 s for the three before it
+  // and is still node A's, in flight or waiting, well after the check below, however slowly this machine runs.
   Object.assign(dispatcher.options, { timeoutMs: 2000, leaseMarginMs: 100, maxPerHost: 1 });
   await dispatcher.start();
 
   const source = await deploySource(server, hookSourceCode);
   const hook = await createWebhook(server, receiver.url);
   await subscribe(server, { emitter_id: source.id, listener_id: hook.id });
-  await emit(source.endpoint, { n: 1 });
-  await emit(source.endpoint, { n: 2 });
+  for (let n = 1; n <= 4; n++) await emit(source.endpoint, { n });
 
-  // Past the first lease (claimed at once, 2.1 s) and before the second send ends (about 3 s).
+  // Past the first lease (claimed at once, 2.1 s) and before the fourth send ends (about 6 s).
   await new Promise((resolve) => setTimeout(resolve, 2500));
   const other = await store.claimDeliveries({
     nowMs: Date.now(),
@@ -58,12 +58,19 @@ test("deliveries held longer than one lease are renewed, so another node cannot 
   });
   assert.deepEqual(other, [], "node A's claims were renewed");
   const claimed = (await deliveries(server, hook.id)).filter((d) => d.status === "pending");
-  assert.ok(claimed.length > 0, "the second delivery is still node A's, in flight");
+  assert.ok(claimed.length > 0, "the last deliveries are still node A's, in flight or waiting");
 
-  // Both go out once, from node A.
-  for (let i = 0; i < 100; i++) {
+  // All four go out once, from node A.
+  for (let i = 0; i < 200; i++) {
     const list = await deliveries(server, hook.id);
-    if (list.length === 2 && list.every((d) => d.status === "succeeded")) return;
+    if (list.length === 4 && list.every((d) => d.status === "succeeded")) {
+      assert.deepEqual(
+        list.map((d) => d.attempts),
+        [1, 1, 1, 1],
+        "no delivery was sent twice",
+      );
+      return;
+    }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   assert.fail("the deliveries did not succeed");

@@ -493,11 +493,13 @@ describe("invoke", () => {
     for (const sourceId of ["dc_s1", "dc_s2", "dc_s3"]) await run("slow.mjs", { ms: 1 }, { sourceId });
     const started = Date.now();
     const results = await Promise.all(
-      ["dc_s1", "dc_s2", "dc_s3"].map((sourceId) => run("slow.mjs", { ms: 500 }, { sourceId })),
+      ["dc_s1", "dc_s2", "dc_s3"].map((sourceId) =>
+        run("slow.mjs", { ms: 1500 }, { sourceId, timeoutMs: 10_000 }),
+      ),
     );
     assert.ok(results.every((r) => !r.error));
-    // One after another would take 1.5 s.
-    assert.ok(Date.now() - started < 1300, `took ${Date.now() - started} ms`);
+    // One after another would take 4.5 s; side by side 1.5 s, and a loaded machine has 2 s to spare.
+    assert.ok(Date.now() - started < 3500, `took ${Date.now() - started} ms`);
   });
 
   test("captures console output into logs, truncating long lines and capping their number", async () => {
@@ -663,7 +665,8 @@ describe("invoke", () => {
   test("counts a source as in component code from its call's entry to its end", async () => {
     const mine = () => pool.stats().find((o) => o.ownerId === "u_a")!;
     const base = { dbProps: ["db"], sourceId: "dc_in_code" };
-    const call = run("counter.mjs", { i: 1, wait: 300 }, base);
+    // A second in code, so that a poll lagging on a loaded machine still finds it there.
+    const call = run("counter.mjs", { i: 1, wait: 1000 }, { ...base, timeoutMs: 10_000 });
     // A new source's realm starts first, which a loaded machine can make slow.
     await waitFor(() => mine().inCode === 1, 15_000);
     assert.equal(mine().running, 1);
@@ -675,7 +678,8 @@ describe("invoke", () => {
     const mine = () => pool.stats().find((o) => o.ownerId === "u_a")!;
     const base = { dbProps: ["db"], sourceId: "dc_pipelined" };
     assert.deepEqual((await run("counter.mjs", { i: 0 }, base)).dbWrites, { n: 1 });
-    const calls = [run("counter.mjs", { i: 1, wait: 300 }, base)];
+    // The first batch runs for 2 s, so that every look below, however late on a loaded machine, finds it running.
+    const calls = [run("counter.mjs", { i: 1, wait: 2000 }, { ...base, timeoutMs: 10_000 })];
     await waitFor(() => mine().running === 1);
     for (const i of [2, 3, 4]) calls.push(run("counter.mjs", { i }, base));
     // The three go to the process at once, to start when the running batch ends.
@@ -695,9 +699,11 @@ describe("invoke", () => {
   test("times a call sent behind a running batch from its own start", async () => {
     const base = { dbProps: ["db"], sourceId: "dc_pipelined_timer" };
     await run("counter.mjs", { i: 0 }, base);
-    const first = run("counter.mjs", { i: 1, wait: 500 }, { ...base, timeoutMs: 2000 });
+    // Timed from when it was sent, the second would pass its 1.5 s while it waits 2 s behind the first; from
+    // its own start it has 1.4 s to spare, which a loaded machine does not use up.
+    const first = run("counter.mjs", { i: 1, wait: 2000 }, { ...base, timeoutMs: 5000 });
     await new Promise((r) => setTimeout(r, 100));
-    const second = run("counter.mjs", { i: 2, wait: 100 }, { ...base, timeoutMs: 300 });
+    const second = run("counter.mjs", { i: 2, wait: 100 }, { ...base, timeoutMs: 1500 });
     assert.equal((await first).error, undefined);
     const result = await second;
     assert.equal(result.error, undefined, JSON.stringify(result.error));
