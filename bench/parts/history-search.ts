@@ -5,6 +5,9 @@
  * searches through the API: a rare text (one event's order ID) and a common one (a city, 2.5 % of
  * events) within the source, a JSON path, and the rare and common texts across the account's sources.
  * Prints p50 and p95 of each, the store's plan for a text search, and the search indexes' size.
+ * Last, the worst search there is (a word every event of the source holds, every match counted) runs
+ * back to back while another source takes a steady 200 hits/s: that source's p99 shows whether a
+ * search holds up the server (issue 28's ingest target, 25 ms, as while pruning).
  */
 
 import path from "node:path";
@@ -13,10 +16,11 @@ import pg from "pg";
 import type { Storage } from "../../src/storage/port.ts";
 import { openPostgresStorage } from "../../src/storage/postgres/driver.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
+import { runLoad } from "../lib/load.ts";
 import type { FountProcess } from "../lib/processes.ts";
 import { type Figure, figure } from "../lib/report.ts";
 import { distribution } from "../lib/stats.ts";
-import { type BenchStore, emitterCode, type PartContext } from "./context.ts";
+import { type BenchStore, emitterCode, type PartContext, payloadText } from "./context.ts";
 
 const part = "History search";
 /** The issue's size: 1,000,000 stored events. A smaller FOUNT_BENCH_SEARCH_EVENTS makes a quick run. */
@@ -28,6 +32,9 @@ const words =
   "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa quebec romeo sierra tango".split(
     " ",
   );
+/** Hits a second offered to another source while the worst search runs, and for how long. */
+const steadyRate = 200;
+const searchingS = 10;
 /** Rows written per statement. */
 const batch = 5_000;
 
@@ -215,6 +222,44 @@ async function oneStore(
       ),
     );
   }
+
+  // Another source's hits while the worst search runs back to back (each counts every event of the
+  // searched source), against the same hits without it.
+  const other = await fount.deploy(emitterCode("search-ingest", false), "search-ingest");
+  const steady = { url: other.endpointUrl, body: payloadText, connections: 10, overallRate: steadyRate };
+  await runLoad({ ...steady, durationS: 2 });
+  const quiet = await runLoad({ ...steady, durationS: searchingS });
+  const during: number[] = [];
+  const searchMs: number[] = [];
+  let searching = true;
+  const searches = (async () => {
+    while (searching) {
+      const started = performance.now();
+      const res = await fount.apiRaw("GET", `${own}&q=order`, undefined, 120_000);
+      if (res.status !== 200) throw new Error(`GET ${own}&q=order answered ${res.status}`);
+      searchMs.push(performance.now() - started);
+    }
+  })();
+  try {
+    await runLoad({ ...steady, durationS: searchingS, latencies: during });
+  } finally {
+    searching = false;
+    await searches;
+  }
+  const hits = distribution(during);
+  const search = distribution(searchMs);
+  details[`${store.driver}-ingest-while-searching`] = { hits, search, quietP99: quiet.latencyMs.p99 };
+  figures.push(
+    figure(
+      part,
+      "another source's ingest p99 while every event is searched",
+      hits.p99,
+      "ms",
+      { op: "<=", value: 25 },
+      `${steadyRate}/s offered; p50 ${hits.p50.toFixed(1)} ms; p99 without searches ${quiet.latencyMs.p99.toFixed(1)} ms; ` +
+        `${searchMs.length} searches matching ${(total / 2).toLocaleString("en-US")} events, p50 ${search.p50.toFixed(0)} ms`,
+    ),
+  );
 
   // The plan of a rare text search and the indexes' size, from the store itself.
   let opened: Storage;

@@ -11,8 +11,9 @@ import type { FastifyBaseLogger } from "fastify";
 import type { Clock } from "../clock.ts";
 import type { Bus } from "../domain/bus.ts";
 import type { Delivery } from "../domain/types.ts";
+import { inPacedBatches } from "../pace.ts";
 import { isStoreUnavailable } from "../storage/health.ts";
-import type { Storage } from "../storage/port.ts";
+import type { DueKey, Storage } from "../storage/port.ts";
 import { type ClaimMember, DeliveryClaims } from "./claims.ts";
 import type { Deliverers } from "./deliverers.ts";
 import type { DeliveryLedger } from "./ledger.ts";
@@ -25,6 +26,7 @@ import {
 } from "./routing.ts";
 import { SendSlots } from "./send-slots.ts";
 import { DeliverySending } from "./sending.ts";
+import { SerialJob } from "./serial-job.ts";
 
 export interface DispatcherDeps {
   store: Storage;
@@ -44,8 +46,8 @@ export interface DispatcherDeps {
   member?: ClaimMember;
 }
 
-/** How often finished deliveries past their retention are pruned. */
-const pruneEveryMs = 3_600_000;
+/** How often finished deliveries past their retention are pruned: a minute's worth at a time. */
+const pruneEveryMs = 60_000;
 
 export class DeliveryDispatcher {
   /** Mutable so tests can shorten the timeout or pin the jitter. */
@@ -66,6 +68,19 @@ export class DeliveryDispatcher {
   #ticking: Promise<number> | undefined;
   #tickAgain = false;
   #lastPruneMs = 0;
+  /** The prune under way, if any (it runs beside the loop, in paced batches). */
+  #pruning: Promise<number> | undefined;
+  /** Unparking and parking, each beside the loop in paced batches, one run at a time. */
+  readonly #unparking = new SerialJob(() => this.#unpark(), {
+    canStart: () => this.#started,
+    failed: (err) => this.#logLater(err, "unparking deliveries failed; retrying later"),
+  });
+  readonly #parking = new SerialJob(() => this.#park(), {
+    canStart: () => this.#started,
+    failed: (err) => this.#logLater(err, "parking deliveries failed; claims park the rest"),
+  });
+  /** Listeners made inactive whose due deliveries are still to be parked. */
+  readonly #toPark = new Set<string>();
 
   constructor(deps: DispatcherDeps, options: Partial<DispatcherOptions> = {}) {
     this.#d = deps;
@@ -94,6 +109,7 @@ export class DeliveryDispatcher {
       stop: () => this.#stop.signal,
       inflight: this.#inflight,
       wake: () => this.wake(),
+      parkSoon: (listenerId) => this.parkSoon(listenerId),
       logger: deps.logger,
     });
   }
@@ -117,6 +133,8 @@ export class DeliveryDispatcher {
     });
     this.#claims.openRouting();
     this.wake();
+    // What an earlier run left parked under a listener made active (it stopped or died midway).
+    this.unparkSoon();
   }
 
   /** Stops claiming, aborts HTTP attempts in flight (their deliveries stay pending) and waits for the rest. Idempotent. */
@@ -130,6 +148,9 @@ export class DeliveryDispatcher {
     this.#stop.abort();
     this.#slots.refuseWaiters();
     await this.#ticking?.catch(() => undefined);
+    await this.#pruning?.catch(() => undefined);
+    await this.#unparking.running;
+    await this.#parking.running;
     while (this.#inflight.size > 0) await Promise.allSettled([...this.#inflight.values()]);
     await this.#d.onStop?.();
   }
@@ -193,6 +214,10 @@ export class DeliveryDispatcher {
   /** Delivers everything due now, and what that causes (chains of sources), until nothing due is left. */
   async drain(): Promise<void> {
     for (;;) {
+      // Deliveries being unparked are due work too; those being parked are not, but claims would take
+      // them meanwhile (to park them on release).
+      await this.#unparking.running;
+      await this.#parking.running;
       const finishedBefore = this.#sending.finished;
       const claimed = await this.tick();
       // A delivery that finished while the claim ran may have made another due (the next event of a
@@ -221,7 +246,7 @@ export class DeliveryDispatcher {
     let delay = this.options.pollMs;
     try {
       const claimed = await this.tick();
-      await this.#maybePrune();
+      this.#housekeeping();
       const now = this.#d.clock.now();
       if (claimed > 0 && this.#inflight.size < this.options.maxConcurrency) delay = 0;
       else {
@@ -246,11 +271,110 @@ export class DeliveryDispatcher {
     this.#timer.unref();
   }
 
-  async #maybePrune(): Promise<void> {
+  /**
+   * Once `pruneEveryMs` passed since the last began: starts a prune beside the loop, unless one runs, and
+   * looks for parked deliveries left under a listener made active (by another node that stopped midway).
+   */
+  #housekeeping(): void {
     const now = this.#d.clock.now();
-    if (now - this.#lastPruneMs < pruneEveryMs) return;
+    if (this.#pruning || now - this.#lastPruneMs < pruneEveryMs) return;
     this.#lastPruneMs = now;
-    const pruned = await this.#d.store.pruneDeliveries(now - this.options.retentionMs);
+    void this.pruneFinished().catch((err) =>
+      this.#logLater(err, "pruning deliveries failed; retrying later"),
+    );
+    this.unparkSoon();
+  }
+
+  #logLater(err: unknown, message: string): void {
+    if (isStoreUnavailable(err)) this.#d.logger?.debug({ err }, message);
+    else this.#d.logger?.error({ err }, message);
+  }
+
+  /**
+   * Makes the parked deliveries of every listener that is no longer inactive due (docs/delivery.md,
+   * *Inactive listeners*), beside the loop; called once a listener is made active. Does nothing while
+   * the dispatcher is stopped: its start looks for them.
+   */
+  unparkSoon(): void {
+    this.#unparking.request();
+  }
+
+  /**
+   * Makes due, `unparkBatch` at a time and oldest first, the parked deliveries of each listener made
+   * active again (or deleted), pausing after each batch as long as it took, and wakes the loop after
+   * each; resolves with how many.
+   */
+  async #unpark(): Promise<number> {
+    const stopped = () => this.#stop.signal.aborted;
+    let unparked = 0;
+    for (const listenerId of await this.#d.store.listUnparkableListeners()) {
+      unparked += await inPacedBatches(
+        this.options.unparkBatch,
+        async (limit) => {
+          const n = await this.#d.store.unparkDeliveries(listenerId, this.#d.clock.now(), limit);
+          if (n > 0) this.wake();
+          return n;
+        },
+        { stopped },
+      );
+    }
+    return unparked;
+  }
+
+  /**
+   * Parks the due deliveries of a listener just made inactive, `unparkBatch` at a time and soonest due
+   * first, pausing after each batch as long as it took (docs/delivery.md, *Inactive listeners*). Until
+   * they are parked claims may still take them: a claimer finds the listener inactive and parks the
+   * delivery as it gives it back, which also finishes a parking cut short by a stop.
+   */
+  parkSoon(listenerId: string): void {
+    if (!this.#started) return;
+    this.#toPark.add(listenerId);
+    this.#parking.request();
+  }
+
+  async #park(): Promise<number> {
+    const stopped = () => this.#stop.signal.aborted;
+    let parked = 0;
+    // A listener added meanwhile is visited too (a Set's iteration reaches what is added during it); one
+    // left by a stop waits for the next parking after a start.
+    for (const listenerId of this.#toPark) {
+      if (stopped()) break;
+      this.#toPark.delete(listenerId);
+      let after: DueKey | undefined;
+      parked += await inPacedBatches(
+        this.options.unparkBatch,
+        async (limit) => {
+          const r = await this.#d.store.parkDeliveries(listenerId, limit, after);
+          after = r.last ?? after;
+          return r.parked;
+        },
+        { stopped },
+      );
+    }
+    return parked;
+  }
+
+  /**
+   * Deletes the finished deliveries past `retentionMs`, `pruneBatch` at a time, pausing after each batch
+   * as `pruneRate` asks; stops early when the dispatcher stops. Resolves with how many it deleted. One
+   * at a time: a call while one runs answers that one.
+   */
+  pruneFinished(): Promise<number> {
+    this.#pruning ??= this.#prune().finally(() => {
+      this.#pruning = undefined;
+    });
+    return this.#pruning;
+  }
+
+  async #prune(): Promise<number> {
+    const before = this.#d.clock.now() - this.options.retentionMs;
+    const pruned = await inPacedBatches(
+      this.options.pruneBatch,
+      (limit) => this.#d.store.pruneDeliveries(before, limit),
+      { ratePerS: this.options.pruneRate, stopped: () => this.#stop.signal.aborted },
+    );
     if (pruned > 0) this.#d.logger?.info({ pruned }, "pruned finished deliveries past their retention");
+    return pruned;
   }
 }

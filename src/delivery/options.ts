@@ -29,6 +29,18 @@ export interface DispatcherOptions {
   pollMs: number;
   /** Finished deliveries are kept this long for the deliveries API, then pruned. */
   retentionMs: number;
+  /** Finished deliveries past `retentionMs` deleted per statement. */
+  pruneBatch: number;
+  /**
+   * Finished deliveries deleted per second at most: after each batch the pruner waits at least as long
+   * as keeps it within this rate, and at least as long as the batch took.
+   */
+  pruneRate: number;
+  /**
+   * Parked deliveries of a listener made active again (or deleted) made due per statement; after each
+   * batch the unparker waits as long as the batch took.
+   */
+  unparkBatch: number;
   /** [0, 1) for the retry jitter; tests pin it. */
   random: () => number;
 }
@@ -46,5 +58,11 @@ export const defaultDispatcherOptions: DispatcherOptions = {
   leaseMarginMs: 30_000,
   pollMs: 1_000,
   retentionMs: 7 * 24 * 3_600_000,
+  // A batch of 1,000 takes about 5 ms on SQLite (each delivery with its attempts and five indexes), so
+  // other work waits that long at most; 20,000 a second keeps up with more than this machine delivers.
+  pruneBatch: 1_000,
+  pruneRate: 20_000,
+  // A batch of 500 takes about 1.6 ms on SQLite (p99 3.7 ms, 100,000 parked): 100,000 in about 0.8 s.
+  unparkBatch: 500,
   random: Math.random,
 };

@@ -31,6 +31,8 @@ export interface SendingDeps {
   inflight: Map<string, Promise<void>>;
   /** Asks the dispatcher's loop to claim soon. */
   wake: () => void;
+  /** Parks, in batches beside the loop, the due deliveries of a listener just made inactive (a 410). */
+  parkSoon: (listenerId: string) => void;
   logger?: FastifyBaseLogger;
 }
 
@@ -168,6 +170,7 @@ export class DeliverySending {
       random: this.#d.options.random,
     });
     await this.#d.ledger.settle(d, s);
+    if (s.deactivate && d.listenerKind === "webhook") this.#d.parkSoon(d.listenerId);
     return s.patch.status !== "pending";
   }
 }

@@ -250,7 +250,9 @@ export interface Workflow {
 /** Who receives a delivery, by listener ID prefix: `wh_` webhook, `dc_` source, `p_` workflow. */
 export type ListenerKind = "webhook" | "source" | "workflow";
 
-export type DeliveryStatus = "pending" | "succeeded" | "failed";
+/** Every state a delivery can be in: the API's `status` filters and the store's searches check against it. */
+export const deliveryStatuses = ["pending", "succeeded", "failed"] as const;
+export type DeliveryStatus = (typeof deliveryStatuses)[number];
 
 /**
  * One routed event on its way to one listener (the outbox row). It carries its own copy of the event,

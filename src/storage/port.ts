@@ -58,10 +58,17 @@ export interface EventWindowKey {
   channel: string;
 }
 
+/** Where a pending delivery stands in the claims' order: its due time, then its `seq`. */
+export interface DueKey {
+  ms: number;
+  seq: number;
+}
+
 export interface SourcePatch {
   componentId?: string;
   name?: string;
   nameSlug?: string;
+  /** `false` leaves the source's pending deliveries to `parkDeliveries`, `true` to `unparkDeliveries`. */
   active?: boolean;
   props?: Record<string, unknown>;
   endpointId?: string | null;
@@ -73,6 +80,7 @@ export interface WebhookPatch {
   name?: string | null;
   description?: string | null;
   url?: string;
+  /** `false` leaves the webhook's pending deliveries to `parkDeliveries`, `true` to `unparkDeliveries`. */
   active?: boolean;
   allowPrivate?: boolean;
   updatedAt: number;
@@ -380,8 +388,11 @@ export interface StorageOps {
    * listener's delivery while an older one of its subscription is still pending (in order, one at a time).
    */
   claimDeliveries(claim: DeliveryClaim): Promise<Delivery[]>;
-  /** Gives claimed deliveries back untouched (the dispatcher stopped, or the destination was busy). */
-  /** Releases the claims `claimToken` holds among `ids` (a claim another node took since stays its). */
+  /**
+   * Gives back the claims `claimToken` holds among `ids` (a claim another node took since stays its):
+   * the dispatcher stopped, the destination was busy, or the listener was made inactive, whose deliveries
+   * are parked on the way (`parkDeliveries`).
+   */
   releaseDeliveries(ids: string[], claimToken: string): Promise<void>;
   /** Releases the claims marked with `claimToken` (a crashed run of this node left them); returns how many. */
   resetDeliveryClaims(claimToken: string): Promise<number>;
@@ -411,14 +422,47 @@ export interface StorageOps {
   cancelDeliveries(listenerId: string, ids: string[]): Promise<number>;
   /** Makes a delivery pending and due at `nowMs` with a fresh retry schedule; false when it is claimed or unknown. */
   requeueDelivery(id: string, nowMs: number): Promise<boolean>;
-  /** Requeues a listener's failed deliveries created at or after `sinceMs`; returns how many. */
-  requeueFailedDeliveries(listenerId: string, sinceMs: number, nowMs: number): Promise<number>;
+  /**
+   * Requeues up to `limit` of a listener's failed deliveries created at or after `sinceMs`, oldest first,
+   * past `afterSeq` (the `lastSeq` of the batch before) and last updated at or before `nowMs` (so that
+   * one requeued by an earlier batch of the same redeliver, which failed again since, is left); returns
+   * how many, and the last one's `seq`. Callers go in small batches, each a short statement.
+   */
+  requeueFailedDeliveries(
+    listenerId: string,
+    sinceMs: number,
+    nowMs: number,
+    page: { afterSeq?: number | undefined; limit: number },
+  ): Promise<{ requeued: number; lastSeq?: number | undefined }>;
+  /**
+   * Parks up to `limit` of an inactive listener's unclaimed due deliveries (no due time: claims never see
+   * them), soonest due first past `after`; returns how many and the last. Nothing unless it is inactive.
+   * Callers go in small batches; a claimed one is parked when released or retried.
+   */
+  parkDeliveries(
+    listenerId: string,
+    limit: number,
+    after?: DueKey,
+  ): Promise<{ parked: number; last?: DueKey }>;
+  /**
+   * Listeners with parked deliveries (pending with no due time) that are not inactive: made active
+   * again, or deleted. Each of their parked deliveries is to be made due (`unparkDeliveries`).
+   */
+  listUnparkableListeners(): Promise<string[]>;
+  /**
+   * Makes up to `limit` of a listener's parked deliveries due at `nowMs`, oldest first, unless the
+   * listener is inactive; returns how many. Callers go in small batches, each a short statement.
+   */
+  unparkDeliveries(listenerId: string, nowMs: number, limit: number): Promise<number>;
   /** The soonest `next_attempt_ms` of an unclaimed pending delivery. */
   nextDeliveryMs(): Promise<number | undefined>;
   /** Pending deliveries (the backlog), and how many of them are due at `nowMs`. */
   countPendingDeliveries(nowMs: number): Promise<{ pending: number; due: number }>;
-  /** Deletes finished deliveries (and their attempts) last updated before `beforeMs`; returns how many. */
-  pruneDeliveries(beforeMs: number): Promise<number>;
+  /**
+   * Deletes up to `limit` finished deliveries (and their attempts) last updated before `beforeMs`, the
+   * oldest first; returns how many. The dispatcher calls it in small batches, each a short statement.
+   */
+  pruneDeliveries(beforeMs: number, limit: number): Promise<number>;
 
   // Delivery history (docs/delivery.md, "Attempts" and "Replay"): storage/*/delivery-history.ts
   /** Deliveries matching `search`, newest first. */
@@ -428,6 +472,8 @@ export interface StorageOps {
   /**
    * Marks the deliveries `insertDeliveries` just wrote under the subscription ID `replayId` as that
    * replay's, each with the newest earlier delivery of its event to its listener; returns how many.
+   * Those an earlier call marked are left, so that a replay written in several transactions marks each
+   * of its deliveries once.
    */
   markReplay(replayId: string): Promise<number>;
   /**

@@ -50,6 +50,25 @@ async function onlyDelivery(hookId: string, key?: string): Promise<any> {
   return res.body.data;
 }
 
+test("finished deliveries past their retention are pruned in batches, and the deliveries API no longer lists them", async () => {
+  const r = await scripted(() => ({ status: 200, body: "ok" }));
+  const { source, hook } = await setUp(r.url);
+  for (let i = 0; i < 5; i++) await emit(source.endpoint, { i });
+  await dispatcher.drain();
+  assert.equal((await deliveries(server, hook.id)).length, 5);
+  const saved = { ...dispatcher.options };
+  // Every finished delivery is past a retention that ends a minute from now; two per statement.
+  Object.assign(dispatcher.options, { retentionMs: -60_000, pruneBatch: 2, pruneRate: 1_000_000 });
+  try {
+    assert.ok((await dispatcher.pruneFinished()) >= 5, "at least this webhook's five");
+  } finally {
+    Object.assign(dispatcher.options, saved);
+  }
+  assert.deepEqual(await deliveries(server, hook.id), []);
+  const res = await server.api("GET", `/v1/sources/${source.id}/events`);
+  assert.equal(res.body.data.length, 5, "the events stay: only their deliveries are gone");
+});
+
 test("an attempt answered 500 with a body records what was sent and what came back, and never the secret", async () => {
   const r = await scripted(() => ({
     status: 500,

@@ -34,6 +34,16 @@ after(() => receiver.close());
 /** A fresh receiver per test that scripts its answers, closed after the test. */
 const scripted = scriptedReceivers();
 
+/** A source, and a webhook subscribed to it and made inactive, whose receiver answers 200. */
+async function inactiveHook(server: TestServer) {
+  const r = await scripted(() => 200);
+  const source = await deploySource(server, hookSourceCode);
+  const hook = await createWebhook(server, r.url);
+  await subscribe(server, { emitter_id: source.id, listener_id: hook.id });
+  await server.api("PUT", `/v1/webhooks/${hook.id}`, { body: { active: false } });
+  return { r, source, hook };
+}
+
 describe("on a live server", () => {
   let server: TestServer;
   let dispatcher: DeliveryDispatcher;
@@ -261,11 +271,7 @@ describe("on a live server", () => {
   });
 
   test("an inactive webhook's deliveries wait, and go out once it is active again", async () => {
-    const r = await scripted(() => 200);
-    const source = await deploySource(server, hookSourceCode);
-    const hook = await createWebhook(server, r.url);
-    await subscribe(server, { emitter_id: source.id, listener_id: hook.id });
-    await server.api("PUT", `/v1/webhooks/${hook.id}`, { body: { active: false } });
+    const { r, source, hook } = await inactiveHook(server);
     await emit(source.endpoint, { n: 1 });
     await dispatcher.drain();
     assert.equal(r.requests.length, 0);
@@ -277,6 +283,120 @@ describe("on a live server", () => {
     await dispatcher.drain();
     assert.equal(r.requests.length, 1);
     await r.close();
+  });
+
+  test("a webhook made active again gets its whole parked backlog, made due a batch at a time", async () => {
+    const { r, source, hook } = await inactiveHook(server);
+    for (let n = 1; n <= 8; n++) await emit(source.endpoint, { n });
+    await dispatcher.drain();
+    assert.equal(r.requests.length, 0);
+    // A PUT that leaves it inactive, or makes an active one active, changes nothing.
+    await server.api("PUT", `/v1/webhooks/${hook.id}`, { body: { active: false } });
+    const batch = dispatcher.options.unparkBatch;
+    dispatcher.options.unparkBatch = 3;
+    try {
+      await server.api("PUT", `/v1/webhooks/${hook.id}`, { body: { active: true } });
+      await dispatcher.drain();
+    } finally {
+      dispatcher.options.unparkBatch = batch;
+    }
+    assert.deepEqual(
+      r.requests.map((q) => JSON.parse(q.body).n).sort((a, b) => a - b),
+      [1, 2, 3, 4, 5, 6, 7, 8],
+    );
+    await server.api("PUT", `/v1/webhooks/${hook.id}`, { body: { active: true } });
+    await dispatcher.drain();
+    assert.equal(r.requests.length, 8, "each once");
+    await r.close();
+  });
+
+  test("a webhook made inactive has its waiting deliveries parked a batch at a time, and sends none of them", async () => {
+    // Every first attempt fails: each delivery waits for its retry, due later.
+    const r = await scripted(() => 500);
+    const source = await deploySource(server, hookSourceCode);
+    const hook = await createWebhook(server, r.url);
+    await subscribe(server, { emitter_id: source.id, listener_id: hook.id });
+    for (let n = 1; n <= 7; n++) await emit(source.endpoint, { n });
+    await dispatcher.drain();
+    assert.equal(r.requests.length, 7);
+    const waiting = await deliveries(server, hook.id);
+    assert.ok(
+      waiting.every((d) => d.status === "pending" && d.next_attempt_at !== null),
+      JSON.stringify(waiting),
+    );
+    const batch = dispatcher.options.unparkBatch;
+    dispatcher.options.unparkBatch = 3;
+    try {
+      const res = await server.api("PUT", `/v1/webhooks/${hook.id}`, { body: { active: false } });
+      assert.equal(res.status, 200, res.text);
+      await dispatcher.drain();
+    } finally {
+      dispatcher.options.unparkBatch = batch;
+    }
+    assert.deepEqual(
+      (await deliveries(server, hook.id)).map((d) => [d.status, d.next_attempt_at]),
+      Array.from({ length: 7 }, () => ["pending", null]),
+    );
+    assert.equal(r.requests.length, 7, "none sent again");
+    await r.close();
+  });
+
+  test("due deliveries of a webhook made inactive that no one parked (its node stopped first) are parked by the claims that find them", async () => {
+    const node = await startServer({ webhookAllowPrivate: true }, {}, { startDispatcher: false });
+    try {
+      const r = await scripted(() => 200);
+      const source = await deploySource(node, hookSourceCode);
+      const hook = await createWebhook(node, r.url);
+      await subscribe(node, { emitter_id: source.id, listener_id: hook.id });
+      for (let n = 1; n <= 3; n++) await emit(source.endpoint, { n });
+      // Made inactive as the API does, but the parking that follows never ran.
+      const { store, dispatcher: stopped } = node.built.services;
+      await store.updateWebhook(hook.id, { active: false, updatedAt: Math.floor(Date.now() / 1000) });
+      assert.ok(
+        (await deliveries(node, hook.id)).every((d) => d.next_attempt_at !== null),
+        "due",
+      );
+      await stopped.start();
+      await stopped.drain();
+      assert.equal(r.requests.length, 0);
+      assert.deepEqual(
+        (await deliveries(node, hook.id)).map((d) => [d.status, d.attempts, d.next_attempt_at]),
+        [
+          ["pending", 0, null],
+          ["pending", 0, null],
+          ["pending", 0, null],
+        ],
+      );
+      // And they go out once it is active again.
+      await node.api("PUT", `/v1/webhooks/${hook.id}`, { body: { active: true } });
+      await stopped.drain();
+      assert.equal(r.requests.length, 3);
+      await r.close();
+    } finally {
+      await node.close();
+    }
+  });
+
+  test("deliveries left parked under a webhook made active (its node stopped before unparking) go out after a start", async () => {
+    const node = await startServer({ webhookAllowPrivate: true }, {}, { startDispatcher: false });
+    try {
+      const { r, source, hook } = await inactiveHook(node);
+      for (let n = 1; n <= 3; n++) await emit(source.endpoint, { n });
+      // Made active as the API does, but the unparking that follows never ran.
+      const { store, dispatcher: stopped } = node.built.services;
+      await store.updateWebhook(hook.id, { active: true, updatedAt: Math.floor(Date.now() / 1000) });
+      assert.deepEqual(
+        (await deliveries(node, hook.id)).map((d) => d.next_attempt_at ?? null),
+        [null, null, null],
+        "parked",
+      );
+      await stopped.start();
+      await stopped.drain();
+      assert.equal(r.requests.length, 3);
+      await r.close();
+    } finally {
+      await node.close();
+    }
   });
 
   test("the deliveries API answers 404 for another tenant's webhook or delivery", async () => {
@@ -445,6 +565,33 @@ describe("on a fake clock", () => {
       r.requests.map((q) => q.json.n),
       [1, 2],
     );
+    await r.close();
+  });
+
+  test("a 410 parks the rest of the webhook's waiting deliveries, which then wait for it", async () => {
+    // The first event's retry answers 410; every other attempt 500.
+    let firstTries = 0;
+    const { r, source, hook } = await setUp((q) => (q.json.n === 1 && firstTries++ > 0 ? 410 : 500));
+    await emit(source.endpoint, { n: 1 });
+    await dispatcher.drain();
+    clock.advance(3);
+    for (let n = 2; n <= 4; n++) await emit(source.endpoint, { n });
+    await dispatcher.drain();
+    assert.equal(r.requests.length, 4);
+    // The first one's retry is due (5 s after it), the others' not yet (8 s).
+    clock.advance(3);
+    await dispatcher.drain();
+    assert.equal(r.requests.length, 5);
+    assert.equal((await server.api("GET", `/v1/webhooks/${hook.id}`)).body.data.active, false);
+    // Oldest first: events 1 to 4.
+    const list = (await deliveries(server, hook.id)).reverse();
+    assert.deepEqual(
+      list.map((d) => [d.status, d.next_attempt_at]),
+      [["failed", null], ...Array.from({ length: 3 }, () => ["pending", null])],
+    );
+    clock.advance(3600);
+    await dispatcher.drain();
+    assert.equal(r.requests.length, 5, "none sent while it is inactive");
     await r.close();
   });
 

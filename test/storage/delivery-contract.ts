@@ -4,6 +4,7 @@
  * `storageContract`, so every driver runs it.
  */
 import assert from "node:assert/strict";
+import { requeueFailed } from "../../src/delivery/replay.ts";
 import type { Delivery, SourceRecord, Webhook, Workflow } from "../../src/domain/types.ts";
 import type { Storage } from "../../src/storage/port.ts";
 
@@ -85,6 +86,19 @@ export function deliveryFixtures(unique: (prefix: string) => string) {
 
 export function deliveryContract(withStore: WithStore, unique: (prefix: string) => string): void {
   const { workflow, webhook, source, delivery } = deliveryFixtures(unique);
+
+  /** Settles a delivery as failed for good, last updated at `updatedMs`. */
+  const failAt = (s: Storage, id: string, updatedMs: number) =>
+    s.updateDelivery(id, {
+      status: "failed",
+      attempts: 1,
+      roundAttempts: 1,
+      nextAttemptMs: null,
+      lastStatusCode: 500,
+      lastError: "HTTP 500",
+      lastDurationMs: 1,
+      updatedMs,
+    });
 
   const claim = (
     s: Storage,
@@ -292,8 +306,141 @@ export function deliveryContract(withStore: WithStore, unique: (prefix: string) 
       assert.deepEqual(ids(await claim(s, 2000, { perListener: 2 })), ids(a.slice(0, 2)));
       await s.resetDeliveryClaims("run-1");
       await s.updateWebhook(inactive.id, { active: true, updatedAt: 2 });
+      assert.equal((await claim(s, 2000)).length, 3, "made active, its parked delivery waits to be unparked");
+      await s.resetDeliveryClaims("run-1");
+      assert.deepEqual(await s.listUnparkableListeners(), [inactive.id]);
+      assert.equal(await s.unparkDeliveries(inactive.id, 2000, 10), 1);
       const claimed = await claim(s, 2000);
-      assert.equal(claimed.length, 4, "reactivated, the waiting delivery goes out");
+      assert.equal(claimed.length, 4, "reactivated and unparked, the waiting delivery goes out");
+    },
+  );
+
+  withStore(
+    "an inactive listener's due deliveries are parked in batches, and unparked in batches once it is not, oldest first",
+    async (s) => {
+      const owner = unique("u");
+      const hook = webhook(owner);
+      const paused = source(owner);
+      const gone = webhook(owner);
+      for (const w of [hook, gone]) await s.insertWebhook(w);
+      await s.insertSource(paused);
+      const made = Array.from({ length: 7 }, (_, i) => delivery(hook.id, { nextAttemptMs: 1000 + i }));
+      const toPaused = delivery(paused.id, { subscriptionId: "sub_p" });
+      const toGone = delivery(gone.id);
+      await s.insertDeliveries([...made, toPaused, toGone]);
+      // One of the hook's in flight when it is made inactive: kept by its claimer, parked when released.
+      const [inFlight] = await claim(s, 1000, { limit: 1 });
+      assert.equal(inFlight?.id, made[0]!.id);
+      assert.deepEqual(await s.parkDeliveries(hook.id, 10), { parked: 0 }, "an active listener's stay due");
+      await s.updateWebhook(hook.id, { active: false, updatedAt: 2 });
+      await s.updateSource(paused.id, { active: false, updatedAt: 2 });
+      await s.updateWebhook(gone.id, { active: false, updatedAt: 2 });
+      assert.equal(
+        (await s.getDelivery(made[1]!.id))?.nextAttemptMs,
+        1001,
+        "made inactive, nothing parked yet",
+      );
+      // In batches, soonest due first, each from where the last one stopped.
+      const first = await s.parkDeliveries(hook.id, 4);
+      assert.equal(first.parked, 4);
+      const dues = await Promise.all(made.map(async (d) => (await s.getDelivery(d.id))?.nextAttemptMs));
+      assert.deepEqual(
+        dues,
+        [1000, null, null, null, null, 1005, 1006],
+        "the claimed one is left to its claimer",
+      );
+      const second = await s.parkDeliveries(hook.id, 4, first.last);
+      assert.equal(second.parked, 2);
+      assert.deepEqual(await s.parkDeliveries(hook.id, 4, second.last), { parked: 0 });
+      assert.equal((await s.parkDeliveries(paused.id, 4)).parked, 1);
+      assert.equal((await s.parkDeliveries(gone.id, 4)).parked, 1);
+      await s.releaseDeliveries([inFlight!.id], "run-1");
+      for (const d of [...made, toPaused, toGone])
+        assert.equal((await s.getDelivery(d.id))?.nextAttemptMs, null, d.id);
+      assert.deepEqual(await claim(s, 5000), [], "nothing parked is claimed");
+      assert.deepEqual(await s.listUnparkableListeners(), [], "every listener with parked rows is inactive");
+
+      // Made active again, and deleted: both have their parked rows unparked; the paused source does not.
+      await s.updateWebhook(hook.id, { active: true, updatedAt: 3 });
+      await s.deleteWebhook(gone.id);
+      assert.deepEqual([...(await s.listUnparkableListeners())].sort(), [gone.id, hook.id].sort());
+      assert.equal(await s.unparkDeliveries(paused.id, 3000, 10), 0, "an inactive listener's stay parked");
+      assert.equal(await s.unparkDeliveries(hook.id, 3000, 3), 3);
+      const firstBatch = await Promise.all(made.map(async (d) => (await s.getDelivery(d.id))?.nextAttemptMs));
+      assert.deepEqual(firstBatch, [3000, 3000, 3000, null, null, null, null], "the oldest first");
+      assert.equal(await s.unparkDeliveries(hook.id, 3000, 3), 3);
+      assert.equal(await s.unparkDeliveries(hook.id, 3000, 3), 1);
+      assert.equal(await s.unparkDeliveries(hook.id, 3000, 3), 0);
+      assert.equal(await s.unparkDeliveries(gone.id, 3000, 3), 1);
+      assert.deepEqual(await s.listUnparkableListeners(), []);
+      const claimed = ids(await claim(s, 3000, { token: "run-2" }));
+      assert.deepEqual(
+        [...claimed].sort(),
+        [...made, toGone].map((d) => d.id).sort(),
+        "the one released while inactive too",
+      );
+      await s.releaseDeliveries([made[1]!.id], "run-2");
+      assert.equal(
+        (await s.getDelivery(made[1]!.id))?.nextAttemptMs,
+        3000,
+        "released while active, still due",
+      );
+      assert.equal((await s.getDelivery(toPaused.id))?.nextAttemptMs, null);
+
+      // Made inactive again between two batches: the rest stays parked.
+      await s.resetDeliveryClaims("run-2");
+      await s.updateWebhook(hook.id, { active: false, updatedAt: 4 });
+      assert.equal((await s.parkDeliveries(hook.id, 10)).parked, 7);
+      await s.updateWebhook(hook.id, { active: true, updatedAt: 5 });
+      assert.equal((await s.parkDeliveries(hook.id, 10)).parked, 0, "made active, nothing is parked");
+      assert.equal(await s.unparkDeliveries(hook.id, 4000, 2), 2);
+      await s.updateWebhook(hook.id, { active: false, updatedAt: 6 });
+      assert.equal(await s.unparkDeliveries(hook.id, 4000, 2), 0);
+      assert.equal((await s.parkDeliveries(hook.id, 10)).parked, 2);
+      assert.deepEqual(ids(await claim(s, 5000, { token: "run-2" })), [toGone.id], "only the deleted one's");
+    },
+  );
+
+  withStore(
+    "a listener source's pending deliveries are listed newest first, counted and paged",
+    async (s) => {
+      const owner = unique("u");
+      const listener = source(owner);
+      const other = source(owner);
+      await s.insertSource(listener);
+      await s.insertSource(other);
+      const made = Array.from({ length: 5 }, (_, i) =>
+        delivery(listener.id, { subscriptionId: `sub_${i % 2}` }),
+      );
+      await s.insertDeliveries([...made, delivery(other.id, { subscriptionId: "sub_o" })]);
+      // One succeeded, one failed for good, one parked (its source made inactive and active again).
+      await s.updateDelivery(made[1]!.id, {
+        status: "succeeded",
+        attempts: 1,
+        roundAttempts: 1,
+        nextAttemptMs: null,
+        lastStatusCode: null,
+        lastError: null,
+        lastDurationMs: 1,
+        updatedMs: 2000,
+      });
+      await failAt(s, made[3]!.id, 2000);
+      await s.updateSource(listener.id, { active: false, updatedAt: 2 });
+      await s.parkDeliveries(listener.id, 10);
+      await s.updateSource(listener.id, { active: true, updatedAt: 3 });
+      const page = await s.listDeliveries(listener.id, { limit: 2 }, "pending");
+      assert.equal(page.totalCount, 3);
+      assert.deepEqual(ids(page.items), [made[4]!.id, made[2]!.id]);
+      const older = await s.listDeliveries(
+        listener.id,
+        { limit: 2, afterSeq: page.items[1]!.seq },
+        "pending",
+      );
+      assert.deepEqual(ids(older.items), [made[0]!.id]);
+      assert.equal(older.items[0]!.nextAttemptMs, null, "parked, and listed");
+      assert.deepEqual(ids((await s.listDeliveries(listener.id, { limit: 10 }, "failed")).items), [
+        made[3]!.id,
+      ]);
     },
   );
 
@@ -582,7 +729,11 @@ export function deliveryContract(withStore: WithStore, unique: (prefix: string) 
       ]);
       assert.deepEqual(await s.listDeliveryAttempts([]), []);
 
-      assert.equal(await s.requeueFailedDeliveries(listener, 2000, 7000), 1, "only those created since");
+      assert.equal(
+        (await s.requeueFailedDeliveries(listener, 2000, 7000, { limit: 10 })).requeued,
+        1,
+        "only those created since",
+      );
       const requeued = await s.getDelivery(made[1]!.id);
       assert.equal(requeued?.status, "pending");
       assert.equal(requeued?.nextAttemptMs, 7000);
@@ -618,11 +769,64 @@ export function deliveryContract(withStore: WithStore, unique: (prefix: string) 
       response: null,
       outcome: "succeeded",
     });
-    assert.equal(await s.pruneDeliveries(500), 0);
-    assert.equal(await s.pruneDeliveries(2000), 1, "pending ones stay whatever their age");
+    assert.equal(await s.pruneDeliveries(500, 10), 0);
+    assert.equal(await s.pruneDeliveries(2000, 10), 1, "pending ones stay whatever their age");
     assert.equal(await s.getDelivery(old.id), undefined);
     assert.deepEqual(await s.listDeliveryAttempts([old.id]), []);
     assert.ok(await s.getDelivery(pending.id));
+  });
+
+  withStore(
+    "failed deliveries are requeued a batch at a time, oldest first, each once per redeliver",
+    async (s) => {
+      const listener = unique("wh");
+      const other = unique("wh");
+      const made = [0, 1, 2, 3, 4].map((i) => delivery(listener, { createdMs: 1000 + i }));
+      const elsewhere = delivery(other, { createdMs: 1000 });
+      await s.insertDeliveries([...made, elsewhere]);
+      for (const d of [...made, elsewhere]) await failAt(s, d.id, 2000);
+      const status = async () =>
+        (await Promise.all(made.map((d) => s.getDelivery(d.id)))).map((d) => d?.status);
+
+      // Created at 1001 or later: the first is left; two a batch, oldest first, each past the one before.
+      const first = await s.requeueFailedDeliveries(listener, 1001, 5000, { limit: 2 });
+      assert.equal(first.requeued, 2);
+      assert.deepEqual(await status(), ["failed", "pending", "pending", "failed", "failed"]);
+      // One of them failed again meanwhile, after the redeliver began: the next batches leave it.
+      await failAt(s, made[1]!.id, 6000);
+      const second = await s.requeueFailedDeliveries(listener, 1001, 5000, {
+        afterSeq: first.lastSeq,
+        limit: 2,
+      });
+      assert.equal(second.requeued, 2);
+      assert.deepEqual(await status(), ["failed", "failed", "pending", "pending", "pending"]);
+      assert.equal(
+        (await s.requeueFailedDeliveries(listener, 1001, 5000, { afterSeq: second.lastSeq, limit: 2 }))
+          .requeued,
+        0,
+      );
+      assert.equal((await s.getDelivery(elsewhere.id))?.status, "failed", "another listener's stay");
+
+      // The whole redeliver, one at a time: the rest of the listener's failed ones, created since 1000.
+      assert.equal(await requeueFailed(s, listener, 1000, 7000, 1), 2);
+      assert.deepEqual(await status(), ["pending", "pending", "pending", "pending", "pending"]);
+    },
+  );
+
+  withStore("finished deliveries are pruned at most a batch at a time, the oldest first", async (s) => {
+    const listener = unique("wh");
+    const made = [delivery(listener), delivery(listener), delivery(listener), delivery(listener)];
+    await s.insertDeliveries(made);
+    // Finished in an order other than their creation's: the last updated go last.
+    const updated = [4000, 1000, 3000, 2000];
+    for (const [i, d] of made.entries()) await failAt(s, d.id, updated[i]!);
+    const left = async () =>
+      (await Promise.all(made.map((d) => s.getDelivery(d.id)))).map((d) => d !== undefined);
+    assert.equal(await s.pruneDeliveries(3500, 2), 2);
+    assert.deepEqual(await left(), [true, false, true, false], "the two oldest");
+    assert.equal(await s.pruneDeliveries(3500, 2), 1, "only what is past the bound");
+    assert.deepEqual(await left(), [true, false, false, false]);
+    assert.equal(await s.pruneDeliveries(3500, 2), 0);
   });
 
   withStore("deliveries written in a transaction that rolls back are gone with it", async (s) => {

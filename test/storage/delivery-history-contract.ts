@@ -153,6 +153,18 @@ export function deliveryHistoryContract(withStore: WithStore, unique: (prefix: s
       assert.equal(two?.replayedFrom, null, "no earlier delivery of that event to this listener");
       const routed = await s.getDelivery(first.id);
       assert.equal(routed?.replayId, undefined, "a routed delivery has no replay mark");
+
+      // A replay written in several transactions: each call marks what its own transaction wrote.
+      const later = delivery(hook, { eventId: "1000-0", subscriptionId: replayId });
+      assert.equal(
+        await s.transaction(async (tx) => {
+          await tx.insertDeliveries([later]);
+          return tx.markReplay(replayId);
+        }),
+        1,
+      );
+      assert.equal((await s.getDelivery(later.id))?.replayedFrom, replays[0]!.id, "the newest earlier one");
+      assert.equal((await s.getDelivery(replays[0]!.id))?.replayedFrom, again.id, "marked once");
     },
   );
 }

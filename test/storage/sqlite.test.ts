@@ -8,7 +8,8 @@ import type { EventRecord } from "../../src/domain/types.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
 import { ftsQuery } from "../../src/storage/sqlite/event-search.ts";
 import { TextGenerations } from "../../src/storage/sqlite/search-generations.ts";
-import { removeIndexFile } from "../../src/storage/sqlite/search-indexer.ts";
+import { indexFileOf, removeIndexFile } from "../../src/storage/sqlite/search-indexer.ts";
+import { SearchThreads } from "../../src/storage/sqlite/search-threads.ts";
 import { storageContract } from "./contract.ts";
 
 storageContract("sqlite", async () =>
@@ -660,3 +661,62 @@ test("sqlite: the store's worker thread checkpoints the WAL into the database fi
       await new Promise((r) => setTimeout(r, 100));
     }
   }));
+
+test("sqlite: a search runs on a thread of its own: the store goes on storing while a long one runs, and it finds what was stored before it only", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  const store = openSqliteStorage({ dataDir });
+  const named = (n: number, word: string): EventRecord => ({ ...event(n), id: `9-${n}`, event: { n, word } });
+  try {
+    // A word every event holds, counted: the search walks every one of them (tens of milliseconds).
+    const held = 40_000;
+    await store.transaction(async (tx) => {
+      for (let n = 0; n < held; n++) await tx.insertEvent(named(n, "jane"));
+    });
+    const find = (word: string) =>
+      store.searchEvents({ emitterId: "dc_kept", channel: "", text: [word] }, { limit: 10, count: true });
+    // The first search indexes every event first.
+    assert.equal((await find("jane")).totalCount, held);
+    let answered = false;
+    const searching = find("jane").finally(() => {
+      answered = true;
+    });
+    let stored = 0;
+    // Each write on a turn of its own, as a server's come in: the search's answer is a message from its
+    // thread, which a loop of writes never leaving the microtask queue would hold back.
+    while (!answered && stored < 100_000) {
+      await new Promise((resolve) => setImmediate(resolve));
+      await store.insertEvent(named(held + stored++, "bob"));
+    }
+    const page = await searching;
+    // Under the lock the whole search long, a store wrote one or two events meanwhile.
+    assert.ok(stored >= 10, `events stored while the search ran: ${stored}`);
+    assert.equal(page.totalCount, held);
+    assert.deepEqual(
+      page.items.map((e) => e.idSeq),
+      Array.from({ length: 10 }, (_, i) => held - 1 - i),
+    );
+    assert.equal((await find("bob")).totalCount, stored);
+  } finally {
+    await store.close();
+  }
+});
+
+test("sqlite: a search thread idle for its idle time is stopped, and the next read starts another", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  await openSqliteStorage({ dataDir }).close();
+  const file = path.join(dataDir, "fount.db");
+  const threads = new SearchThreads(file, indexFileOf(file), { idleMs: 50 });
+  const backlog = () => threads.read({ kind: "backlog", nowMs: 0 }, (begin) => begin());
+  try {
+    assert.deepEqual(await backlog(), { pending: 0, due: 0 });
+    assert.equal(threads.running, 1);
+    for (let tries = 0; threads.running > 0; tries++) {
+      assert.ok(tries < 200, "the idle thread stopped within 10 s");
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    assert.deepEqual(await backlog(), { pending: 0, due: 0 });
+    assert.equal(threads.running, 1);
+  } finally {
+    await threads.close();
+  }
+});

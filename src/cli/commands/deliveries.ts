@@ -4,6 +4,7 @@
  * `--redeliver-failed [--since <time>]`). One delivery's attempts: `fount deliveries show`
  * (delivery-history.ts).
  */
+import { deliveryStatuses } from "../../domain/types.ts";
 import { type Command, UsageError } from "../command.ts";
 import { formatTime, table } from "../output.ts";
 import { resolveWebhook } from "../resolve.ts";
@@ -27,7 +28,6 @@ interface Delivery {
 }
 
 const deliveryId = /^del_[A-Za-z0-9]+$/;
-const statuses = ["pending", "succeeded", "failed"] as const;
 const statusStyle = { pending: "yellow", succeeded: "green", failed: "red" } as const;
 
 function deliveryTable(items: Delivery[], paint: Painter): string {
@@ -124,7 +124,7 @@ const deliveries: Command = {
       );
     if (failed && (until ?? code) !== undefined)
       throw new UsageError("--redeliver-failed takes --since only", ctx.command.name);
-    const status = ctx.choice("status", statuses);
+    const status = ctx.choice("status", deliveryStatuses);
     const limit = count(ctx, 20);
 
     const client = ctx.client();

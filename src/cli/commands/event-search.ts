@@ -7,6 +7,7 @@
 
 import { once } from "node:events";
 import { createWriteStream, type WriteStream } from "node:fs";
+import { deliveryStatuses } from "../../domain/types.ts";
 import { answerError, type Query } from "../client.ts";
 import { type Command, type Context, type OptionSpec, UsageError } from "../command.ts";
 import { resolveSource } from "../resolve.ts";
@@ -52,7 +53,7 @@ export function searchQuery(ctx: Context): Query {
     where: Array.isArray(where) && where.length > 0 ? (where as string[]) : undefined,
     since: seconds("since"),
     until: seconds("until"),
-    delivery_status: ctx.choice("delivery-status", ["pending", "succeeded", "failed"] as const),
+    delivery_status: ctx.choice("delivery-status", deliveryStatuses),
   };
 }
 

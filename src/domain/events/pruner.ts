@@ -10,6 +10,7 @@
  */
 import { BoundedCache } from "../../bounded-cache.ts";
 import type { Clock } from "../../clock.ts";
+import { pauseAfterBatch } from "../../pace.ts";
 import type { EventIdKey, EventWindowKey, StorageOps } from "../../storage/port.ts";
 import type { Bus } from "../bus.ts";
 import type { PrunedBy, Retention } from "./retention.ts";
@@ -26,29 +27,23 @@ interface PrunerDeps {
 }
 
 /**
- * The pause before a window's next batch: as long as the last batch took, so that a long prune takes at
- * most about half of the server's time and store (on SQLite, half of the lock's turns), and hits queued
- * behind a batch do not find another one after it (pruning 1,000,000 events of one window on SQLite took
- * 8.4 s back to back, with ingest p50 at 16 ms meanwhile); and at least as long as keeps the pruner
- * within `pruneRate` events a second. At half of a fast machine's time it deleted 250,000 to 500,000 a
- * second on SQLite, writing the WAL faster than the store's worker copies it back (about 10,000 pages
- * in its 200 ms), so that the server's own commits ran the backstop checkpoint, 20 to 60 ms on the
- * event loop each (docs/architecture.md, "Event windows for retention").
- */
-const pauseAfter = (batchMs: number, deleted: number, pruneRate: number) => {
-  const ms = Math.max(batchMs, (deleted / pruneRate) * 1000);
-  return new Promise<void>((resolve) => (ms >= 1 ? setTimeout(resolve, ms) : setImmediate(resolve)));
-};
-
-/**
  * Batches one visit deletes from a window by count at most; a window with more to go is visited again at
  * the next pass, so that pruning a million events of one never leaves the others waiting behind it.
  */
 const batchesPerVisit = 100;
 
 /**
- * One window's batches, oldest first, each after the pause the one before asks for (`pauseAfter`), each
- * starting past the newest event the one before deleted: the pruner's visits and `deleteRange` alike.
+ * One window's batches, oldest first, each after the pause the one before asks for, each starting past
+ * the newest event the one before deleted: the pruner's visits and `deleteRange` alike.
+ *
+ * The pause before a window's next batch (`pauseAfterBatch`): as long as the last batch took, so that a
+ * long prune takes at most about half of the server's time and store (on SQLite, half of the lock's
+ * turns), and hits queued behind a batch do not find another one after it (pruning 1,000,000 events of
+ * one window on SQLite took 8.4 s back to back, with ingest p50 at 16 ms meanwhile); and at least as
+ * long as keeps the pruner within `pruneRate` events a second. At half of a fast machine's time it
+ * deleted 250,000 to 500,000 a second on SQLite, writing the WAL faster than the store's worker copies
+ * it back (about 10,000 pages in its 200 ms), so that the server's own commits ran the backstop
+ * checkpoint, 20 to 60 ms on the event loop each (docs/architecture.md, "Event windows for retention").
  */
 class PacedBatches {
   /** The newest event deleted so far (or where to start): the next batch seeks past it. */
@@ -74,7 +69,7 @@ class PacedBatches {
     limit: number,
     bounds: { olderThanMs?: number | undefined; upTo?: EventIdKey | undefined } = {},
   ): Promise<number> {
-    if (this.count++ > 0) await pauseAfter(this.#lastMs, this.#lastDeleted, this.#pruneRate);
+    if (this.count++ > 0) await pauseAfterBatch(this.#lastMs, this.#lastDeleted, this.#pruneRate);
     const started = performance.now();
     const { emitterId, channel } = this.#key;
     const r = await this.#store.pruneEvents(emitterId, channel, limit, { ...bounds, after: this.after });

@@ -6,7 +6,14 @@
 import type { FastifyInstance } from "fastify";
 import { Type } from "typebox";
 import { listedResponseChars } from "../../delivery/attempt-record.ts";
-import type { Delivery, DeliveryAttempt, DeliveryStatus, WithSeq } from "../../domain/types.ts";
+import { requeueFailed } from "../../delivery/replay.ts";
+import {
+  type Delivery,
+  type DeliveryAttempt,
+  type DeliveryStatus,
+  deliveryStatuses,
+  type WithSeq,
+} from "../../domain/types.ts";
 import { AppError, notFound } from "../../errors.ts";
 import type { DeliverySearch, Storage } from "../../storage/port.ts";
 import {
@@ -78,13 +85,12 @@ export const deliverySchema = Type.Object(
 
 export const webhookId = Type.String({ pattern: "^wh_[A-Za-z0-9]+$", maxLength: 64 });
 export const deliveryId = Type.String({ pattern: "^del_[A-Za-z0-9]+$", maxLength: 64 });
-const statuses = ["pending", "succeeded", "failed"] as const;
 
 /** The filters a deliveries list takes besides paging (`status`, `since`, `until`, `status_code`). */
 export const deliveryFilters = {
   status: Type.Optional(
     Type.Union(
-      statuses.map((s) => Type.Literal(s)),
+      deliveryStatuses.map((s) => Type.Literal(s)),
       { description: "Only this status" },
     ),
   ),
@@ -258,7 +264,7 @@ export async function deliveryRoutes(app: FastifyInstance): Promise<void> {
       const { id } = request.params as { id: string };
       const { since } = params<{ since: number }>(request);
       const webhook = await visibleWebhook(app, request, id);
-      const count = await store.requeueFailedDeliveries(webhook.id, since * 1000, clock.now());
+      const count = await requeueFailed(store, webhook.id, since * 1000, clock.now());
       if (count > 0) dispatcher.wake();
       return { data: { count } };
     },

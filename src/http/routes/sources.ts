@@ -265,8 +265,10 @@ export async function sourceRoutes(app: FastifyInstance): Promise<void> {
       });
       // A smaller window is pruned at the next pass, not at the next sweep.
       if (retention !== undefined) app.fount.pruner.sweepSoon();
-      // Deliveries parked while it was inactive are due now (it may listen to other emitters).
-      if (p.active) app.fount.dispatcher.wake();
+      // Deliveries parked while it was inactive are due now, in batches (it may listen to other emitters);
+      // made inactive, its due ones are parked in batches.
+      if (p.active) app.fount.dispatcher.unparkSoon();
+      else if (p.active === false) app.fount.dispatcher.parkSoon(updated.id);
       return { data: await render(updated, true) };
     },
   );

@@ -304,8 +304,10 @@ export async function webhookRoutes(app: FastifyInstance): Promise<void> {
         updatedAt: Math.floor(clock.now() / 1000),
       });
       if (!updated) throw notFound("Webhook", id);
-      // Its parked deliveries are due now: send them without waiting for the dispatcher's next poll.
-      if (p.active) app.fount.dispatcher.wake();
+      // Its parked deliveries are due now, in batches, each sent without waiting for the next poll; made
+      // inactive, its due ones are parked in batches.
+      if (p.active) app.fount.dispatcher.unparkSoon();
+      else if (p.active === false) app.fount.dispatcher.parkSoon(id);
       const warnings =
         url === undefined && p.allow_private === undefined
           ? []

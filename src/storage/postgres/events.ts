@@ -185,6 +185,16 @@ async function windowBounds(
   };
 }
 
+/**
+ * The channels of the emitter `$1`, as the rows of `c(channel)` (and a last NULL): one index seek each
+ * (a loose scan of the primary key), not a walk over every event. Statements follow it with their SELECT.
+ */
+export const channelsOf = `WITH RECURSIVE c(channel) AS (
+  SELECT min(channel) FROM events WHERE emitter_id = $1
+  UNION ALL
+  SELECT (SELECT min(channel) FROM events WHERE emitter_id = $1 AND channel > c.channel)
+  FROM c WHERE c.channel IS NOT NULL)`;
+
 export function eventOps(q: Sql): EventOps {
   return {
     getEmitterClock: (emitterId, lock) =>
@@ -263,12 +273,7 @@ export function eventOps(q: Sql): EventOps {
     listChannels: (emitterId) =>
       q.all(
         // COLLATE "C": the byte order SQLite sorts by, whatever the database's collation.
-        `WITH RECURSIVE c(channel) AS (
-           SELECT min(channel) FROM events WHERE emitter_id = $1
-           UNION ALL
-           SELECT (SELECT min(channel) FROM events WHERE emitter_id = $1 AND channel > c.channel)
-           FROM c WHERE c.channel IS NOT NULL)
-         SELECT channel COLLATE "C" AS channel FROM c WHERE channel IS NOT NULL ORDER BY 1`,
+        `${channelsOf} SELECT channel COLLATE "C" AS channel FROM c WHERE channel IS NOT NULL ORDER BY 1`,
         [emitterId],
         (r) => r.channel as string,
       ),

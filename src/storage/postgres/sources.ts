@@ -1,6 +1,5 @@
 import type { SourceOps } from "../concerns.ts";
 import { retentionColumn, toComponent, toSource } from "../rows.ts";
-import { parkDeliveries } from "./deliveries.ts";
 import type { Sql } from "./sql.ts";
 
 export function sourceOps(q: Sql): SourceOps {
@@ -116,8 +115,6 @@ export function sourceOps(q: Sql): SourceOps {
         },
         toSource,
       );
-      if (updated && patch.active !== undefined)
-        await parkDeliveries(q, id, patch.active, patch.updatedAt * 1000);
       return updated;
     },
 

@@ -101,8 +101,11 @@ export class Sql {
     params: unknown[],
     q: PageQuery,
     map: (r: Row) => T,
+    /** A column `where` holds to one value, put before seq in the ORDER BY (see `searchWhere`). */
+    leading?: string,
   ): Promise<Page<T>> {
     const next = params.length + 1;
+    const order = (dir: "ASC" | "DESC") => (leading ? `${leading} ${dir}, seq ${dir}` : `seq ${dir}`);
     const total = await this.get(
       `SELECT count(*) AS n FROM ${table} WHERE ${where}`,
       params,
@@ -113,20 +116,20 @@ export class Sql {
       // Toward newer items: take the nearest ones above the cursor, then restore newest-first order.
       items = (
         await this.all(
-          `SELECT * FROM ${table} WHERE ${where} AND seq > $${next} ORDER BY seq ASC LIMIT $${next + 1}`,
+          `SELECT * FROM ${table} WHERE ${where} AND seq > $${next} ORDER BY ${order("ASC")} LIMIT $${next + 1}`,
           [...params, q.beforeSeq, q.limit],
           map,
         )
       ).reverse();
     } else if (q.afterSeq !== undefined) {
       items = await this.all(
-        `SELECT * FROM ${table} WHERE ${where} AND seq < $${next} ORDER BY seq DESC LIMIT $${next + 1}`,
+        `SELECT * FROM ${table} WHERE ${where} AND seq < $${next} ORDER BY ${order("DESC")} LIMIT $${next + 1}`,
         [...params, q.afterSeq, q.limit],
         map,
       );
     } else {
       items = await this.all(
-        `SELECT * FROM ${table} WHERE ${where} ORDER BY seq DESC LIMIT $${next}`,
+        `SELECT * FROM ${table} WHERE ${where} ORDER BY ${order("DESC")} LIMIT $${next}`,
         [...params, q.limit],
         map,
       );

@@ -1,6 +1,5 @@
 import type { WebhookOps } from "../concerns.ts";
 import { toWebhook } from "../rows.ts";
-import { parkDeliveries } from "./deliveries.ts";
 import type { Sql } from "./sql.ts";
 
 export function webhookOps(q: Sql): WebhookOps {
@@ -46,8 +45,6 @@ export function webhookOps(q: Sql): WebhookOps {
         },
         toWebhook,
       );
-      if (updated && patch.active !== undefined)
-        await parkDeliveries(q, id, patch.active, patch.updatedAt * 1000);
       return updated;
     },
 

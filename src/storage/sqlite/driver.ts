@@ -24,7 +24,9 @@
  *   SQLite only:      window-counts.ts (each event window's size), rows.ts (row type, LIMIT binding),
  *                     outbox-writes.ts (a transaction's outbox writes as multi-row statements; PostgreSQL
  *                     merges them in deferred.ts),
- *                     search-indexer.ts (the event search's index, kept up to date after commit)
+ *                     search-indexer.ts (the event search's index, kept up to date after commit),
+ *                     search-threads.ts (event searches and deliveries lists run off the event loop, on
+ *                     snapshots taken under the lock)
  *   PostgreSQL only:  cluster.ts (nodes, run leases, NOTIFY), health.ts (a lost database)
  */
 import { chmodSync, mkdirSync } from "node:fs";
@@ -45,6 +47,7 @@ import { nodeOps } from "./node-ops.ts";
 import { OutboxWrites } from "./outbox-writes.ts";
 import { RowCache } from "./row-cache.ts";
 import { type GenerationOptions, indexFileOf, SearchIndexer } from "./search-indexer.ts";
+import { SearchThreads } from "./search-threads.ts";
 import { sessionOps } from "./sessions.ts";
 import { sourceOps } from "./sources.ts";
 import { Sql } from "./sql.ts";
@@ -173,12 +176,19 @@ export function openSqliteStorage(options: {
   reader.exec("PRAGMA busy_timeout = 5000");
   reader.prepare("ATTACH DATABASE ? AS search").run(indexFile);
   const ops = settlingOutbox(opsOn(q, rows, counts, held, outbox, new Sql(reader), indexer), outbox);
+  const searchThreads = new SearchThreads(file, indexFile);
   const lock = new AsyncLock();
   indexer.start(lock, db, options.searchIndexDelayMs ?? 1000);
   let closed = false;
   /** True while a transaction, which may change cached rows before it commits or rolls back, is open. */
   let inTransaction = false;
   const locked = lockedOperations(ops, lock);
+  /** A search thread's snapshot, taken under the lock once the outbox writes held back are made. */
+  const afterOutbox = (begin: () => Promise<void>) =>
+    lock.run(async () => {
+      outbox.settle();
+      await begin();
+    });
   const cacheFirst =
     <R>(peek: (id: string) => R | undefined, read: (id: string) => Promise<R>) =>
     (id: string): Promise<R> => {
@@ -216,11 +226,24 @@ export function openSqliteStorage(options: {
     getSourceByEndpoint: cacheFirst((id) => rows.sourcesByEndpoint.get(id), locked.getSourceByEndpoint),
     getUser: cacheFirst((id) => rows.users.get(id), locked.getUser),
     getSource: cacheFirst((id) => rows.sourcesById.get(id), locked.getSource),
-    // Most of a large backlog (a bulk load, an upgrade) is indexed before the search takes the lock.
-    searchEvents: async (search, page) => {
-      await indexer.approach(lock);
-      return locked.searchEvents(search, page);
-    },
+    // Once a thread is free (a wait for one lets events pile up for the index), most of a large backlog
+    // (a bulk load, an upgrade) is indexed before the search takes the lock. Under the lock: the writes
+    // held back and the rest of the backlog, then the search thread's snapshot; the search itself runs on
+    // its thread after the lock is let go (search-threads.ts).
+    searchEvents: (search, page) =>
+      searchThreads.read({ kind: "events", search, page }, async (begin) => {
+        await indexer.approach(lock);
+        await lock.run(async () => {
+          outbox.settle();
+          held.settle();
+          await indexer.catchUp();
+          await begin();
+        });
+      }),
+    // On a search thread too, after the outbox writes held back: a busy webhook's count walks millions,
+    // and so does the backlog's (`/metrics`).
+    searchDeliveries: (search, page) => searchThreads.read({ kind: "deliveries", search, page }, afterOutbox),
+    countPendingDeliveries: (nowMs) => searchThreads.read({ kind: "backlog", nowMs }, afterOutbox),
     // Read by every API request's key check.
     findApiKeyByHash: cacheFirst(
       accountsPeek((hash) => rows.keys.get(hash)),
@@ -264,6 +287,7 @@ export function openSqliteStorage(options: {
     close: async () => {
       if (closed) return;
       closed = true;
+      await searchThreads.close();
       await indexer.stop();
       await lock.run(() => {
         reader.close();

@@ -15,6 +15,7 @@ import {
   commonConditions,
   type EventSearch,
   type EventSearchPage,
+  type EventSearchResult,
   type EventWhere,
   pageOrder,
   trigramChars,
@@ -152,34 +153,78 @@ function searchQuery(
 }
 
 /**
- * Runs `fn` in one read transaction with the index's generations: the worker may drop one meanwhile,
- * and the transaction's snapshot keeps the tables it read until it ends.
+ * Runs `fn` in one read transaction (`beginSearch`) with the index's generations: the worker may drop
+ * one meanwhile, and the transaction's snapshot keeps the tables it read until it ends.
  */
 function reading<T>(q: Sql, fn: (generations: number[]) => T): T {
-  q.db.exec("BEGIN");
+  const generations = beginSearch(q);
   try {
-    return fn(generationsOf(q));
+    return fn(generations);
   } finally {
-    q.db.exec("COMMIT");
+    endSearch(q);
   }
 }
 
-export function eventSearchOps(q: Sql, settle: () => Promise<void>): EventSearchOps {
+/**
+ * Registers on a search connection (the store opened read-only, the index file attached as `search`)
+ * the SQL function a search of a non-ASCII term calls.
+ */
+export function prepareSearchConnection(q: Sql): void {
   q.db.function(holdsFolded, { deterministic: true }, (text, term) =>
     String(text).toLowerCase().includes(String(term)) ? 1 : 0,
   );
+}
+
+/**
+ * Begins a search's read transaction: reads the index's generations and the events table, so that both
+ * files' snapshots are taken now (SQLite takes a file's snapshot at its first read in the transaction).
+ * What a search finds is then fixed from here, however long it runs and whatever is written meanwhile.
+ * The caller ends it with `endSearch` (`findEvents` runs in between).
+ */
+export function beginSearch(q: Sql): number[] {
+  q.db.exec("BEGIN");
+  try {
+    const generations = generationsOf(q);
+    q.get("SELECT 1 AS one FROM events LIMIT 1", [], () => 1);
+    return generations;
+  } catch (err) {
+    q.db.exec("COMMIT");
+    throw err;
+  }
+}
+
+export function endSearch(q: Sql): void {
+  if (q.db.isTransaction) q.db.exec("COMMIT");
+}
+
+/** A search's page and, when asked, the count of every match, in the transaction `beginSearch` began. */
+export function findEvents(
+  q: Sql,
+  search: EventSearch,
+  page: EventSearchPage,
+  generations: number[],
+): EventSearchResult {
+  const { body, order, params } = searchQuery(search, page, generations);
+  let items = q.all(`SELECT e.* ${body} ${order} LIMIT ?`, [...params, page.limit], toEvent);
+  if (page.before) items = items.reverse();
+  // Every match counts, whichever page this is.
+  const all = page.count ? searchQuery(search, { limit: 0 }, generations) : undefined;
+  const totalCount = all ? q.count(`SELECT count(*) AS n ${all.body}`, all.params) : -1;
+  return { items, totalCount };
+}
+
+/**
+ * The search's operations on the driver's reader connection, run on the event loop under the store's
+ * lock: what a transaction's own `searchEvents` and `explainEventSearch` use. The store's own
+ * `searchEvents` runs on a search thread instead (search-threads.ts), so that a long search never
+ * holds up the server.
+ */
+export function eventSearchOps(q: Sql, settle: () => Promise<void>): EventSearchOps {
+  prepareSearchConnection(q);
   return {
     searchEvents: async (search, page) => {
       await settle();
-      return reading(q, (generations) => {
-        const { body, order, params } = searchQuery(search, page, generations);
-        let items = q.all(`SELECT e.* ${body} ${order} LIMIT ?`, [...params, page.limit], toEvent);
-        if (page.before) items = items.reverse();
-        // Every match counts, whichever page this is.
-        const all = page.count ? searchQuery(search, { limit: 0 }, generations) : undefined;
-        const totalCount = all ? q.count(`SELECT count(*) AS n ${all.body}`, all.params) : -1;
-        return { items, totalCount };
-      });
+      return reading(q, (generations) => findEvents(q, search, page, generations));
     },
 
     explainEventSearch: async (search, page) =>

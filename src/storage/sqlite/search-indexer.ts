@@ -222,11 +222,24 @@ export class SearchIndexer {
   async approach(lock: AsyncLock): Promise<void> {
     const waiting = () => lock.run(() => this.#waitingOver(lockedCatchUpAtMost));
     if (!(await waiting())) return;
+    // As many batches as what waits now needs, and two more: events stored as fast as the worker
+    // indexes them (a bulk load through the store) would otherwise keep the search waiting for ever.
+    const rounds = await lock.run(() => Math.ceil(this.#waitingAtMost() / batchSize) + 2);
     await lock.run(() => this.#settle());
-    do {
+    for (let round = 0; round < rounds; round++) {
       const batch = await this.#indexBatch();
       await lock.run(() => this.#settle(batch));
-    } while (await waiting());
+      if (!(await waiting())) return;
+    }
+  }
+
+  /** How many rows wait for the index at most: those queued, and the rowids past the mark. */
+  #waitingAtMost(): number {
+    return this.#q.count(
+      `SELECT (SELECT count(*) FROM events_text_queue)
+         + coalesce((SELECT max(rowid) FROM events), 0) - (SELECT indexed_to FROM events_text_mark WHERE id = 1) AS n`,
+      [],
+    );
   }
 
   /** Indexes every row waiting (before a search; the caller holds the lock, so nothing is stored meanwhile). */

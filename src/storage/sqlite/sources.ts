@@ -8,7 +8,6 @@ import type { SourceRecord } from "../../domain/types.ts";
 import type { SourceOps } from "../concerns.ts";
 import { deepFreeze, retentionColumn, toComponent, toSource } from "../rows.ts";
 import type { DeferredWrites } from "./deferred.ts";
-import { parkDeliveries } from "./deliveries.ts";
 import type { RowCache } from "./row-cache.ts";
 import { placeholders, type Sql } from "./sql.ts";
 
@@ -127,7 +126,6 @@ export function sourceOps(q: Sql, rows: RowCache, held: DeferredWrites): SourceO
       };
       rows.forgetSources();
       if (q.updateColumns("sources", id, patch.updatedAt, columns) === 0) return undefined;
-      if (patch.active !== undefined) parkDeliveries(q, id, patch.active, patch.updatedAt * 1000);
       return getSource(id);
     },
 

@@ -3,7 +3,6 @@ import type { SQLInputValue } from "node:sqlite";
 import type { Webhook } from "../../domain/types.ts";
 import type { WebhookOps } from "../concerns.ts";
 import { deepFreeze, toWebhook } from "../rows.ts";
-import { parkDeliveries } from "./deliveries.ts";
 import type { RowCache } from "./row-cache.ts";
 import { placeholders, type Sql } from "./sql.ts";
 
@@ -51,7 +50,6 @@ export function webhookOps(q: Sql, rows: RowCache): WebhookOps {
       };
       rows.webhooks.delete(id);
       if (q.updateColumns("webhooks", id, patch.updatedAt, columns) === 0) return undefined;
-      if (patch.active !== undefined) parkDeliveries(q, id, patch.active, patch.updatedAt * 1000);
       return getWebhook(id);
     },
 
