@@ -84,6 +84,16 @@ class PacedBatches {
 /** Windows whose size the pruner remembers between sweeps (a forgotten one is counted again). */
 const sizesKept = 100_000;
 
+/**
+ * A window's size as the pruner knows it: `n` at most what it holds, and `arrived`, the events this node
+ * stored in it since the entry was made (what a visit adds for those stored after its count).
+ */
+interface WindowSize {
+  n: number;
+  arrived: number;
+  last?: EventIdKey | undefined;
+}
+
 export class EventPruner {
   readonly #d: PrunerDeps;
   readonly #touched = new Map<string, EventWindowKey>();
@@ -93,7 +103,7 @@ export class EventPruner {
    * rows, each second, was a cost PostgreSQL paid beside ingest). Events other nodes store are counted
    * by their own pruners, and by every sweep.
    */
-  readonly #sizes = new BoundedCache<string, { n: number; last?: EventIdKey | undefined }>(sizesKept);
+  readonly #sizes = new BoundedCache<string, WindowSize>(sizesKept);
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
   #lastSweepMs = Number.NEGATIVE_INFINITY;
@@ -110,7 +120,10 @@ export class EventPruner {
       const key = `${e.emitterId}\0${e.channel}`;
       this.#touched.set(key, e);
       const size = this.#sizes.get(key);
-      if (size) size.n++;
+      if (size) {
+        size.n++;
+        size.arrived++;
+      }
     });
     // Sources deleted through other nodes are found by this node's sweeps (or by theirs).
     deps.bus.on("source.deleted", ({ sourceId, remote }) => {
@@ -229,12 +242,17 @@ export class EventPruner {
     // What this pruner deleted last from the window: everything up to it is gone (events are only ever
     // added after it), so each batch seeks past it instead of walking what PostgreSQL keeps until vacuum.
     const known = this.#sizes.get(sizeKey);
-    const batches = new PacedBatches(store, key, retention.settings.pruneRate, known?.last);
+    // The entry events stored meanwhile count in: replacing it after the count lost those stored between
+    // the count and the visit's end, and a window so undercounted was left over its limit until the
+    // next sweep.
+    const size = known ?? { n: Number.POSITIVE_INFINITY, arrived: 0 };
+    if (!known) this.#sizes.set(sizeKey, size);
+    const batches = new PacedBatches(store, key, retention.settings.pruneRate, size.last);
     const more = () => {
       // More to go: the next pass goes on, after the other windows' turn.
       this.#touched.set(sizeKey, key);
       this.#behind = true;
-      this.#sizes.set(sizeKey, { n: known?.n ?? Number.POSITIVE_INFINITY, last: batches.after });
+      size.last = batches.after;
       return batches.deleted;
     };
     if (days !== undefined) {
@@ -242,8 +260,11 @@ export class EventPruner {
       while ((await batches.next(batch, { olderThanMs })) === batch)
         if (batches.count >= batchesPerVisit) return more();
     }
-    if (!sweeping && batches.deleted === 0 && known && known.n <= events) return 0;
-    // Newer events only add to the count meanwhile, so the oldest `excess` are never kept ones.
+    if (!sweeping && batches.deleted === 0 && size.n <= events) return 0;
+    // Newer events only add to the count meanwhile, so the oldest `excess` are never kept ones. Those
+    // this node stores from here on are added to what the count leaves (some twice: an overcount costs
+    // a count at the next visit, an undercount a window over its limit).
+    const arrivedBefore = size.arrived;
     let excess = (await store.countEvents(emitterId, channel)) - events;
     while (excess > 0) {
       if (batches.count >= batchesPerVisit) return more();
@@ -251,7 +272,8 @@ export class EventPruner {
       if (n === 0) break;
       excess -= n;
     }
-    this.#sizes.set(sizeKey, { n: events + Math.max(0, excess), last: batches.after });
+    size.n = events + Math.max(0, excess) + (size.arrived - arrivedBefore);
+    size.last = batches.after;
     return batches.deleted;
   }
 }
