@@ -1,9 +1,11 @@
 import assert from "node:assert/strict";
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { createRequire, syncBuiltinESMExports } from "node:module";
 import os from "node:os";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { test } from "node:test";
+import type { Worker } from "node:worker_threads";
 import type { EventRecord } from "../../src/domain/types.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
 import { ftsQuery } from "../../src/storage/sqlite/event-search.ts";
@@ -717,6 +719,98 @@ test("sqlite: a search thread idle for its idle time is stopped, and the next re
     assert.deepEqual(await backlog(), { pending: 0, due: 0 });
     assert.equal(threads.running, 1);
   } finally {
+    await threads.close();
+  }
+});
+
+/** A store file with its index, and the search threads over it. */
+async function searchThreadsOf(options: { threads?: number } = {}) {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  await openSqliteStorage({ dataDir }).close();
+  const file = path.join(dataDir, "fount.db");
+  return new SearchThreads(file, indexFileOf(file), options);
+}
+
+/** Settles with `p`'s outcome, or with "pending" when it has not settled within 10 s. */
+const within10s = (p: Promise<unknown>) =>
+  Promise.race([
+    p.then(
+      () => "resolved",
+      (err: { code?: string }) => `rejected: ${err.code}`,
+    ),
+    new Promise((resolve) => setTimeout(resolve, 10_000, "pending")).then(() => "pending"),
+  ]);
+
+test("sqlite: a read whose thread stopped before its snapshot fails at once as store_unavailable, never waits", async () => {
+  const threads = await searchThreadsOf();
+  const backlog = (snapshot: (begin: () => Promise<void>) => Promise<void>) =>
+    threads.read({ kind: "backlog", nowMs: 0 }, snapshot);
+  assert.deepEqual(await backlog((begin) => begin()), { pending: 0, due: 0 });
+  // The read holds the idle thread and waits for its turn (as at the store's lock) while the threads
+  // close: its snapshot fails at once, where posting to the stopped thread never had an answer.
+  let turn!: () => void;
+  const myTurn = new Promise<void>((resolve) => (turn = resolve));
+  const read = within10s(
+    backlog(async (begin) => {
+      await myTurn;
+      await begin();
+    }),
+  );
+  await threads.close();
+  turn();
+  assert.equal(await read, "rejected: store_unavailable");
+  assert.equal(await within10s(backlog((begin) => begin())), "rejected: store_unavailable");
+});
+
+test("sqlite: a search thread that crashes fails its read and is replaced once, within the threads' maximum", async () => {
+  // Every search thread started, to crash one as an uncaught error in it would.
+  const require = createRequire(import.meta.url);
+  const threadsModule = require("node:worker_threads") as { Worker: typeof Worker };
+  const Original = threadsModule.Worker;
+  const started: Worker[] = [];
+  threadsModule.Worker = class extends Original {
+    constructor(...args: ConstructorParameters<typeof Worker>) {
+      super(...args);
+      if (String(args[0]).includes("search-worker")) started.push(this);
+    }
+  };
+  syncBuiltinESMExports();
+  const threads = await searchThreadsOf({ threads: 2 });
+  try {
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const read = () =>
+      within10s(
+        threads.read({ kind: "backlog", nowMs: 0 }, async (begin) => {
+          await gate;
+          await begin();
+        }),
+      );
+    // Two reads hold both threads, waiting at the gate; two more wait for a thread.
+    const holding = [read(), read()];
+    for (let tries = 0; started.length < 2 || threads.running < 2; tries++) {
+      assert.ok(tries < 200, "both threads started");
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const waiting = [read(), read()];
+    // Within 10 s, or the test fails rather than wait for ever.
+    const crashed = within10s(new Promise((resolve) => started[0]!.on("exit", resolve)));
+    started[0]!.postMessage(null);
+    assert.equal(await crashed, "resolved");
+    // One crash ("error", then "exit"): one new thread for one waiting read, not one for each event.
+    assert.equal(started.length, 3);
+    assert.equal(threads.running, 2);
+    open();
+    assert.deepEqual(await Promise.all([...holding, ...waiting]), [
+      "rejected: store_unavailable",
+      "resolved",
+      "resolved",
+      "resolved",
+    ]);
+    assert.equal(started.length, 3);
+  } finally {
+    threadsModule.Worker = Original;
+    syncBuiltinESMExports();
     await threads.close();
   }
 });

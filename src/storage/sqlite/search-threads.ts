@@ -7,6 +7,7 @@
  * while the server goes on storing and answering.
  */
 import { Worker } from "node:worker_threads";
+import { StoreUnavailableError } from "../health.ts";
 import type {
   SearchQuery,
   SearchReply,
@@ -36,7 +37,11 @@ class SearchThread {
   readonly worker: Worker;
   readonly #pending = new Map<number, Pending>();
   #nextId = 1;
-  failed = false;
+  /** Why the thread stopped, once it did: a read started after that fails with it at once. */
+  failure: Error | undefined;
+  get failed(): boolean {
+    return this.failure !== undefined;
+  }
   /** Stopped for being idle: its exit fails nothing. */
   stopping = false;
   /**
@@ -64,8 +69,10 @@ class SearchThread {
       pending.begun(outcome instanceof Error ? outcome : undefined);
       pending.done(outcome);
     });
+    // A thread that dies of an error emits "error", then "exit": it fails once, and is replaced once.
     const fail = (err: Error) => {
-      this.failed = true;
+      if (this.failure) return;
+      this.failure = err;
       ready(err);
       for (const p of this.#pending.values()) {
         p.begun(err);
@@ -74,8 +81,10 @@ class SearchThread {
       this.#pending.clear();
       onFail(this);
     };
-    this.worker.on("error", fail);
-    this.worker.on("exit", (code) => fail(new Error(`A search thread stopped (${code})`)));
+    this.worker.on("error", (err) =>
+      fail(new StoreUnavailableError("a search thread stopped", { cause: err })),
+    );
+    this.worker.on("exit", (code) => fail(new StoreUnavailableError(`a search thread stopped (${code})`)));
   }
 
   /**
@@ -83,6 +92,13 @@ class SearchThread {
    * `result` with what it found.
    */
   start(query: SearchQuery): { begun: Promise<void>; result: Promise<Result> } {
+    // Stopped between the read's taking it and its turn at the lock (a crash, the store's close): posted
+    // to, it would never answer, and the read would hold the lock, and every store operation, for ever.
+    if (this.failure) {
+      const failed = Promise.reject(this.failure);
+      failed.catch(() => undefined);
+      return { begun: failed, result: failed };
+    }
     const id = this.#nextId++;
     let begun!: Pending["begun"];
     let done!: Pending["done"];
@@ -157,7 +173,7 @@ export class SearchThreads {
   }
 
   async #acquire(): Promise<SearchThread> {
-    if (this.#closed) throw new Error("The store is closed");
+    if (this.#closed) throw new StoreUnavailableError("the store is closed");
     const idle = this.#idle.pop();
     if (idle) {
       clearTimeout(this.#idleTimers.get(idle));
@@ -221,7 +237,7 @@ export class SearchThreads {
     this.#idle.length = 0;
     for (const timer of this.#idleTimers.values()) clearTimeout(timer);
     this.#idleTimers.clear();
-    for (const w of this.#waiting.splice(0)) w.reject(new Error("The store is closed"));
+    for (const w of this.#waiting.splice(0)) w.reject(new StoreUnavailableError("the store is closed"));
     await Promise.all(threads.map((t) => t.worker.terminate()));
   }
 }
