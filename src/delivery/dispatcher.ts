@@ -352,6 +352,10 @@ export class DeliveryDispatcher {
         { stopped },
       );
     }
+    // On PostgreSQL a batch that began while its listener was inactive commits after a change that made
+    // it active, whose unparking could not see the rows yet (uncommitted, locked) and left them parked
+    // until the dispatcher's once-a-minute look: one more unparking after the batches commit finds them.
+    if (parked > 0) this.unparkSoon();
     return parked;
   }
 
