@@ -92,6 +92,7 @@ export type EventOps = Pick<
   | "putEmitterClock"
   | "insertEvent"
   | "countEvents"
+  | "eventWindowCut"
   | "pruneEvents"
   | "nextEventWindow"
   | "listChannels"

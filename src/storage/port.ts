@@ -278,10 +278,8 @@ export interface StorageOps {
   updateSource(id: string, patch: SourcePatch): Promise<SourceRecord | undefined>;
   /**
    * Removes the source and what it owns: db, dedupe state, timers, event clock. Its events stay for the
-   * pruner (domain/events/pruner.ts), which keeps none of a source that no longer exists and deletes
-   * them in paced batches: one statement deleting a window of 1,000,000 held SQLite's one writer, and
-   * every other source's ingest, for 1.5 s. Nothing reads them meanwhile: every route to them reads the
-   * source first.
+   * pruner, which keeps none of a deleted source and deletes them in paced batches (one statement for a
+   * window of 1,000,000 held SQLite's one writer 1.5 s); every route to them reads the source first.
    */
   deleteSource(id: string): Promise<boolean>;
 
@@ -301,12 +299,11 @@ export interface StorageOps {
   nextTimerMs(): Promise<number | undefined>;
 
   // Events
-  /** The last event ID handed out for an emitter. */
   /**
    * An emitter's last event ID. `lock`: in a transaction, the clock row stays locked until it ends, so
    * that another node storing events of the same emitter waits (drivers with several writers).
    */
-  getEmitterClock(emitterId: string, lock?: boolean): Promise<{ ms: number; seq: number } | undefined>;
+  getEmitterClock(emitterId: string, lock?: boolean): Promise<EventIdKey | undefined>;
   putEmitterClock(emitterId: string, ms: number, seq: number): Promise<void>;
   /**
    * Stores an event; the pruner (`pruneEvents`) bounds its channel's window later. `reuseAt`, the
@@ -317,11 +314,14 @@ export interface StorageOps {
   /** How many events a channel holds now, pruned or not. */
   countEvents(emitterId: string, channel: string): Promise<number>;
   /**
-   * Deletes up to `limit` of a channel's oldest events: only those whose ID is older than `olderThanMs`,
-   * and only those after `after` (the `last` of the batch before: what came before it is gone, and on
-   * PostgreSQL waits for vacuum, so a batch that started from the channel's old end would walk over it
-   * again), and none newer than `upTo` (a range the API deletes). Returns how many it deleted, and the
-   * newest of them. The pruner calls it in small batches, each a short transaction.
+   * The newest event of a channel past its newest `keep` (none when it holds no more): the pruner deletes
+   * up to it. Later events are newer and others' deletes do not move it, so it never reaches a kept one.
+   */
+  eventWindowCut(emitterId: string, channel: string, keep: number): Promise<EventIdKey | undefined>;
+  /**
+   * Deletes up to `limit` of a channel's oldest events: older than `olderThanMs`, after `after` (the last
+   * batch's `last`: what came before is gone, and on PostgreSQL a walk from the old end steps over it until
+   * vacuum), none newer than `upTo` (a deleted range, a window's cut). Returns how many, and the newest.
    */
   pruneEvents(
     emitterId: string,

@@ -261,18 +261,19 @@ export class EventPruner {
         if (batches.count >= batchesPerVisit) return more();
     }
     if (!sweeping && batches.deleted === 0 && size.n <= events) return 0;
-    // Newer events only add to the count meanwhile, so the oldest `excess` are never kept ones. Those
-    // this node stores from here on are added to what the count leaves (some twice: an overcount costs
-    // a count at the next visit, an undercount a window over its limit).
+    // Deleted up to the window's cut, not a number counted at the start: others delete from the window
+    // too (a range the API deletes, PostgreSQL's trim of a small window as it stores, another node's
+    // pruner), and a count taken before their deletes took as many of the kept events after them. The
+    // events this node stores from here on are added to the size the visit leaves (some twice: an
+    // overcount costs a look at the next visit, an undercount a window over its limit).
     const arrivedBefore = size.arrived;
-    let excess = (await store.countEvents(emitterId, channel)) - events;
-    while (excess > 0) {
+    const cut = await store.eventWindowCut(emitterId, channel, events);
+    if (cut) {
       if (batches.count >= batchesPerVisit) return more();
-      const n = await batches.next(Math.min(batch, excess));
-      if (n === 0) break;
-      excess -= n;
+      while ((await batches.next(batch, { upTo: cut })) === batch)
+        if (batches.count >= batchesPerVisit) return more();
     }
-    size.n = events + Math.max(0, excess) + (size.arrived - arrivedBefore);
+    size.n = events + (size.arrived - arrivedBefore);
     size.last = batches.after;
     return batches.deleted;
   }

@@ -230,6 +230,16 @@ export function eventOps(q: Sql): EventOps {
         (r) => r.n as number,
       )) ?? 0,
 
+    // From the newest end, whatever the window's size: the old end holds the rows pruned before, which
+    // stay in the index until vacuum. As long a walk as the count the pruner took before, and no count.
+    eventWindowCut: (emitterId, channel, keep) =>
+      q.get(
+        `SELECT id_ms, id_seq FROM events WHERE emitter_id = $1 AND channel = $2
+         ORDER BY id_ms DESC, id_seq DESC OFFSET $3 LIMIT 1`,
+        [emitterId, channel, keep],
+        (r) => ({ ms: Number(r.id_ms), seq: Number(r.id_seq) }),
+      ),
+
     // The oldest `limit` by a forward scan of the primary key from `after` on, deleted by key.
     pruneEvents: async (emitterId, channel, limit, bounds = {}) => {
       const params: unknown[] = [emitterId, channel, limit];

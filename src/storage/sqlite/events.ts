@@ -149,6 +149,21 @@ export function eventOps(q: Sql, counts: WindowCounts, held: DeferredWrites): Ev
       return counts.of(q, emitterId, channel);
     },
 
+    // From the window's nearer end, as a listing finds its oldest kept event (`windowBounds`); the cached
+    // count and the walk are one step under the store's lock.
+    eventWindowCut: async (emitterId, channel, keep) => {
+      held.settle();
+      const stored = counts.of(q, emitterId, channel);
+      if (stored <= keep) return undefined;
+      const fromNewest = keep < stored - keep;
+      return q.get(
+        `SELECT id_ms, id_seq FROM events WHERE emitter_id = ? AND channel = ?
+         ORDER BY ${fromNewest ? "id_ms DESC, id_seq DESC" : "id_ms, id_seq"} LIMIT 1 OFFSET ?`,
+        [emitterId, channel, fromNewest ? keep : stored - keep - 1],
+        (r) => ({ ms: r.id_ms as number, seq: r.id_seq as number }),
+      );
+    },
+
     pruneEvents: async (emitterId, channel, limit, bounds = {}) => {
       held.settle();
       const params: SQLInputValue[] = [emitterId, channel];
