@@ -38,6 +38,23 @@ export function eventWindowContract(withStore: WithStore, unique: (prefix: strin
   };
   const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
 
+  withStore("a window's cut is its newest event past the newest `keep`, found from either end", async (s) => {
+    const { emitterId, event } = fixtures();
+    for (let n = 0; n < 10; n++) await s.insertEvent(event(n));
+    await s.insertEvent(event(1000, "other"));
+    // Few kept (found from the newest end on SQLite), most kept (from the oldest), all, and none.
+    assert.deepEqual(await s.eventWindowCut(emitterId, "", 3), { ms: 7, seq: 6 });
+    assert.deepEqual(await s.eventWindowCut(emitterId, "", 8), { ms: 7, seq: 1 });
+    assert.equal(await s.eventWindowCut(emitterId, "", 10), undefined);
+    assert.equal(await s.eventWindowCut(emitterId, "other", 1), undefined);
+    assert.deepEqual(await s.eventWindowCut(emitterId, "", 0), { ms: 7, seq: 9 });
+    // After a delete the cut counts what is left.
+    assert.deepEqual(await s.pruneEvents(emitterId, "", 2), { deleted: 2, last: { ms: 7, seq: 1 } });
+    assert.deepEqual(await s.eventWindowCut(emitterId, "", 3), { ms: 7, seq: 6 });
+    assert.deepEqual(await s.eventWindowCut(emitterId, "", 7), { ms: 7, seq: 2 });
+    assert.equal(await s.eventWindowCut(emitterId, "", 8), undefined);
+  });
+
   withStore("a window lists its newest `keep` until the pruner deletes the oldest, in batches", async (s) => {
     const { emitterId, event, seqs } = fixtures();
     for (let n = 0; n < 105; n++) await s.insertEvent(event(n));
