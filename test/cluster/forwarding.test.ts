@@ -344,7 +344,13 @@ test("hits sent on to the node a source moved to count in its owner's daily quot
   await new Promise((r) => setTimeout(r, 300));
   const manual = api(node("f2"), "POST", `/v1/sources/${id}/run`, { event: { manual: true } }, key);
   await new Promise((r) => setTimeout(r, 1_500));
-  const queued = await Promise.all([post(node("f1")), post(node("f1")), post(node("f1"))]);
+  const queuing = Promise.all([post(node("f1")), post(node("f1")), post(node("f1"))]);
+  // While the three wait on f1 (behind the slow hit, then the lease's move), none counts yet: counted
+  // on arrival at f1, they made the day look used up here (6) for a second or more.
+  await new Promise((r) => setTimeout(r, 500));
+  const meanwhile = await api(node("f3"), "GET", "/v1/users/me", undefined, key);
+  assert.ok(meanwhile.body.data.daily_invocations_used <= 3, JSON.stringify(meanwhile.body.data));
+  const queued = await queuing;
   assert.deepEqual([(await slow).status, ...queued.map((r) => r.status)], [201, 201, 201, 201]);
   assert.equal((await manual).status, 200);
   const me = await api(node("f3"), "GET", "/v1/users/me", undefined, key);
