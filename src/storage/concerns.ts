@@ -50,6 +50,7 @@ export type SubscriptionOps = Pick<
   | "listSubscriptions"
   | "deleteSubscriptions"
   | "deleteSubscriptionsOf"
+  | "deleteSubscriptionsBetween"
   | "upsertAutoSubscription"
   | "listAutoSubscriptions"
   | "resourceOwner"

@@ -39,10 +39,7 @@ export interface StorageCapabilities {
   listenNotify: boolean;
   /** Several processes can claim work rows concurrently (PostgreSQL FOR UPDATE SKIP LOCKED). */
   skipLocked: boolean;
-  /**
-   * Several Fount nodes may serve this store at once (PostgreSQL), so what they count together (API
-   * rate limits) is counted in it; one process serves a SQLite store and may count in memory.
-   */
+  /** Several nodes may serve it (PostgreSQL): what they count together (rate limits) is counted in it. */
   sharedByNodes: boolean;
 }
 
@@ -141,6 +138,8 @@ export interface DeliverySearch {
   event?: { emitterId: string; eventId: string };
   /** Only deliveries whose subscription (or replay) one of these owns: the caller's tenants. */
   ownerIds?: string[];
+  /** Only deliveries whose listener one of these owns (or which is gone): tenants that may see its URL. */
+  listenerOwnerIds?: string[];
   status?: DeliveryStatus;
   /** Created at or after this time (epoch ms). */
   sinceMs?: number;
@@ -223,6 +222,11 @@ export interface StorageOps {
   ): Promise<Subscription[]>;
   /** Removes every subscription naming this emitter or listener (the resource was deleted). */
   deleteSubscriptionsOf(resourceId: string): Promise<number>;
+  /**
+   * Removes the subscriptions and auto-subscriptions one of two tenants owns that name a resource of the
+   * other: what a member made between their own resources and an organization's, on leaving it.
+   */
+  deleteSubscriptionsBetween(a: string, b: string): Promise<number>;
   upsertAutoSubscription(rule: AutoSubscription): Promise<AutoSubscription>;
   listAutoSubscriptions(ownerIds: string[]): Promise<AutoSubscription[]>;
 
@@ -389,17 +393,13 @@ export interface StorageOps {
    */
   claimDeliveries(claim: DeliveryClaim): Promise<Delivery[]>;
   /**
-   * Gives back the claims `claimToken` holds among `ids` (a claim another node took since stays its):
-   * the dispatcher stopped, the destination was busy, or the listener was made inactive, whose deliveries
-   * are parked on the way (`parkDeliveries`).
+   * Gives back the claims `claimToken` holds among `ids` (one another node took since stays its); an
+   * inactive listener's are parked on the way (`parkDeliveries`).
    */
   releaseDeliveries(ids: string[], claimToken: string): Promise<void>;
   /** Releases the claims marked with `claimToken` (a crashed run of this node left them); returns how many. */
   resetDeliveryClaims(claimToken: string): Promise<number>;
-  /**
-   * Extends to `untilMs` the lease of the deliveries among `ids` that `claimToken` holds (those its
-   * dispatcher is working on; a claimed row it lost track of is left to run out); returns how many.
-   */
+  /** Extends to `untilMs` the lease of the deliveries among `ids` that `claimToken` holds; returns how many. */
   renewDeliveryClaims(claimToken: string, untilMs: number, ids: string[]): Promise<number>;
   /** Stores an attempt's result and releases the claim; false when the delivery no longer exists. */
   updateDelivery(id: string, patch: DeliveryPatch): Promise<boolean>;

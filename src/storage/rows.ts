@@ -42,6 +42,25 @@ export const ownedTables: Readonly<Record<string, string>> = {
   del: "deliveries",
 };
 
+/** The owner of the source, webhook or workflow whose ID `column` holds (NULL for a glob, or one gone). */
+export const ownerOf = (column: string): string =>
+  `coalesce(${["sources", "webhooks", "workflows"].map((t) => `(SELECT owner_id FROM ${t} WHERE id = ${column})`).join(", ")})`;
+
+/**
+ * The statements of `deleteSubscriptionsBetween`, for both drivers (`p1`, `p2`: their placeholders of the
+ * two tenants): a subscription's ends are owned by a source, webhook or workflow (a glob emitter by none).
+ */
+export function subscriptionsBetween(p1: string, p2: string): string[] {
+  const namesOther = (owner: string, other: string, columns: string[]) =>
+    `(owner_id = ${owner} AND ${other} IN (${columns.map(ownerOf).join(", ")}))`;
+  return [
+    `DELETE FROM subscriptions WHERE ${namesOther(p1, p2, ["emitter_id", "listener_id"])}
+       OR ${namesOther(p2, p1, ["emitter_id", "listener_id"])}`,
+    `DELETE FROM auto_subscriptions WHERE ${namesOther(p1, p2, ["listener_id"])}
+       OR ${namesOther(p2, p1, ["listener_id"])}`,
+  ];
+}
+
 /** A boolean column: SQLite's 0/1 or PostgreSQL's boolean. */
 const flag = (value: unknown): boolean => value === true || value === 1;
 

@@ -4,6 +4,7 @@
  */
 import { deliveryStatuses } from "../domain/types.ts";
 import type { DeliverySearch } from "./port.ts";
+import { ownerOf } from "./rows.ts";
 
 export function searchWhere(
   s: DeliverySearch,
@@ -39,6 +40,18 @@ export function searchWhere(
       const first = params.length + 1;
       params.push(...s.ownerIds);
       where.push(`owner_id IN (${s.ownerIds.map((_, i) => placeholder(first + i)).join(", ")})`);
+    }
+  }
+  if (s.listenerOwnerIds) {
+    if (s.listenerOwnerIds.length === 0) where.push("FALSE");
+    else {
+      // A listener gone since counts as the caller's: its deliveries stay theirs to look back on. The
+      // parameters in the order they are written (SQLite's `?` take them so).
+      const owners = [s.listenerOwnerIds[0]!, ...s.listenerOwnerIds].map((id) => {
+        params.push(id);
+        return placeholder(params.length);
+      });
+      where.push(`coalesce(${ownerOf("listener_id")}, ${owners[0]}) IN (${owners.slice(1).join(", ")})`);
     }
   }
   // Written out, not a parameter: `status = 'failed'` lets both engines use the failed index (SQLite

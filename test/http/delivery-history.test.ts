@@ -393,3 +393,82 @@ test("no route shows or replays another tenant's deliveries or events", async ()
   await dispatcher.drain();
   assert.equal(r.requests.filter((q) => q.json?.secret).length, 1, "nothing of the owner's was replayed");
 });
+
+test("a member who leaves an organization stops routing across it, and no longer sees its webhook through deliveries", async () => {
+  const alice = await server.createUser(`org-owner-${process.pid}`);
+  const mallory = await server.createUser(`org-leaver-${process.pid}`);
+  const made = await server.api("POST", "/v1/admin/orgs", {
+    body: { orgname: `leavers-${process.pid}`, owner_id: alice.id },
+  });
+  assert.equal(made.status, 200, made.text);
+  const org = made.body.data.id as string;
+  const joined = await server.api("POST", `/v1/admin/orgs/${org}/members`, { body: { user_id: mallory.id } });
+  assert.equal(joined.status, 200, joined.text);
+  const orgReceiver = await scripted(() => 200);
+  const herReceiver = await scripted(() => 200);
+  const orgHook = await server.api("POST", "/v1/webhooks", {
+    key: alice.key,
+    body: { url: orgReceiver.url, org_id: org },
+  });
+  assert.equal(orgHook.status, 200, orgHook.text);
+  const wo = orgHook.body.data.id as string;
+  const source = await deploySource(server, hookSourceCode, mallory.key);
+  const wm = (await createWebhook(server, herReceiver.url, mallory.key)).id;
+  // While a member: her source to the organization's webhook, the organization's sources to her
+  // webhook, rules for sources to come both ways, and a route of her own.
+  await subscribe(server, { emitter_id: source.id, listener_id: wo }, mallory.key);
+  await server.api("POST", "/v1/subscriptions", {
+    key: mallory.key,
+    body: { emitter_id: "dc_*", listener_id: wm, org_id: org },
+  });
+  for (const body of [
+    { listener_id: wo, event_name: "default" },
+    { listener_id: wm, org_id: org, event_name: "default" },
+  ]) {
+    const rule = await server.api("POST", "/v1/auto_subscriptions", { key: mallory.key, body });
+    assert.equal(rule.status, 200, rule.text);
+  }
+  const own = await subscribe(server, { emitter_id: source.id, listener_id: wm }, mallory.key);
+  await emit(source.endpoint, { n: 1 });
+  await dispatcher.drain();
+  assert.equal(orgReceiver.requests.length, 1);
+  const [event] = await entries(server, `/v1/sources/${source.id}`, undefined, mallory.key);
+  const eventDeliveries = `/v1/sources/${source.id}/events/${event.id}/deliveries`;
+  const before = await server.api("GET", eventDeliveries, { key: mallory.key });
+  const toOrg = before.body.data.find((d: any) => d.listener_id === wo);
+  assert.ok(toOrg, before.text);
+  assert.equal((await server.api("GET", `/v1/deliveries/${toOrg.id}`, { key: mallory.key })).status, 200);
+
+  const left = await server.api("DELETE", `/v1/admin/orgs/${org}/members?user_id=${mallory.id}`);
+  assert.equal(left.status, 200, left.text);
+  // Only her own route is left, on either side; a source she deploys now is routed to her webhook only.
+  const hers = await server.api("GET", "/v1/users/me/subscriptions", { key: mallory.key });
+  assert.deepEqual(
+    hers.body.data.map((s: any) => s.id),
+    [own.id],
+  );
+  const theirs = await server.api("GET", `/v1/orgs/${org}/subscriptions`, { key: alice.key });
+  assert.deepEqual(theirs.body.data, []);
+  const later = await deploySource(server, hookSourceCode, mallory.key);
+  const after = await server.api("GET", "/v1/users/me/subscriptions", { key: mallory.key });
+  assert.deepEqual(
+    after.body.data.map((s: any) => s.emitter_id),
+    [source.id],
+  );
+  await emit(source.endpoint, { n: 2 });
+  await emit(later.endpoint, { n: 3 });
+  await dispatcher.drain();
+  assert.equal(orgReceiver.requests.length, 1, "nothing more reached the organization's webhook");
+  // The delivery she made to the organization's webhook as a member stays hers, but no longer shows
+  // that webhook's URL and answers.
+  assertApiError(await server.api("GET", `/v1/deliveries/${toOrg.id}`, { key: mallory.key }), {
+    status: 404,
+    code: "not_found",
+  });
+  const listed = await server.api("GET", eventDeliveries, { key: mallory.key });
+  assert.deepEqual(
+    listed.body.data.map((d: any) => d.listener_id),
+    [wm],
+  );
+  assert.equal(listed.body.page_info.total_count, 1);
+});

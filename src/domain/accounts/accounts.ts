@@ -131,6 +131,9 @@ export class Accounts {
       if (org.ownerId === userId)
         throw new AppError("conflict", "The owner of an organization cannot be removed from it");
       if (!(await tx.deleteMember(orgId, userId))) throw notFound("Membership of", userId);
+      // What the member routed between their own resources and the organization's stops with the
+      // membership: its events would go on reaching a tenant that no longer shares them (either way).
+      await tx.deleteSubscriptionsBetween(userId, orgId);
     });
   }
 

@@ -140,9 +140,16 @@ export async function deliveryHistoryRoutes(app: FastifyInstance): Promise<void>
     return { data: renderDeliveryDetail(d, await store.listDeliveryAttempts([d.id])) };
   }
 
-  /** The delivery if the caller may see it: its owner (the subscription's or the replay's) is theirs. */
+  /**
+   * The delivery if the caller may see it: its owner (the subscription's or the replay's) is theirs, and
+   * so is its listener, unless it is gone. A member who left an organization still owns deliveries to its
+   * webhooks; their attempts show the webhook's URL and answers, which are no longer theirs to see.
+   */
   async function visibleDelivery(request: FastifyRequest, id: string): Promise<Delivery> {
-    return visibleOr404(request, await store.getDelivery(id), "Delivery", id);
+    const d = visibleOr404(request, await store.getDelivery(id), "Delivery", id);
+    const listenerOwner = await store.resourceOwner(d.listenerId);
+    if (listenerOwner !== undefined && !canSee(request, listenerOwner)) throw notFound("Delivery", id);
+    return d;
   }
 
   app.get(
@@ -249,8 +256,10 @@ export async function deliveryHistoryRoutes(app: FastifyInstance): Promise<void>
             event: { emitterId: source.id, eventId: event_id },
             listenerId: q.listener_id,
             // Another member's personal listener may have deliveries of an organization's event: those
-            // are theirs to see, with their URLs and answers.
+            // are theirs to see, with their URLs and answers. And the caller's own deliveries to a
+            // listener they can no longer see (an organization they left) are not shown.
             ownerIds: visibleOwners(request),
+            listenerOwnerIds: visibleOwners(request),
           },
           cursor,
         ),

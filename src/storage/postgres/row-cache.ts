@@ -113,7 +113,12 @@ export class RowCache {
 const writesOf: Record<CacheKind, ReadonlyArray<keyof StorageOps>> = {
   sources: ["insertSource", "updateSource", "deleteSource", "insertWorkflow", "deleteWorkflow"],
   users: ["insertUser"],
-  subscriptions: ["upsertSubscription", "deleteSubscriptions", "deleteSubscriptionsOf"],
+  subscriptions: [
+    "upsertSubscription",
+    "deleteSubscriptions",
+    "deleteSubscriptionsOf",
+    "deleteSubscriptionsBetween",
+  ],
   // A new key or organization is no stale row: misses are never kept, and a member joins by putMember.
   accounts: ["revokeApiKey", "putMember", "deleteMember"],
 };

@@ -1,7 +1,7 @@
 /** Subscriptions (emitter → listener routes), auto-subscriptions, and owners of resources by ID. */
 import type { Subscription } from "../../domain/types.ts";
 import type { SubscriptionOps } from "../concerns.ts";
-import { ownedTables, toAutoSubscription, toSubscription } from "../rows.ts";
+import { ownedTables, subscriptionsBetween, toAutoSubscription, toSubscription } from "../rows.ts";
 import type { Sql } from "./sql.ts";
 
 /**
@@ -64,6 +64,13 @@ export function subscriptionOps(q: Sql, remember = false): SubscriptionOps {
         (await q.run("DELETE FROM subscriptions WHERE emitter_id = $1 OR listener_id = $1", [resourceId])) +
         (await q.run("DELETE FROM auto_subscriptions WHERE listener_id = $1", [resourceId]))
       );
+    },
+
+    deleteSubscriptionsBetween: async (a, b) => {
+      changed();
+      let n = 0;
+      for (const sql of subscriptionsBetween("$1", "$2")) n += await q.run(sql, [a, b]);
+      return n;
     },
 
     upsertAutoSubscription: async (a) => {

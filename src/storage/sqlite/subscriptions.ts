@@ -5,7 +5,13 @@
  */
 import type { Subscription } from "../../domain/types.ts";
 import type { SubscriptionOps } from "../concerns.ts";
-import { deepFreeze, ownedTables, toAutoSubscription, toSubscription } from "../rows.ts";
+import {
+  deepFreeze,
+  ownedTables,
+  subscriptionsBetween,
+  toAutoSubscription,
+  toSubscription,
+} from "../rows.ts";
 import type { RowCache } from "./row-cache.ts";
 import { placeholders, type Sql } from "./sql.ts";
 
@@ -46,6 +52,11 @@ export function subscriptionOps(q: Sql, rows: RowCache): SubscriptionOps {
         q.run("DELETE FROM subscriptions WHERE emitter_id = ? OR listener_id = ?", [resourceId, resourceId]) +
         q.run("DELETE FROM auto_subscriptions WHERE listener_id = ?", [resourceId])
       );
+    },
+
+    deleteSubscriptionsBetween: async (a, b) => {
+      rows.matches.clear();
+      return subscriptionsBetween("?1", "?2").reduce((n, sql) => n + q.run(sql, [a, b]), 0);
     },
 
     upsertAutoSubscription: async (a) => {
