@@ -94,6 +94,12 @@ export class EndpointHosts {
    * `Path=/`) and on different host names (cookies are not scoped by port).
    */
   readonly scriptsMayRun: boolean;
+  /**
+   * Whether endpoints are on the console's host name (another port of it): cookies are not scoped by
+   * port, so a cookie an endpoint's answer sets would reach the console too, unless its `Path` keeps it
+   * to the endpoint (`cookieScope`).
+   */
+  readonly sharesConsoleHost: boolean;
 
   constructor(setting: string, publicUrl: string) {
     this.setting = setting;
@@ -104,10 +110,24 @@ export class EndpointHosts {
     const hostname = withoutRootDot(url.hostname);
     const sameName = hostname === withoutRootDot(consoleUrl.hostname);
     this.#withPort = !this.#pattern && sameName;
+    this.sharesConsoleHost = this.#withPort;
     this.scriptsMayRun = url.protocol === "https:" && consoleUrl.protocol === "https:" && !sameName;
     this.#defaultPort = url.protocol === "https:" ? ":443" : ":80";
     const host = this.#withPort && url.port ? `${hostname}:${url.port}` : hostname;
     this.#host = this.#pattern ? host.slice(2) : host;
+  }
+
+  /**
+   * The `Path` a cookie set by endpoint `id`'s answer is kept under (http/fount-cookies.ts,
+   * `componentCookie`): the endpoint's own path, `<base path>/e/<id>` (which a browser matches for it and
+   * what is under it only), wherever endpoints share a host name: with each other under a base URL (one
+   * tenant's cookie would otherwise go to every other tenant's endpoint, and be read there), and with the
+   * console on another port of its name (and reach the console: a few large ones made every console
+   * request too large to answer). Undefined with a pattern: each endpoint's host is its own, and its
+   * cookies, host-only, reach no other.
+   */
+  cookieScope(id: string): string | undefined {
+    return this.#pattern ? undefined : new URL(endpointUrlOf(this.setting, id)).pathname;
   }
 
   /**

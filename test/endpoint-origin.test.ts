@@ -6,7 +6,13 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { ConfigError, loadConfig } from "../src/config.ts";
 import { EndpointHosts, endpointUrlOf } from "../src/endpoint-origin.ts";
-import { isFountCookieName, setsFountCookie, withoutFountCookies } from "../src/http/fount-cookies.ts";
+import {
+  componentCookie,
+  componentCookies,
+  isFountCookieName,
+  setsFountCookie,
+  withoutFountCookies,
+} from "../src/http/fount-cookies.ts";
 
 test("unset, endpoints are PUBLIC_URL's host on a port of their own, PORT+1 by default", () => {
   const plain = loadConfig({});
@@ -139,4 +145,58 @@ test("Fount's cookie names, with their prefixes and in any case, are told apart 
   assert.equal(setsFountCookie("fount_x"), true);
   assert.equal(setsFountCookie("a=fount_session=x"), false);
   assert.equal(setsFountCookie("a; fount_session=x"), false);
+  // A nameless cookie is sent as its value alone, which reads as a cookie of that name.
+  assert.equal(setsFountCookie("=fount_session=attacker; Path=/v1"), true);
+  assert.equal(setsFountCookie(" =__Host-fount_session=x"), true);
+  assert.equal(setsFountCookie("=other=x"), false);
+});
+
+test("a component's cookie leaves host-only, kept to a scope when given; nameless ones and Fount's never leave", () => {
+  for (const refused of [
+    "=fount_session=x; Path=/v1",
+    "=x",
+    " = x",
+    "novalue",
+    "novalue; Path=/",
+    "fount_a=1",
+  ]) {
+    assert.equal(componentCookie(refused), undefined, refused);
+    assert.equal(componentCookie(refused, "/e/abc"), undefined, refused);
+  }
+  assert.equal(componentCookie("a=1; Path=/; Max-Age=9"), "a=1; Path=/; Max-Age=9");
+  assert.equal(componentCookie("a=1;Domain=example.com;Path=/"), "a=1; Path=/");
+  assert.equal(componentCookie("a=1; DOMAIN = .example.com ; Secure; domain=x"), "a=1; Secure");
+  assert.equal(componentCookie("a=1", "/e/abc"), "a=1; Path=/e/abc");
+  assert.equal(componentCookie("a=1; Path=/; Domain=x; HttpOnly", "/e/abc"), "a=1; HttpOnly; Path=/e/abc");
+  assert.equal(componentCookie("a=1; Path=/sub/x", "/e/abc"), "a=1; Path=/e/abc/sub/x");
+  // The last Path counts, as in a browser; one not starting with `/` stands for the default.
+  assert.equal(componentCookie("a=1; Path=/one; Path=/two", "/e/abc"), "a=1; Path=/e/abc/two");
+  assert.equal(componentCookie("a=1; Path=/one; Path=rel", "/e/abc"), "a=1; Path=/e/abc");
+  assert.equal(componentCookie("a=1; Path", "/e/abc"), "a=1; Path=/e/abc");
+  // A Path a browser would ignore (over 1024 bytes) is not made: the scope alone.
+  assert.equal(componentCookie(`a=1; Path=/${"p".repeat(1100)}`, "/e/abc"), "a=1; Path=/e/abc");
+  // A value that reads `name=` is the value of a named cookie: the browser sends `a=fount_session=x`.
+  assert.equal(componentCookie("a=fount_session=x"), "a=fount_session=x");
+  assert.deepEqual(componentCookies(["a=1", "=b", "fount_session=1"], "/e/x"), ["a=1; Path=/e/x"]);
+  assert.deepEqual(componentCookies("c=1; Domain=d"), ["c=1"]);
+});
+
+test("endpoints share the console's host name only on another port of the same name; cookies are scoped to an endpoint wherever endpoints share a host", () => {
+  const same = new EndpointHosts("http://127.0.0.1:8788", "http://127.0.0.1:8787");
+  assert.equal(same.sharesConsoleHost, true);
+  assert.equal(same.cookieScope("abc"), "/e/abc");
+  assert.equal(
+    new EndpointHosts("https://fount.example.com:8443", "https://fount.example.com.").cookieScope("a"),
+    "/e/a",
+  );
+  for (const [setting, publicUrl, scope] of [
+    ["https://hooks.example.net", "https://fount.example.com", "/e/abc"],
+    ["https://hooks.example.com/in", "https://example.com", "/in/e/abc"],
+    ["https://{id}.hooks.example.net", "https://fount.example.com", undefined],
+    ["http://localhost:8788", "http://127.0.0.1:8787", "/e/abc"],
+  ] as const) {
+    const hosts = new EndpointHosts(setting, publicUrl);
+    assert.equal(hosts.sharesConsoleHost, false, setting);
+    assert.equal(hosts.cookieScope("abc"), scope, setting);
+  }
 });

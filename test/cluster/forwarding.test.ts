@@ -59,8 +59,9 @@ test("a hit through a node that does not run the source is answered by the one t
   const first = await hit(node("f2"), source.path);
   assert.equal(first.status, 201);
   const direct = first.headers.getSetCookie();
-  // A component's answer sets no cookie of Fount's, forwarded or not.
-  assert.deepEqual(direct, ["a=1", "b=2"]);
+  // A component's answer sets no cookie of Fount's, forwarded or not, and (endpoints on the console's
+  // host name) its cookies are kept to the endpoint's path.
+  assert.deepEqual(direct, [`a=1; Path=${source.path}`, `b=2; Path=${source.path}`]);
   const forwardsBefore = await metric(node("f1"), "fount_endpoint_forwards_total");
   const hitsBefore = await metric(node("f2"), "fount_endpoint_hits_total", 'status="201"');
 

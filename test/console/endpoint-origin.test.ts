@@ -5,7 +5,9 @@
  * user is created, the script sees no cookie, the admin's session is intact and the stored event holds
  * no cookie of Fount's. The page is sandboxed (its script does not run); with the sandbox taken off on
  * the way (as a component opting out would have it), the separate origin and the console's CSRF rule
- * still hold. The console's "Send a test request", cross-origin now, sends no credentials.
+ * still hold. A tenant's answer that sets many large cookies (a cookie bomb: on the same host name
+ * they would make every console request too large to serve) leaves the console usable. The console's
+ * "Send a test request", cross-origin now, sends no credentials.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -142,7 +144,10 @@ test("a tenant's page opened by a signed-in admin acts as nobody; the admin's se
     cookies.find((c) => c.name === "__Host-fount_session"),
     undefined,
   );
-  assert.equal(cookies.find((c) => c.name === "tenant")?.value, "1");
+  // Kept to the endpoint's path: it does not go to the console's (same host name, another port).
+  const tenant = cookies.find((c) => c.name === "tenant");
+  assert.equal(tenant?.value, "1");
+  assert.equal(tenant?.path, new URL(endpoint).pathname);
 
   // The admin's console still acts as the admin.
   await page.goto(server.url);
@@ -160,6 +165,66 @@ test("a tenant's page opened by a signed-in admin acts as nobody; the admin's se
   assert.ok(stored.body.data.length >= 3, stored.text);
   assert.ok(!stored.text.includes("fount_session"), stored.text);
   assert.ok(!stored.text.includes(sessionBefore.value), stored.text);
+  assert.deepEqual(problems, []);
+  await context.close();
+});
+
+/** A source whose answer sets `count` cookies of about 4 KB each, for every path, for a year (a cookie bomb). */
+function bombCode(count: number): string {
+  return `export default {
+  key: "cookie-bomb",
+  name: "Cookie bomb",
+  version: "0.0.1",
+  type: "source",
+  props: { http: { type: "$.interface.http", customResponse: true } },
+  async run() {
+    const big = "x".repeat(3900);
+    const cookies = [];
+    for (let i = 0; i < ${count}; i++) cookies.push("t" + i + "=" + big + "; Path=/; Max-Age=31536000");
+    cookies.push("=fount_session=attacker; Path=/v1");
+    this.http.respond({ status: 200, headers: { "set-cookie": cookies }, body: "ok" });
+  },
+};
+`;
+}
+
+test("a tenant's endpoint that sets many large cookies leaves the console of whoever opens it usable", {
+  skip,
+}, async () => {
+  const { server, browser } = suite;
+  const mallory = await server.createUser("mallory-bomb");
+  const made = await server.api("POST", "/v1/sources", {
+    key: mallory.key,
+    body: { component_code: bombCode(8), name: "cookie-bomb" },
+  });
+  assert.equal(made.status, 200, made.text);
+  const endpoint = made.body.data.endpoint_url as string;
+  // The default setup: the endpoints on another port of the console's host name, so cookies are shared.
+  assert.equal(new URL(endpoint).hostname, new URL(server.url).hostname);
+
+  const context = await browser.newContext();
+  const { page, problems } = await openPage(context);
+  await signIn(page, server.url, adminKey);
+  await page.getByRole("heading", { name: "Sources", level: 1 }).waitFor({ timeout: wait });
+
+  const victim = await context.newPage();
+  assert.equal((await victim.goto(endpoint))?.status(), 200);
+  await victim.close();
+  // The browser took them all: about 31 KB of cookies.
+  const bombs = (await context.cookies()).filter((c) => /^t\d$/.test(c.name));
+  assert.equal(bombs.length, 8);
+
+  // The console still loads, signed in (it answered 413 to everything before), and the API answers.
+  assert.equal((await page.goto(server.url))?.status(), 200);
+  await page.getByRole("heading", { name: "Sources", level: 1 }).waitFor({ timeout: wait });
+  const me = (await page.evaluate(async () => {
+    const res = await fetch("/v1/users/me");
+    return { status: res.status, body: await res.json() };
+  })) as { status: number; body: { data: { username: string } } };
+  assert.equal(me.status, 200, JSON.stringify(me.body));
+  assert.equal(me.body.data.username, "admin");
+  // Each is kept to the endpoint's path, where the endpoint alone gets them.
+  for (const c of bombs) assert.equal(c.path, new URL(endpoint).pathname, c.name);
   assert.deepEqual(problems, []);
   await context.close();
 });

@@ -184,10 +184,13 @@ test("a component's answer never sets, replaces or clears Fount's cookies; its o
     },
   });
   assert.equal(res.status, 200);
+  // On the console's host name (this server's), each is kept to the endpoint's path
+  // (test/http/endpoint-cookies.test.ts).
+  const scope = new URL(told.endpoint_url).pathname;
   assert.deepEqual(res.headers.getSetCookie(), [
-    "keep=1; Path=/",
-    "other=2; Expires=Wed, 21 Oct 2037 07:28:00 GMT",
-    "late=3",
+    `keep=1; Path=${scope}`,
+    `other=2; Expires=Wed, 21 Oct 2037 07:28:00 GMT; Path=${scope}`,
+    `late=3; Path=${scope}`,
   ]);
   assert.equal(res.headers.get("clear-site-data"), null);
   const only = await tell(told.endpoint_url, { headers: { "set-cookie": "fount_session=attacker" } });

@@ -34,15 +34,22 @@ export interface SessionToken {
   expiresAt: number;
 }
 
-/** The value of one cookie in a Cookie header, or undefined. */
+/**
+ * The value of one cookie in a Cookie header, or undefined: also when the name is there more than once.
+ * A browser sends every cookie of that name it holds for the request (another path's, another host's of
+ * the domain, a nameless one whose value reads `name=…`), the longest path first, and which is whose
+ * cannot be told: a cookie planted to shadow the session must not choose whose session the request has.
+ */
 export function readCookie(header: string | undefined, name: string): string | undefined {
   if (!header) return undefined;
+  let value: string | undefined;
   for (const part of header.split(";")) {
     const eq = part.indexOf("=");
-    if (eq < 0) continue;
-    if (part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+    if (eq < 0 || part.slice(0, eq).trim() !== name) continue;
+    if (value !== undefined) return undefined;
+    value = part.slice(eq + 1).trim();
   }
-  return undefined;
+  return value;
 }
 
 const safeMethods = new Set(["GET", "HEAD", "OPTIONS"]);

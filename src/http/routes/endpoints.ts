@@ -35,7 +35,7 @@ import type { HttpResponse } from "../../runtime/types.ts";
 import type { Services } from "../../services.ts";
 import { contextText, type Span, tracing } from "../../tracing.ts";
 import { bearerToken } from "../conventions.ts";
-import { setsFountCookie, withoutFountCookies } from "../fount-cookies.ts";
+import { componentCookies, withoutFountCookies } from "../fount-cookies.ts";
 import { endHitSpan, startHitSpan, type TracedHit } from "../hit-span.ts";
 import { toAppError } from "../plugins/errors.ts";
 import { logAnswer } from "../request-log.ts";
@@ -238,11 +238,11 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
   };
 
   /**
-   * A component's answer, as it wrote it but for what no source may send: framing (the server's), cookies
-   * of Fount's names, `Clear-Site-Data`, and the sandbox (kept, beside any policy of its own, unless it
-   * opts out where that is safe: `EndpointHosts.scriptsMayRun`).
+   * Endpoint `id`'s answer as its component wrote it, but for what no source may send: framing, cookies
+   * of Fount's names or none, cookies that reach past the endpoint (`componentCookie`), `Clear-Site-Data`,
+   * and the sandbox (kept, beside any policy of its own, unless it opts out where safe: `scriptsMayRun`).
    */
-  const componentAnswer = (base: Record<string, string>, r: HttpResponse): HitAnswer => {
+  const componentAnswer = (base: Record<string, string>, r: HttpResponse, id: string): HitAnswer => {
     const headers: Record<string, string | string[]> = { ...base };
     // Headers of these names may come in several spellings and values; each value is a line of its own.
     const cookies: string[] = [];
@@ -250,9 +250,8 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
     for (const [k, v] of Object.entries(r.headers)) {
       const name = k.toLowerCase();
       if (refusedAnswerHeaders.has(name)) continue;
-      if (name === "set-cookie") {
-        for (const value of Array.isArray(v) ? v : [v]) if (!setsFountCookie(value)) cookies.push(value);
-      } else if (name === "content-security-policy") policies.push(...(Array.isArray(v) ? v : [v]));
+      if (name === "set-cookie") cookies.push(...componentCookies(v, origin().cookieScope(id)));
+      else if (name === "content-security-policy") policies.push(...(Array.isArray(v) ? v : [v]));
       else headers[name] = v;
     }
     if (cookies.length > 0) headers["set-cookie"] = cookies;
@@ -378,7 +377,7 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
           onRespond: (r) => {
             if (responded) return;
             responded = true;
-            reply(componentAnswer(base, r));
+            reply(componentAnswer(base, r, endpointId));
           },
         },
       );
@@ -414,7 +413,7 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
         ),
       );
     }
-    if (result.response) return reply(componentAnswer(base, result.response));
+    if (result.response) return reply(componentAnswer(base, result.response, endpointId));
     if (result.customResponse) return reply({ status: 204, headers: base, body: null });
     base["content-type"] = jsonType;
     reply({ status: 200, headers: base, body: successBody });
