@@ -304,6 +304,27 @@ test("component code that drives a socket handle itself is still refused, and ca
   }
 });
 
+test("a name FOUNT_EXECUTOR_ALLOW_HOSTS allows is resolved by the system, never by a lookup the component gives", async () => {
+  // The executor's own check alone (no per-uid firewall), as without root or nftables.
+  const server = await startServer(
+    { executorIsolateUsers: false },
+    { FOUNT_EXECUTOR_ALLOW_HOSTS: "inside.example" },
+  );
+  try {
+    // The component's lookup answers loopback for the allowed name: taken at its word, that address was
+    // approved for the executor from then on, every port, plain connects included.
+    const named = await probe(server, `host=inside.example&port=${port}&lookup=127.0.0.1`);
+    assert.notEqual(named.outcome, "connected", named.message);
+    const udpOutcomes = await probeUdp(server);
+    assert.notEqual(udpOutcomes["name resolving to loopback"], "sent");
+    assert.ok(!(await datagramsReceived()).includes("name resolving to loopback"));
+    const plain = await probe(server, `host=127.0.0.1&port=${port}`);
+    assert.equal(plain.outcome, "EGRESS_REFUSED", plain.message);
+  } finally {
+    await server.close();
+  }
+});
+
 test("without per-uid isolation the executor's own check still refuses loopback", async () => {
   const server = await startServer({ executorIsolateUsers: false });
   try {

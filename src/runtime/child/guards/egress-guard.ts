@@ -47,6 +47,14 @@ interface Policy {
   approve(ip: string): void;
 }
 
+/**
+ * The system's name lookup as it was before any component loaded. An allowed name is resolved with it,
+ * never with a lookup the caller supplies (or `dns.lookup` as a component may have replaced it): the
+ * addresses an allowed name resolves to are approved for the handles, so a lookup of the component's own
+ * would approve any address it liked, loopback and the cloud's metadata service included.
+ */
+const systemLookup = dns.lookup;
+
 export function installEgressGuard(rules: EgressRules): void {
   const policy = compile(rules);
   // The native prototypes are found through Node's own modules, before those are wrapped.
@@ -181,7 +189,7 @@ function guardSocketConnect(policy: Policy): void {
             typeof options.lookup === "function" ? options.lookup : dns.lookup
           ) as typeof dns.lookup;
           if (policy.nameAllowed(bare)) {
-            options.lookup = approvingLookup(lookup, policy);
+            options.lookup = approvingLookup(systemLookup, policy);
           } else if (isIP(bare) !== 0) {
             if (!policy.addressAllowed(bare, port))
               return fail(this, refusedMessage("connect to", bare, bare));
@@ -224,7 +232,10 @@ function guardedLookup(lookup: typeof dns.lookup, allowed: (ip: string) => boole
   }) as typeof dns.lookup;
 }
 
-/** The lookup of a name FOUNT_EXECUTOR_ALLOW_HOSTS allows: its addresses are allowed to the handles too. */
+/**
+ * The lookup of a name FOUNT_EXECUTOR_ALLOW_HOSTS allows (`systemLookup`, whatever the caller gave): its
+ * addresses are allowed to the handles too.
+ */
 function approvingLookup(lookup: typeof dns.lookup, policy: Policy): typeof dns.lookup {
   return ((hostname: string, opts: dns.LookupOptions, callback: (...a: unknown[]) => void) => {
     lookup(hostname, opts, (err: Error | null, address: unknown, family?: number) => {
@@ -277,8 +288,18 @@ function guardDatagramLookups(udp: object, policy: Policy): void {
         (own as UdpLookup)(address, (err, ip, family) => {
           if (err || typeof ip !== "string") return callback(err, ip, family);
           const name = typeof address === "string" && address !== "" ? address : ip;
-          if (name !== ip && policy.nameAllowed(name)) policy.approve(ip);
-          else if (!policy.addressAllowed(ip)) {
+          if (name !== ip && policy.nameAllowed(name)) {
+            // The socket's lookup may be the component's own: an address of an allowed name counts as
+            // one only when the system's lookup of the name finds it too (`systemLookup`).
+            return systemLookup(name, { all: true }, (failed, found) => {
+              if (failed) return callback(failed);
+              if (found.some((a) => a.address === ip)) policy.approve(ip);
+              else if (!policy.addressAllowed(ip))
+                return callback(refusedError(refusedMessage("send datagrams to", name, ip)));
+              callback(null, ip, family);
+            });
+          }
+          if (!policy.addressAllowed(ip)) {
             return callback(refusedError(refusedMessage("send datagrams to", name, ip)));
           }
           callback(null, ip, family);
