@@ -126,8 +126,12 @@ export class AddressPolicy {
   };
 }
 
+/**
+ * The refusal a tenant reads in its delivery's `last_error`. For a name, not the address it resolved to:
+ * which private address an internal name has is the operator's network, not the tenant's to map.
+ */
 function refused(hostname: string, ip: string): DestinationRefusedError {
-  const where = hostname === ip ? ip : `${hostname} (${ip})`;
+  const where = hostname === ip ? ip : `${hostname} (it resolves to a non-public address)`;
   return new DestinationRefusedError(
     `refused to connect to ${where}: loopback, private and link-local addresses are not allowed as delivery destinations; ` +
       "set FOUNT_WEBHOOK_ALLOW_PRIVATE=true or list the host in FOUNT_WEBHOOK_ALLOW_HOSTS to allow it",
