@@ -28,6 +28,10 @@ test("loopback, private, link-local, unique-local and reserved addresses are not
     "::ffff:10.0.0.1",
     "64:ff9b::a00:1",
     "2002:a00:1::",
+    "::ffff:0:7f00:1",
+    "64:ff9b:1::a00:1",
+    "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+    "192.88.99.1",
     "not-an-ip",
   ];
   for (const ip of notPublic) assert.equal(isPublicAddress(ip), false, ip);
