@@ -133,6 +133,26 @@ test("no BroadcastChannel: it would carry messages between the realms of an owne
   });
 });
 
+test("descriptors, signals and V8 flags: a component reaches only the files it opened, and no other process", async () => {
+  const prober = await hostile("descriptors.mjs");
+  const res = await hit(prober.endpoint, { method: "POST" });
+  assert.equal(res.status, 200, res.text);
+  assert.deepEqual((await emitted(server, prober.id, attacker.key)).at(-1), {
+    // fd 3 is the executor's channel to the server: written, it would answer for its siblings.
+    writeChannel: "ERR_ACCESS_DENIED",
+    fstatChannel: "ERR_ACCESS_DENIED",
+    writeFileChannel: "ERR_ACCESS_DENIED",
+    streamChannel: "ERR_ACCESS_DENIED",
+    ttyChannel: "ERR_ACCESS_DENIED",
+    killParent: "EPERM",
+    nativesSyntax: "ERR_ACCESS_DENIED",
+    ownFile: "done",
+    afterClose: "ERR_ACCESS_DENIED",
+  });
+  // The probe, a sibling in the same executor, still answers.
+  await probeAnswers(2);
+});
+
 test("an $emit after run returned lands on $errors with a clear message", async () => {
   const late = await hostile("late-emit.mjs");
   assert.equal((await hit(late.endpoint, { method: "POST" })).status, 200);

@@ -8,6 +8,7 @@
  * Imports only node: built-ins and files of child/, bundled with it (child/README.md).
  */
 import { installEgressGuard } from "../guards/egress-guard.ts";
+import { installFdGuard } from "../guards/fd-guard.ts";
 import type { ToChild } from "../protocol.ts";
 import { forgetSource, onBatch } from "./batches.ts";
 import { installFatalHandlers } from "./errors.ts";
@@ -27,6 +28,9 @@ if (init.egress) installEgressGuard(init.egress);
 const answerApi = init.pipedreamApi
   ? installPipedreamApi(init.pipedreamApi.bodyLimit, (id, request) => send({ t: "api", id, request }))
   : undefined;
+// Descriptors are the process's: the IPC channel to the server and other realms' files are not the
+// component's (guards/fd-guard.ts). Before the sandbox's globals, whose export sync covers it.
+installFdGuard();
 installSandboxGlobals();
 installFatalHandlers();
 

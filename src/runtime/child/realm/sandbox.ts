@@ -7,6 +7,7 @@
 import { setSourceMapsSupport, syncBuiltinESMExports } from "node:module";
 import os from "node:os";
 import util from "node:util";
+import v8 from "node:v8";
 import workerThreads from "node:worker_threads";
 import type { LogEntry } from "../../types.ts";
 import { currentInvocation, init } from "./state.ts";
@@ -89,6 +90,20 @@ export function installSandboxGlobals(): void {
     configurable: false,
     enumerable: false,
   });
+
+  // V8's flags at run time: `--allow-natives-syntax` would hand component code V8's internals (the
+  // operator's own flags drop it for that reason, v8-flags.ts), and a larger heap would lift the realm's
+  // cap. No component needs them.
+  v8.setFlagsFromString = () => {
+    throw accessDenied();
+  };
+  // Signals go to this process only: without per-uid isolation the server and every other owner's
+  // executor run as the same user, and a signal would stop or freeze them.
+  const kill = process.kill.bind(process);
+  process.kill = (pid: number, signal?: string | number) => {
+    if (pid !== process.pid) throw Object.assign(new Error("kill EPERM"), { code: "EPERM", syscall: "kill" });
+    return kill(pid, signal);
+  };
 
   Object.defineProperty(process, "env", {
     value: envProxy,
