@@ -296,6 +296,48 @@ test("export streams every matching event as NDJSON that round-trips to the even
   );
 });
 
+test("an export of large events reads pages sized to them, and still round-trips every event", async () => {
+  const user = await server.createUser(`search-big-${process.pid}`);
+  const source = await deploySource(
+    server,
+    `export default { name: "big", version: "1", async run(e) {
+      for (let i = 0; i < e.n; i++) this.$emit({ i, pad: "x".repeat(e.size) });
+    } }`,
+    user.key,
+  );
+  const run = await server.api("POST", `/v1/sources/${source.id}/run`, {
+    key: user.key,
+    body: { event: { n: 100, size: 200_000 } },
+  });
+  assert.equal(run.status, 200, run.text);
+  const { store } = server.built.services;
+  const asked: number[] = [];
+  const searchEvents = store.searchEvents;
+  store.searchEvents = (search, page) => {
+    if (search.emitterId === source.id) asked.push(page.limit);
+    return searchEvents(search, page);
+  };
+  try {
+    const res = await fetch(`${server.url}/v1/sources/${source.id}/events/export`, {
+      headers: { authorization: `Bearer ${user.key}` },
+    });
+    assert.equal(res.status, 200);
+    const lines = (await res.text()).trimEnd().split("\n");
+    assert.deepEqual(
+      lines.map((l) => JSON.parse(l).event.i),
+      Array.from({ length: 100 }, (_, k) => 99 - k),
+    );
+  } finally {
+    store.searchEvents = searchEvents;
+  }
+  // 200 KB events: a first page of 50, then about 8 MB a page (41 events), never 500 (100 MB in memory).
+  assert.equal(asked[0], 50);
+  assert.ok(
+    asked.slice(1).every((n) => n >= 10 && n <= 45),
+    JSON.stringify(asked),
+  );
+});
+
 test("a replay of a search counts, then sends exactly the matching events, marked as a replay", async () => {
   const { user, source } = await stocked();
   const r = await scripted(() => 200);

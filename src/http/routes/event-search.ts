@@ -17,8 +17,17 @@ import { searchParams } from "../event-search-params.ts";
 import { eventListQuery, eventListResponse } from "./source-events.ts";
 import { sourceIdParams, visibleSource } from "./sources.ts";
 
-/** Events read from the store per page of an export. */
+/** Events read from the store per page of an export, at most. */
 const exportPage = 500;
+/**
+ * About how many bytes of NDJSON a page of an export holds: its next page asks for as many events as
+ * fit, by the last page's average (at least 10). Events may be 1 MiB each, and a page is in memory
+ * whole while it is written: 500 of them a page, a few exports whose readers stopped reading took the
+ * server past its heap and down.
+ */
+const exportPageBytes = 8 * 1024 * 1024;
+/** Lines are handed to the response in chunks of about this many characters, one chunk buffered. */
+const exportChunkChars = 1024 * 1024;
 
 /** A stored channel (`$in`, the queue of pending deliveries, has no stored events to search). */
 const storedChannel = Type.Optional(
@@ -44,13 +53,26 @@ const crossSourceQuery = Type.Object(
 /** Every event of a search, newest first, as NDJSON lines of event summaries (untruncated). */
 async function* ndjsonLines(store: Storage, search: EventSearch): AsyncGenerator<string> {
   let after: EventKey | undefined;
+  // The first page small, until the events' size is known.
+  let limit = 50;
   for (;;) {
-    const page = await store.searchEvents(search, { limit: exportPage, after });
-    if (page.items.length > 0)
-      yield page.items.map((e) => `${JSON.stringify(renderEvent(e, true))}\n`).join("");
+    const page = await store.searchEvents(search, { limit, after });
+    let chunk = "";
+    let chars = 0;
+    for (const e of page.items) {
+      const line = `${JSON.stringify(renderEvent(e, true))}\n`;
+      chars += line.length;
+      chunk += line;
+      if (chunk.length >= exportChunkChars) {
+        yield chunk;
+        chunk = "";
+      }
+    }
+    if (chunk) yield chunk;
     const last = page.items.at(-1);
-    if (!last || page.items.length < exportPage) return;
+    if (!last || page.items.length < limit) return;
     after = { ms: last.idMs, seq: last.idSeq, emitterId: last.emitterId };
+    limit = Math.max(10, Math.min(exportPage, Math.floor(exportPageBytes / (chars / page.items.length))));
   }
 }
 
@@ -132,7 +154,8 @@ export async function eventSearchRoutes(app: FastifyInstance): Promise<void> {
       // Every parameter is read before the first byte, so that a bad one is still a 400.
       const search = searchOf(request, { emitterId: source.id }, request.query as SearchPageQuery);
       reply.type("application/x-ndjson; charset=utf-8");
-      return reply.send(Readable.from(ndjsonLines(store, search)));
+      // One chunk waits for a reader that stopped reading, not sixteen: the generator reads no further.
+      return reply.send(Readable.from(ndjsonLines(store, search), { highWaterMark: 1 }));
     },
   );
 }
