@@ -6,6 +6,7 @@
 import type { FastifyRequest } from "fastify";
 import { normalizeChannel } from "../domain/events/channels.ts";
 import { formatEventId, parseEventId } from "../domain/events/event-ids.ts";
+import type { Retention } from "../domain/events/retention.ts";
 import { AppError, invalidParameter } from "../errors.ts";
 import type { EventKey, EventSearch } from "../storage/event-search.ts";
 import type { Storage } from "../storage/port.ts";
@@ -41,6 +42,34 @@ export function searchOf(request: FastifyRequest, scope: SearchScope, p: SearchP
   if (p.event_name === "$in")
     throw invalidParameter("event_name", "The $in queue cannot be searched: search a stored channel");
   return { ...scope, channel: normalizeChannel(p.event_name), ...parseSearch(p, visibleOwners(request)) };
+}
+
+/**
+ * A one-source search kept to what the source keeps: its channel's window (newest `keep`, none older than
+ * its age), as listings read it. Events past it stay in the store until the pruner reaches them (seconds,
+ * up to a minute for an age); an export or a replay must not send them. Searches of pages do not take
+ * it: the cut is a walk of `keep` index entries on PostgreSQL, each search.
+ */
+export async function withinWindow(
+  store: Storage,
+  retention: Retention,
+  search: EventSearch,
+): Promise<EventSearch> {
+  if (search.emitterId === undefined) return search;
+  const window = await retention.windowOf(store, search.emitterId, search.channel);
+  const cut = await store.eventWindowCut(search.emitterId, search.channel, window.keep);
+  const sinceMs =
+    window.sinceMs === undefined
+      ? search.sinceMs
+      : Math.max(search.sinceMs ?? window.sinceMs, window.sinceMs);
+  return { ...search, ...(sinceMs !== undefined ? { sinceMs } : {}), ...(cut ? { newerThan: cut } : {}) };
+}
+
+/** Whether `withinWindow`'s bounds keep the event `e` of its emitter. */
+export function keptBy(search: EventSearch, e: { idMs: number; idSeq: number }): boolean {
+  if (search.sinceMs !== undefined && e.idMs < search.sinceMs) return false;
+  const cut = search.newerThan;
+  return !cut || e.idMs > cut.ms || (e.idMs === cut.ms && e.idSeq > cut.seq);
 }
 
 /** The cursor of an event in a scope's order. */

@@ -30,6 +30,8 @@ export interface EventSearch {
   sinceMs?: number;
   /** Events before this time (epoch ms), by their ID. */
   untilMs?: number;
+  /** With `emitterId`: only events past this one, the window's cut (what retention keeps; `withinWindow`). */
+  newerThan?: { ms: number; seq: number };
   /** Only events with a delivery in this status whose subscription (or replay) one of `ownerIds` owns. */
   delivery?: { status: DeliveryStatus; ownerIds: string[] };
 }
@@ -144,6 +146,7 @@ export function commonConditions(
   where.push(`e.channel = ${p(s.channel)}`);
   if (s.sinceMs !== undefined) where.push(`e.id_ms >= ${p(s.sinceMs)}`);
   if (s.untilMs !== undefined) where.push(`e.id_ms < ${p(s.untilMs)}`);
+  if (s.newerThan) where.push(`(e.id_ms, e.id_seq) > (${p(s.newerThan.ms)}, ${p(s.newerThan.seq)})`);
   if (page.after)
     where.push(
       `(e.id_ms, e.id_seq, e.emitter_id) < (${p(page.after.ms)}, ${p(page.after.seq)}, ${p(page.after.emitterId)})`,

@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { deploy, FakeClock, startClockServer } from "../fixtures/components/fixtures.ts";
-import { startServer, type TestServer } from "../helpers.ts";
+import { adminKey, startServer, type TestServer } from "../helpers.ts";
 import { assertApiError } from "./openapi-walk.ts";
 
 const burst = `export default { name: "burst", version: "1", async run(e) {
@@ -245,6 +245,52 @@ test("the pruner keeps within FOUNT_RETENTION_PRUNE_RATE: a pause after each bat
       Array.from({ length: 101 }, (_, k) => 999 - k),
     );
   });
+});
+
+test("events past the window that the pruner has not reached are neither exported, replayed nor shown", async () => {
+  // A pruner that does not come back within the test: what the window dropped stays in the store.
+  const idle = await startServer(
+    {},
+    { ...env, FOUNT_RETENTION_PRUNE_MS: "3600000", FOUNT_RETENTION_SWEEP_MS: "3600000" },
+  );
+  try {
+    const s = await deploy(idle, { component_code: burst, retention: { events: 200 } } as never);
+    await run(idle, s.id, { n: 200, from: 0 });
+    const put = await idle.api("PUT", `/v1/sources/${s.id}`, { body: { retention: { events: 150 } } });
+    assert.equal(put.status, 200, put.text);
+    assert.equal(await idle.built.services.store.countEvents(s.id, ""), 200, "nothing pruned yet");
+    const kept = await everyEvent(idle, s.id);
+    assert.equal(kept.length, 150);
+    const exported = await fetch(`${idle.url}/v1/sources/${s.id}/events/export`, {
+      headers: { authorization: `Bearer ${adminKey}` },
+    });
+    const lines = (await exported.text()).trimEnd().split("\n");
+    assert.deepEqual(
+      lines.map((l) => JSON.parse(l).event.i),
+      kept.map((e) => e.event.i),
+    );
+    const hook = await idle.api("POST", "/v1/webhooks", { body: { url: "https://example.com/h" } });
+    const listener_id = hook.body.data.id;
+    const dry = await idle.api("POST", `/v1/sources/${s.id}/events/replay`, {
+      body: { listener_id, dry_run: true },
+    });
+    assert.equal(dry.body.data.matching, 150, dry.text);
+    // The oldest kept event, and the one just past the window.
+    const oldestKept = kept.at(-1).id;
+    const stored = await idle.built.services.store.listEvents(s.id, { channel: "", limit: 200 });
+    const dropped = stored.items[150]!.id;
+    const one = (eventId: string) =>
+      idle.api("POST", `/v1/sources/${s.id}/events/${eventId}/replay`, { body: { listener_id } });
+    assert.equal((await idle.api("GET", `/v1/sources/${s.id}/events/${oldestKept}`)).status, 200);
+    assert.equal((await one(oldestKept)).status, 200);
+    assertApiError(await idle.api("GET", `/v1/sources/${s.id}/events/${dropped}`), {
+      status: 404,
+      code: "not_found",
+    });
+    assertApiError(await one(dropped), { status: 404, code: "not_found" });
+  } finally {
+    await idle.close();
+  }
 });
 
 test("a deleted source's events are deleted by the pruner in paced batches, not by its DELETE", async () => {

@@ -21,6 +21,7 @@ import {
   visibleOwners,
 } from "../conventions.ts";
 import { eventEntrySchema, renderEvent } from "../event-entries.ts";
+import { keptBy, withinWindow } from "../event-search-pages.ts";
 import {
   deliveriesPage,
   deliveryFields,
@@ -129,7 +130,7 @@ export function renderDeliveryDetail(d: Delivery, attempts: DeliveryAttempt[]): 
 }
 
 export async function deliveryHistoryRoutes(app: FastifyInstance): Promise<void> {
-  const { store } = app.fount;
+  const { store, retention } = app.fount;
   const query = Type.Object(commonParams, { additionalProperties: false });
   const detailResponse = {
     200: Type.Object({ data: Type.Partial(deliveryDetailSchema) }),
@@ -208,7 +209,10 @@ export async function deliveryHistoryRoutes(app: FastifyInstance): Promise<void>
       const { id, event_id } = request.params as { id: string; event_id: string };
       const source = await visibleSource(app, request, id);
       const event = await store.getEvent(source.id, event_id);
-      if (!event) throw notFound("Event", event_id);
+      // One past its channel's window is no longer kept, though the pruner has not deleted it yet.
+      const window =
+        event && (await withinWindow(store, retention, { emitterId: source.id, channel: event.channel }));
+      if (!event || !window || !keptBy(window, event)) throw notFound("Event", event_id);
       return { data: renderEvent(event, true) };
     },
   );

@@ -12,7 +12,7 @@ import type { EventKey, EventSearch } from "../../storage/event-search.ts";
 import type { Storage } from "../../storage/port.ts";
 import { actingOwner, commonParams, errorResponses, principal } from "../conventions.ts";
 import { renderEvent } from "../event-entries.ts";
-import { type SearchPageQuery, searchOf, searchPage } from "../event-search-pages.ts";
+import { type SearchPageQuery, searchOf, searchPage, withinWindow } from "../event-search-pages.ts";
 import { searchParams } from "../event-search-params.ts";
 import { eventListQuery, eventListResponse } from "./source-events.ts";
 import { sourceIdParams, visibleSource } from "./sources.ts";
@@ -77,7 +77,7 @@ async function* ndjsonLines(store: Storage, search: EventSearch): AsyncGenerator
 }
 
 export async function eventSearchRoutes(app: FastifyInstance): Promise<void> {
-  const { store } = app.fount;
+  const { store, retention } = app.fount;
   const tags = ["events"];
   const description =
     "Newest first across the sources; each entry's metadata.emitter_id names its source. q, where, since, until, event_name and delivery_status as on a source's event_summaries (docs/streams.md, \"Searching events\"); cursors are <event ID>:<source ID>.";
@@ -152,7 +152,11 @@ export async function eventSearchRoutes(app: FastifyInstance): Promise<void> {
       const { id } = request.params as { id: string };
       const source = await visibleSource(app, request, id);
       // Every parameter is read before the first byte, so that a bad one is still a 400.
-      const search = searchOf(request, { emitterId: source.id }, request.query as SearchPageQuery);
+      const search = await withinWindow(
+        store,
+        retention,
+        searchOf(request, { emitterId: source.id }, request.query as SearchPageQuery),
+      );
       reply.type("application/x-ndjson; charset=utf-8");
       // One chunk waits for a reader that stopped reading, not sixteen: the generator reads no further.
       return reply.send(Readable.from(ndjsonLines(store, search), { highWaterMark: 1 }));

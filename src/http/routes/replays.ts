@@ -9,7 +9,7 @@ import { eventsInRange, maxReplayedEvents, replayEvents } from "../../delivery/r
 import { channelPattern } from "../../domain/events/channels.ts";
 import { invalidParameter, notFound } from "../../errors.ts";
 import { actingOwner, canSee, commonParams, errorResponses, params } from "../conventions.ts";
-import { searchOf } from "../event-search-pages.ts";
+import { keptBy, searchOf, withinWindow } from "../event-search-pages.ts";
 import { type SearchInput, searchParams } from "../event-search-params.ts";
 import { sourceEventParams } from "./delivery-history.ts";
 import { sourceIdParams, visibleSource } from "./sources.ts";
@@ -39,7 +39,7 @@ interface BulkReplay extends SearchInput {
 }
 
 export async function replayRoutes(app: FastifyInstance): Promise<void> {
-  const { store, clock, dispatcher } = app.fount;
+  const { store, clock, dispatcher, retention } = app.fount;
   const tags = ["events"];
 
   /** The listener if the caller may see it; unknown and foreign look the same. */
@@ -68,7 +68,10 @@ export async function replayRoutes(app: FastifyInstance): Promise<void> {
       const source = await visibleSource(app, request, id);
       const listener = await visibleListener(request, p.listener_id);
       const event = await store.getEvent(source.id, event_id);
-      if (!event) throw notFound("Event", event_id);
+      // One past its channel's window is no longer kept, though the pruner has not deleted it yet.
+      const window =
+        event && (await withinWindow(store, retention, { emitterId: source.id, channel: event.channel }));
+      if (!event || !window || !keptBy(window, event)) throw notFound("Event", event_id);
       const { replayId, deliveries } = await replayEvents(store, {
         ownerId,
         listenerId: listener,
@@ -109,7 +112,7 @@ export async function replayRoutes(app: FastifyInstance): Promise<void> {
       const ownerId = actingOwner(request, p.org_id);
       const source = await visibleSource(app, request, id);
       // The event search's own reading of q, where, since, until and delivery_status.
-      const search = searchOf(request, { emitterId: source.id }, p);
+      const search = await withinWindow(store, retention, searchOf(request, { emitterId: source.id }, p));
       const listener = await visibleListener(request, p.listener_id);
       const { events, more } = await eventsInRange(store, search, maxReplayedEvents);
       if (more)
