@@ -13,6 +13,7 @@ import type { Storage } from "../storage/port.ts";
 import { visibleOwners } from "./conventions.ts";
 import { renderEvent } from "./event-entries.ts";
 import { parseSearch, type SearchInput } from "./event-search-params.ts";
+import { inSearchTurn } from "./search-turns.ts";
 
 /** The query of a search page. */
 export interface SearchPageQuery extends SearchInput {
@@ -106,12 +107,9 @@ export async function searchPage(
   const after = parseCursor(scope, p.after, "after");
   const before = parseCursor(scope, p.before, "before");
   // One event past the page tells whether anything older follows (toward newer items, the cursor's does).
-  const page = await store.searchEvents(search, {
-    limit: before ? limit : limit + 1,
-    after,
-    before,
-    count: true,
-  });
+  const page = await inSearchTurn(request, () =>
+    store.searchEvents(search, { limit: before ? limit : limit + 1, after, before, count: true }),
+  );
   const items = page.items.slice(0, limit);
   const more = before ? items.length > 0 : page.items.length > limit;
   const first = items[0];

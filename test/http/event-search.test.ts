@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import type { DeliveryDispatcher } from "../../src/delivery/dispatcher.ts";
+import { maxSearchesPerAccount, searchTurnWaitMs } from "../../src/http/search-turns.ts";
 import {
   createWebhook,
   deliveries,
@@ -336,6 +337,31 @@ test("an export of large events reads pages sized to them, and still round-trips
     asked.slice(1).every((n) => n >= 10 && n <= 45),
     JSON.stringify(asked),
   );
+
+  // Exports nobody reads hold the account's search turns: its next search is a 429, another account's
+  // is answered, and a cut export gives its turn back.
+  const exports = Array.from({ length: maxSearchesPerAccount[store.driver] }, () => new AbortController());
+  for (const controller of exports) {
+    const res = await fetch(`${server.url}/v1/sources/${source.id}/events/export`, {
+      headers: { authorization: `Bearer ${user.key}` },
+      signal: controller.signal,
+    });
+    assert.equal(res.status, 200);
+  }
+  const mine = () => server.api("GET", "/v1/users/me/event_summaries?q=xxx", { key: user.key });
+  // It waits for a turn, 10 s at most, then answers 429.
+  const started = Date.now();
+  assertApiError(await mine(), { status: 429, code: "rate_limited" });
+  assert.ok(Date.now() - started >= searchTurnWaitMs - 50);
+  const other = await server.createUser(`search-turns-${process.pid}`);
+  assert.equal(
+    (await server.api("GET", "/v1/users/me/event_summaries?q=xxx", { key: other.key })).status,
+    200,
+  );
+  // One that waits gets the turn a cut export gives back.
+  const waiting = mine();
+  for (const controller of exports) controller.abort();
+  assert.equal((await waiting).status, 200);
 });
 
 test("a replay of a search counts, then sends exactly the matching events, marked as a replay", async () => {

@@ -14,6 +14,7 @@ import { actingOwner, commonParams, errorResponses, principal } from "../convent
 import { renderEvent } from "../event-entries.ts";
 import { type SearchPageQuery, searchOf, searchPage, withinWindow } from "../event-search-pages.ts";
 import { searchParams } from "../event-search-params.ts";
+import { takeSearchTurn } from "../search-turns.ts";
 import { eventListQuery, eventListResponse } from "./source-events.ts";
 import { sourceIdParams, visibleSource } from "./sources.ts";
 
@@ -157,6 +158,8 @@ export async function eventSearchRoutes(app: FastifyInstance): Promise<void> {
         retention,
         searchOf(request, { emitterId: source.id }, request.query as SearchPageQuery),
       );
+      // The whole export is one of the account's searches, until its response ends or is cut.
+      reply.raw.once("close", await takeSearchTurn(request));
       reply.type("application/x-ndjson; charset=utf-8");
       // One chunk waits for a reader that stopped reading, not sixteen: the generator reads no further.
       return reply.send(Readable.from(ndjsonLines(store, search), { highWaterMark: 1 }));

@@ -11,6 +11,7 @@ import { invalidParameter, notFound } from "../../errors.ts";
 import { actingOwner, canSee, commonParams, errorResponses, params } from "../conventions.ts";
 import { keptBy, searchOf, withinWindow } from "../event-search-pages.ts";
 import { type SearchInput, searchParams } from "../event-search-params.ts";
+import { inSearchTurn } from "../search-turns.ts";
 import { sourceEventParams } from "./delivery-history.ts";
 import { sourceIdParams, visibleSource } from "./sources.ts";
 
@@ -114,7 +115,9 @@ export async function replayRoutes(app: FastifyInstance): Promise<void> {
       // The event search's own reading of q, where, since, until and delivery_status.
       const search = await withinWindow(store, retention, searchOf(request, { emitterId: source.id }, p));
       const listener = await visibleListener(request, p.listener_id);
-      const { events, more } = await eventsInRange(store, search, maxReplayedEvents);
+      const { events, more } = await inSearchTurn(request, () =>
+        eventsInRange(store, search, maxReplayedEvents),
+      );
       if (more)
         throw invalidParameter(
           "since",
