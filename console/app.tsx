@@ -168,6 +168,11 @@ function Shell({ session, onSignedOut }: { session: Session; onSignedOut: () => 
 function Page({ route, orgId, session }: { route: string; orgId: string | undefined; session: Session }) {
   const parts = route.split("/").filter(Boolean);
   const key = `${route}|${orgId ?? ""}`;
+  // Every part after the first goes into an API path: an ID, a slug or an event ID, nothing else. A
+  // link with `..\admin\users\…#` in it (the URL parser reads `\` as `/`) once sent the admin's
+  // session to a path of the link's choosing, past the console's CSRF header.
+  if (parts.slice(1).some((part) => !/^[A-Za-z0-9_-]+$/.test(part)))
+    return <SourcesPage key={key} orgId={orgId} />;
   if (parts[0] === "new") return <NewSourcePage key={key} orgId={orgId} />;
   if (parts[0] === "sources" && parts[1] && parts[2] === "events" && parts[3])
     return <EventPage key={key} sourceId={parts[1]} eventId={parts[3]} />;

@@ -411,3 +411,26 @@ test("the Events stream resumes after a dropped connection, with nothing lost or
   for (const socket of open) socket.destroy();
   await new Promise((r) => relay.close(r));
 });
+
+test("a console link whose route parts are not IDs opens the sources, and calls no API path of its choosing", {
+  skip,
+}, async () => {
+  const victim = await suite.server.createUser("route-victim");
+  const keys = async () =>
+    (await suite.server.api("GET", `/v1/admin/users/${victim.id}/keys`)).body.data.length as number;
+  const before = await keys();
+  const context = await suite.browser.newContext({ viewport: { width: 1000, height: 700 } });
+  const { page } = await openPage(context);
+  await signIn(page, adminKey);
+  const called: string[] = [];
+  page.on("request", (r) => called.push(new URL(r.url()).pathname));
+  // `\` reads as `/` and `#` ends the path: the webhook page's calls would go to the admin's keys.
+  await page.goto(`${suite.server.url}/#/webhooks/..\\admin\\users\\${victim.id}\\keys#`);
+  await page.getByRole("heading", { name: "Sources", level: 1 }).waitFor({ timeout: wait });
+  assert.deepEqual(
+    called.filter((p) => p.includes("/admin/")),
+    [],
+  );
+  assert.equal(await keys(), before);
+  await context.close();
+});
