@@ -6,6 +6,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { AppError } from "../errors.ts";
+import { invalidJsonMessage } from "../http/plugins/errors.ts";
 import { jsonTextTooDeep, maxBodyDepth } from "../runtime/child/guards/json-depth.ts";
 
 /**
@@ -28,10 +29,7 @@ export function registerJsonBodies(app: FastifyInstance): void {
     try {
       done(null, parseDroppingProto(text));
     } catch (err) {
-      done(
-        new AppError("invalid_json", `The request body is not valid JSON: ${(err as Error).message}`),
-        undefined,
-      );
+      done(new AppError("invalid_json", invalidJsonMessage(err as Error)), undefined);
     }
   });
   app.addHook("preValidation", (request, _reply, done) => {

@@ -3,7 +3,7 @@
  * profile, and each `[name]` section another profile. Edits keep the user's comments, order and unknown
  * keys; the file is written atomically with mode 0600 because it holds API keys.
  */
-import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 
@@ -165,7 +165,9 @@ export class ConfigFile {
   write(): void {
     mkdirSync(path.dirname(this.path), { recursive: true, mode: 0o700 });
     const temp = `${this.path}.${process.pid}.tmp`;
-    writeFileSync(temp, this.toString(), { mode: 0o600 });
+    // A new file: one planted at that name (a link, in a folder others may write) is refused, not written through.
+    rmSync(temp, { force: true });
+    writeFileSync(temp, this.toString(), { mode: 0o600, flag: "wx" });
     // The umask may have narrowed the mode only; make sure no group or other bits survive.
     chmodSync(temp, 0o600);
     renameSync(temp, this.path);

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { deploy, events, fixture, hit } from "../fixtures/components/fixtures.ts";
-import { startServer, type TestServer } from "../helpers.ts";
+import { adminKey, startServer, type TestServer } from "../helpers.ts";
 import { assertApiError, unique } from "./openapi-walk.ts";
 
 let server: TestServer;
@@ -118,4 +118,19 @@ test("a component that emits or stores a value nested too deep gets $errors, nev
   assert.ok(stored.status < 500, stored.text);
   const after = await events(server, source.id, "$errors", owner.key);
   assert.match(after[0]?.event.error.message ?? "", /db\.set\("deep"\): the value nests deeper than 512/);
+});
+
+test("a body that is not JSON gets a 400 saying where it failed, never the text around it, a secret maybe", async () => {
+  for (const body of ['{"api_key": fnt_Vr09al8secretsecret}', '{"token": "abc", ACMECREDTOKEN', "{\n  a"]) {
+    const res = await fetch(`${server.url}/v1/webhooks`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" },
+      body,
+    });
+    const answer = (await res.json()) as { code: string; error: string };
+    assert.equal(res.status, 400, body);
+    assert.equal(answer.code, "invalid_json");
+    assert.match(answer.error, /^The request body is not valid JSON/);
+    assert.doesNotMatch(answer.error, /fnt_|secret|ACME|"a/, answer.error);
+  }
 });

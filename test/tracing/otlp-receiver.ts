@@ -17,6 +17,8 @@ export interface ReceivedSpan {
   attributes: Record<string, Attribute>;
   /** 0 unset, 1 ok, 2 error. */
   status: number;
+  /** The status's message ("" when none). */
+  statusMessage: string;
   /** The resource's attributes (service.name…). */
   resource: Record<string, Attribute>;
 }
@@ -74,6 +76,7 @@ export class OtlpReceiver {
                 kind: s.kind,
                 attributes: plain(s.attributes),
                 status: s.status?.code ?? 0,
+                statusMessage: s.status?.message ?? "",
                 resource,
               });
         }

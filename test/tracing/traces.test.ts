@@ -163,6 +163,24 @@ test("a delivery to a listener source continues the trace: its attempt's span is
   one(spans, "fount.commit", listenerRun);
 });
 
+test("a run that throws is an error span with its code, never the thrown text, which may quote a secret", async () => {
+  const thrower = await deploySource(
+    server,
+    `export default { name: "thrower", version: "1", props: { http: "$.interface.http" },
+      async run() { throw new Error("upstream said: token=sk_live_do_not_export"); } }`,
+  );
+  const res = await fetch(thrower.endpoint, { method: "POST", body: "{}" });
+  await res.arrayBuffer();
+  await traces.flush();
+  const run = await otlp.waitFor((spans) =>
+    spans.find((s) => s.name === "fount.run" && s.attributes["fount.source_id"] === thrower.id),
+  );
+  assert.equal(run.status, 2);
+  assert.equal(typeof run.attributes["error.type"], "string");
+  assert.equal(run.statusMessage, "");
+  assert.doesNotMatch(JSON.stringify(otlp.spans), /sk_live_do_not_export/);
+});
+
 test("with traces off, nothing is exported and no delivery carries a traceparent", async () => {
   const source = await deploySource(server, hookSourceCode);
   const hook = await createWebhook(server, hooks.url);

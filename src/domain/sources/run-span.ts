@@ -17,12 +17,13 @@ export function startRunSpan(sourceId: string, trigger: string, parent: SpanCont
   );
 }
 
-/** Ends a run's (or a commit's) span: `error`, the error the run ended with, or what was thrown. */
-export function endRunSpan(span: Span, error?: { code?: unknown; message?: unknown }): void {
-  if (error) {
-    const code = typeof error.code === "string" ? error.code : "_OTHER";
-    failSpan(span, code, typeof error.message === "string" ? error.message : undefined);
-  }
+/**
+ * Ends a run's (or a commit's) span: `error`, the error the run ended with, or what was thrown. Its code
+ * only: what a component throws often quotes what an API answered it, and leaves the server for the
+ * trace backend with nothing else of the run (docs/operations.md, "What leaves the server").
+ */
+export function endRunSpan(span: Span, error?: { code?: unknown }): void {
+  if (error) failSpan(span, typeof error.code === "string" ? error.code : "_OTHER");
   span.end();
 }
 

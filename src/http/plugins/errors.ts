@@ -78,13 +78,21 @@ export function toAppError(err: unknown): AppError {
     case "FST_ERR_CTP_EMPTY_JSON_BODY":
       return new AppError("invalid_json");
   }
-  if (e instanceof SyntaxError)
-    return new AppError("invalid_json", `The request body is not valid JSON: ${e.message}`);
+  if (e instanceof SyntaxError) return new AppError("invalid_json", invalidJsonMessage(e));
   const status = e.statusCode;
   if (status && status >= 400 && status < 500) {
     return new AppError(byStatus[status] ?? "invalid_parameter", e.message || undefined, { cause: err });
   }
   return new AppError("internal", undefined, { cause: err });
+}
+
+/**
+ * What a JSON body's parse error says: where it failed, never the text around it, which V8 quotes (a key
+ * or a token sent unquoted reached the answer and the request's log line: `..."api_key": fnt_Vr09al8"...`).
+ */
+export function invalidJsonMessage(err: Error): string {
+  const at = /at position \d+(?: \(line \d+ column \d+\))?/.exec(err.message)?.[0];
+  return `The request body is not valid JSON${at ? ` (${at})` : ""}`;
 }
 
 /** Sends `err` as the answer; `thrown`: what failed, for the request's log line (http/request-log.ts). */
