@@ -1,6 +1,7 @@
 /**
  * How many event searches (a page with `q` or `where`, a search across sources, an export, a bulk
- * replay's reading) one account runs at once on this node, the rest answered 429. A search is priced by
+ * replay's reading) one account runs at once on this node; the rest wait their turn, then answer 429.
+ * A search is priced by
  * the time it holds the store, not by requests: on SQLite two search threads serve every account, and
  * one account's dozen costly searches in flight held another's 110 ms search for 11.6 s (a review). One
  * at a time there, so that an account never holds both threads; on PostgreSQL, whose backends run

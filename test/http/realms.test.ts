@@ -148,6 +148,8 @@ test("descriptors, signals and V8 flags: a component reaches only the files it o
     nativesSyntax: "ERR_ACCESS_DENIED",
     ownFile: "done",
     afterClose: "ERR_ACCESS_DENIED",
+    handleByNumber: "done",
+    afterHandleClose: "ERR_ACCESS_DENIED",
   });
   // The probe, a sibling in the same executor, still answers.
   await probeAnswers(2);

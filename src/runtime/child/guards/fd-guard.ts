@@ -79,7 +79,17 @@ export function installFdGuard(): void {
   const promisesOpen = fs.promises.open;
   fs.promises.open = async (...args: Parameters<typeof fs.promises.open>) => {
     const handle = await promisesOpen(...args);
-    own.add(handle.fd);
+    const fd = handle.fd;
+    own.add(fd);
+    // A closed handle's number is another open's next: no longer this realm's. (`close` is the handle's own.)
+    const close = handle.close;
+    handle.close = async () => {
+      try {
+        return await Reflect.apply(close, handle, []);
+      } finally {
+        own.delete(fd);
+      }
+    };
     return handle;
   };
   for (const name of ["close", "closeSync"]) {
