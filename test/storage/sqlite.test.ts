@@ -814,3 +814,34 @@ test("sqlite: a search thread that crashes fails its read and is replaced once, 
     await threads.close();
   }
 });
+
+test("sqlite: a search that runs past its time on its thread is stopped, and answers store_unavailable", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  const store = openSqliteStorage({ dataDir });
+  const search = { emitterId: "dc_kept", channel: "", text: ["jane"] };
+  try {
+    // A word every one of 40,000 events holds, counted: tens of milliseconds on its thread.
+    await store.transaction(async (tx) => {
+      for (let n = 0; n < 40_000; n++) await tx.insertEvent({ ...event(n), event: { n, word: "jane" } });
+    });
+    // Indexed by the store's own first search.
+    assert.equal((await store.searchEvents(search, { limit: 1, count: true })).totalCount, 40_000);
+  } finally {
+    await store.close();
+  }
+  const file = path.join(dataDir, "fount.db");
+  const threads = new SearchThreads(file, indexFileOf(file), { readTimeoutMs: 1 });
+  try {
+    const read = threads.read({ kind: "events", search, page: { limit: 1, count: true } }, (begin) =>
+      begin(),
+    );
+    await assert.rejects(read, (err: { code?: string; message: string }) => {
+      assert.equal(err.code, "store_unavailable");
+      assert.match(err.message, /took longer than 0\.001 s/);
+      return true;
+    });
+    assert.equal(threads.running, 0, "the stopped thread is not kept");
+  } finally {
+    await threads.close();
+  }
+});

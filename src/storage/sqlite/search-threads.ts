@@ -22,6 +22,13 @@ type Result = SearchResults[SearchQuery["kind"]];
 const defaultThreads = 2;
 
 /**
+ * A read that runs longer on its thread is stopped, and answers 503 `store_unavailable`: as
+ * PostgreSQL's statement timeout bounds a search there, so that no search holds a thread, which every
+ * account shares, without end (a million events' worst search takes 1.5 to 2 s).
+ */
+const defaultReadTimeoutMs = 30_000;
+
+/**
  * A thread with no read for this long is stopped: each holds about 24 MB of the server's memory (its
  * isolate, its modules and its connection's cache), and the next read after a quiet spell waits for a
  * new one's start (150 to 450 ms here) instead.
@@ -44,6 +51,8 @@ class SearchThread {
   }
   /** Stopped for being idle: its exit fails nothing. */
   stopping = false;
+  /** Fails what the thread runs with `err`, and stops it (a read past its time). */
+  readonly abort: (err: Error) => void;
   /**
    * Resolves once the thread has loaded its modules and opened the store: a read waits for it before it
    * takes the store's lock, which a thread's start (about 150 ms) would otherwise hold.
@@ -80,6 +89,10 @@ class SearchThread {
       }
       this.#pending.clear();
       onFail(this);
+    };
+    this.abort = (err) => {
+      fail(err);
+      void this.worker.terminate();
     };
     this.worker.on("error", (err) =>
       fail(new StoreUnavailableError("a search thread stopped", { cause: err })),
@@ -131,16 +144,22 @@ export class SearchThreads {
   /** The stop timer of each idle thread. */
   readonly #idleTimers = new Map<SearchThread, NodeJS.Timeout>();
   readonly #idleMs: number;
+  readonly #readTimeoutMs: number;
   #closed = false;
 
   constructor(
     storeFile: string,
     indexFile: string,
-    options: { threads?: number | undefined; idleMs?: number | undefined } = {},
+    options: {
+      threads?: number | undefined;
+      idleMs?: number | undefined;
+      readTimeoutMs?: number | undefined;
+    } = {},
   ) {
     this.#data = { storeFile, indexFile };
     this.#max = Math.max(1, options.threads ?? defaultThreads);
     this.#idleMs = options.idleMs ?? defaultIdleMs;
+    this.#readTimeoutMs = options.readTimeoutMs ?? defaultReadTimeoutMs;
   }
 
   /** Threads running now, busy or idle. */
@@ -166,7 +185,16 @@ export class SearchThreads {
         await started.begun;
       });
       if (!result) throw new Error("A search thread's read was never begun");
-      return (await result) as SearchResults[K];
+      const limit = this.#readTimeoutMs;
+      const timer = setTimeout(
+        () => thread.abort(new StoreUnavailableError(`the search took longer than ${limit / 1000} s`)),
+        limit,
+      );
+      try {
+        return (await result) as SearchResults[K];
+      } finally {
+        clearTimeout(timer);
+      }
     } finally {
       this.#release(thread);
     }
