@@ -364,6 +364,19 @@ test("an export of large events reads pages sized to them, and still round-trips
   assert.equal((await waiting).status, 200);
 });
 
+test("more than 20 where conditions is a 400 that says so", async () => {
+  const { user, source } = await stocked();
+  const wheres = Array.from({ length: 21 }, (_, i) => `where=body.n:${i}`).join("&");
+  const res = await server.api("GET", `/v1/sources/${source.id}/event_summaries?${wheres}`, {
+    key: user.key,
+  });
+  assertApiError(res, { status: 400, code: "invalid_parameter" });
+  assert.match(res.body.error, /at most 20 where conditions \(got 21\)/);
+  const twenty = Array.from({ length: 20 }, () => "where=body.text:x").join("&");
+  const ok = await server.api("GET", `/v1/sources/${source.id}/event_summaries?${twenty}`, { key: user.key });
+  assert.equal(ok.status, 200, ok.text);
+});
+
 test("a replay of a search counts, then sends exactly the matching events, marked as a replay", async () => {
   const { user, source } = await stocked();
   const r = await scripted(() => 200);
