@@ -299,18 +299,25 @@ test("export streams every matching event as NDJSON that round-trips to the even
 
 test("an export of large events reads pages sized to them, and still round-trips every event", async () => {
   const user = await server.createUser(`search-big-${process.pid}`);
-  const source = await deploySource(
-    server,
-    `export default { name: "big", version: "1", async run(e) {
-      for (let i = 0; i < e.n; i++) this.$emit({ i, pad: "x".repeat(e.size) });
-    } }`,
-    user.key,
-  );
-  const run = await server.api("POST", `/v1/sources/${source.id}/run`, {
+  // 60 MB in all: an export nobody reads (below) stays open, well past what socket buffers take in.
+  const made = await server.api("POST", "/v1/sources", {
     key: user.key,
-    body: { event: { n: 100, size: 200_000 } },
+    body: {
+      component_code: `export default { name: "big", version: "1", async run(e) {
+        for (let i = 0; i < e.n; i++) this.$emit({ i: e.from + i, pad: "x".repeat(e.size) });
+      } }`,
+      retention: { events: 300 },
+    },
   });
-  assert.equal(run.status, 200, run.text);
+  assert.equal(made.status, 200, made.text);
+  const source = { id: made.body.data.id as string };
+  for (let from = 0; from < 300; from += 100) {
+    const run = await server.api("POST", `/v1/sources/${source.id}/run`, {
+      key: user.key,
+      body: { event: { n: 100, from, size: 200_000 } },
+    });
+    assert.equal(run.status, 200, run.text);
+  }
   const { store } = server.built.services;
   const asked: number[] = [];
   const searchEvents = store.searchEvents;
@@ -326,7 +333,7 @@ test("an export of large events reads pages sized to them, and still round-trips
     const lines = (await res.text()).trimEnd().split("\n");
     assert.deepEqual(
       lines.map((l) => JSON.parse(l).event.i),
-      Array.from({ length: 100 }, (_, k) => 99 - k),
+      Array.from({ length: 300 }, (_, k) => 299 - k),
     );
   } finally {
     store.searchEvents = searchEvents;
