@@ -7,7 +7,8 @@ import type { FastifyRequest } from "fastify";
 import { normalizeChannel } from "../domain/events/channels.ts";
 import { formatEventId, parseEventId } from "../domain/events/event-ids.ts";
 import type { Retention } from "../domain/events/retention.ts";
-import { AppError, invalidParameter } from "../errors.ts";
+import type { EventRecord } from "../domain/types.ts";
+import { AppError, invalidParameter, notFound } from "../errors.ts";
 import type { EventKey, EventSearch } from "../storage/event-search.ts";
 import type { Storage } from "../storage/port.ts";
 import { visibleOwners } from "./conventions.ts";
@@ -66,11 +67,27 @@ export async function withinWindow(
   return { ...search, ...(sinceMs !== undefined ? { sinceMs } : {}), ...(cut ? { newerThan: cut } : {}) };
 }
 
-/** Whether `withinWindow`'s bounds keep the event `e` of its emitter. */
-export function keptBy(search: EventSearch, e: { idMs: number; idSeq: number }): boolean {
-  if (search.sinceMs !== undefined && e.idMs < search.sinceMs) return false;
-  const cut = search.newerThan;
-  return !cut || e.idMs > cut.ms || (e.idMs === cut.ms && e.idSeq > cut.seq);
+/**
+ * One stored event of a source that its channel's window keeps (`withinWindow`), or 404: one past it is
+ * no longer kept, though the pruner may not have deleted it yet.
+ */
+export async function keptEvent(
+  store: Storage,
+  retention: Retention,
+  sourceId: string,
+  eventId: string,
+): Promise<EventRecord> {
+  const event = await store.getEvent(sourceId, eventId);
+  if (!event) throw notFound("Event", eventId);
+  const { sinceMs, newerThan: cut } = await withinWindow(store, retention, {
+    emitterId: sourceId,
+    channel: event.channel,
+  });
+  const kept =
+    (sinceMs === undefined || event.idMs >= sinceMs) &&
+    (!cut || event.idMs > cut.ms || (event.idMs === cut.ms && event.idSeq > cut.seq));
+  if (!kept) throw notFound("Event", eventId);
+  return event;
 }
 
 /** The cursor of an event in a scope's order. */

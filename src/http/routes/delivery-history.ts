@@ -21,7 +21,7 @@ import {
   visibleOwners,
 } from "../conventions.ts";
 import { eventEntrySchema, renderEvent } from "../event-entries.ts";
-import { keptBy, withinWindow } from "../event-search-pages.ts";
+import { keptEvent } from "../event-search-pages.ts";
 import {
   deliveriesPage,
   deliveryFields,
@@ -208,12 +208,7 @@ export async function deliveryHistoryRoutes(app: FastifyInstance): Promise<void>
     async (request) => {
       const { id, event_id } = request.params as { id: string; event_id: string };
       const source = await visibleSource(app, request, id);
-      const event = await store.getEvent(source.id, event_id);
-      // One past its channel's window is no longer kept, though the pruner has not deleted it yet.
-      const window =
-        event && (await withinWindow(store, retention, { emitterId: source.id, channel: event.channel }));
-      if (!event || !window || !keptBy(window, event)) throw notFound("Event", event_id);
-      return { data: renderEvent(event, true) };
+      return { data: renderEvent(await keptEvent(store, retention, source.id, event_id), true) };
     },
   );
 

@@ -9,7 +9,7 @@ import { eventsInRange, maxReplayedEvents, replayEvents } from "../../delivery/r
 import { channelPattern } from "../../domain/events/channels.ts";
 import { invalidParameter, notFound } from "../../errors.ts";
 import { actingOwner, canSee, commonParams, errorResponses, params } from "../conventions.ts";
-import { keptBy, searchOf, withinWindow } from "../event-search-pages.ts";
+import { keptEvent, searchOf, withinWindow } from "../event-search-pages.ts";
 import { type SearchInput, searchParams } from "../event-search-params.ts";
 import { inSearchTurn } from "../search-turns.ts";
 import { sourceEventParams } from "./delivery-history.ts";
@@ -68,11 +68,7 @@ export async function replayRoutes(app: FastifyInstance): Promise<void> {
       const ownerId = actingOwner(request, p.org_id);
       const source = await visibleSource(app, request, id);
       const listener = await visibleListener(request, p.listener_id);
-      const event = await store.getEvent(source.id, event_id);
-      // One past its channel's window is no longer kept, though the pruner has not deleted it yet.
-      const window =
-        event && (await withinWindow(store, retention, { emitterId: source.id, channel: event.channel }));
-      if (!event || !window || !keptBy(window, event)) throw notFound("Event", event_id);
+      const event = await keptEvent(store, retention, source.id, event_id);
       const { replayId, deliveries } = await replayEvents(store, {
         ownerId,
         listenerId: listener,
