@@ -54,12 +54,11 @@ export function setsFountCookie(value: string): boolean {
  * scoped to a sub-path of its endpoint stays there. Everything else (`Max-Age`, `Secure`, …) is kept.
  */
 export function componentCookie(value: string, scope?: string): string | undefined {
+  if (setsFountCookie(value)) return undefined;
   const semicolon = value.indexOf(";");
   const pair = semicolon === -1 ? value : value.slice(0, semicolon);
   const eq = pair.indexOf("=");
-  if (eq === -1) return undefined;
-  const name = pair.slice(0, eq).trim();
-  if (name === "" || isFountCookieName(name)) return undefined;
+  if (eq === -1 || pair.slice(0, eq).trim() === "") return undefined;
   // The common case, left as written: nothing to drop or rewrite.
   if (scope === undefined && !/domain/i.test(value.slice(eq))) return value;
   const kept = [pair];
