@@ -12,6 +12,7 @@
 import type { SQLInputValue } from "node:sqlite";
 import type { EventQuery, EventRecord } from "../../domain/types.ts";
 import type { EventOps } from "../concerns.ts";
+import type { EventIdKey } from "../port.ts";
 import { eventRowValues, toEvent } from "../rows.ts";
 import type { DeferredWrites } from "./deferred.ts";
 import { limitParam } from "./rows.ts";
@@ -41,11 +42,30 @@ const newerOrSame = "(id_ms > ? OR (id_ms = ? AND id_seq >= ?))";
 const rewriteUpTo = 100;
 
 /**
- * The condition and count of a listing: the channel's rows, from the window's oldest kept event on. A
- * window the pruner has not reached yet holds more than `keep`: its oldest kept event is found from the
- * nearer end, past the surplus from the old one or past `keep` from the new one (a window of 1,000,000
- * whose retention just dropped to 100 took 40 ms from the old end, on the event loop, for each listing
- * until the pruner was done).
+ * The `n`-th newest (from 1) of the `stored` rows `where` holds, found from the nearer end of their key:
+ * a window the pruner has not reached yet holds more than it keeps, and its edge is past the surplus
+ * from the old end or past the kept from the new one, whichever is fewer (a window of 1,000,000 whose
+ * retention just dropped to 100 took 40 ms from the old end, on the event loop).
+ */
+function nthNewest(
+  q: Sql,
+  where: string,
+  params: SQLInputValue[],
+  stored: number,
+  n: number,
+): EventIdKey | undefined {
+  const fromNewest = n - 1 < stored - n;
+  return q.get(
+    `SELECT id_ms, id_seq FROM events WHERE ${where}
+     ORDER BY ${fromNewest ? "id_ms DESC, id_seq DESC" : "id_ms, id_seq"} LIMIT 1 OFFSET ?`,
+    [...params, fromNewest ? n - 1 : stored - n],
+    (r) => ({ ms: r.id_ms as number, seq: r.id_seq as number }),
+  );
+}
+
+/**
+ * The condition and count of a listing: the channel's rows, from the window's oldest kept event on (its
+ * `keep`-th newest, `nthNewest`, while the pruner has not reached it).
  */
 function windowBounds(
   q: Sql,
@@ -73,14 +93,7 @@ function windowBounds(
           window.sinceMs,
         ]));
   if (!window || stored <= window.keep) return { where, params, total: stored };
-  const surplus = stored - window.keep;
-  const fromNewest = window.keep < surplus;
-  const oldest = q.get(
-    `SELECT id_ms, id_seq FROM events WHERE ${where}
-     ORDER BY ${fromNewest ? "id_ms DESC, id_seq DESC" : "id_ms, id_seq"} LIMIT 1 OFFSET ?`,
-    [...params, fromNewest ? window.keep - 1 : surplus],
-    (r) => ({ ms: r.id_ms as number, seq: r.id_seq as number }),
-  );
+  const oldest = nthNewest(q, where, params, stored, window.keep);
   // None: the pruner deleted the surplus since the count (another connection, on PostgreSQL).
   if (!oldest) return { where, params, total: Math.min(stored, window.keep) };
   return {
@@ -149,19 +162,13 @@ export function eventOps(q: Sql, counts: WindowCounts, held: DeferredWrites): Ev
       return counts.of(q, emitterId, channel);
     },
 
-    // From the window's nearer end, as a listing finds its oldest kept event (`windowBounds`); the cached
-    // count and the walk are one step under the store's lock.
+    // The window's `keep`+1-th newest, from its nearer end (`nthNewest`, as a listing finds its oldest
+    // kept event); the cached count and the walk are one step under the store's lock.
     eventWindowCut: async (emitterId, channel, keep) => {
       held.settle();
       const stored = counts.of(q, emitterId, channel);
       if (stored <= keep) return undefined;
-      const fromNewest = keep < stored - keep;
-      return q.get(
-        `SELECT id_ms, id_seq FROM events WHERE emitter_id = ? AND channel = ?
-         ORDER BY ${fromNewest ? "id_ms DESC, id_seq DESC" : "id_ms, id_seq"} LIMIT 1 OFFSET ?`,
-        [emitterId, channel, fromNewest ? keep : stored - keep - 1],
-        (r) => ({ ms: r.id_ms as number, seq: r.id_seq as number }),
-      );
+      return nthNewest(q, "emitter_id = ? AND channel = ?", [emitterId, channel], stored, keep + 1);
     },
 
     pruneEvents: async (emitterId, channel, limit, bounds = {}) => {
