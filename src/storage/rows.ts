@@ -44,7 +44,7 @@ export const ownedTables: Readonly<Record<string, string>> = {
 
 /** The owner of the source, webhook or workflow whose ID `column` holds (NULL for a glob, or one gone). */
 export const ownerOf = (column: string): string =>
-  `coalesce(${["sources", "webhooks", "workflows"].map((t) => `(SELECT owner_id FROM ${t} WHERE id = ${column})`).join(", ")})`;
+  `coalesce(${[ownedTables.dc, ownedTables.wh, ownedTables.p].map((t) => `(SELECT owner_id FROM ${t} WHERE id = ${column})`).join(", ")})`;
 
 /**
  * The statements of `deleteSubscriptionsBetween`, for both drivers (`p1`, `p2`: their placeholders of the

@@ -18,10 +18,12 @@ export function searchWhere(
 ): { where: string; params: Array<string | number> } {
   const params: Array<string | number> = [];
   const where: string[] = [];
-  const add = (clause: (p: string) => string, value: string | number) => {
+  /** The next parameter's placeholder, holding `value` (in the order written: SQLite's `?` take them so). */
+  const p = (value: string | number) => {
     params.push(value);
-    where.push(clause(placeholder(params.length)));
+    return placeholder(params.length);
   };
+  const add = (clause: (p: string) => string, value: string | number) => where.push(clause(p(value)));
   if (s.listenerId === undefined && s.event === undefined)
     throw new Error("a deliveries search names a listener or an event");
   // The listener's index (or the event's) leads; the rest filters the rows it finds.
@@ -34,25 +36,16 @@ export function searchWhere(
     add((p) => `emitter_id = ${p}`, s.event.emitterId);
     add((p) => `event_id = ${p}`, s.event.eventId);
   }
-  if (s.ownerIds) {
-    if (s.ownerIds.length === 0) where.push("FALSE");
-    else {
-      const first = params.length + 1;
-      params.push(...s.ownerIds);
-      where.push(`owner_id IN (${s.ownerIds.map((_, i) => placeholder(first + i)).join(", ")})`);
-    }
-  }
+  const list = (values: string[]) => values.map(p).join(", ");
+  if (s.ownerIds) where.push(s.ownerIds.length === 0 ? "FALSE" : `owner_id IN (${list(s.ownerIds)})`);
   if (s.listenerOwnerIds) {
-    if (s.listenerOwnerIds.length === 0) where.push("FALSE");
-    else {
-      // A listener gone since counts as the caller's: its deliveries stay theirs to look back on. The
-      // parameters in the order they are written (SQLite's `?` take them so).
-      const owners = [s.listenerOwnerIds[0]!, ...s.listenerOwnerIds].map((id) => {
-        params.push(id);
-        return placeholder(params.length);
-      });
-      where.push(`coalesce(${ownerOf("listener_id")}, ${owners[0]}) IN (${owners.slice(1).join(", ")})`);
-    }
+    const [first] = s.listenerOwnerIds;
+    // A listener gone since counts as the caller's: its deliveries stay theirs to look back on.
+    where.push(
+      first === undefined
+        ? "FALSE"
+        : `coalesce(${ownerOf("listener_id")}, ${p(first)}) IN (${list(s.listenerOwnerIds)})`,
+    );
   }
   // Written out, not a parameter: `status = 'failed'` lets both engines use the failed index (SQLite
   // migration 024, PostgreSQL 025), which a parameter's unknown value does not.
