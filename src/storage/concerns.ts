@@ -50,7 +50,7 @@ export type SubscriptionOps = Pick<
   | "listSubscriptions"
   | "deleteSubscriptions"
   | "deleteSubscriptionsOf"
-  | "deleteSubscriptionsBetween"
+  | "deleteRoutesBetween"
   | "upsertAutoSubscription"
   | "listAutoSubscriptions"
   | "resourceOwner"

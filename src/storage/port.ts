@@ -223,10 +223,10 @@ export interface StorageOps {
   /** Removes every subscription naming this emitter or listener (the resource was deleted). */
   deleteSubscriptionsOf(resourceId: string): Promise<number>;
   /**
-   * Removes the subscriptions and auto-subscriptions one of two tenants owns that name a resource of the
-   * other: what a member made between their own resources and an organization's, on leaving it.
+   * Removes the subscriptions, auto-subscriptions and undelivered deliveries one of two tenants owns that
+   * name a resource of the other: what a member routed across an organization, on leaving it.
    */
-  deleteSubscriptionsBetween(a: string, b: string): Promise<number>;
+  deleteRoutesBetween(a: string, b: string): Promise<number>;
   upsertAutoSubscription(rule: AutoSubscription): Promise<AutoSubscription>;
   listAutoSubscriptions(ownerIds: string[]): Promise<AutoSubscription[]>;
 

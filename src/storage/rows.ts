@@ -47,17 +47,27 @@ export const ownerOf = (column: string): string =>
   `coalesce(${[ownedTables.dc, ownedTables.wh, ownedTables.p].map((t) => `(SELECT owner_id FROM ${t} WHERE id = ${column})`).join(", ")})`;
 
 /**
- * The statements of `deleteSubscriptionsBetween`, for both drivers (`p1`, `p2`: their placeholders of the
- * two tenants): a subscription's ends are owned by a source, webhook or workflow (a glob emitter by none).
+ * The statements of `deleteRoutesBetween`, for both drivers (`p1`, `p2`: their placeholders of the two
+ * tenants; `hint`: SQLite's `INDEXED BY` for an index, empty for PostgreSQL). A subscription's ends are
+ * owned by a source, webhook or workflow (a glob emitter by none). A delivery between them is one owned
+ * by either whose emitter or listener is the other's; what was not delivered goes, through the partial
+ * indexes of each state: pending (unclaimed, or claimed: its settlement then finds no row), and failed
+ * (which could be redelivered).
  */
-export function subscriptionsBetween(p1: string, p2: string): string[] {
+export function routesBetween(p1: string, p2: string, hint: (index: string) => string): string[] {
   const namesOther = (owner: string, other: string, columns: string[]) =>
     `(owner_id = ${owner} AND ${other} IN (${columns.map(ownerOf).join(", ")}))`;
+  const either = (columns: string[]) => `(${namesOther(p1, p2, columns)} OR ${namesOther(p2, p1, columns)})`;
+  const ends = either(["emitter_id", "listener_id"]);
+  const listeners = [ownedTables.wh, ownedTables.dc, ownedTables.p]
+    .map((t) => `SELECT id FROM ${t} WHERE owner_id IN (${p1}, ${p2})`)
+    .join(" UNION ALL ");
   return [
-    `DELETE FROM subscriptions WHERE ${namesOther(p1, p2, ["emitter_id", "listener_id"])}
-       OR ${namesOther(p2, p1, ["emitter_id", "listener_id"])}`,
-    `DELETE FROM auto_subscriptions WHERE ${namesOther(p1, p2, ["listener_id"])}
-       OR ${namesOther(p2, p1, ["listener_id"])}`,
+    `DELETE FROM subscriptions WHERE ${ends}`,
+    `DELETE FROM auto_subscriptions WHERE ${either(["listener_id"])}`,
+    `DELETE FROM deliveries ${hint("deliveries_claimable")} WHERE status = 'pending' AND claimed_by IS NULL AND ${ends}`,
+    `DELETE FROM deliveries ${hint("deliveries_claimed")} WHERE claimed_by IS NOT NULL AND ${ends}`,
+    `DELETE FROM deliveries WHERE status = 'failed' AND listener_id IN (${listeners}) AND ${ends}`,
   ];
 }
 

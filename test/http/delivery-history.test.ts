@@ -472,3 +472,83 @@ test("a member who leaves an organization stops routing across it, and no longer
   );
   assert.equal(listed.body.page_info.total_count, 1);
 });
+
+test("what a member's routes across an organization had not delivered goes when the member leaves, so nothing of it is sent or redelivered later", async () => {
+  const alice = await server.createUser(`undelivered-owner-${process.pid}`);
+  const mallory = await server.createUser(`undelivered-leaver-${process.pid}`);
+  const made = await server.api("POST", "/v1/admin/orgs", {
+    body: { orgname: `undelivered-${process.pid}`, owner_id: alice.id },
+  });
+  assert.equal(made.status, 200, made.text);
+  const org = made.body.data.id as string;
+  assert.equal(
+    (await server.api("POST", `/v1/admin/orgs/${org}/members`, { body: { user_id: mallory.id } })).status,
+    200,
+  );
+  // Her webhook refuses the organization's first event for good (400) and asks for the second again
+  // later (500); the organization's webhook asks for hers again later too.
+  const herReceiver = await scripted((q) => (q.json?.n === 1 ? 400 : 500));
+  const orgReceiver = await scripted(() => 500);
+  const orgSource = await server.api("POST", "/v1/sources", {
+    key: alice.key,
+    body: { component_code: hookSourceCode, org_id: org },
+  });
+  assert.equal(orgSource.status, 200, orgSource.text);
+  const orgHook = await server.api("POST", "/v1/webhooks", {
+    key: alice.key,
+    body: { url: orgReceiver.url, org_id: org },
+  });
+  assert.equal(orgHook.status, 200, orgHook.text);
+  const wo = orgHook.body.data.id as string;
+  const wm = (await createWebhook(server, herReceiver.url, mallory.key)).id;
+  const hers = await deploySource(server, hookSourceCode, mallory.key);
+  await subscribe(server, { emitter_id: orgSource.body.data.id, listener_id: wm }, mallory.key);
+  await subscribe(server, { emitter_id: hers.id, listener_id: wo }, mallory.key);
+  // A route of the organization's own, which stays.
+  const own = await scripted(() => 500);
+  const orgOwn = await server.api("POST", "/v1/webhooks", {
+    key: alice.key,
+    body: { url: own.url, org_id: org },
+  });
+  assert.equal(orgOwn.status, 200, orgOwn.text);
+  await subscribe(
+    server,
+    { emitter_id: orgSource.body.data.id, listener_id: orgOwn.body.data.id },
+    alice.key,
+  );
+  await emit(orgSource.body.data.endpoint_url, { n: 1 });
+  await emit(orgSource.body.data.endpoint_url, { n: 2 });
+  await emit(hers.endpoint, { n: 3 });
+  await dispatcher.drain();
+  const toHer = await deliveries(server, wm, mallory.key);
+  assert.deepEqual(toHer.map((d) => d.status).sort(), ["failed", "pending"]);
+  assert.deepEqual(
+    (await deliveries(server, wo, alice.key)).map((d) => d.status),
+    ["pending"],
+  );
+
+  const left = await server.api("DELETE", `/v1/admin/orgs/${org}/members?user_id=${mallory.id}`);
+  assert.equal(left.status, 200, left.text);
+  assert.deepEqual(
+    await deliveries(server, wm, mallory.key),
+    [],
+    "nothing of the organization's waits for her",
+  );
+  assert.deepEqual(await deliveries(server, wo, alice.key), [], "nothing of hers waits for the organization");
+  for (const d of toHer) {
+    assertApiError(await server.api("GET", `/v1/deliveries/${d.id}`, { key: mallory.key }), { status: 404 });
+  }
+  const redelivered = await server.api("POST", `/v1/webhooks/${wm}/redeliver`, {
+    key: mallory.key,
+    body: { since: 0 },
+  });
+  assert.deepEqual(redelivered.body, { data: { count: 0 } }, redelivered.text);
+  assert.equal(
+    (await deliveries(server, orgOwn.body.data.id, alice.key)).length,
+    2,
+    "the organization's own route keeps its deliveries",
+  );
+  const sent = herReceiver.requests.length;
+  await dispatcher.drain();
+  assert.equal(herReceiver.requests.length, sent);
+});

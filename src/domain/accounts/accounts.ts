@@ -133,7 +133,8 @@ export class Accounts {
       if (!(await tx.deleteMember(orgId, userId))) throw notFound("Membership of", userId);
       // What the member routed between their own resources and the organization's stops with the
       // membership: its events would go on reaching a tenant that no longer shares them (either way).
-      await tx.deleteSubscriptionsBetween(userId, orgId);
+      // What those routes had not yet delivered goes with them (a retry, or a redelivery, would carry it).
+      await tx.deleteRoutesBetween(userId, orgId);
     });
   }
 

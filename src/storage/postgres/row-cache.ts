@@ -117,7 +117,7 @@ const writesOf: Record<CacheKind, ReadonlyArray<keyof StorageOps>> = {
     "upsertSubscription",
     "deleteSubscriptions",
     "deleteSubscriptionsOf",
-    "deleteSubscriptionsBetween",
+    "deleteRoutesBetween",
   ],
   // A new key or organization is no stale row: misses are never kept, and a member joins by putMember.
   accounts: ["revokeApiKey", "putMember", "deleteMember"],

@@ -1,7 +1,7 @@
 /** Subscriptions (emitter → listener routes), auto-subscriptions, and owners of resources by ID. */
 import type { Subscription } from "../../domain/types.ts";
 import type { SubscriptionOps } from "../concerns.ts";
-import { ownedTables, subscriptionsBetween, toAutoSubscription, toSubscription } from "../rows.ts";
+import { ownedTables, routesBetween, toAutoSubscription, toSubscription } from "../rows.ts";
 import type { Sql } from "./sql.ts";
 
 /**
@@ -66,10 +66,10 @@ export function subscriptionOps(q: Sql, remember = false): SubscriptionOps {
       );
     },
 
-    deleteSubscriptionsBetween: async (a, b) => {
+    deleteRoutesBetween: async (a, b) => {
       changed();
       let n = 0;
-      for (const sql of subscriptionsBetween("$1", "$2")) n += await q.run(sql, [a, b]);
+      for (const sql of routesBetween("$1", "$2", () => "")) n += await q.run(sql, [a, b]);
       return n;
     },
 

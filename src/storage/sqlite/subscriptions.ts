@@ -5,13 +5,7 @@
  */
 import type { Subscription } from "../../domain/types.ts";
 import type { SubscriptionOps } from "../concerns.ts";
-import {
-  deepFreeze,
-  ownedTables,
-  subscriptionsBetween,
-  toAutoSubscription,
-  toSubscription,
-} from "../rows.ts";
+import { deepFreeze, ownedTables, routesBetween, toAutoSubscription, toSubscription } from "../rows.ts";
 import type { RowCache } from "./row-cache.ts";
 import { placeholders, type Sql } from "./sql.ts";
 
@@ -54,9 +48,12 @@ export function subscriptionOps(q: Sql, rows: RowCache): SubscriptionOps {
       );
     },
 
-    deleteSubscriptionsBetween: async (a, b) => {
+    deleteRoutesBetween: async (a, b) => {
       rows.matches.clear();
-      return subscriptionsBetween("?1", "?2").reduce((n, sql) => n + q.run(sql, [a, b]), 0);
+      return routesBetween("?1", "?2", (index) => `INDEXED BY ${index}`).reduce(
+        (n, sql) => n + q.run(sql, [a, b]),
+        0,
+      );
     },
 
     upsertAutoSubscription: async (a) => {
