@@ -322,3 +322,39 @@ test("only an admin may allow a webhook private addresses, and only an admin may
   assert.equal(moved.body.warnings?.[0]?.code, "destination_refused");
   assert.equal((await server.api("GET", path, { key: member.key })).body.data.allow_private, false);
 });
+
+test("a member's new url clears an allowance an admin granted while the member's change was under way", async () => {
+  const member = await server.createUser(unique("racer"));
+  const adminId = (await server.api("GET", "/v1/users/me")).body.data.id;
+  const org = (
+    await server.api("POST", "/v1/admin/orgs", { body: { orgname: unique("raceco"), owner_id: adminId } })
+  ).body.data;
+  await server.api("POST", `/v1/admin/orgs/${org.id}/members`, { body: { user_id: member.id } });
+  const made = await server.api("POST", "/v1/webhooks", {
+    key: member.key,
+    body: { url: "https://example.com/hook", org_id: org.id },
+  });
+  assert.equal(made.status, 200, made.text);
+  const id = made.body.data.id as string;
+  // The admin's grant commits between the member's read of the webhook (no allowance: the move is
+  // the member's to make) and the member's write.
+  const store = server.built.services.store;
+  const update = store.updateWebhook;
+  store.updateWebhook = async (...args) => {
+    store.updateWebhook = update;
+    assert.ok(await update.call(store, id, { allowPrivate: true, updatedAt: 1 }));
+    return update.apply(store, args);
+  };
+  try {
+    const moved = await server.api("PUT", `/v1/webhooks/${id}`, {
+      key: member.key,
+      body: { url: "http://10.0.0.1:22/", org_id: org.id },
+    });
+    assert.equal(moved.status, 200, moved.text);
+    assert.equal(moved.body.data.allow_private, false);
+  } finally {
+    store.updateWebhook = update;
+  }
+  const now = (await server.api("GET", `/v1/webhooks/${id}`)).body.data;
+  assert.deepEqual([now.url, now.allow_private], ["http://10.0.0.1:22/", false]);
+});

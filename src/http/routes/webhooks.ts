@@ -293,14 +293,18 @@ export async function webhookRoutes(app: FastifyInstance): Promise<void> {
       const url = p.url === undefined ? undefined : validateWebhookUrl(p.url);
       if (p.allow_private === true) requireAdminFor(request, "allow a webhook to reach private addresses");
       // Otherwise an organization's member could point an admin's allowance anywhere in the network.
-      if (url !== undefined && url !== current.url && current.allowPrivate && p.allow_private !== false)
+      const moved = url !== undefined && url !== current.url;
+      if (moved && current.allowPrivate && p.allow_private !== false)
         requireAdminFor(request, "change the url of a webhook allowed to reach private addresses");
+      // A member's new url also clears the allowance: an admin's grant committed since `current` was
+      // read would otherwise reach the member's url.
+      const cleared = moved && !principal(request).user.isAdmin ? false : undefined;
       const updated = await store.updateWebhook(id, {
         url,
         active: p.active,
         name: p.name,
         description: p.description,
-        allowPrivate: p.allow_private,
+        allowPrivate: p.allow_private ?? cleared,
         updatedAt: Math.floor(clock.now() / 1000),
       });
       if (!updated) throw notFound("Webhook", id);
