@@ -94,12 +94,6 @@ export class EndpointHosts {
    * `Path=/`) and on different host names (cookies are not scoped by port).
    */
   readonly scriptsMayRun: boolean;
-  /**
-   * Whether endpoints are on the console's host name (another port of it): cookies are not scoped by
-   * port, so a cookie an endpoint's answer sets would reach the console too, unless its `Path` keeps it
-   * to the endpoint (`cookieScope`).
-   */
-  readonly sharesConsoleHost: boolean;
 
   constructor(setting: string, publicUrl: string) {
     this.setting = setting;
@@ -110,7 +104,6 @@ export class EndpointHosts {
     const hostname = withoutRootDot(url.hostname);
     const sameName = hostname === withoutRootDot(consoleUrl.hostname);
     this.#withPort = !this.#pattern && sameName;
-    this.sharesConsoleHost = this.#withPort;
     this.scriptsMayRun = url.protocol === "https:" && consoleUrl.protocol === "https:" && !sameName;
     this.#defaultPort = url.protocol === "https:" ? ":443" : ":80";
     const host = this.#withPort && url.port ? `${hostname}:${url.port}` : hostname;

@@ -181,9 +181,8 @@ test("a component's cookie leaves host-only, kept to a scope when given; nameles
   assert.deepEqual(componentCookies("c=1; Domain=d"), ["c=1"]);
 });
 
-test("endpoints share the console's host name only on another port of the same name; cookies are scoped to an endpoint wherever endpoints share a host", () => {
+test("cookies are scoped to an endpoint wherever endpoints share a host, the console's (on another port) or each other's", () => {
   const same = new EndpointHosts("http://127.0.0.1:8788", "http://127.0.0.1:8787");
-  assert.equal(same.sharesConsoleHost, true);
   assert.equal(same.cookieScope("abc"), "/e/abc");
   assert.equal(
     new EndpointHosts("https://fount.example.com:8443", "https://fount.example.com.").cookieScope("a"),
@@ -196,7 +195,6 @@ test("endpoints share the console's host name only on another port of the same n
     ["http://localhost:8788", "http://127.0.0.1:8787", "/e/abc"],
   ] as const) {
     const hosts = new EndpointHosts(setting, publicUrl);
-    assert.equal(hosts.sharesConsoleHost, false, setting);
     assert.equal(hosts.cookieScope("abc"), scope, setting);
   }
 });
