@@ -5,7 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { test } from "node:test";
-import type { Worker } from "node:worker_threads";
+import { Worker } from "node:worker_threads";
 import type { EventRecord } from "../../src/domain/types.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
 import { ftsQuery } from "../../src/storage/sqlite/event-search.ts";
@@ -843,5 +843,37 @@ test("sqlite: a search that runs past its time on its thread is stopped, and ans
     assert.equal(threads.running, 0, "the stopped thread is not kept");
   } finally {
     await threads.close();
+  }
+});
+
+test("sqlite: searches that meet a backlog to index wait for the one catching up instead of indexing it again", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
+  const store = openSqliteStorage({ dataDir, searchIndexDelayMs: 3_600_000 });
+  const backlog = 20_000;
+  // The index's worker is asked for batches of at most 1,000 rows ({id, limit}); search threads get other messages.
+  let batches = 0;
+  const post = Worker.prototype.postMessage;
+  Worker.prototype.postMessage = function (this: Worker, message: unknown, ...rest: any[]) {
+    if (typeof message === "object" && message !== null && "limit" in message) batches++;
+    return post.call(this, message, ...rest);
+  };
+  try {
+    await store.transaction(async (tx) => {
+      for (let n = 0; n < backlog; n++)
+        await tx.insertEvent({ ...event(n), id: `9-${n}`, event: { n, word: "kim" } });
+    });
+    const find = () =>
+      store.searchEvents({ emitterId: "dc_kept", channel: "", text: ["kim"] }, { limit: 1, count: true });
+    const pages = await Promise.all([find(), find(), find()]);
+    assert.deepEqual(
+      pages.map((p) => p.totalCount),
+      [backlog, backlog, backlog],
+    );
+    // Once through the backlog (20 full batches, and a short one or two for each search's last look), not
+    // again for each search (29 batches here without waiting for the one under way).
+    assert.ok(batches <= backlog / 1000 + 5, `batches asked of the index's worker: ${batches}`);
+  } finally {
+    Worker.prototype.postMessage = post;
+    await store.close();
   }
 });

@@ -118,6 +118,7 @@ export class SearchIndexer {
   readonly #waiting = new Map<number, { resolve: (d: IndexedBatch) => void; reject: (e: Error) => void }>();
   #timer: NodeJS.Timeout | undefined;
   #running = false;
+  #approaching: Promise<void> | undefined;
   #stopped = false;
 
   constructor(q: Sql, storeFile: string, indexFile: string, generations: GenerationOptions = {}) {
@@ -219,7 +220,16 @@ export class SearchIndexer {
    * Indexes until at most a couple of batches wait, without holding the store's lock while the worker
    * works (a search after a bulk load or an upgrade must not stop every emit meanwhile).
    */
-  async approach(lock: AsyncLock): Promise<void> {
+  approach(lock: AsyncLock): Promise<void> {
+    // Searches that arrive meanwhile wait for the one under way: each would send the same rows to the
+    // worker again (two searches after a bulk load took 2.65 s each against 1.6 s alone).
+    this.#approaching ??= this.#approach(lock).finally(() => {
+      this.#approaching = undefined;
+    });
+    return this.#approaching;
+  }
+
+  async #approach(lock: AsyncLock): Promise<void> {
     const waiting = () => lock.run(() => this.#waitingOver(lockedCatchUpAtMost));
     if (!(await waiting())) return;
     // As many batches as what waits now needs, and two more: events stored as fast as the worker
