@@ -6,6 +6,7 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { EventRecorder } from "../domain/events/recorder.ts";
+import { keptPages } from "../domain/events/retention.ts";
 import type { Delivery, EventRecord, EventWindow, ListenerKind, Subscription } from "../domain/types.ts";
 import { newSortableId } from "../ids.ts";
 import type { StorageOps } from "../storage/port.ts";
@@ -138,14 +139,11 @@ export function registerRouting(recorder: EventRecorder, claim?: ClaimAtRouting)
   });
 }
 
-/** Events read per page of a backfill. */
-const backfillPage = 1000;
-
 /**
  * Enqueues a concrete emitter's retained events of the subscription's channel for its listener, oldest
- * first (subscription backfill): every event of the channel's `window` (its retention); returns how
- * many. Run it in the transaction that stores the subscription, so that events stored later queue
- * behind these.
+ * first (subscription backfill): every event of the channel's `window` (its retention), a page at a
+ * time; returns how many. Run it in the transaction that stores the subscription, so that events stored
+ * later queue behind these.
  */
 export async function enqueueBackfill(
   tx: StorageOps,
@@ -153,25 +151,15 @@ export async function enqueueBackfill(
   nowMs: number,
   window: EventWindow,
 ): Promise<number> {
-  const kept: EventRecord[] = [];
-  let after: { ms: number; seq: number } | undefined;
-  for (;;) {
-    const page = await tx.listEvents(sub.emitterId, {
-      channel: sub.eventName,
-      limit: backfillPage,
-      after,
-      window,
-    });
-    kept.push(...page.items);
-    const last = page.items[page.items.length - 1];
-    if (!last || page.items.length < backfillPage) break;
-    after = { ms: last.idMs, seq: last.idSeq };
+  let n = 0;
+  for await (const page of keptPages(tx, sub.emitterId, sub.eventName, window)) {
+    const deliveries: Delivery[] = [];
+    for (const event of page) {
+      const d = newDelivery(sub, event, 1, nowMs);
+      if (d) deliveries.push(d);
+    }
+    await tx.insertDeliveries(deliveries);
+    n += deliveries.length;
   }
-  const deliveries: Delivery[] = [];
-  for (const event of kept.reverse()) {
-    const d = newDelivery(sub, event, 1, nowMs);
-    if (d) deliveries.push(d);
-  }
-  await tx.insertDeliveries(deliveries);
-  return deliveries.length;
+  return n;
 }

@@ -145,37 +145,63 @@ test("a policy over the instance's maximum, or malformed, is a 400 and nothing c
   assert.equal(max.status, 200, max.text);
 });
 
-test("backfill to a new subscription queues everything the window keeps", async () => {
-  const s = await deploy(server, { component_code: burst, retention: { events: 1000 } } as never);
-  await run(server, s.id, { n: 150 });
+test("backfill to a new subscription queues everything the window keeps, oldest first, a page at a time", async () => {
+  const s = await deploy(server, { component_code: burst, retention: { events: 5000 } } as never);
+  for (let from = 0; from < 2500; from += 500) await run(server, s.id, { n: 500, from });
   const hook = await server.api("POST", "/v1/webhooks", { body: { url: "http://127.0.0.1:9/hook" } });
   assert.equal(hook.status, 200, hook.text);
   const sub = await server.api("POST", "/v1/subscriptions", {
     body: { emitter_id: s.id, listener_id: hook.body.data.id, backfill: true },
   });
   assert.equal(sub.status, 200, sub.text);
-  const deliveries = await server.api("GET", `/v1/webhooks/${hook.body.data.id}/deliveries?limit=1`);
-  assert.equal(deliveries.body.page_info.total_count, 150);
+  const deliveries = await server.api("GET", `/v1/webhooks/${hook.body.data.id}/deliveries?limit=100`);
+  assert.equal(deliveries.body.page_info.total_count, 2500);
+  // Newest first: the last ones queued are the newest events, across the pages of the backfill.
+  const events = (await everyEvent(server, s.id)).slice(0, 100);
+  assert.deepEqual(
+    deliveries.body.data.map((d: any) => d.event_id),
+    events.map((e) => e.id),
+  );
 });
 
-test("SSE resume (Last-Event-ID) replays every kept event after it", async () => {
-  const s = await deploy(server, { component_code: burst, retention: { events: 1000 } } as never);
-  await run(server, s.id, { n: 300 });
+test("SSE resume (Last-Event-ID) replays every kept event after it, reading the store as it sends", async () => {
+  const s = await deploy(server, { component_code: burst, retention: { events: 5000 } } as never);
+  for (let from = 0; from < 2500; from += 500) await run(server, s.id, { n: 500, from });
   const oldest = (await everyEvent(server, s.id)).at(-1);
   const controller = new AbortController();
-  const res = await fetch(`${server.url}/sources/${s.id}/sse`, {
-    headers: {
-      authorization: `Bearer ${server.built.services.config.bootstrapApiKey}`,
-      "last-event-id": oldest.id,
-    },
-    signal: controller.signal,
+  // The answer's headers come after the first page of the source's events, not after the whole window:
+  // a later page waits for them (3 s at most, so that a server reading everything first is not stuck).
+  const store = server.built.services.store;
+  const list = store.listEvents;
+  let pages = 0;
+  let headersIn!: () => void;
+  const began = new Promise<void>((resolve) => {
+    headersIn = resolve;
   });
+  store.listEvents = async (id, query) => {
+    if (id === s.id && ++pages > 1) await Promise.race([began, new Promise((r) => setTimeout(r, 3000))]);
+    return list.call(store, id, query);
+  };
+  let res: Response;
+  try {
+    res = await fetch(`${server.url}/sources/${s.id}/sse`, {
+      headers: {
+        authorization: `Bearer ${server.built.services.config.bootstrapApiKey}`,
+        "last-event-id": oldest.id,
+      },
+      signal: controller.signal,
+    });
+    assert.ok(pages <= 2, `pages read before the stream began: ${pages}`);
+  } finally {
+    headersIn();
+    store.listEvents = list;
+  }
   const reader = res.body!.getReader();
   const decoder = new TextDecoder();
   let text = "";
   const timer = setTimeout(() => controller.abort(), 20_000);
   try {
-    while ((text.match(/^id: /gm) ?? []).length < 299) {
+    while ((text.match(/^id: /gm) ?? []).length < 2499) {
       const { value, done } = await reader.read();
       if (done) break;
       text += decoder.decode(value, { stream: true });
@@ -187,7 +213,7 @@ test("SSE resume (Last-Event-ID) replays every kept event after it", async () =>
   const ids = [...text.matchAll(/^data: (.*)$/gm)].map((m) => JSON.parse(m[1]!).event.i);
   assert.deepEqual(
     ids,
-    Array.from({ length: 299 }, (_, k) => k + 1),
+    Array.from({ length: 2499 }, (_, k) => k + 1),
   );
 });
 

@@ -8,9 +8,36 @@ import type { Clock } from "../../clock.ts";
 import type { RetentionLimits, RetentionSettings } from "../../config.ts";
 import { invalidParameter } from "../../errors.ts";
 import type { StorageOps } from "../../storage/port.ts";
-import type { EventWindow, RetentionPolicy } from "../types.ts";
+import type { EventRecord, EventWindow, RetentionPolicy } from "../types.ts";
 
 const dayMs = 86_400_000;
+
+/** Events read per page of `keptPages`. */
+const keptPage = 1000;
+
+/**
+ * A channel's kept events newer than `after` (all of them without it), oldest first, a page at a time:
+ * what an SSE resume and a backfill send, which may be all of a million-event window, so never held at
+ * once (a stream of them all from the oldest held the whole window in memory, per request).
+ */
+export async function* keptPages(
+  store: Pick<StorageOps, "listEvents">,
+  emitterId: string,
+  channel: string,
+  window: EventWindow,
+  after: { ms: number; seq: number } = { ms: 0, seq: 0 },
+): AsyncGenerator<EventRecord[]> {
+  let from = after;
+  for (;;) {
+    const page = await store.listEvents(emitterId, { channel, limit: keptPage, before: from, window });
+    const items = page.items.reverse();
+    const newest = items[items.length - 1];
+    if (!newest) return;
+    yield items;
+    if (items.length < keptPage) return;
+    from = { ms: newest.idMs, seq: newest.idSeq };
+  }
+}
 
 /** What the pruner applies to an emitter's windows (`Retention.prunedBy`). */
 export type PrunedBy = RetentionPolicy | null | "deleted";

@@ -104,19 +104,22 @@ export class StreamClient {
 
   /**
    * Sends the opening comment (unless `preamble` is false: another client of the same socket, for
-   * another channel, sent it) and `stored` (oldest first), pacing them by the socket's drain, then the
-   * live events held meanwhile, skipping any already sent; from then on the stream is live.
+   * another channel, sent it) and `stored` (oldest first: the events, or pages of them read as they are
+   * sent), pacing them by the socket's drain, then the live events held meanwhile, skipping any already
+   * sent; from then on the stream is live. A page that fails to be read rejects, the stream still replaying.
    */
-  async start(stored: EventRecord[], preamble = true): Promise<void> {
+  async start(stored: EventRecord[] | AsyncIterable<EventRecord[]>, preamble = true): Promise<void> {
     if (this.#state !== "replaying") return;
     if (preamble) this.#write(`:ok\nretry: ${this.#hub.options.retryMs}\n\n`);
-    for (const e of stored) {
-      if (this.#state !== "replaying") return;
-      if (!isAfter({ ms: e.idMs, seq: e.idSeq }, this.#last)) continue;
-      this.#last = { ms: e.idMs, seq: e.idSeq };
-      this.#hub.countFrames(1);
-      // Stored events can be read at any pace: wait for the socket instead of queueing them.
-      if (!this.#write(this.#hub.frame(e).data)) await this.#drained();
+    for await (const page of Array.isArray(stored) ? [stored] : stored) {
+      for (const e of page) {
+        if (this.#state !== "replaying") return;
+        if (!isAfter({ ms: e.idMs, seq: e.idSeq }, this.#last)) continue;
+        this.#last = { ms: e.idMs, seq: e.idSeq };
+        this.#hub.countFrames(1);
+        // Stored events can be read at any pace: wait for the socket instead of queueing them.
+        if (!this.#write(this.#hub.frame(e).data)) await this.#drained();
+      }
     }
     if (this.#state !== "replaying") return;
     this.#state = "live";

@@ -8,6 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { channelPattern, normalizeChannel } from "../../domain/events/channels.ts";
 import { type EventIdParts, parseEventId } from "../../domain/events/event-ids.ts";
+import { keptPages } from "../../domain/events/retention.ts";
 import { StreamHub, type StreamHubOptions } from "../../domain/events/stream-hub.ts";
 import type { EventRecord, SourceRecord } from "../../domain/types.ts";
 import { invalidParameter } from "../../errors.ts";
@@ -19,9 +20,6 @@ import { sourceIdParams, visibleSource } from "./sources.ts";
 
 /** The hub of each app, for tests and benchmarks (the plugin is encapsulated, so it decorates nothing). */
 const hubs = new WeakMap<Services, StreamHub>();
-
-/** Events read per page of a resume (`Last-Event-ID`). */
-const resumePage = 1000;
 
 /** The stream hub of an app, by its services (`built.services`); undefined before the plugin loads. */
 export function streamHubOf(services: Services): StreamHub | undefined {
@@ -152,23 +150,29 @@ export async function streamRoutes(
     );
   }
 
-  /** A channel's kept events after `after` (Last-Event-ID), oldest first: everything its retention keeps. */
+  /**
+   * A channel's kept events after `after` (Last-Event-ID), oldest first, a page at a time: everything its
+   * retention keeps. The first page is read now, so that a store that fails answers this request with
+   * its error; the rest as the stream sends them.
+   */
   async function keptSince(
     source: SourceRecord,
     channel: string,
     after: { ms: number; seq: number },
-  ): Promise<EventRecord[]> {
-    const window = app.fount.retention.window(source.retention, channel);
-    const kept: EventRecord[] = [];
-    let from = after;
-    for (;;) {
-      const page = await store.listEvents(source.id, { channel, limit: resumePage, before: from, window });
-      const items = page.items.reverse();
-      kept.push(...items);
-      const newest = items[items.length - 1];
-      if (!newest || items.length < resumePage) return kept;
-      from = { ms: newest.idMs, seq: newest.idSeq };
-    }
+  ): Promise<AsyncIterable<EventRecord[]>> {
+    const pages = keptPages(
+      store,
+      source.id,
+      channel,
+      app.fount.retention.window(source.retention, channel),
+      after,
+    );
+    const first = await pages.next();
+    return (async function* () {
+      if (first.done) return;
+      yield first.value;
+      yield* pages;
+    })();
   }
 
   /** Streams `channels` of a source onto the reply; several channels share one socket (IDs are per source). */
@@ -190,7 +194,7 @@ export async function streamRoutes(
     if (interest) reply.raw.once("close", interest.release);
     const sink = sseSink(reply.raw);
     const clients = channels.map((channel) => hub.open(source.id, channel, sink, after));
-    const stored: EventRecord[][] = [];
+    const stored: Array<AsyncIterable<EventRecord[]> | EventRecord[]> = [];
     try {
       await interest?.ready;
       for (const channel of channels) {
@@ -217,8 +221,14 @@ export async function streamRoutes(
     }
     // Headers set by hooks (x-request-id) go out too: a hijacked reply does not send them itself.
     reply.raw.writeHead(200, { ...(reply.getHeaders() as OutgoingHttpHeaders), ...sseHeaders });
-    request.log.debug({ sourceId: source.id, channels, replay: stored.flat().length }, "stream opened");
+    request.log.debug({ sourceId: source.id, channels, replay: after !== undefined }, "stream opened");
     // One socket, one preamble: the first channel's client sends it.
-    for (const [i, client] of clients.entries()) await client.start(stored[i] ?? [], i === 0);
+    try {
+      for (const [i, client] of clients.entries()) await client.start(stored[i] ?? [], i === 0);
+    } catch (err) {
+      // A later page of the replay could not be read: the client reconnects with the last ID it got.
+      request.log.warn({ err, sourceId: source.id }, "stream replay failed");
+      reply.raw.destroy();
+    }
   }
 }
