@@ -89,9 +89,11 @@ export class EndpointHosts {
   readonly #defaultPort: string;
   /**
    * Whether a component's answer may leave the sandbox (`http.respond({sandbox: false})`): only where no
-   * script on the endpoint origin can set or shadow the console's session cookie. That needs both
-   * origins on https (the session cookie is then `__Host-`: set by the console's own host only, always at
-   * `Path=/`) and on different host names (cookies are not scoped by port).
+   * script on the endpoint origin can set or shadow the console's session cookie, nor reach another
+   * endpoint's pages. That needs both origins on https (the session cookie is then `__Host-`: set by the
+   * console's own host only, always at `Path=/`), on different host names (cookies are not scoped by
+   * port), and an origin per endpoint (an `{id}` pattern): on a shared endpoint host one tenant's script
+   * could read another's pages and cookies, or register a service worker over them.
    */
   readonly scriptsMayRun: boolean;
 
@@ -104,7 +106,8 @@ export class EndpointHosts {
     const hostname = withoutRootDot(url.hostname);
     const sameName = hostname === withoutRootDot(consoleUrl.hostname);
     this.#withPort = !this.#pattern && sameName;
-    this.scriptsMayRun = url.protocol === "https:" && consoleUrl.protocol === "https:" && !sameName;
+    this.scriptsMayRun =
+      this.#pattern && url.protocol === "https:" && consoleUrl.protocol === "https:" && !sameName;
     this.#defaultPort = url.protocol === "https:" ? ":443" : ":80";
     const host = this.#withPort && url.port ? `${hostname}:${url.port}` : hostname;
     this.#host = this.#pattern ? host.slice(2) : host;

@@ -115,9 +115,10 @@ test("endpoint hosts: another host name is matched without its port, the console
     new EndpointHosts("https://fount.example.com.:8443", "https://fount.example.com").scriptsMayRun,
     false,
   );
-  // Scripts may run only on https, on a host name of their own.
+  // Scripts may run only on https, on a host name of each endpoint's own: on a shared endpoint host,
+  // one tenant's page could script another's (its cookies, a service worker over its paths).
   assert.equal(pattern.scriptsMayRun, true);
-  assert.equal(separate.scriptsMayRun, true);
+  assert.equal(separate.scriptsMayRun, false);
   assert.equal(sameHost.scriptsMayRun, false);
   assert.equal(defaultPort.scriptsMayRun, false);
   assert.equal(new EndpointHosts("http://hooks.test", "http://console.test").scriptsMayRun, false);

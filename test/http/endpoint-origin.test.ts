@@ -181,6 +181,7 @@ test("a component's answer never sets, replaces or clears Fount's cookies; its o
       "set-cookie": "__Secure-fount_x=1; Secure",
       "SET-COOKIE": "late=3",
       "Clear-Site-Data": '"cookies"',
+      "Service-Worker-Allowed": "/",
     },
   });
   assert.equal(res.status, 200);
@@ -193,6 +194,7 @@ test("a component's answer never sets, replaces or clears Fount's cookies; its o
     `late=3; Path=${scope}`,
   ]);
   assert.equal(res.headers.get("clear-site-data"), null);
+  assert.equal(res.headers.get("service-worker-allowed"), null, "a worker stays within its endpoint's path");
   const only = await tell(told.endpoint_url, { headers: { "set-cookie": "fount_session=attacker" } });
   assert.equal(only.headers.get("set-cookie"), null);
 });
@@ -316,5 +318,30 @@ test("with a host pattern, the endpoint ID comes from the Host, and a component 
     );
   } finally {
     await patterned.close();
+  }
+});
+
+test("on one endpoint host shared by every endpoint, even on https, a component's answer stays sandboxed", async () => {
+  const shared = await startServer(
+    {},
+    { PUBLIC_URL: "https://console.test", FOUNT_ENDPOINT_URL: "https://hooks.test" },
+  );
+  try {
+    const s = await deploy(shared, { component_code: fixture("answer-as-told.mjs") });
+    const path = new URL(s.endpoint_url).pathname;
+    const res = await raw(shared.endpoints, path, {
+      method: "POST",
+      headers: { host: "hooks.test", "content-type": "application/json" },
+      body: JSON.stringify({
+        headers: { "content-type": "text/html" },
+        body: "<script>1</script>",
+        sandbox: false,
+      }),
+    });
+    assert.equal(res.status, 200);
+    // Its script would share an origin with every other tenant's endpoint pages.
+    assert.equal(res.headers["content-security-policy"], "sandbox");
+  } finally {
+    await shared.close();
   }
 });

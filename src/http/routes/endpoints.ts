@@ -66,6 +66,8 @@ const refusedAnswerHeaders = new Set([
   "clear-site-data",
   // Fount's to set on every answer.
   "x-content-type-options",
+  // Would let a service worker one endpoint registers control paths beyond its own `/e/<id>/`.
+  "service-worker-allowed",
 ]);
 
 /** A Fount API key as an `Authorization` header; it is the key's owner's to keep, never a source's to see. */
