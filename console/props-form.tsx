@@ -407,7 +407,10 @@ function OptionsField({
     try {
       const r = await api<{ data: { options: Array<string | number | { label: string; value: unknown }> } }>(
         "POST",
-        withOrg(`/v1/components/${encodeURIComponent(componentRef)}/props/${spec.name}/options`, orgId),
+        withOrg(
+          `/v1/components/${encodeURIComponent(componentRef)}/props/${encodeURIComponent(spec.name)}/options`,
+          orgId,
+        ),
         { configured_props: values },
       );
       setRemote(r.data.options.map(normal));

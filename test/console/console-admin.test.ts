@@ -64,6 +64,13 @@ export default {
     },
     repo: { propDefinition: [github, "repo"] },
     greeting: { type: "string", label: "Greeting", default: "hello" },
+    // A prop name chosen to move the console's options request to another route if spliced in raw.
+    "../../../users/me/webhooks?": {
+      type: "string",
+      label: "Hostile",
+      optional: true,
+      async options() { return ["x"]; },
+    },
   },
   async run(event) {
     this.$emit({
@@ -121,6 +128,11 @@ test("accounts, an app prop choosing one, remote options, a propDefinition, and 
     .getByRole("option", { name: "fount/beta" })
     .waitFor({ state: "attached", timeout: wait });
   await page.getByLabel("Repository").selectOption({ label: "fount/beta" });
+  // A prop's name is a path segment of its options request, whatever it holds.
+  const hostile = page.waitForRequest((r) => r.method() === "POST" && r.url().includes("/options"));
+  await page.getByRole("button", { name: "Load options for Hostile" }).click();
+  const sent = new URL((await hostile).url());
+  assert.match(sent.pathname, /^\/v1\/components\/[^/]+\/props\/[^/]+\/options$/, sent.href);
   await page.getByLabel("Source name (optional)").fill("demo");
   await axe(page, "new source form with an app prop and remote options");
   await page.getByRole("button", { name: "Deploy" }).click();

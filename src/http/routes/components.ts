@@ -176,7 +176,8 @@ export async function componentRoutes(app: FastifyInstance): Promise<void> {
           "Runs the prop's async options({page, prevContext, query, ...configured_props}) in the caller's sandbox.",
         params: Type.Object({
           key: keyParam.properties.key,
-          prop: Type.String({ minLength: 1, maxLength: 128, pattern: "^[A-Za-z0-9_$]+$" }),
+          // Any name a component gives a prop (an object key): it is only looked up, never spliced in.
+          prop: Type.String({ minLength: 1, maxLength: 256 }),
         }),
         body: Type.Object(
           {
