@@ -29,6 +29,8 @@ export interface Config {
   bootstrapApiKey: string | undefined;
   /** Requests per minute per API key; 0 turns the limit off. */
   rateLimit: number;
+  /** SSE streams one user may have open on a node at once (FOUNT_SSE_MAX_STREAMS). */
+  sseMaxStreams: number;
   /**
    * Whose `X-Forwarded-For` names the client (FOUNT_TRUST_PROXY): false (the connection's address, the
    * default), or the addresses and CIDR ranges of the reverse proxies.
@@ -303,6 +305,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     npmCacheDir: path.resolve(env.FOUNT_NPM_CACHE || path.join(env.FOUNT_DATA_DIR || ".fount", "npm-cache")),
     bootstrapApiKey: env.FOUNT_BOOTSTRAP_API_KEY || undefined,
     rateLimit: int(env, "FOUNT_RATE_LIMIT", 6000),
+    sseMaxStreams: int(env, "FOUNT_SSE_MAX_STREAMS", 2000, 1),
     trustProxy: trustProxy(env),
     authFailureLimit: int(env, "FOUNT_AUTH_FAILURE_LIMIT", 20),
     authFailureWindowMs: int(env, "FOUNT_AUTH_FAILURE_WINDOW_S", 300, 1) * 1000,

@@ -598,3 +598,70 @@ test("every stream, one channel or several, opens with one `:ok` and one `retry:
     }
   }
 });
+
+test("an open stream ends once its key is revoked, or once its user leaves the organization whose source it streams", async () => {
+  hub.configure({ recheckMs: 100 });
+  try {
+    const bob = await server.createUser(`sse-leaver-${process.pid}`);
+    const org = await server.api("POST", "/v1/admin/orgs", {
+      body: {
+        orgname: `sse-org-${process.pid}`,
+        owner_id: (await server.api("GET", "/v1/users/me")).body.data.id,
+      },
+    });
+    assert.equal(org.status, 200, org.text);
+    const orgId = org.body.data.id as string;
+    await server.api("POST", `/v1/admin/orgs/${orgId}/members`, { body: { user_id: bob.id } });
+    const made = await server.api("POST", "/v1/sources", {
+      body: { component_code: probeCode, org_id: orgId },
+    });
+    assert.equal(made.status, 200, made.text);
+    const path = `/sources/${made.body.data.id}/sse`;
+    const second = await server.api("POST", `/v1/admin/users/${bob.id}/keys`, { body: { name: "second" } });
+    assert.equal(second.status, 200, second.text);
+
+    const byKey = await rawStream(path, { authorization: `Bearer ${second.body.data.api_key}` });
+    assert.equal(byKey.res.status, 200);
+    const keyEnded = byKey.readUntil(() => false, 20_000);
+    assert.equal((await server.api("DELETE", `/v1/admin/keys/${second.body.data.id}`)).status, 200);
+    // The body ends (readUntil's timeout would abort it with an error instead).
+    await keyEnded;
+
+    const byMember = await rawStream(path, { authorization: `Bearer ${bob.key}` });
+    assert.equal(byMember.res.status, 200);
+    const memberEnded = byMember.readUntil(() => false, 20_000);
+    const left = await server.api("DELETE", `/v1/admin/orgs/${orgId}/members?user_id=${bob.id}`);
+    assert.equal(left.status, 200, left.text);
+    await memberEnded;
+  } finally {
+    hub.configure({ recheckMs: defaultStreamHubOptions.recheckMs });
+  }
+});
+
+test("a user has at most FOUNT_SSE_MAX_STREAMS streams open at once; a closed one makes room", async () => {
+  const carol = await server.createUser(`sse-many-${process.pid}`);
+  const source = await deploy(carol.key);
+  const path = `/sources/${source.id}/sse`;
+  const headers = { authorization: `Bearer ${carol.key}` };
+  hub.configure({ maxStreamsPerUser: 2 });
+  const streams = [];
+  try {
+    streams.push(await rawStream(path, headers), await rawStream(path, headers));
+    const refused = await server.api("GET", path, { key: carol.key });
+    assert.equal(refused.status, 429, refused.text);
+    assert.equal(refused.body.code, "rate_limited");
+    // Another user's streams are counted on their own.
+    const admins = await rawStream(`/sources/${(await deploy()).id}/sse`);
+    streams.push(admins);
+    assert.equal(admins.res.status, 200);
+    const baseline = hub.size();
+    streams.shift()!.close();
+    await eventually(() => hub.size() === baseline - 1, "the closed stream to leave");
+    const again = await rawStream(path, headers);
+    streams.push(again);
+    assert.equal(again.res.status, 200);
+  } finally {
+    for (const s of streams) s.close();
+    hub.configure({ maxStreamsPerUser: defaultStreamHubOptions.maxStreamsPerUser });
+  }
+});

@@ -12,13 +12,17 @@ import type { EventRecord, EventWindow, RetentionPolicy } from "../types.ts";
 
 const dayMs = 86_400_000;
 
-/** Events read per page of `keptPages`. */
-const keptPage = 1000;
+/** Events read per page of `keptPages`: at most, and in its first page (before their size is known). */
+const keptPageMost = 1000;
+const keptPageFirst = 16;
+/** The bytes of event JSON a page of `keptPages` aims at: events may be up to 1 MiB each. */
+const keptPageBytes = 4 * 1024 * 1024;
 
 /**
  * A channel's kept events newer than `after` (all of them without it), oldest first, a page at a time:
  * what an SSE resume and a backfill send, which may be all of a million-event window, so never held at
- * once (a stream of them all from the oldest held the whole window in memory, per request).
+ * once (a stream of them all from the oldest held the whole window in memory, per request). A page holds
+ * about 4 MiB of events (at most 1,000), sized from the events of the page before.
  */
 export async function* keptPages(
   store: Pick<StorageOps, "listEvents">,
@@ -28,14 +32,20 @@ export async function* keptPages(
   after: { ms: number; seq: number } = { ms: 0, seq: 0 },
 ): AsyncGenerator<EventRecord[]> {
   let from = after;
+  let limit = keptPageFirst;
   for (;;) {
-    const page = await store.listEvents(emitterId, { channel, limit: keptPage, before: from, window });
+    const page = await store.listEvents(emitterId, { channel, limit, before: from, window });
     const items = page.items.reverse();
     const newest = items[items.length - 1];
     if (!newest) return;
     yield items;
-    if (items.length < keptPage) return;
+    if (items.length < limit) return;
     from = { ms: newest.idMs, seq: newest.idSeq };
+    const bytes = items.reduce((n, e) => n + (JSON.stringify(e.event)?.length ?? 4), 0);
+    limit = Math.max(
+      1,
+      Math.min(keptPageMost, Math.floor((keptPageBytes * items.length) / Math.max(1, bytes))),
+    );
   }
 }
 

@@ -38,6 +38,7 @@ export interface QueueBounds {
   maxQueuedEvents: number;
   maxQueuedBytes: number;
   stallMs: number;
+  replayStallMs: number;
 }
 
 /** What a client needs of its hub. */
@@ -117,8 +118,15 @@ export class StreamClient {
         if (!isAfter({ ms: e.idMs, seq: e.idSeq }, this.#last)) continue;
         this.#last = { ms: e.idMs, seq: e.idSeq };
         this.#hub.countFrames(1);
-        // Stored events can be read at any pace: wait for the socket instead of queueing them.
-        if (!this.#write(this.#hub.frame(e).data)) await this.#drained();
+        // Stored events can be read at any pace: wait for the socket instead of queueing them, but not
+        // for ever (the page waits in memory meanwhile).
+        if (
+          !this.#write(this.#hub.frame(e).data) &&
+          !(await this.#drainedWithin(this.#hub.options.replayStallMs))
+        ) {
+          this.#drop();
+          return;
+        }
       }
     }
     if (this.#state !== "replaying") return;
@@ -237,9 +245,16 @@ export class StreamClient {
     for (const wake of waiters) wake();
   };
 
-  #drained(): Promise<void> {
-    if (!this.#waitingDrain || this.#state === "closed") return Promise.resolve();
-    return new Promise((resolve) => this.#drainWaiters.push(resolve));
+  /** Whether the socket drained (or the stream closed) within `ms`. */
+  #drainedWithin(ms: number): Promise<boolean> {
+    if (!this.#waitingDrain || this.#state === "closed") return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(false), ms);
+      this.#drainWaiters.push(() => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
   }
 
   #closed(): void {

@@ -29,6 +29,12 @@ export interface StreamHubOptions {
    * 1,000 events at once) that no socket could take before the next drain.
    */
   stallMs: number;
+  /** A replaying client whose socket takes nothing for this long is dropped (it holds a page meanwhile). */
+  replayStallMs: number;
+  /** How often an open stream's credentials and access to its source are checked again. */
+  recheckMs: number;
+  /** Streams one user may have open on this node at once (FOUNT_SSE_MAX_STREAMS). */
+  maxStreamsPerUser: number;
 }
 
 export const defaultStreamHubOptions: StreamHubOptions = {
@@ -39,6 +45,9 @@ export const defaultStreamHubOptions: StreamHubOptions = {
   maxQueuedEvents: 1_000,
   maxQueuedBytes: 4 * 1024 * 1024,
   stallMs: 1_000,
+  replayStallMs: 30_000,
+  recheckMs: 10_000,
+  maxStreamsPerUser: 2_000,
 };
 
 /**

@@ -11,10 +11,11 @@ import { type EventIdParts, parseEventId } from "../../domain/events/event-ids.t
 import { keptPages } from "../../domain/events/retention.ts";
 import { StreamHub, type StreamHubOptions } from "../../domain/events/stream-hub.ts";
 import type { EventRecord, SourceRecord } from "../../domain/types.ts";
-import { invalidParameter } from "../../errors.ts";
+import { AppError, invalidParameter } from "../../errors.ts";
 import type { Services } from "../../services.ts";
-import { errorResponses } from "../conventions.ts";
+import { errorResponses, principal } from "../conventions.ts";
 import { renderEvent } from "../event-entries.ts";
+import type { Authenticator } from "../plugins/authentication.ts";
 import { sseSink } from "../sse-sink.ts";
 import { sourceIdParams, visibleSource } from "./sources.ts";
 
@@ -54,10 +55,12 @@ function lastEventId(
 
 export async function streamRoutes(
   app: FastifyInstance,
-  options: Partial<StreamHubOptions> = {},
+  options: { authenticator: Authenticator; hub?: Partial<StreamHubOptions> },
 ): Promise<void> {
   const { store, bus, streamInterest } = app.fount;
-  const hub = new StreamHub(bus, sseFrame, options);
+  const hub = new StreamHub(bus, sseFrame, options.hub);
+  /** Open streams by user, on this node. */
+  const openBy = new Map<string, number>();
   hubs.set(app.fount, hub);
   // Before the server waits for its connections to end: open streams would hold it forever.
   app.addHook("preClose", async () => hub.close());
@@ -185,6 +188,22 @@ export async function streamRoutes(
     const q = request.query as { last_event_id?: string };
     const after = lastEventId(request.headers["last-event-id"], q.last_event_id);
     const source = await visibleSource(app, request, id);
+    const userId = principal(request).user.id;
+    const open = openBy.get(userId) ?? 0;
+    if (open >= hub.options.maxStreamsPerUser)
+      throw new AppError(
+        "rate_limited",
+        `At most ${hub.options.maxStreamsPerUser} streams may be open at once`,
+        {
+          headers: { "retry-after": "10" },
+        },
+      );
+    openBy.set(userId, open + 1);
+    reply.raw.once("close", () => {
+      const n = (openBy.get(userId) ?? 1) - 1;
+      if (n > 0) openBy.set(userId, n);
+      else openBy.delete(userId);
+    });
 
     // Subscribed before reading the store: an event committed meanwhile is either read or held (or
     // both, and then sent once), so the seam between replay and live has no gap. With several nodes,
@@ -214,6 +233,19 @@ export async function streamRoutes(
       reply.raw.once("close", () => socket.off("end", gone));
     }
     reply.hijack();
+    // The stream lasts only as long as what let it open: a key revoked, a session ended or a membership
+    // gone ends it within `recheckMs` (each check is the request's own authentication, run again).
+    const recheck = setInterval(() => {
+      void (async () => {
+        request.principal = await options.authenticator.principal(request);
+        await visibleSource(app, request, id);
+      })().catch(() => {
+        // Ended cleanly, as when the source is deleted: the client's reconnection then gets the 401 or 404.
+        for (const client of clients) client.end();
+      });
+    }, hub.options.recheckMs);
+    recheck.unref();
+    reply.raw.once("close", () => clearInterval(recheck));
     if (reply.raw.destroyed) {
       // The client left while the store was read.
       for (const client of clients) client.abandon();

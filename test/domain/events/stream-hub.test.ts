@@ -100,3 +100,38 @@ test("a deleted source's streams get the events stored before the deletion, then
   assert.equal(hub.size(), 0);
   hub.close();
 });
+
+test("a replaying client whose socket takes nothing for replayStallMs is dropped, and one that drains goes on", async () => {
+  const hub = new StreamHub(new Bus(), format, { replayStallMs: 50 });
+  // Each sink's buffer is full from its first event on: a write answers false until 'drain'.
+  class FullSink extends FakeSink {
+    override write(chunk: Buffer | string): boolean {
+      super.write(chunk);
+      return this.writes.length < 2;
+    }
+  }
+  const stuck = new FullSink();
+  const reading = new FullSink();
+  const stored = [event(1), event(2), event(3)];
+  const stuckDone = hub.open("dc_a", "", stuck).start(stored);
+  const readingDone = hub.open("dc_a", "", reading).start(stored);
+  // The reading client's socket drains every 10 ms, the other's never.
+  const drains = setInterval(() => reading.emit("drain"), 10);
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      Promise.all([stuckDone, readingDone]),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error("a replay waited for its socket for ever")), 10_000);
+      }),
+    ]);
+  } finally {
+    clearInterval(drains);
+    clearTimeout(timer);
+  }
+  assert.equal(stuck.destroyed, true, "the stuck client is dropped");
+  assert.equal(stuck.frames().length, 1, "after its first event");
+  assert.equal(reading.destroyed, false);
+  assert.equal(reading.frames().length, 3);
+  assert.equal(hub.size(), 1);
+});
