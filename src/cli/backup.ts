@@ -6,13 +6,52 @@
  * pg_dump (docs/operations.md). Secrets in the store are sealed with the encryption key, which is not in
  * the copy: `--with-key` copies it beside the backup, and `restore --key` puts it back.
  */
-import { chmodSync, copyFileSync, existsSync, mkdirSync, renameSync, rmSync, statSync } from "node:fs";
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  unlinkSync,
+  writeFileSync,
+} from "node:fs";
 import path from "node:path";
 import { CliError, type Command, type Context } from "./command.ts";
 import { serverConfig } from "./server-config.ts";
 
 const storeFile = "fount.db";
 const keyFile = "secret.key";
+
+/** Whether anything is at `file`, a symbolic link included (even one pointing nowhere). */
+function taken(file: string): boolean {
+  try {
+    lstatSync(file);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Puts `staged` at `target` only if nothing is there (a file, or a link another user planted since the
+ * check): a hard link fails on any existing name. A file system without hard links (FAT) gets a rename.
+ */
+function placeNew(staged: string, target: string): void {
+  try {
+    linkSync(staged, target);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "EEXIST") throw new CliError(`${target} exists: choose a new file`, "file_exists");
+    if (taken(target)) throw err;
+    renameSync(staged, target);
+  }
+}
 
 /** The data dir of a SQLite store; PostgreSQL has its own tools. */
 async function sqliteDataDir(ctx: Context): Promise<string> {
@@ -35,7 +74,8 @@ export const backup: Command = {
   options: {
     "with-key": {
       type: "boolean",
-      description: "Also copy the data dir's encryption key to <file>.key (0600): secrets need it",
+      description:
+        "Also copy the data dir's encryption key to <file>.key (0600, a new file): secrets need it",
     },
   },
   description:
@@ -47,8 +87,10 @@ export const backup: Command = {
     if (!existsSync(source)) {
       throw new CliError(`No Fount store at ${source}: set FOUNT_DATA_DIR as for the server`, "no_store");
     }
-    if (existsSync(target)) throw new CliError(`${target} exists: choose a new file`, "file_exists");
     const withKey = ctx.flags["with-key"] === true;
+    const keyTarget = `${target}.key`;
+    for (const file of withKey ? [target, keyTarget] : [target])
+      if (taken(file)) throw new CliError(`${file} exists: choose a new file`, "file_exists");
     const keySource = path.join(dataDir, keyFile);
     if (withKey && !existsSync(keySource)) {
       throw new CliError(
@@ -58,21 +100,38 @@ export const backup: Command = {
     }
     const { DatabaseSync } = await import("node:sqlite");
     const started = performance.now();
-    const db = new DatabaseSync(source, { readOnly: true });
+    // Written in a folder only this user may enter (0700) beside the target, then linked into place:
+    // no other user can open the copy or the key while they are written, nor plant a file or a link
+    // for them to be written through.
+    const staging = mkdtempSync(path.join(path.dirname(target), `.${path.basename(target)}.`));
     try {
-      // The server may hold the write lock for a moment; a reader waits rather than fails.
-      db.exec("PRAGMA busy_timeout = 10000");
-      db.prepare("VACUUM INTO ?").run(target);
-    } catch (err) {
-      rmSync(target, { force: true });
-      throw new CliError(`The backup failed: ${(err as Error).message}`, "backup_failed");
+      const staged = path.join(staging, "backup.db");
+      const db = new DatabaseSync(source, { readOnly: true });
+      try {
+        // The server may hold the write lock for a moment; a reader waits rather than fails.
+        db.exec("PRAGMA busy_timeout = 10000");
+        db.prepare("VACUUM INTO ?").run(staged);
+      } catch (err) {
+        throw new CliError(`The backup failed: ${(err as Error).message}`, "backup_failed");
+      } finally {
+        db.close();
+      }
+      chmodSync(staged, 0o600);
+      const stagedKey = path.join(staging, "backup.key");
+      // "wx": created here, never opened through something already there.
+      if (withKey) writeFileSync(stagedKey, readFileSync(keySource), { flag: "wx", mode: 0o600 });
+      placeNew(staged, target);
+      if (withKey) {
+        try {
+          placeNew(stagedKey, keyTarget);
+        } catch (err) {
+          // The backup without its key is not what was asked for.
+          unlinkSync(target);
+          throw err;
+        }
+      }
     } finally {
-      db.close();
-    }
-    chmodSync(target, 0o600);
-    if (withKey) {
-      copyFileSync(keySource, `${target}.key`);
-      chmodSync(`${target}.key`, 0o600);
+      rmSync(staging, { recursive: true, force: true });
     }
     const bytes = statSync(target).size;
     const ms = Math.round(performance.now() - started);

@@ -33,6 +33,64 @@ export interface ApiClientOptions {
 
 export type Query = Record<string, string | number | boolean | string[] | undefined>;
 
+/**
+ * Bytes of an answer read at most. The largest a server sends is a page of 100 events of up to
+ * FOUNT_MAX_EVENT_BYTES (1 MB by default) each, escaped as JSON; a body past this is a broken or
+ * hostile server, which must not fill the memory.
+ */
+export const maxAnswerBytes = 128 * 1024 * 1024;
+/** Pages of a list followed at most (100 items each): far more than any list of sources or webhooks. */
+const maxListPages = 1000;
+
+/** A body read up to a limit: its text, and whether it went on past the limit (or the time) and was cut. */
+export interface ReadBody {
+  text: string;
+  cut: boolean;
+}
+
+/**
+ * Reads `body` as UTF-8 text, `maxBytes` at most and, with `timeoutMs`, for that long at most; past
+ * either it stops, marks the text cut and cancels the stream, so that the connection closes. Errors of
+ * the stream (a timeout or abort of the request's signal, a reset) are thrown as they come.
+ */
+export async function readBody(
+  body: ReadableStream<Uint8Array> | null,
+  maxBytes: number,
+  timeoutMs?: number,
+): Promise<ReadBody> {
+  if (body === null) return { text: "", cut: false };
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  let cut = true;
+  let timer: NodeJS.Timeout | undefined;
+  const expired =
+    timeoutMs === undefined
+      ? undefined
+      : new Promise<"expired">((resolve) => {
+          timer = setTimeout(() => resolve("expired"), timeoutMs);
+        });
+  try {
+    for (;;) {
+      const next = expired ? await Promise.race([reader.read(), expired]) : await reader.read();
+      if (next === "expired") break;
+      if (next.done) {
+        cut = false;
+        break;
+      }
+      const room = maxBytes - size;
+      chunks.push(next.value.length > room ? next.value.subarray(0, room) : next.value);
+      size += next.value.length;
+      if (size > maxBytes) break;
+    }
+  } finally {
+    clearTimeout(timer);
+    // Stops a body that goes on (its connection closes); nothing to stop after its end.
+    reader.cancel().catch(() => {});
+  }
+  return { text: Buffer.concat(chunks).toString("utf8"), cut };
+}
+
 export interface RequestOptions {
   query?: Query;
   /** JSON body (POST and PUT send `{}` when absent, as the API wants a JSON content type). */
@@ -118,22 +176,41 @@ export class ApiClient {
         signal: signals.length > 0 ? AbortSignal.any(signals) : undefined,
       });
     } catch (err) {
-      const e = err as Error & { cause?: { code?: string; message?: string } };
-      if (e.name === "TimeoutError")
-        throw new ApiError(`${this.url} did not answer within ${timeoutMs / 1000} s`, "timeout", 0);
-      if (e.name === "AbortError") throw err;
-      const reason = e.cause?.code ?? e.cause?.message ?? e.message;
-      throw new ApiError(`Cannot reach ${this.url}: ${reason}`, "network_error", 0);
+      throw this.#transportError(err, timeoutMs);
     }
+  }
+
+  /** A failure of the connection as ApiError (`timeout`, `network_error`); an abort asked for stays one. */
+  #transportError(err: unknown, timeoutMs: number): unknown {
+    const e = err as Error & { cause?: { code?: string; message?: string } };
+    if (e.name === "TimeoutError")
+      return new ApiError(`${this.url} did not answer within ${timeoutMs / 1000} s`, "timeout", 0);
+    if (e.name === "AbortError") return err;
+    const reason = e.cause?.code ?? e.cause?.message ?? e.message;
+    return new ApiError(`Cannot reach ${this.url}: ${reason}`, "network_error", 0);
   }
 
   /** An API call whose answer is JSON; error answers throw ApiError. */
   async request<T = any>(method: string, apiPath: string, options: RequestOptions = {}): Promise<T> {
     const res = await this.fetch(method, apiPath, options);
-    const text = await res.text();
+    let body: ReadBody;
+    try {
+      // The request's time limit covers the body too (its signal ends the stream).
+      body = await readBody(res.body, maxAnswerBytes);
+    } catch (err) {
+      throw this.#transportError(err, options.timeoutMs ?? this.#timeoutMs);
+    }
+    // An error answer cut short is still told by its status, below.
+    if (body.cut && res.ok)
+      throw new ApiError(
+        `${method} ${apiPath} answered with a body over ${maxAnswerBytes / 1048576} MB; not read further`,
+        "bad_response",
+        res.status,
+      );
+    const text = body.text;
     let parsed: unknown;
     try {
-      parsed = text === "" ? undefined : JSON.parse(text);
+      parsed = text === "" || body.cut ? undefined : JSON.parse(text);
     } catch {
       parsed = undefined;
     }
@@ -163,21 +240,49 @@ export class ApiClient {
     return this.request<T>("DELETE", apiPath, { query });
   }
 
-  /** Every item of a paginated list, following `end_cursor` (newest first), up to `max` items. */
+  /**
+   * Every item of a paginated list, following `end_cursor` (newest first), up to `max` items. A server
+   * that answers a cursor it gave before, or more than `maxListPages` pages, is an error (`bad_response`)
+   * rather than a loop without end.
+   */
   async listAll<T = any>(apiPath: string, query: Query = {}, max = Number.POSITIVE_INFINITY): Promise<T[]> {
     const items: T[] = [];
+    const seen = new Set<string>();
     let after: string | undefined;
-    while (items.length < max) {
+    for (let pages = 0; items.length < max; pages++) {
+      if (pages === maxListPages)
+        throw new ApiError(
+          `GET ${apiPath} went on past ${maxListPages} pages; not read further`,
+          "bad_response",
+          200,
+        );
       // 100 is the API's largest page.
       const limit = Math.min(100, max - items.length);
       const page = await this.get<PageEnvelope<T>>(apiPath, { ...query, limit, after });
+      if (!Array.isArray(page?.data))
+        throw new ApiError(`GET ${apiPath} answered without a list`, "bad_response", 200);
       items.push(...page.data);
       after = page.page_info?.end_cursor ?? undefined;
       if (page.data.length < limit || after === undefined || items.length >= page.page_info.total_count)
         break;
+      if (seen.has(after))
+        throw new ApiError(
+          `GET ${apiPath} answered the page cursor ${after} a second time; the list was not read further`,
+          "bad_response",
+          200,
+        );
+      seen.add(after);
     }
     return items;
   }
+}
+
+/**
+ * The text of an error answer to a request without a time limit (a stream, an export), read for 5 s
+ * and 64 KB at most, which the API's `{error, code}` never needs more of; "" when it cannot be read.
+ */
+export async function errorText(res: Response): Promise<string> {
+  return (await readBody(res.body, 64 * 1024, 5000).catch(() => ({ text: "" }))).text;
 }
 
 /** The ApiError of an error answer: its catalogue body when it has one (`parsed`), its status otherwise. */

@@ -4,7 +4,7 @@
  */
 import { ApiClient } from "./client.ts";
 import { ConfigFile, configPath, defaultProfile, type Profile } from "./config.ts";
-import { formatJson } from "./output.ts";
+import { formatJson, printable } from "./output.ts";
 import { askLine, type Painter, painterFor, plain, withProgress } from "./terminal.ts";
 
 /** One option of a command, in `util.parseArgs` terms plus its help text. */
@@ -142,9 +142,9 @@ export class Context {
     return this.io.stdin.isTTY === true && this.io.stderr.isTTY === true;
   }
 
-  /** Asks a yes/no question on the terminal; only `y` or `yes` is a yes. */
+  /** Asks a yes/no question on the terminal; only `y` or `yes` is a yes. It may name what the server named. */
   async confirm(question: string): Promise<boolean> {
-    const answer = await askLine(this.io.stdin, this.io.stderr, `${question} [y/N] `);
+    const answer = await askLine(this.io.stdin, this.io.stderr, `${printable(question)} [y/N] `);
     return /^\s*y(es)?\s*$/i.test(answer ?? "");
   }
 

@@ -17,7 +17,7 @@ import {
   UsageError,
 } from "./command.ts";
 import { commands as registry, groups as registryGroups } from "./commands/index.ts";
-import { failureText } from "./output.ts";
+import { failureText, printable } from "./output.ts";
 import { painterFor } from "./terminal.ts";
 import { readVersion } from "./version.ts";
 
@@ -318,13 +318,15 @@ async function handOver(argv: string[]): Promise<number> {
 function report(err: unknown, io: Io): number {
   const e = err instanceof Error ? err : new Error(String(err));
   const fount = painterFor(io.stderr, io.env)("red", "fount:");
+  // A message may quote what the server or the user gave (a name, an argument): shown, never obeyed.
+  const message = printable(e.message, { lines: true });
   if (e instanceof UsageError) {
     const help = e.command ? `fount ${e.command} --help` : "fount help";
-    io.stderr.write(`${fount} ${e.message}\nRun \`${help}\` for usage.\n`);
+    io.stderr.write(`${fount} ${message}\nRun \`${help}\` for usage.\n`);
     return 2;
   }
   if (e instanceof CliError) {
-    io.stderr.write(`${fount} ${e.message}\n`);
+    io.stderr.write(`${fount} ${message}\n`);
     return e.exitCode;
   }
   if (e.name === "AbortError") {
@@ -333,6 +335,6 @@ function report(err: unknown, io: Io): number {
   }
   // ApiError from the server, AppError from the domain (admin commands), system errors (EACCES…).
   io.stderr.write(`${fount} ${failureText(e)}\n`);
-  if (io.env.FOUNT_DEBUG && e.stack) io.stderr.write(`${e.stack}\n`);
+  if (io.env.FOUNT_DEBUG && e.stack) io.stderr.write(`${printable(e.stack, { lines: true })}\n`);
   return 1;
 }

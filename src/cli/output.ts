@@ -1,4 +1,28 @@
-/** Human output of the CLI: tables like pd's, timestamps, JSON. */
+/**
+ * Human output of the CLI: tables like pd's, timestamps, JSON, and the one sanitizer that every text
+ * from elsewhere (events and their headers, logs, errors, names, a receiver's answer, the server's
+ * messages) passes before it reaches a terminal, so that none of its escape sequences is obeyed there.
+ */
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds
+const controls = /\r?\n|[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds
+const jsonControls = /[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]/g;
+const hex = (c: string) => c.charCodeAt(0).toString(16).padStart(2, "0");
+
+/**
+ * `text` made safe to print: C0 controls (ESC, CR, BEL…), DEL and the C1 controls U+0080–U+009F (CSI
+ * and OSC of 8-bit terminals) shown as `\x1b`-style escapes, so that a terminal prints them rather
+ * than moving the cursor, setting the title or the clipboard, or opening links. A tab stays; a newline
+ * stays with `lines` (a block meant to span lines: a stack, a body) and is shown as `\n` otherwise.
+ * Applied before the CLI's own colours, which it would show as escapes too.
+ */
+export function printable(text: string, { lines = false }: { lines?: boolean } = {}): string {
+  return text.replace(controls, (c) => {
+    if (c.endsWith("\n")) return lines ? "\n" : "\\n";
+    return `\\x${hex(c)}`;
+  });
+}
 
 /** A table column: a header and how to read the cell from a row. */
 export interface Column<T> {
@@ -11,7 +35,7 @@ function cell(value: unknown): string {
   const text =
     typeof value === "string" ? value : typeof value === "object" ? JSON.stringify(value) : String(value);
   // One line per row, whatever the data holds.
-  return text.replace(/[\r\n\t]+/g, " ");
+  return printable(text.replace(/[\r\n\t]+/g, " "));
 }
 
 /** A box-drawn table; an empty list gives the header alone. */
@@ -36,8 +60,21 @@ export function formatTime(epochSeconds: unknown): string {
   return new Date(epochSeconds * 1000).toISOString().replace(/\.\d{3}Z$/, "Z");
 }
 
-export function formatJson(value: unknown): string {
-  return JSON.stringify(value, null, 2);
+/**
+ * `value` as JSON (indented, or on one line with `indent` 0), with DEL and the C1 controls escaped as
+ * `\u0080`-style escapes, which JSON.stringify leaves raw: the same JSON to a parser, nothing a
+ * terminal obeys.
+ */
+export function formatJson(value: unknown, indent = 2): string {
+  return escapeJsonControls(JSON.stringify(value, null, indent) ?? "null");
+}
+
+/**
+ * JSON text (or NDJSON) with raw control characters other than tab, newline and carriage return (which
+ * may only stand inside strings, where `\u00XX` means the same) escaped.
+ */
+export function escapeJsonControls(json: string): string {
+  return json.replace(jsonControls, (c) => `\\u00${hex(c)}`);
 }
 
 /** `key: value` lines with the values aligned. */
@@ -57,5 +94,6 @@ export function failureText(e: Error): string {
     typeof d?.file === "string" && typeof d.line === "number"
       ? `${d.file}:${d.line}${typeof d.column === "number" ? `:${d.column}` : ""}: `
       : "";
-  return typeof code === "string" ? `${where}${e.message} (${code})` : `${where}${e.message}`;
+  const text = typeof code === "string" ? `${where}${e.message} (${code})` : `${where}${e.message}`;
+  return printable(text, { lines: true });
 }

@@ -4,6 +4,7 @@
  */
 import { emitKeypressEvents } from "node:readline";
 import type { Io } from "./command.ts";
+import { printable } from "./output.ts";
 import type { Painter } from "./terminal.ts";
 
 /** One item of the list. */
@@ -32,8 +33,16 @@ interface Key {
   meta?: boolean;
 }
 
-/** Lets the person pick one of `choices`; resolves to it, or undefined when they give up. */
-export function pick(io: Io, title: string, choices: Choice[], paint: Painter): Promise<Choice | undefined> {
+/**
+ * Lets the person pick one of `choices`; resolves to it, or undefined when they give up. Labels and
+ * details (names the server gave) are shown with their control characters as escapes.
+ */
+export function pick(io: Io, title: string, given: Choice[], paint: Painter): Promise<Choice | undefined> {
+  const choices = given.map((c) => ({
+    ...c,
+    label: printable(c.label),
+    detail: c.detail === undefined ? undefined : printable(c.detail),
+  }));
   const input = io.stdin;
   const out = io.stderr;
   // A terminal that reports no width (0, as some emulated ones do) gets the classic 80 columns.
@@ -53,7 +62,7 @@ export function pick(io: Io, title: string, choices: Choice[], paint: Painter): 
     const start = Math.min(Math.max(0, index - rows + 1), Math.max(0, shown.length - rows));
     const lines = [
       `${paint("bold", title)} ${paint("dim", "(type to filter, ↑↓ to move, Enter to choose, Esc to cancel)")}`,
-      `> ${filter}`,
+      `> ${printable(filter)}`,
       ...shown.slice(start, start + rows).map((c, i) => {
         const text = fit(`${c.label}${c.detail ? `  ${c.detail}` : ""}`);
         const label = text.slice(0, c.label.length);

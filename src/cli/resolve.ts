@@ -5,6 +5,7 @@
  */
 import { type ApiClient, ApiError } from "./client.ts";
 import { CliError } from "./command.ts";
+import { printable } from "./output.ts";
 
 /** What resolving needs to know of a source. */
 export interface NamedSource {
@@ -38,7 +39,8 @@ export function pickByPrefix<T>(
   const fits =
     exact.length > 1 ? exact : items.filter((item) => keys(item).some((k) => k?.startsWith(ref) === true));
   if (fits.length <= 1) return fits[0];
-  const shown = fits.slice(0, listedCandidates).map((item) => `  ${label(item)}`);
+  // One line each, whatever the names hold: the message lists them a line apart.
+  const shown = fits.slice(0, listedCandidates).map((item) => `  ${printable(label(item))}`);
   if (fits.length > listedCandidates) shown.push(`  … and ${fits.length - listedCandidates} more`);
   throw new CliError(
     `"${ref}" could be any of ${fits.length} ${what}s; give more of the name, or the ID:\n${shown.join("\n")}`,

@@ -2,7 +2,7 @@
  * Following a source's live stream (`GET /sources/{id}/sse`) from the CLI: a small Server-Sent Events
  * reader and a loop that reconnects with the last event ID, so that a dropped connection loses nothing.
  */
-import { type ApiClient, ApiError } from "./client.ts";
+import { type ApiClient, ApiError, errorText } from "./client.ts";
 
 /** An event of the stream: the `id:` line and the parsed `data:` (an `event_summaries` entry). */
 export interface StreamEntry {
@@ -18,34 +18,68 @@ export interface SseMessage {
   data: string;
 }
 
-/** Splits an SSE body into messages; comment lines (`:keepalive`) and unknown fields are skipped. */
+/**
+ * Characters of a line, and of a message's data, read at most: a message is one event_summaries entry,
+ * whose event the server keeps under FOUNT_MAX_EVENT_BYTES (1 MB by default). A stream past it is
+ * broken or hostile, and is closed rather than held in memory.
+ */
+export const maxMessageChars = 16 * 1024 * 1024;
+
+const tooLarge = () =>
+  new ApiError(
+    `The stream sent a message over ${maxMessageChars / 1048576} MB; it was closed`,
+    "bad_response",
+    200,
+  );
+
+/**
+ * Splits an SSE body into messages; comment lines (`:keepalive`) and unknown fields are skipped. Each
+ * character is looked at once (the end of a line is searched in the text just read, never again in a
+ * line that goes on); a line or message over `maxMessageChars` ends the stream with ApiError
+ * `bad_response`.
+ */
 export async function* readSse(body: ReadableStream<Uint8Array>): AsyncGenerator<SseMessage> {
   const decoder = new TextDecoder();
-  let buffer = "";
+  // The start of a line still going on, in pieces, and their length.
+  let partial: string[] = [];
+  let partialChars = 0;
   let data: string[] = [];
+  let dataChars = 0;
   let id: string | undefined;
   const reader = body.getReader();
   try {
     for (;;) {
       const { done, value } = await reader.read();
       if (done) return;
-      buffer += decoder.decode(value, { stream: true });
-      let nl = buffer.search(/\r?\n/);
-      while (nl !== -1) {
-        const line = buffer.slice(0, nl);
-        buffer = buffer.slice(buffer[nl] === "\r" ? nl + 2 : nl + 1);
-        nl = buffer.search(/\r?\n/);
+      const text = decoder.decode(value, { stream: true });
+      let from = 0;
+      for (let nl = text.indexOf("\n"); nl !== -1; nl = text.indexOf("\n", from)) {
+        partial.push(text.slice(from, nl));
+        from = nl + 1;
+        let line = partial.join("");
+        partial = [];
+        partialChars = 0;
+        if (line.endsWith("\r")) line = line.slice(0, -1);
         if (line === "") {
           if (data.length > 0) yield { id, data: data.join("\n") };
           data = [];
+          dataChars = 0;
           continue;
         }
         if (line.startsWith(":")) continue;
         const colon = line.indexOf(":");
         const field = colon === -1 ? line : line.slice(0, colon);
         const value = colon === -1 ? "" : line.slice(colon + 1).replace(/^ /, "");
-        if (field === "data") data.push(value);
-        else if (field === "id") id = value;
+        if (field === "data") {
+          dataChars += value.length + 1;
+          if (dataChars > maxMessageChars) throw tooLarge();
+          data.push(value);
+        } else if (field === "id") id = value;
+      }
+      if (from < text.length) {
+        partial.push(text.slice(from));
+        partialChars += text.length - from;
+        if (partialChars > maxMessageChars) throw tooLarge();
       }
     }
   } finally {
@@ -111,6 +145,8 @@ export async function followSource(client: ApiClient, source: string, options: F
       }
     } catch (err) {
       if ((err as Error).name === "AbortError" || options.signal?.aborted) return;
+      // A stream past the limits is the server's fault: reopening would only read it again.
+      if (err instanceof ApiError) throw err;
       // The connection broke: reopen from the last event seen.
     }
     await pause(retryMs, options.signal);
@@ -118,7 +154,7 @@ export async function followSource(client: ApiClient, source: string, options: F
 }
 
 async function errorOf(res: Response): Promise<ApiError> {
-  const text = await res.text().catch(() => "");
+  const text = await errorText(res);
   try {
     const body = JSON.parse(text) as { error?: unknown; code?: unknown };
     if (typeof body.error === "string")

@@ -8,9 +8,12 @@ import {
   chmodSync,
   copyFileSync,
   existsSync,
+  lstatSync,
   mkdtempSync,
   readdirSync,
+  readFileSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
 } from "node:fs";
 import os from "node:os";
@@ -136,4 +139,46 @@ test("restore refuses a data dir that holds a store, and files that are not Foun
   const pg = await fount(["admin", "backup", file], { ...env, DATABASE_URL: "postgres://127.0.0.1/x" });
   assert.equal(pg.code, 2);
   assert.match(pg.stderr, /pg_dump/);
+});
+
+test("backup writes nothing through a link planted at <file> or <file>.key, nor over a file there", async () => {
+  const env = { FOUNT_DATA_DIR: server.dataDir };
+  const dir = mkdtempSync(path.join(scratch, "planted-"));
+  // Another user's links: one pointing where the copy would land, one where the key would.
+  const elsewhere = path.join(dir, "elsewhere.db");
+  const target = path.join(dir, "fount.db.bak");
+  symlinkSync(elsewhere, target);
+  const linked = await fount(["admin", "backup", target], env);
+  assert.equal(linked.code, 1, linked.stderr);
+  assert.equal(linked.stderr, `fount: ${target} exists: choose a new file\n`);
+  assert.equal(existsSync(elsewhere), false, "nothing was written through the link");
+  rmSync(target);
+
+  const stolen = path.join(dir, "stolen");
+  writeFileSync(stolen, "");
+  symlinkSync(stolen, `${target}.key`);
+  const keyLinked = await fount(["admin", "backup", target, "--with-key"], env);
+  assert.equal(keyLinked.code, 1, keyLinked.stderr);
+  assert.equal(keyLinked.stderr, `fount: ${target}.key exists: choose a new file\n`);
+  assert.equal(readFileSync(stolen, "utf8"), "", "the key did not go through the link");
+  assert.equal(existsSync(target), false, "no backup without the key asked for");
+
+  rmSync(`${target}.key`);
+
+  // A file created (and held open) by another user before the backup would receive the key.
+  writeFileSync(`${target}.key`, "theirs");
+  const keyThere = await fount(["admin", "backup", target, "--with-key"], env);
+  assert.equal(keyThere.code, 1, keyThere.stderr);
+  assert.equal(readFileSync(`${target}.key`, "utf8"), "theirs");
+  rmSync(`${target}.key`);
+
+  const done = await fount(["admin", "backup", target, "--with-key"], env);
+  assert.equal(done.code, 0, done.stderr);
+  for (const file of [target, `${target}.key`])
+    assert.equal(lstatSync(file).mode & 0o777, 0o600, `${file} is its owner's only`);
+  assert.deepEqual(
+    readdirSync(dir).sort(),
+    ["fount.db.bak", "fount.db.bak.key", "stolen"],
+    "the folder it was written in is gone",
+  );
 });

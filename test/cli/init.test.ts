@@ -3,7 +3,16 @@
  * with the CLI and seen working against a real server.
  */
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
@@ -118,4 +127,29 @@ test("init refuses to overwrite a file unless --force, and an unknown template",
   const unknown = await fount(["init", folder, "--template", "cron"], env);
   assert.equal(unknown.code, 2);
   assert.match(unknown.stderr, /--template must be one of http, timer, polling, not "cron"/);
+});
+
+test("init writes no file through a symbolic link, dangling or not, even with --force", async () => {
+  const folder = path.join(dir, "linked");
+  mkdirSync(folder);
+  const file = path.join(folder, "linked.mjs");
+  // A link to a place outside the folder, where nothing is yet.
+  const outside = path.join(dir, "outside.mjs");
+  symlinkSync(outside, file);
+  const dangling = await fount(["init", folder], env);
+  assert.equal(dangling.code, 1, dangling.stderr);
+  assert.equal(dangling.stderr, `fount: ${file} is a symbolic link; not writing through it\n`);
+  assert.equal(existsSync(outside), false, "nothing was written through the link");
+
+  writeFileSync(outside, "keep me\n");
+  const forced = await fount(["init", folder, "--force"], env);
+  assert.equal(forced.code, 1, forced.stderr);
+  assert.equal(readFileSync(outside, "utf8"), "keep me\n", "--force leaves the link's target alone");
+  assert.ok(lstatSync(file).isSymbolicLink());
+
+  // A plain file is replaced with --force.
+  rmSync(file);
+  writeFileSync(file, "old\n");
+  assert.equal((await fount(["init", folder, "--force"], env)).code, 0);
+  assert.match(readFileSync(file, "utf8"), /key: "linked"/);
 });

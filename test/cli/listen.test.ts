@@ -101,6 +101,39 @@ test("a fount listen killed outright leaves its webhook, which the next one on t
   }
 });
 
+test("a request without a valid signature prints one line: its claims escaped, its body not shown", async () => {
+  const listen = new RunningFount(envFor(adminKey), ["listen"]);
+  try {
+    await listen.waitFor(/Ready: /, "stderr");
+    const [, url] = /Webhook wh_\w+ → (\S+);/.exec(listen.stderr) ?? [];
+    assert.ok(url, listen.stderr);
+    // Anyone who reaches the receiver may send this; a header may carry C1 controls (as latin1 bytes).
+    const body = JSON.stringify({ forged: "\u001b]52;c;ZXZpbA==\u0007 \u009b2J" });
+    const forged = await fetch(url, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "webhook-id": "msg_\u009d0;forged",
+        "webhook-timestamp": "99999999999999",
+        "webhook-signature": "v1,forged",
+        "x-fount-emitter-id": "dc_\u009b2J",
+      },
+      body,
+    });
+    assert.equal(forged.status, 401);
+    const line = await listen.waitFor(/^.*NOT verified.*$/m);
+    assert.equal(
+      line.replace(/^\S+ {2}/, ""),
+      `✘ signature NOT verified:  a request claiming ID msg_\\x9d0;forged from dc_\\x9b2J  (${Buffer.byteLength(body)} bytes, not shown; answered 401)`,
+    );
+    assert.doesNotMatch(listen.stdout, /forged"|ZXZpbA/, "the body is not shown");
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is looked for
+    assert.doesNotMatch(listen.stdout, /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
+  } finally {
+    await listen.stop();
+  }
+});
+
 test("without an admin key, fount listen says the server will not deliver to it and leaves nothing", async () => {
   const res = await fount(["listen"], envFor(user.key));
   assert.equal(res.code, 1, res.stderr);

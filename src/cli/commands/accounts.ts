@@ -1,7 +1,7 @@
 /** `fount accounts create|list|delete`: app accounts (`apn_…`) whose credentials become an app prop's `$auth`. */
 import { readFile } from "node:fs/promises";
 import { CliError, type Command, UsageError } from "../command.ts";
-import { fields, formatTime, table } from "../output.ts";
+import { fields, formatTime, printable, table } from "../output.ts";
 
 /** An app account as the API renders it (credentials only when asked for). */
 interface Account {
@@ -67,7 +67,7 @@ const createAccount: Command = {
     });
     const a = res.data;
     ctx.output(a, () => {
-      ctx.print(`Connected ${a.app.name_slug} account ${a.id}.`);
+      ctx.print(printable(`Connected ${a.app.name_slug} account ${a.id}.`));
       ctx.print(
         fields([
           ["ID", a.id],
@@ -113,7 +113,7 @@ const deleteAccount: Command = {
   async run(ctx) {
     const id = ctx.arg(0, "<apn_…>");
     const res = await ctx.client().delete<{ data: { id: string } }>(`/v1/accounts/${encodeURIComponent(id)}`);
-    ctx.output(res.data, () => ctx.print(`Deleted app account ${res.data.id}.`));
+    ctx.output(res.data, () => ctx.print(printable(`Deleted app account ${res.data.id}.`)));
     return 0;
   },
 };

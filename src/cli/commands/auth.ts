@@ -2,7 +2,7 @@
 import { ApiClient } from "../client.ts";
 import { CliError, type Command, type Context, defaultUrl, type Io, UsageError } from "../command.ts";
 import { ConfigFile, configPath, defaultProfile, isValidProfileName } from "../config.ts";
-import { fields } from "../output.ts";
+import { fields, printable } from "../output.ts";
 
 /** The shape of `GET /v1/users/me`'s `data`, as far as the CLI reads it. */
 interface Me {
@@ -93,13 +93,13 @@ const login: Command = {
     if (orgId && !me.orgs.some((o) => o.id === orgId)) {
       if (ctx.globals.org)
         throw new CliError(`${me.username} is not a member of organization ${orgId}`, "not_found");
-      ctx.note(`Dropping org_id ${orgId} from the profile: ${me.username} is not a member of it.`);
+      ctx.note(printable(`Dropping org_id ${orgId} from the profile: ${me.username} is not a member of it.`));
       orgId = undefined;
     }
     file.set(name, { url: client.url, api_key: apiKey, org_id: orgId });
     file.write();
     ctx.output({ profile: name, config: file.path, url: client.url, org_id: orgId ?? null, user: me }, () => {
-      ctx.print(`Logged in to ${client.url} as ${me.username} (${me.id}).`);
+      ctx.print(printable(`Logged in to ${client.url} as ${me.username} (${me.id}).`));
       ctx.print(`Saved as profile "${name}" in ${file.path}.`);
     });
   },

@@ -6,7 +6,7 @@
  */
 import { deliveryStatuses } from "../../domain/types.ts";
 import { type Command, UsageError } from "../command.ts";
-import { formatTime, table } from "../output.ts";
+import { formatTime, printable, table } from "../output.ts";
 import { resolveWebhook } from "../resolve.ts";
 import type { Painter } from "../terminal.ts";
 import { timeOf } from "../times.ts";
@@ -134,7 +134,9 @@ const deliveries: Command = {
       const res = await client.post<{ data: Delivery }>(
         `${base}/deliveries/${encodeURIComponent(one)}/redeliver`,
       );
-      ctx.output(res.data, () => ctx.print(`Redelivering ${one}: it is ${res.data.status} again, due now.`));
+      ctx.output(res.data, () =>
+        ctx.print(printable(`Redelivering ${one}: it is ${res.data.status} again, due now.`)),
+      );
       return 0;
     }
     if (failed) {

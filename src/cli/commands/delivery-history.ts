@@ -4,6 +4,7 @@
  * kept event of a source in a time range, to a listener, after a count and a confirmation.
  */
 import { CliError, type Command, type Context, UsageError } from "../command.ts";
+import { printable } from "../output.ts";
 import { resolveSource, resolveWebhook } from "../resolve.ts";
 import type { Painter } from "../terminal.ts";
 import { searchOptions, searchQuery } from "./event-search.ts";
@@ -48,16 +49,26 @@ const shownBody = 2_000;
 
 const statusStyle = { pending: "yellow", succeeded: "green", failed: "red", retry: "yellow" } as const;
 
-function shorten(text: string, full: boolean): string {
-  return full || text.length <= shownBody
-    ? text
-    : `${text.slice(0, shownBody)}… (${text.length} characters; --full shows all)`;
+/** A status or outcome, coloured by what it is (red when it is none the API names). */
+const painted = (paint: Painter, status: string) =>
+  paint(
+    Object.hasOwn(statusStyle, status) ? statusStyle[status as keyof typeof statusStyle] : "red",
+    printable(status),
+  );
+
+/** A body (what was sent, what a receiver answered) as lines under `indent`, shown, never obeyed. */
+function bodyText(text: string, full: boolean, indent: string): string {
+  const shown =
+    full || text.length <= shownBody
+      ? text
+      : `${text.slice(0, shownBody)}… (${text.length} characters; --full shows all)`;
+  return indent + printable(shown, { lines: true }).replace(/\n/g, `\n${indent}`);
 }
 
 function headerLines(headers: Record<string, string | string[]> | null, indent: string): string[] {
   if (!headers) return [];
   return Object.entries(headers).flatMap(([k, v]) =>
-    (Array.isArray(v) ? v : [v]).map((x) => `${indent}${k}: ${x}`),
+    (Array.isArray(v) ? v : [v]).map((x) => `${indent}${printable(`${k}: ${x}`)}`),
   );
 }
 
@@ -65,12 +76,16 @@ function headerLines(headers: Record<string, string | string[]> | null, indent: 
 export function formatDelivery(d: DeliveryDetail, paint: Painter, full = false): string {
   const channel = d.event_name === "" ? "" : ` [${d.event_name}]`;
   const lines = [
-    `${paint("bold", d.id)}  ${paint(statusStyle[d.status], d.status)}  to ${d.listener_id} (${d.listener_kind})`,
-    `event ${d.emitter_id} ${d.event_id}${channel}, created ${new Date(d.created_at * 1000).toISOString()}`,
+    `${paint("bold", printable(d.id))}  ${painted(paint, d.status)}  ${printable(`to ${d.listener_id} (${d.listener_kind})`)}`,
+    printable(
+      `event ${d.emitter_id} ${d.event_id}${channel}, created ${new Date(d.created_at * 1000).toISOString()}`,
+    ),
   ];
   if (d.replay)
     lines.push(
-      `replay ${d.replay.id}${d.replay.replayed_from ? ` of ${d.replay.replayed_from}` : " (no earlier delivery to this listener)"}`,
+      printable(
+        `replay ${d.replay.id}${d.replay.replayed_from ? ` of ${d.replay.replayed_from}` : " (no earlier delivery to this listener)"}`,
+      ),
     );
   if (d.next_attempt_at !== null)
     lines.push(`next attempt ${new Date(d.next_attempt_at * 1000).toISOString()}`);
@@ -79,19 +94,23 @@ export function formatDelivery(d: DeliveryDetail, paint: Painter, full = false):
     const code = a.response ? ` ${a.response.status}` : "";
     lines.push(
       "",
-      `#${a.n}  ${new Date(a.at_ms).toISOString()}  ${paint(statusStyle[a.outcome], a.outcome)}${code}  ${a.duration_ms} ms`,
+      `${printable(`#${a.n}  ${new Date(a.at_ms).toISOString()}`)}  ${painted(paint, a.outcome)}${printable(`${code}  ${a.duration_ms} ms`)}`,
     );
-    if (a.request.url !== null) lines.push(`  → POST ${a.request.url}`);
+    if (a.request.url !== null) lines.push(`  → POST ${printable(a.request.url)}`);
     else lines.push("  → run of the listener source with the event");
     lines.push(...headerLines(a.request.headers, "    "));
-    lines.push(`    ${shorten(a.request.body, full)}`);
+    lines.push(bodyText(a.request.body, full, "    "));
     if (a.response) {
-      lines.push(`  ← ${a.response.status}`, ...headerLines(a.response.headers, "    "));
+      lines.push(printable(`  ← ${a.response.status}`), ...headerLines(a.response.headers, "    "));
       if (a.response.body !== null)
-        lines.push(`    ${shorten(a.response.body, full)}${a.response.truncated ? " (cut at 64 KB)" : ""}`);
+        lines.push(
+          `${bodyText(a.response.body, full, "    ")}${a.response.truncated ? " (cut at 64 KB)" : ""}`,
+        );
     } else lines.push("  ← no answer");
-    if (a.error)
-      lines.push(`  ${paint("red", `error${a.error_kind ? ` (${a.error_kind})` : ""}:`)} ${a.error}`);
+    if (a.error) {
+      const kind = a.error_kind ? ` (${printable(a.error_kind)})` : "";
+      lines.push(`  ${paint("red", `error${kind}:`)} ${printable(a.error)}`);
+    }
   }
   return lines.join("\n");
 }
@@ -196,7 +215,9 @@ const replay: Command = {
       });
       ctx.output(res.data, () =>
         ctx.print(
-          `Replaying ${event} to ${listener}: delivery ${res.data.delivery_id} (replay ${res.data.replay_id}).`,
+          printable(
+            `Replaying ${event} to ${listener}: delivery ${res.data.delivery_id} (replay ${res.data.replay_id}).`,
+          ),
         ),
       );
       return 0;
@@ -207,14 +228,18 @@ const replay: Command = {
     const events = `${n} event${n === 1 ? "" : "s"}`;
     if (n === 0) {
       ctx.output(counted.data, () =>
-        ctx.print(`No kept events of ${source.name_slug} match: nothing to replay.`),
+        ctx.print(printable(`No kept events of ${source.name_slug} match: nothing to replay.`)),
       );
       return 0;
     }
     if (!(await confirmReplay(ctx, `Replay ${events} of ${source.name_slug} to ${listener}?`))) return 1;
     const res = await client.post<Answer>(`${base}/replay`, body);
     ctx.output(res.data, () =>
-      ctx.print(`Replaying ${res.data.replayed} of ${events} to ${listener} (replay ${res.data.replay_id}).`),
+      ctx.print(
+        printable(
+          `Replaying ${res.data.replayed} of ${events} to ${listener} (replay ${res.data.replay_id}).`,
+        ),
+      ),
     );
     return 0;
   },

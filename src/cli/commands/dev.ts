@@ -7,7 +7,7 @@ import { stat } from "node:fs/promises";
 import type { ApiClient } from "../client.ts";
 import { CliError, type Command, type Context } from "../command.ts";
 import { FileWatcher } from "../file-watch.ts";
-import { failureText } from "../output.ts";
+import { failureText, formatJson, printable } from "../output.ts";
 import { resolveSource } from "../resolve.ts";
 import { parseProps } from "../source-input.ts";
 import { type StreamEntry, untilInterrupted } from "../sse.ts";
@@ -74,7 +74,7 @@ class Reloader {
 
   changed(files: string[]): void {
     const paint = this.#ctx.paintErr;
-    this.#ctx.note(paint("dim", `Changed: ${files.map((f) => relative(f)).join(", ")}`));
+    this.#ctx.note(paint("dim", printable(`Changed: ${files.map((f) => relative(f)).join(", ")}`)));
     if (this.#running) {
       this.#again = true;
       return;
@@ -113,9 +113,11 @@ class Reloader {
     const s = this.#source;
     try {
       const body = await updateBody(this.#client, s.id, { component_code: built.code }, this.#given);
-      await ctx.progress(`Updating ${s.name_slug}…`, () => this.#client.put(sourcePath(s.id), body));
+      await ctx.progress(printable(`Updating ${s.name_slug}…`), () =>
+        this.#client.put(sourcePath(s.id), body),
+      );
       this.#lastCode = built.code;
-      ctx.note(paint("green", `Updated ${s.name_slug} (${s.id}).`));
+      ctx.note(paint("green", printable(`Updated ${s.name_slug} (${s.id}).`)));
     } catch (err) {
       ctx.note(`${paint("red", "fount:")} ${failureText(err as Error)}`);
       ctx.note("Still watching; the source runs the last code that deployed.");
@@ -194,10 +196,13 @@ const dev: Command = {
       ).data;
     }
     const s = source;
-    if (ctx.json) ctx.print(JSON.stringify(s));
+    if (ctx.json) ctx.print(formatJson(s, 0));
     else {
       ctx.print(
-        ctx.paint("green", `${attach !== undefined ? "Attached to" : "Deployed"} ${s.name_slug} (${s.id}).`),
+        ctx.paint(
+          "green",
+          printable(`${attach !== undefined ? "Attached to" : "Deployed"} ${s.name_slug} (${s.id}).`),
+        ),
       );
       describeSource(ctx, s);
     }
@@ -210,7 +215,9 @@ const dev: Command = {
       ctx.note(`Watching ${n} file${n === 1 ? "" : "s"} for changes.`);
       const since = await startIds(client, s, attach !== undefined);
       await follow(ctx, s.id, channels, since, formatAnyEntry, stop.signal, {
-        banner: `Printing the events, console output and errors of ${s.name_slug} (${s.id}) as they come; each save of ${file} updates it (Ctrl-C to stop)…`,
+        banner: printable(
+          `Printing the events, console output and errors of ${s.name_slug} (${s.id}) as they come; each save of ${file} updates it (Ctrl-C to stop)…`,
+        ),
       });
     } finally {
       reloader.watcher.close();
@@ -220,10 +227,12 @@ const dev: Command = {
     }
     if (ctx.boolean("delete")) {
       await client.delete(sourcePath(s.id));
-      ctx.note(`Deleted source ${s.id}.`);
+      ctx.note(printable(`Deleted source ${s.id}.`));
     } else {
       ctx.note(
-        `Kept ${s.name_slug} (${s.id}): \`fount dev --dc ${s.id} ${file}\` attaches to it again, \`fount delete ${s.id}\` deletes it.`,
+        printable(
+          `Kept ${s.name_slug} (${s.id}): \`fount dev --dc ${s.id} ${file}\` attaches to it again, \`fount delete ${s.id}\` deletes it.`,
+        ),
       );
     }
     return 0;

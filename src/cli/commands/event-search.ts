@@ -8,8 +8,9 @@
 import { once } from "node:events";
 import { createWriteStream, type WriteStream } from "node:fs";
 import { deliveryStatuses } from "../../domain/types.ts";
-import { answerError, type Query } from "../client.ts";
+import { answerError, errorText, type Query } from "../client.ts";
 import { type Command, type Context, type OptionSpec, UsageError } from "../command.ts";
+import { escapeJsonControls } from "../output.ts";
 import { resolveSource } from "../resolve.ts";
 import { timeOf } from "../times.ts";
 
@@ -110,7 +111,7 @@ const exportEvents: Command = {
       headers: { accept: "application/x-ndjson" },
     });
     if (!res.ok) {
-      const text = await res.text();
+      const text = await errorText(res);
       let parsed: unknown;
       try {
         parsed = JSON.parse(text);
@@ -125,7 +126,8 @@ const exportEvents: Command = {
     const decoder = new TextDecoder();
     try {
       for await (const chunk of res.body ?? []) {
-        const text = decoder.decode(chunk, { stream: true });
+        // The same JSON, with DEL and C1 controls as \u escapes: nothing a terminal showing it obeys.
+        const text = escapeJsonControls(decoder.decode(chunk, { stream: true }));
         await write(out, ctx, text);
         for (const c of text) if (c === "\n") lines++;
         if (progress) ctx.io.stderr.write(`\rExported ${lines} events…`);

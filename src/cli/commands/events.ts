@@ -1,6 +1,7 @@
 /** `fount events` (a source's emitted events, optionally followed) and `fount logs` (its `$logs` and `$errors`). */
 import type { ApiClient, Query } from "../client.ts";
 import { type Command, type Context, UsageError } from "../command.ts";
+import { formatJson, printable } from "../output.ts";
 import { type NamedSource, resolveSource } from "../resolve.ts";
 import { compareEventIds, followSource, type StreamEntry, untilInterrupted } from "../sse.ts";
 import { type Painter, plain } from "../terminal.ts";
@@ -13,19 +14,25 @@ function time(ms: unknown): string {
   return typeof ms === "number" && Number.isFinite(ms) ? new Date(ms).toISOString() : "";
 }
 
+/** A value on one line, its control characters shown as escapes (an event's data comes from anyone). */
 function oneLine(value: unknown): string {
-  const text = typeof value === "string" ? value : (JSON.stringify(value) ?? "null");
-  return text.replace(/\r?\n/g, "\\n");
+  return printable(typeof value === "string" ? value : (JSON.stringify(value) ?? "null"));
 }
+
+/** A string field of an entry, shown safely; "" when it is not a string. */
+const textOf = (value: unknown) => (typeof value === "string" ? printable(value) : "");
 
 /** An emitted event for people: time, ID, channel when not the default, summary; then its data. */
 export function formatEntry(e: StreamEntry, paint: Painter = plain): string {
-  const channel =
-    typeof e.metadata?.name === "string" && e.metadata.name !== ""
-      ? paint("cyan", `[${e.metadata.name}]`)
-      : "";
-  const summary = typeof e.metadata?.summary === "string" ? paint("bold", e.metadata.summary) : "";
-  const head = [paint("dim", time(e.indexed_at_ms)), paint("dim", e.id), channel, summary]
+  const name = textOf(e.metadata?.name);
+  const channel = name !== "" ? paint("cyan", `[${name}]`) : "";
+  const summary = textOf(e.metadata?.summary);
+  const head = [
+    paint("dim", time(e.indexed_at_ms)),
+    paint("dim", textOf(e.id)),
+    channel,
+    summary && paint("bold", summary),
+  ]
     .filter(Boolean)
     .join("  ");
   return `${head}\n  ${oneLine(e.event)}`;
@@ -38,14 +45,17 @@ export function formatLogEntry(e: StreamEntry, paint: Painter = plain): string {
   const ev = (e.event ?? {}) as Record<string, any>;
   if (e.metadata?.name === "$errors") {
     const err = (ev.error ?? {}) as Record<string, unknown>;
-    const what = paint("red", `[error] ${err.code ?? "error"}:`);
+    const what = paint("red", `[error] ${oneLine(err.code ?? "error")}:`);
     const head = `${paint("dim", time(e.indexed_at_ms))}  ${what} ${oneLine(err.message ?? "")}`;
     const stack = typeof err.stack === "string" ? err.stack.split("\n").slice(1, 6) : [];
-    return [head, ...stack.map((l) => paint("dim", `    ${l.trim()}`))].join("\n");
+    return [head, ...stack.map((l) => paint("dim", `    ${printable(l.trim())}`))].join("\n");
   }
-  const level = typeof ev.level === "string" ? ev.level : "log";
-  const tag = levelStyles[level] ? paint(levelStyles[level], `[${level}]`) : `[${level}]`;
-  return `${paint("dim", time(typeof ev.ts === "number" ? ev.ts : e.indexed_at_ms))}  ${tag} ${String(ev.message ?? oneLine(ev))}`;
+  const level = typeof ev.level === "string" ? printable(ev.level) : "log";
+  const style = Object.hasOwn(levelStyles, level) ? levelStyles[level] : undefined;
+  const tag = style ? paint(style, `[${level}]`) : `[${level}]`;
+  // A message may span lines (console.log of a block), as the component wrote it.
+  const message = ev.message == null ? oneLine(ev) : printable(String(ev.message), { lines: true });
+  return `${paint("dim", time(typeof ev.ts === "number" ? ev.ts : e.indexed_at_ms))}  ${tag} ${message}`;
 }
 
 /** Any entry: `$logs` and `$errors` as log lines, the rest as events (the one view of `fount dev`). */
@@ -88,7 +98,7 @@ export function newestOf(shown: StreamEntry[]): string {
 }
 
 /** A source as the banners name it. */
-export const label = (s: NamedSource) => `${s.name_slug} (${s.id})`;
+export const label = (s: NamedSource) => printable(`${s.name_slug} (${s.id})`);
 
 /**
  * Follows channels of a source until Ctrl-C (or `signal`), printing each entry as it comes (one JSON
@@ -118,7 +128,7 @@ export async function follow(
           onOpen: () => {
             if (++open === channels.length && banner !== undefined) ctx.note(banner);
           },
-          onEntry: (e) => ctx.print(ctx.json ? JSON.stringify(e) : print(e, paint)),
+          onEntry: (e) => ctx.print(ctx.json ? formatJson(e, 0) : print(e, paint)),
         }),
       ),
     );
@@ -170,10 +180,10 @@ const events: Command = {
     const source = named.id;
     const shown = await recent(client, source, n, channel, search);
     if (ctx.json && !following) {
-      ctx.print(JSON.stringify(shown, null, 2));
+      ctx.print(formatJson(shown));
       return 0;
     }
-    for (const e of shown) ctx.print(ctx.json ? JSON.stringify(e) : formatEntry(e, ctx.paint));
+    for (const e of shown) ctx.print(ctx.json ? formatJson(e, 0) : formatEntry(e, ctx.paint));
     if (!following) {
       if (shown.length === 0 && !ctx.json)
         ctx.note(searching(search) ? "No event matches." : "No events yet.");
@@ -220,10 +230,10 @@ const logs: Command = {
     ]);
     const merged = [...logEntries, ...errorEntries].sort((a, b) => compareEventIds(a.id, b.id));
     if (ctx.json && ctx.boolean("no-follow")) {
-      ctx.print(JSON.stringify(merged, null, 2));
+      ctx.print(formatJson(merged));
       return 0;
     }
-    for (const e of merged) ctx.print(ctx.json ? JSON.stringify(e) : formatLogEntry(e, ctx.paint));
+    for (const e of merged) ctx.print(ctx.json ? formatJson(e, 0) : formatLogEntry(e, ctx.paint));
     if (ctx.boolean("no-follow")) {
       if (merged.length === 0 && !ctx.json) ctx.note("No logs or errors yet.");
       return 0;

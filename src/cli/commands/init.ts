@@ -1,5 +1,5 @@
 /** `fount init [dir]`: writes a starter component that deploys as it is. */
-import { mkdir, stat, writeFile } from "node:fs/promises";
+import { lstat, mkdir, unlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { CliError, type Command } from "../command.ts";
 import { type TemplateName, templateCode, templateNames, templateSummaries } from "../templates.ts";
@@ -27,7 +27,7 @@ const init: Command = {
       value: "http|timer|polling",
       description: "Which starter (default: http)",
     },
-    force: { type: "boolean", description: "Overwrite the file when it exists" },
+    force: { type: "boolean", description: "Overwrite the file when it exists (never a symbolic link)" },
   },
   description: [
     "Writes <dir>/<name>.mjs, <name> being the folder's name as a component key (the current folder",
@@ -43,14 +43,22 @@ const init: Command = {
     const template: TemplateName = ctx.choice("template", templateNames) ?? "http";
     const key = keyFromFolder(dir);
     const file = path.join(dir, `${key}.mjs`);
-    const exists = await stat(file).then(
-      () => true,
-      () => false,
-    );
-    if (exists && !ctx.boolean("force"))
+    // What is there, a link included (one pointing nowhere too): never written through.
+    const there = await lstat(file).catch(() => undefined);
+    if (there?.isSymbolicLink())
+      throw new CliError(`${file} is a symbolic link; not writing through it`, "file_is_link");
+    if (there && !ctx.boolean("force"))
       throw new CliError(`${file} exists; --force overwrites it`, "file_exists");
+    if (there && !there.isFile())
+      throw new CliError(`${file} exists and is not a file; not overwriting it`, "file_exists");
     await mkdir(dir, { recursive: true });
-    await writeFile(file, templateCode(template, key));
+    if (there) await unlink(file);
+    // "wx": a new file, so that a link put there meanwhile is refused rather than followed.
+    await writeFile(file, templateCode(template, key), { flag: "wx" }).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === "EEXIST")
+        throw new CliError(`${file} appeared while it was written; run again`, "file_exists");
+      throw err;
+    });
     ctx.output({ file, key, template }, () => {
       ctx.print(`Wrote ${file}: ${templateSummaries[template]}.`);
       ctx.print("");

@@ -16,6 +16,7 @@ import { isPublicAddress } from "../../delivery/address-guard.ts";
 import { verifySignature } from "../../delivery/signature.ts";
 import { ApiError } from "../client.ts";
 import { CliError, type Command, type Context, UsageError } from "../command.ts";
+import { formatJson, printable } from "../output.ts";
 import { resolveSource } from "../resolve.ts";
 import { untilInterrupted } from "../sse.ts";
 import { printWarnings, type Warning } from "./webhooks.ts";
@@ -88,29 +89,43 @@ async function forward(
   }
 }
 
+/** A verified delivery for people: its time, ID, source and channel, then the event on one line. */
 function formatReceived(ctx: Context, r: Received): string {
   const p = ctx.paint;
-  const check = r.verified ? p("green", "✔ signature verified") : p("red", "✘ signature NOT verified");
-  const channel = r.event_name && r.event_name !== "default" ? p("cyan", `[${r.event_name}]`) : "";
+  const channel = r.event_name && r.event_name !== "default" ? p("cyan", `[${printable(r.event_name)}]`) : "";
   const head = [
     p("dim", new Date(r.timestamp * 1000).toISOString()),
-    p("dim", r.id),
-    `from ${r.emitter_id ?? "?"}`,
+    p("dim", printable(r.id)),
+    printable(`from ${r.emitter_id ?? "?"}`),
     channel,
-    check,
+    p("green", "✔ signature verified"),
   ]
     .filter(Boolean)
     .join("  ");
-  const lines = [head, `  ${JSON.stringify(r.event)}`];
+  const lines = [head, `  ${printable(JSON.stringify(r.event) ?? "null")}`];
   if (r.forwarded) {
     const f = r.forwarded;
     const outcome =
       f.status === null
-        ? p("red", `failed: ${f.error}`)
+        ? p("red", `failed: ${printable(f.error ?? "")}`)
         : p(f.status < 300 ? "green" : "yellow", `answered ${f.status}`);
-    lines.push(`  → ${f.url} ${outcome}`);
+    lines.push(`  → ${printable(f.url)} ${outcome}`);
   }
   return lines.join("\n");
+}
+
+/**
+ * A request whose signature does not check, as one line: anyone who reaches the receiver can send one,
+ * so what it claims (its body, its time) is not shown, and its headers only as escaped text.
+ */
+function formatUnverified(ctx: Context, r: Received, bytes: number): string {
+  const p = ctx.paint;
+  return [
+    p("dim", new Date().toISOString()),
+    p("red", "✘ signature NOT verified:"),
+    printable(`a request claiming ID ${r.id || "(none)"} from ${r.emitter_id ?? "?"}`),
+    p("dim", `(${bytes} bytes, not shown; answered 401)`),
+  ].join("  ");
 }
 
 /** The receiver's server, listening; its port. */
@@ -221,7 +236,13 @@ const listen: Command = {
           received.forwarded = { url: forwardTo, ...f };
           status = f.status === null ? 502 : f.status;
         }
-        ctx.print(ctx.json ? JSON.stringify(received) : formatReceived(ctx, received));
+        if (ctx.json) ctx.print(formatJson(received, 0));
+        else
+          ctx.print(
+            verified
+              ? formatReceived(ctx, received)
+              : formatUnverified(ctx, received, Buffer.byteLength(body)),
+          );
         res.writeHead(status, { "content-type": "text/plain" }).end(verified ? "ok\n" : "bad signature\n");
       } catch {
         if (!res.headersSent) res.writeHead(400).end();
@@ -243,9 +264,11 @@ const listen: Command = {
         event_name: channel,
       });
       const on = channel ? `the ${channel} channel of ` : "";
-      ctx.note(`Webhook ${hook.id} → ${url}; signing secret ${hook.secret}`);
+      ctx.note(printable(`Webhook ${hook.id} → ${url}; signing secret ${hook.secret}`));
       ctx.note(
-        `Ready: printing each delivery of ${on}${what} as it arrives, signature checked${forwardTo ? `, and forwarding it to ${forwardTo}` : ""}. Ctrl-C stops and deletes the webhook.`,
+        printable(
+          `Ready: printing each delivery of ${on}${what} as it arrives, signature checked${forwardTo ? `, and forwarding it to ${forwardTo}` : ""}. Ctrl-C stops and deletes the webhook.`,
+        ),
       );
       if (!stop.signal.aborted)
         await new Promise((resolve) => stop.signal.addEventListener("abort", resolve, { once: true }));
@@ -255,10 +278,12 @@ const listen: Command = {
       server.close();
       if (webhookId !== undefined) {
         await client.delete(`/v1/webhooks/${webhookId}`).then(
-          () => ctx.note(`Deleted webhook ${webhookId} and its subscription.`),
+          () => ctx.note(printable(`Deleted webhook ${webhookId} and its subscription.`)),
           (err: Error) =>
             ctx.note(
-              `Could not delete webhook ${webhookId}: ${err.message}; \`fount webhook delete ${webhookId} --yes\` does it.`,
+              printable(
+                `Could not delete webhook ${webhookId}: ${err.message}; \`fount webhook delete ${webhookId} --yes\` does it.`,
+              ),
             ),
         );
       }
@@ -298,7 +323,9 @@ async function removeAbandoned(ctx: Context): Promise<void> {
     await client.delete(`/v1/webhooks/${hook.id}`).then(
       () =>
         ctx.note(
-          `Deleted webhook ${hook.id} of an earlier \`fount listen\` that was stopped outright (nothing answers at ${hook.url}).`,
+          printable(
+            `Deleted webhook ${hook.id} of an earlier \`fount listen\` that was stopped outright (nothing answers at ${hook.url}).`,
+          ),
         ),
       () => {},
     );

@@ -1,7 +1,7 @@
 /** `fount registry publish <file>`: publishes a local component to the server's registry (admin key). */
 import { access } from "node:fs/promises";
 import { CliError, type Command } from "../command.ts";
-import { fields, table } from "../output.ts";
+import { fields, printable, table } from "../output.ts";
 
 /** The part of a registry publish answer the CLI reads. */
 interface Published {
@@ -44,9 +44,11 @@ const publishRegistry: Command = {
     const c = res.data;
     ctx.output(c, () => {
       ctx.print(
-        c.created
-          ? `Published ${c.key} ${c.version} to the registry.`
-          : `${c.key} ${c.version} is already in the registry with this code; nothing changed.`,
+        printable(
+          c.created
+            ? `Published ${c.key} ${c.version} to the registry.`
+            : `${c.key} ${c.version} is already in the registry with this code; nothing changed.`,
+        ),
       );
       ctx.print(
         fields([

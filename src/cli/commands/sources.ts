@@ -4,7 +4,7 @@
  */
 import type { ApiClient } from "../client.ts";
 import { CliError, type Command, type Context, UsageError } from "../command.ts";
-import { fields, formatTime, table } from "../output.ts";
+import { fields, formatTime, printable, table } from "../output.ts";
 import type { Choice } from "../picker.ts";
 import { resolveSource } from "../resolve.ts";
 import { type ComponentFields, componentFields, localComponentFiles, parseProps } from "../source-input.ts";
@@ -98,7 +98,7 @@ export function describeSource(ctx: Context, s: Source): void {
   const props = Object.entries(s.configured_props);
   if (props.length > 0) {
     ctx.print("Props:");
-    for (const [name, value] of props) ctx.print(`  ${name}: ${JSON.stringify(value)}`);
+    for (const [name, value] of props) ctx.print(printable(`  ${name}: ${JSON.stringify(value)}`));
   }
 }
 
@@ -197,12 +197,14 @@ const deploy: Command = {
     );
     const s = res.data;
     ctx.output(s, () => {
-      ctx.print(`Deployed ${s.name_slug} (${s.id}).`);
+      ctx.print(printable(`Deployed ${s.name_slug} (${s.id}).`));
       describeSource(ctx, s);
     });
     if (ctx.boolean("follow"))
       await follow(ctx, s.id, [undefined], new Map([[undefined, "0-0"]]), formatEntry, undefined, {
-        banner: `Printing the events ${s.name_slug} (${s.id}) emits as they come (Ctrl-C to stop)…`,
+        banner: printable(
+          `Printing the events ${s.name_slug} (${s.id}) emits as they come (Ctrl-C to stop)…`,
+        ),
       });
     return 0;
   },
@@ -315,12 +317,12 @@ const update: Command = {
         "Nothing to update: give code, --name, --prop, --keep-events, --keep-days, --keep-default, --activate or --deactivate",
         ctx.command.name,
       );
-    const res = await ctx.progress(`Updating ${source}…`, () =>
+    const res = await ctx.progress(printable(`Updating ${source}…`), () =>
       client.put<{ data: Source }>(sourcePath(source), body),
     );
     const s = res.data;
     ctx.output(s, () => {
-      ctx.print(`Updated ${s.name_slug} (${s.id}).`);
+      ctx.print(printable(`Updated ${s.name_slug} (${s.id}).`));
       describeSource(ctx, s);
     });
     return 0;
@@ -393,7 +395,7 @@ const remove: Command = {
   async run(ctx) {
     const client = ctx.client();
     const s = await resolveSource(client, ctx.arg(0, "<source>"));
-    const what = `source ${s.name_slug} (${s.id})`;
+    const what = printable(`source ${s.name_slug} (${s.id})`);
     if (!(await ctx.confirmDelete(what, `Delete ${what} and all its events?`))) return 1;
     const res = await client.delete<{ data: { id: string } }>(sourcePath(s.id));
     ctx.output(res.data, () => ctx.print(`Deleted ${what}.`));
@@ -454,7 +456,7 @@ const run: Command = {
           formatLogEntry({ id: "", indexed_at_ms: l.ts, event: l, metadata: { name: "$logs" } }, ctx.paint),
         );
       }
-      if (o.error) ctx.print(ctx.paint("red", `Error: ${o.error.code}: ${o.error.message}`));
+      if (o.error) ctx.print(ctx.paint("red", printable(`Error: ${o.error.code}: ${o.error.message}`)));
     });
     return o.ok ? 0 : 1;
   },

@@ -1,7 +1,7 @@
 /** `fount list subscriptions`, `fount subscribe`, `fount unsubscribe`. */
 import type { ApiClient } from "../client.ts";
 import type { Command, OptionSpec } from "../command.ts";
-import { table } from "../output.ts";
+import { printable, table } from "../output.ts";
 import { resolveSource, resolveWebhook } from "../resolve.ts";
 
 /** A subscription as the API renders it; `event_name` "" is the default channel. */
@@ -91,7 +91,9 @@ const subscribe: Command = {
     const s = res.data;
     ctx.output(s, () =>
       ctx.print(
-        `Subscribed ${s.listener_id} to the ${channelLabel(s.event_name)} channel of ${s.emitter_id} (${s.id}).`,
+        printable(
+          `Subscribed ${s.listener_id} to the ${channelLabel(s.event_name)} channel of ${s.emitter_id} (${s.id}).`,
+        ),
       ),
     );
   },
@@ -114,7 +116,9 @@ const unsubscribe: Command = {
     ctx.output(res.data, () => {
       for (const s of res.data)
         ctx.print(
-          `Unsubscribed ${s.listener_id} from the ${channelLabel(s.event_name)} channel of ${s.emitter_id} (${s.id}).`,
+          printable(
+            `Unsubscribed ${s.listener_id} from the ${channelLabel(s.event_name)} channel of ${s.emitter_id} (${s.id}).`,
+          ),
         );
     });
   },

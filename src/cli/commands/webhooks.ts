@@ -1,6 +1,6 @@
 /** `fount list webhooks`, `fount webhook create`, `fount webhook delete`. */
 import type { Command, Context } from "../command.ts";
-import { fields, formatTime, table } from "../output.ts";
+import { fields, formatTime, printable, table } from "../output.ts";
 import { resolveWebhook } from "../resolve.ts";
 
 /** A webhook as the API renders it. */
@@ -23,7 +23,8 @@ export interface Warning {
 
 /** The API's warnings, on stderr, whatever the output format. */
 export function printWarnings(ctx: Context, warnings: Warning[] | undefined): void {
-  for (const w of warnings ?? []) ctx.note(`${ctx.paintErr("yellow", "Warning:")} ${w.message} (${w.code})`);
+  for (const w of warnings ?? [])
+    ctx.note(`${ctx.paintErr("yellow", "Warning:")} ${printable(`${w.message} (${w.code})`)}`);
 }
 
 const listWebhooks: Command = {
@@ -82,7 +83,7 @@ const createWebhook: Command = {
         ]),
       );
       ctx.print("Signing secret, shown only this once:");
-      ctx.print(`  ${w.signing_secret}`);
+      ctx.print(`  ${printable(String(w.signing_secret))}`);
     });
   },
 };
@@ -103,7 +104,7 @@ const deleteWebhook: Command = {
   async run(ctx) {
     const client = ctx.client();
     const w = await resolveWebhook(client, ctx.arg(0, "<wh_…|url|name>"));
-    const what = `webhook ${w.id} (${w.url})`;
+    const what = printable(`webhook ${w.id} (${w.url})`);
     if (!(await ctx.confirmDelete(what, `Delete ${what} and its subscriptions?`))) return 1;
     const res = await client.delete<{ data: { id: string } }>(`/v1/webhooks/${encodeURIComponent(w.id)}`);
     ctx.output(res.data, () => ctx.print(`Deleted ${what}.`));
