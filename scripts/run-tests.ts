@@ -27,6 +27,7 @@ const longestFirst = [
   "test/runtime/executor-tenants.test.ts",
   "test/pipedream/postgresql.test.ts",
   "test/cluster/forwarding.test.ts",
+  "test/cluster/forwarding-faults.test.ts",
   "test/crash/outbox-crash.test.ts",
   "test/crash/crash.test.ts",
   "test/cluster/admin-nodes.test.ts",

@@ -10,11 +10,18 @@ import { randomBytes } from "node:crypto";
 import http from "node:http";
 import net from "node:net";
 import { after, before, test } from "node:test";
-import tls from "node:tls";
-import { SecretBox } from "../../src/crypto/secret-box.ts";
-import { FrameReader } from "../../src/domain/cluster/forwarding-protocol.ts";
 import { adminKey, freePort } from "../helpers.ts";
-import { api, type Cluster, deployOwnedBy, echoCode, eventually, type Node, startCluster } from "./nodes.ts";
+import { clusterPsk, forwardRaw, openForwarding } from "./forwarding-wire.ts";
+import {
+  api,
+  type Cluster,
+  deployOwnedBy,
+  echoCode,
+  eventually,
+  metric,
+  type Node,
+  startCluster,
+} from "./nodes.ts";
 
 let cluster: Cluster;
 before(async () => {
@@ -32,17 +39,6 @@ after(async () => {
 });
 
 const node = (name: string): Node => cluster.node(name);
-
-/** A node's value of one metric series (summed over the series whose labels include `labels`). */
-async function metric(n: Node, name: string, labels = ""): Promise<number> {
-  const text = await (await fetch(`${n.url}/metrics`)).text();
-  let sum = 0;
-  for (const line of text.split("\n")) {
-    if (line.startsWith(`${name}{`) && line.includes(labels))
-      sum += Number(line.slice(line.lastIndexOf(" ") + 1));
-  }
-  return sum;
-}
 
 async function hit(n: Node, path: string, headers: Record<string, string> = {}) {
   const res = await fetch(`${n.endpoints}${path}/sub/path?x=1&y=two`, {
@@ -94,12 +90,6 @@ test("a hit through a node that does not run the source is answered by the one t
   assert.ok((await metric(node("f3"), "fount_endpoint_forwards_total", 'status="201"')) >= 3);
 });
 
-/** The forwarding connections' TLS key, as every node derives it from the cluster's FOUNT_ENCRYPTION_KEY. */
-function clusterPsk(): Buffer {
-  const box = new SecretBox(Buffer.from(cluster.encryptionKey, "base64"));
-  return Buffer.from(box.derive("fount/forwarding-psk/v2"), "base64url");
-}
-
 /** The status of an upgrade request to `url` with `headers` (101 when the node switched protocols). */
 function upgradeStatus(url: URL, headers: Record<string, string>): Promise<number> {
   return new Promise<number>((resolve, reject) => {
@@ -117,30 +107,6 @@ function upgradeStatus(url: URL, headers: Record<string, string>): Promise<numbe
   });
 }
 
-/** Opens a forwarding connection to `n` as another node would: the upgrade, then TLS keyed with `psk`. */
-function openForwarding(n: Node, psk: Buffer): Promise<tls.TLSSocket> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(new URL("/_fount/forward", n.url), {
-      headers: { connection: "Upgrade", upgrade: "fount-forward/3" },
-    });
-    req.once("response", (res) => reject(new Error(`no upgrade: ${res.statusCode}`)));
-    req.once("error", reject);
-    req.once("upgrade", (res, raw) => {
-      assert.equal(res.statusCode, 101);
-      const socket = tls.connect({
-        socket: raw,
-        minVersion: "TLSv1.3",
-        pskCallback: () => ({ psk, identity: "fount-node" }),
-        checkServerIdentity: () => undefined,
-      });
-      socket.once("secureConnect", () => resolve(socket));
-      socket.once("error", reject);
-      socket.once("close", () => reject(new Error("closed during the TLS handshake")));
-    });
-    req.end();
-  });
-}
-
 test("a forwarding connection needs the cluster's key: a caller cannot pass for a node", async () => {
   const url = new URL("/_fount/forward", node("f1").url);
   // The first version of the protocol (a token in a header, then lines in clear) is refused, as is the
@@ -150,7 +116,7 @@ test("a forwarding connection needs the cluster's key: a caller cannot pass for 
   assert.equal(await upgradeStatus(url, { upgrade: "websocket" }), 400);
   // The upgrade itself proves nothing: the TLS handshake fails without the key.
   await assert.rejects(openForwarding(node("f1"), randomBytes(32)));
-  const opened = await openForwarding(node("f1"), clusterPsk());
+  const opened = await openForwarding(node("f1"), clusterPsk(cluster));
   opened.destroy();
   // Elsewhere, a request asking for an upgrade (curl --http2 sends `Upgrade: h2c`) is a plain request.
   const plain = await new Promise<number>((resolve, reject) => {
@@ -180,33 +146,6 @@ function frame(meta: object, body: Buffer): Buffer {
   header.writeUInt32BE(json.length, 0);
   header.writeUInt32BE(body.length, 4);
   return Buffer.concat([header, json, body]);
-}
-
-/**
- * Opens a forwarding connection to `n` as another node would, writes `bytes`, and collects the answer
- * frames' metadata until `answers` have come or the node ends the connection.
- */
-async function forwardRaw(
-  n: Node,
-  bytes: Buffer,
-  answers: number,
-): Promise<{ frames: unknown[]; ended: boolean }> {
-  const socket = await openForwarding(n, clusterPsk());
-  return new Promise((resolve) => {
-    const frames: unknown[] = [];
-    const done = (ended: boolean) => {
-      socket.destroy();
-      resolve({ frames, ended });
-    };
-    const reader = new FrameReader((meta) => frames.push(meta));
-    socket.on("data", (chunk: Buffer) => {
-      assert.equal(reader.push(chunk), undefined);
-      if (frames.length >= answers) done(false);
-    });
-    socket.once("close", () => done(true));
-    socket.on("error", () => undefined);
-    socket.write(bytes);
-  });
 }
 
 test("what one node sends another crosses the network encrypted", async () => {
@@ -271,7 +210,7 @@ test("a node sent a hit of a source it does not run answers that it runs elsewhe
     },
     Buffer.from("hello"),
   );
-  const { frames } = await forwardRaw(node("f2"), hitFrame, 1);
+  const { frames } = await forwardRaw(node("f2"), clusterPsk(cluster), hitFrame, 1);
   assert.deepEqual(frames, [{ i: 7, r: true }]);
   // f2 did not run it, nor take the source over: the next run on f1 sees the first one's count.
   assert.equal(await metric(node("f2"), "fount_endpoint_hits_total"), hitsBefore);
@@ -282,7 +221,7 @@ test("a node sent a hit of a source it does not run answers that it runs elsewhe
   tooLarge.writeUInt32BE(3 * 1024 * 1024, 4);
   const notJson = Buffer.concat([Buffer.from([0, 0, 0, 2, 0, 0, 0, 0]), Buffer.from("{{")]);
   for (const bytes of [Buffer.from("not a frame\n"), tooLarge, notJson]) {
-    const broken = await forwardRaw(node("f2"), bytes, 1);
+    const broken = await forwardRaw(node("f2"), clusterPsk(cluster), bytes, 1);
     assert.deepEqual(broken, { frames: [], ended: true });
   }
 });

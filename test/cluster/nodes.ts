@@ -133,6 +133,17 @@ export async function api(
   return { status: res.status, body: json };
 }
 
+/** A node's value of one metric series (summed over the series whose labels include `labels`). */
+export async function metric(n: Node, name: string, labels = ""): Promise<number> {
+  const text = await (await fetch(`${n.url}/metrics`)).text();
+  let sum = 0;
+  for (const line of text.split("\n")) {
+    if (line.startsWith(`${name}{`) && line.includes(labels))
+      sum += Number(line.slice(line.lastIndexOf(" ") + 1));
+  }
+  return sum;
+}
+
 /** Waits until `check` returns a value other than undefined, or throws after `timeoutMs`. */
 export async function eventually<T>(
   what: string,

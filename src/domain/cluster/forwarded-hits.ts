@@ -9,6 +9,7 @@ import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import tls from "node:tls";
 import type { FastifyBaseLogger } from "fastify";
+import { AppError } from "../../errors.ts";
 import {
   type AnswerMeta,
   connectTimeoutMs,
@@ -18,6 +19,8 @@ import {
   forwardPath,
   type HitAnswer,
   type HitMeta,
+  hitOf,
+  maxFrameBytes,
   nodeHeader,
   Outbox,
   pskIdentity,
@@ -121,13 +124,20 @@ export class ForwardedHits {
         this.#connections.delete(conn);
         this.#checkDrained();
       });
+      const broken = (reason: string) => {
+        this.#d.logger.warn({ remote, node: from }, `closed a forwarding connection: it sent ${reason}`);
+        socket.destroy();
+      };
       readFrames(
         socket,
-        (meta, body) => this.#hit(conn, meta as HitMeta, body),
-        (reason) => {
-          this.#d.logger.warn({ remote, node: from }, `closed a forwarding connection: it sent ${reason}`);
-          socket.destroy();
+        (meta, body) => {
+          // Frames read in the same chunk as a bad one are not run: the connection is given up.
+          if (socket.destroyed) return;
+          const hit = hitOf(meta as Record<string, unknown>, body);
+          if (typeof hit === "string") broken(hit);
+          else this.#hit(conn, hit, body ?? Buffer.alloc(0));
         },
+        broken,
       );
       // Closing began during the handshake: nothing is taken.
       if (this.#closing) this.#end(conn);
@@ -167,7 +177,7 @@ export class ForwardedHits {
     conn.socket.end(encodeFrame({ bye: true }, null));
   }
 
-  #hit(conn: Incoming, frame: HitMeta, body: Buffer | null): void {
+  #hit(conn: Incoming, frame: HitMeta, body: Buffer): void {
     if (this.#closing) {
       this.#send(conn, { i: frame.i, x: true }, null);
       return;
@@ -177,31 +187,93 @@ export class ForwardedHits {
       method: frame.m,
       url: frame.u,
       headers: frame.h,
-      body: body ?? Buffer.alloc(0),
-      trace: typeof frame.t === "string" ? frame.t : undefined,
+      body,
+      trace: frame.t,
       from: conn.from,
     };
-    void this.#d.serve(hit).then((answer) => {
-      conn.running--;
-      // An unknown node (`to` undefined) is left out of the frame.
-      if ("elsewhere" in answer) return this.#send(conn, { i: frame.i, r: true, to: answer.elsewhere }, null);
-      this.#send(conn, { i: frame.i, s: answer.status, h: answer.headers }, answer.body);
-    });
+    this.#serve(hit).then(
+      (answer) => this.#answer(conn, frame, answer),
+      (err: unknown) => {
+        // Endpoints answer their own failures: one thrown here is a fault of Fount's, which must not
+        // take the process down with it (an unhandled rejection), nor leave the hit unanswered.
+        this.#d.logger.error({ err, node: conn.from, url: hit.url }, "a forwarded hit failed here");
+        this.#answer(
+          conn,
+          frame,
+          errorAnswer(new AppError("internal"), requestIdOf(frame.h["x-request-id"])),
+        );
+      },
+    );
   }
 
-  #send(conn: Incoming, meta: AnswerMeta, body: string | Buffer | null): void {
-    if (conn.ended) return;
-    conn.outbox.add(meta, body);
-    if (conn.flushing) return;
+  /** Runs the hit; what `serve` throws, before its promise, is a rejection too. */
+  async #serve(hit: ForwardedHit): Promise<HitAnswer | Elsewhere> {
+    return this.#d.serve(hit);
+  }
+
+  #answer(conn: Incoming, frame: HitMeta, answer: HitAnswer | Elsewhere): void {
+    conn.running--;
+    // An unknown node (`to` undefined) is left out of the frame.
+    if ("elsewhere" in answer) {
+      this.#send(conn, { i: frame.i, r: true, to: answer.elsewhere }, null);
+      return;
+    }
+    if (this.#send(conn, { i: frame.i, s: answer.status, h: answer.headers }, answer.body)) return;
+    // Written, the frame would make the forwarding node give up the connection, failing every hit on it
+    // (of any source) as cut off. The hit ran: its caller is told why its answer did not come.
+    const requestId = requestIdOf(answer.headers["x-request-id"]);
+    this.#d.logger.warn(
+      { node: conn.from, url: frame.u, reqId: requestId, status: answer.status },
+      `a forwarded hit's answer is too large to relay (its frame past ${maxFrameBytes} bytes): answered component_error instead`,
+    );
+    const err = errorAnswer(tooLarge(requestId), requestId);
+    this.#send(conn, { i: frame.i, s: err.status, h: err.headers }, err.body);
+  }
+
+  /** Queues an answer frame; false when it is past the frame limit (nothing queued). */
+  #send(conn: Incoming, meta: AnswerMeta, body: string | Buffer | null): boolean {
+    if (conn.ended) return true;
+    if (!conn.outbox.add(meta, body)) return false;
+    if (conn.flushing) return true;
     conn.flushing = true;
     setImmediate(() => {
       conn.flushing = false;
       if (conn.outbox.size > 0) conn.socket.write(conn.outbox.take());
       if ((this.#closing || conn.peerEnded) && conn.running === 0) this.#end(conn);
     });
+    return true;
   }
 
   #checkDrained(): void {
     if (this.#closing && this.#connections.size === 0) this.#drained?.();
   }
+}
+
+/** The error in place of an answer too large to relay: the source ran, so a retry runs it again. */
+function tooLarge(requestId: string | undefined): AppError {
+  return new AppError(
+    "component_error",
+    `The source ran, but its answer is too large to relay from the node that ran it (at most ${maxFrameBytes} bytes with its headers)`,
+    { details: { request_id: requestId, reason: "answer_too_large" } },
+  );
+}
+
+/**
+ * An error answer made here, not by the endpoint: JSON, with the headers every endpoint answer has
+ * (http/routes/endpoints.ts), the request's ID among them when it is one.
+ */
+function errorAnswer(err: AppError, requestId: string | undefined): HitAnswer {
+  const headers: Record<string, string> = {
+    "access-control-allow-origin": "*",
+    "content-security-policy": "sandbox",
+    "x-content-type-options": "nosniff",
+    "content-type": "application/json; charset=utf-8",
+  };
+  if (requestId !== undefined) headers["x-request-id"] = requestId;
+  return { status: err.status, headers, body: JSON.stringify(err.toJSON()) };
+}
+
+/** The request ID the endpoint gave a hit (the forwarding node sends it as a header), when it is one. */
+function requestIdOf(value: unknown): string | undefined {
+  return typeof value === "string" && /^[\w.-]{1,128}$/.test(value) ? value : undefined;
 }

@@ -72,6 +72,33 @@ export interface HitMeta {
 }
 
 /**
+ * The hit a frame from the forwarding node holds, or why it holds none (the connection is then given up,
+ * as for bytes that are not a frame): `i` a safe integer, `m` a method, `u` an endpoint's request target,
+ * `h` headers (an object of strings or lists of strings), and a body, empty or not (only answers have none).
+ */
+export function hitOf(meta: Record<string, unknown>, body: Buffer | null): HitMeta | string {
+  const { i, m, u, h, t } = meta;
+  if (!Number.isSafeInteger(i)) return "a hit frame without a number (`i`)";
+  if (typeof m !== "string" || !/^[!#$%&'*+.^`|~\w-]{1,32}$/.test(m))
+    return "a hit frame without a method (`m`)";
+  if (typeof u !== "string" || !u.startsWith("/e/")) return "a hit frame without an endpoint path (`u`)";
+  if (!isHeaders(h)) return "a hit frame without headers (`h`)";
+  if (body === null) return "a hit frame without a body";
+  const hit: HitMeta = { i: i as number, m, u, h };
+  // A node that does not trace ignores a span it cannot read, as one that traces ignores a missing one.
+  if (typeof t === "string") hit.t = t;
+  return hit;
+}
+
+/** Headers as a hit's frame carries them (`IncomingHttpHeaders`): a plain object of strings or lists of them. */
+function isHeaders(h: unknown): h is IncomingHttpHeaders {
+  if (typeof h !== "object" || h === null || Array.isArray(h)) return false;
+  for (const v of Object.values(h))
+    if (typeof v !== "string" && !(Array.isArray(v) && v.every((x) => typeof x === "string"))) return false;
+  return true;
+}
+
+/**
  * The metadata of a frame from the receiving node: the answer to hit `i` (its body the frame's, none
  * for a null body); or `x`, it takes no hits (it is shutting down); or `r`, it does not run that source
  * (any more): it runs on node `to`, when that node knows where it went, else look the holder up again.
@@ -95,8 +122,9 @@ const headerBytes = 8;
 const noBody = 0xffff_ffff;
 /**
  * The largest frame either side takes (metadata and body): a hit's body is at most 512 KB
- * (`endpointBodyLimit`) and its headers at most 16 KB; an answer's body has no limit of its own, and
- * one past this ends the connection as the 2 MB line of version 2 did.
+ * (`endpointBodyLimit`) and its headers at most 16 KB; an answer's body has no limit of its own, so the
+ * receiving node sends an error in place of an answer that would not fit (forwarded-hits.ts). A frame
+ * past this ends the connection, as the 2 MB line of version 2 did.
  */
 export const maxFrameBytes = 2 * 1024 * 1024;
 
@@ -109,33 +137,41 @@ export const maxFrameBytes = 2 * 1024 * 1024;
 export class Outbox {
   #metas: string[] = [];
   #bodies: Array<string | Buffer | null> = [];
+  /** Each frame's metadata and body lengths in bytes, in turn. */
+  #sizes: number[] = [];
+  #total = 0;
 
   get size(): number {
     return this.#metas.length;
   }
 
-  add(meta: HitMeta | AnswerMeta, body: string | Buffer | null): void {
-    this.#metas.push(JSON.stringify(meta));
+  /**
+   * Queues a frame; false, and nothing queued, when it is past `maxFrameBytes`: the other end would
+   * refuse it and give up the connection, and with it every hit on it.
+   */
+  add(meta: HitMeta | AnswerMeta, body: string | Buffer | null): boolean {
+    const json = JSON.stringify(meta);
+    const metaBytes = Buffer.byteLength(json);
+    const bodyBytes = body === null ? 0 : typeof body === "string" ? Buffer.byteLength(body) : body.length;
+    if (metaBytes + bodyBytes > maxFrameBytes) return false;
+    this.#metas.push(json);
     this.#bodies.push(body);
+    this.#sizes.push(metaBytes, bodyBytes);
+    this.#total += headerBytes + metaBytes + bodyBytes;
+    return true;
   }
 
   /** The frames queued, in one buffer; the outbox is empty again. */
   take(): Buffer {
     const metas = this.#metas;
     const bodies = this.#bodies;
+    // Measured as they were queued, so that the frames are written once, each where it goes.
+    const sizes = this.#sizes;
+    const out = Buffer.allocUnsafe(this.#total);
     this.#metas = [];
     this.#bodies = [];
-    // Measured first, so that the frames are written once, each where it goes.
-    const sizes: number[] = [];
-    let total = 0;
-    for (let k = 0; k < metas.length; k++) {
-      const body = bodies[k]!;
-      const metaBytes = Buffer.byteLength(metas[k]!);
-      const bodyBytes = body === null ? 0 : typeof body === "string" ? Buffer.byteLength(body) : body.length;
-      sizes.push(metaBytes, bodyBytes);
-      total += headerBytes + metaBytes + bodyBytes;
-    }
-    const out = Buffer.allocUnsafe(total);
+    this.#sizes = [];
+    this.#total = 0;
     let at = 0;
     for (let k = 0; k < metas.length; k++) {
       const body = bodies[k]!;
@@ -153,10 +189,10 @@ export class Outbox {
   }
 }
 
-/** One frame alone (`Outbox` lays out several). */
+/** One frame alone (`Outbox` lays out several); throws when it is past the limit. */
 export function encodeFrame(meta: HitMeta | AnswerMeta, body: string | Buffer | null): Buffer {
   const one = new Outbox();
-  one.add(meta, body);
+  if (!one.add(meta, body)) throw new RangeError(`a frame past the limit of ${maxFrameBytes} bytes`);
   return one.take();
 }
 

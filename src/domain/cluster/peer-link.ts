@@ -70,8 +70,9 @@ export class PeerLink {
     const meta: HitMeta = { i: id, m: hit.method, u: hit.url, h: hit.headers };
     if (hit.trace !== undefined) meta.t = hit.trace;
     return new Promise((resolve, reject) => {
+      // Past the frame limit only with headers larger than the HTTP parser takes: nothing goes out.
+      if (!this.#outbox.add(meta, hit.body)) return reject(new AppError("payload_too_large"));
       this.#pending.set(id, { resolve, reject, written: false, at: Date.now() });
-      this.#outbox.add(meta, hit.body);
       this.#outboxIds.push(id);
       if (!this.#flushing) {
         this.#flushing = true;
@@ -133,8 +134,11 @@ export class PeerLink {
           ...tlsOptions,
           socket: raw,
           pskCallback: () => ({ psk: this.#psk, identity: pskIdentity }),
-          // No certificate: the pre-shared key authenticates the other node.
-          checkServerIdentity: () => undefined,
+          // The pre-shared key alone authenticates the other node. An end that answers the hello with a
+          // certificate instead (one the machine's CAs trust, and NODE_TLS_REJECT_UNAUTHORIZED=0 trusts
+          // any) has not shown the key: TLS calls this only for such a handshake, and it fails it.
+          rejectUnauthorized: true,
+          checkServerIdentity: () => new Error(notKeyed),
         });
         const timer = setTimeout(
           () => socket.destroy(new Error(`no TLS handshake within ${connectTimeoutMs} ms`)),
@@ -154,6 +158,10 @@ export class PeerLink {
           socket.removeListener("close", closedEarly);
           socket.removeAllListeners("error");
           socket.on("error", () => undefined);
+          if (!keyed(socket)) {
+            socket.destroy();
+            return reject(new Error(notKeyed));
+          }
           if (this.#closed) {
             socket.destroy();
             return reject(new Error("closed"));
@@ -222,6 +230,18 @@ export class PeerLink {
       else p.resolve({ ok: false, why: "unreachable", err });
     }
   }
+}
+
+/** Why a connection whose other end showed a certificate, not the cluster's key, is refused. */
+const notKeyed =
+  "it presented a certificate instead of proving the cluster's key (not a node of this cluster?)";
+
+/**
+ * A handshake on the pre-shared key: TLS 1.3 runs it as the resumption of a session (the key stands for
+ * one), and no certificate comes with it. Checked once more after the handshake, whatever TLS decided.
+ */
+function keyed(socket: tls.TLSSocket): boolean {
+  return socket.isSessionReused() && Object.keys(socket.getPeerCertificate()).length === 0;
 }
 
 /** A hit that went out to another node and may have run there, but whose answer never came. */

@@ -482,19 +482,14 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
         res.end(answer.body ?? undefined);
       });
     },
-    serveForwarded: (sent) =>
-      new Promise((resolve) => {
-        const hit: Hit = {
-          method: sent.method,
-          url: sent.url,
-          headers: sent.headers,
-          readBody: async () => (sent.body.length > endpointBodyLimit ? null : sent.body),
-          discardBody: () => undefined,
-          elsewhere: (to) => resolve({ elsewhere: to }),
-          trace: sent.trace,
-          from: sent.from,
-        };
-        run(hit, sent.headers["x-request-id"], resolve);
-      }),
+    serveForwarded: ({ body, ...sent }) => {
+      // Read before the promise: a throw in its executor would be its rejection, not the caller's error.
+      const requestId = sent.headers["x-request-id"];
+      const readBody = async () => (body.length > endpointBodyLimit ? null : body);
+      return new Promise((resolve) => {
+        const elsewhere = (to: string | undefined) => resolve({ elsewhere: to });
+        run({ ...sent, readBody, discardBody: () => undefined, elsewhere }, requestId, resolve);
+      });
+    },
   };
 }
