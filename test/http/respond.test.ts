@@ -145,3 +145,35 @@ test("respond() refuses an immediate that is not true or false, and the run fail
   const [error] = await events(server, sourceId, "$errors");
   assert.match(error.event.error.message, /immediate must be true or false/);
 });
+
+test("an answer with a header that cannot be sent is answered 500 component_error at once, and the run's events are kept", async () => {
+  const s = await deploy(server, { component_code: fixture("answer-as-told.mjs") });
+  const bad: Array<Record<string, unknown>> = [
+    { "x-a": "a\nb" },
+    { "bad name": "1" },
+    { "x-b": "\u0100" },
+    { "x-c": ["a", "b\r"] },
+    { "x-d": "a\u0000b" },
+    { "set-cookie": "a=1\nb" },
+  ];
+  for (const headers of bad) {
+    const res = await hit(s.endpoint_url, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ headers, body: "hi" }),
+      // Before, Node refused the head as it wrote it, and the request was never answered.
+      signal: AbortSignal.timeout(20_000),
+    });
+    assert.equal(res.status, 500, JSON.stringify(headers));
+    assert.equal((res.body as any).code, "component_error");
+    assert.equal((res.body as any).details.reason, "invalid_answer_header");
+  }
+  assert.equal((await events(server, s.id)).length, bad.length, "each run's event is stored");
+  const fine = await hit(s.endpoint_url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ headers: { "x-fine": "ok" }, body: "hi" }),
+  });
+  assert.equal(fine.status, 200);
+  assert.equal(fine.headers.get("x-fine"), "ok");
+});

@@ -34,6 +34,7 @@ import { AppError } from "../../errors.ts";
 import type { HttpResponse } from "../../runtime/types.ts";
 import type { Services } from "../../services.ts";
 import { contextText, type Span, tracing } from "../../tracing.ts";
+import { unsendableAnswer } from "../answer-headers.ts";
 import { bearerToken } from "../conventions.ts";
 import { componentCookies, withoutFountCookies } from "../fount-cookies.ts";
 import { endHitSpan, startHitSpan, type TracedHit } from "../hit-span.ts";
@@ -266,7 +267,8 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
       body = r.bodyBase64 ? Buffer.from(r.body, "base64") : r.body;
       headers["content-type"] ??= r.bodyBase64 ? "application/octet-stream" : "text/plain; charset=utf-8";
     }
-    return { status: r.status, headers, body };
+    const unsendable = unsendableAnswer(headers);
+    return unsendable ? failure(base, unsendable) : { status: r.status, headers, body };
   };
 
   /** Runs the hit (here, or on the node that runs its source) and answers it through `reply`. */
