@@ -51,12 +51,19 @@ interface Incoming {
   from: string | undefined;
 }
 
+/** At most one line per this long about refused handshakes. */
+const refusedLogMs = 60_000;
+
 /** The receiving side: forwarding connections from the other nodes, and the hits on them. */
 export class ForwardedHits {
   readonly #d: ForwardedHitsDeps;
   readonly #connections = new Set<Incoming>();
   #closing = false;
   #drained: (() => void) | undefined;
+
+  /** Handshakes refused since the last one logged, and when that was (epoch ms). */
+  #refused = 0;
+  #refusedLoggedAt = 0;
 
   constructor(deps: ForwardedHitsDeps) {
     this.#d = deps;
@@ -94,10 +101,17 @@ export class ForwardedHits {
     socket.once("close", () => clearTimeout(timer));
     socket.once("error", (err) => {
       clearTimeout(timer);
-      this.#d.logger.warn(
-        { remote, err },
-        "refused a forwarding connection: its TLS handshake failed (a node with another FOUNT_ENCRYPTION_KEY?)",
-      );
+      // Anyone who reaches the port can fail a handshake: one line a minute, with how many it stands for.
+      this.#refused++;
+      const now = Date.now();
+      if (now - this.#refusedLoggedAt >= refusedLogMs) {
+        this.#d.logger.warn(
+          { remote, err, refused: this.#refused },
+          "refused a forwarding connection: its TLS handshake failed (a node with another FOUNT_ENCRYPTION_KEY?)",
+        );
+        this.#refused = 0;
+        this.#refusedLoggedAt = now;
+      }
       socket.destroy();
     });
     socket.once("secure", () => {

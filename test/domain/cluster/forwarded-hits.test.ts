@@ -77,3 +77,31 @@ test("a link that closes while a hit runs there leaves no connection open once t
     delayMs = 0;
   }
 });
+
+test("handshakes refused for a wrong key are logged once a minute, with how many, not once each", async () => {
+  const lines: Array<{ msg: string; refused?: number }> = [];
+  const logged = new ForwardedHits({
+    psk,
+    serve: async () => ({ status: 200, headers: {}, body: "" }),
+    logger: pino({ level: "warn" }, { write: (line: string) => void lines.push(JSON.parse(line)) }),
+  });
+  const other = http.createServer((_req, res) => res.end());
+  other.on("upgrade", (req, raw: Socket, head: Buffer) => {
+    if (!logged.accept(req, raw, head)) raw.destroy();
+  });
+  await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
+  try {
+    const at = `http://127.0.0.1:${(other.address() as { port: number }).port}`;
+    for (let n = 0; n < 5; n++) {
+      const link = new PeerLink(at, randomBytes(32), "stranger");
+      assert.equal((await link.send(hit)).ok, false);
+      link.close();
+    }
+    const refused = lines.filter((l) => l.msg.startsWith("refused a forwarding connection"));
+    assert.equal(refused.length, 1, JSON.stringify(lines));
+    assert.equal(refused[0]!.refused, 1, "the first is logged as it comes");
+  } finally {
+    await logged.close(1_000);
+    other.close();
+  }
+});
