@@ -21,10 +21,13 @@ export const listedResponseChars = 512;
 
 /**
  * Text safe to store in either driver: PostgreSQL's `text` refuses U+0000, which a receiver may well
- * answer with (a binary body read as UTF-8), so it becomes U+FFFD as in channel names.
+ * answer with (a binary body read as UTF-8) and a listener source may throw, so it becomes U+FFFD as in
+ * channel names; so does an unpaired surrogate (a run's error cut inside an emoji, or thrown so), which
+ * no UTF-8 text holds and PostgreSQL's jsonb refuses in a first attempt kept as JSON (attempt-rows.ts).
  */
 export function storableText(text: string): string {
-  return text.includes("\u0000") ? text.replaceAll("\u0000", "\uFFFD") : text;
+  const kept = text.includes("\u0000") ? text.replaceAll("\u0000", "\uFFFD") : text;
+  return kept.toWellFormed();
 }
 
 /** A network error of an attempt in words, and its kind, from Node's and undici's error codes. */

@@ -8,6 +8,7 @@ import type { Committer } from "../domain/events/committer.ts";
 import type { EventRecorder } from "../domain/events/recorder.ts";
 import type { Delivery, EventRecord } from "../domain/types.ts";
 import { randomString } from "../ids.ts";
+import { isStoreUnavailable } from "../storage/health.ts";
 import { deliveryContext } from "./routing.ts";
 import type { Settlement } from "./settlement.ts";
 
@@ -99,17 +100,20 @@ export class DeliveryLedger {
     });
     job.then(
       () => {
-        // One failing publication fails its own settlement only, as it did with a job of its own.
-        for (const u of batch!) {
-          try {
-            this.#published(u.delivery, u.s);
-            u.done();
-          } catch (err) {
-            u.failed(err);
-          }
-        }
+        for (const u of batch!) this.#publishUsual(u);
       },
       (err: unknown) => {
+        // Refused by a reachable store: one settlement it cannot write (a value it refuses) must not fail
+        // the others, so each is written again in a job of its own (a failed group commit retries its
+        // jobs one by one).
+        if (batch && batch.length > 1 && !isStoreUnavailable(err)) {
+          for (const u of batch) {
+            (this.#d.settlements ?? this.#d.committer)
+              .submit((tx) => tx.settleDelivery(u.delivery.id, u.s.patch, u.s.attempt))
+              .then(() => this.#publishUsual(u), u.failed);
+          }
+          return;
+        }
         // Not run at all (the store was out of reach before the transaction began): those waiting fail too.
         if (!batch) {
           batch = this.#usual;
@@ -118,6 +122,17 @@ export class DeliveryLedger {
         for (const u of batch) u.failed(err);
       },
     );
+  }
+
+  /** A usual settlement committed: published, and its `settle` resolves. */
+  #publishUsual(u: Usual): void {
+    // One failing publication fails its own settlement only, as it did with a job of its own.
+    try {
+      this.#published(u.delivery, u.s);
+      u.done();
+    } catch (err) {
+      u.failed(err);
+    }
   }
 
   /** `delivery.settled` for the bus: metrics, destination health, the error log. */

@@ -5,6 +5,7 @@
  * the subscription's owner.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
+import { maxTimeMs } from "../clock.ts";
 import type { EventRecorder } from "../domain/events/recorder.ts";
 import { keptPages } from "../domain/events/retention.ts";
 import type { Delivery, EventRecord, EventWindow, ListenerKind, Subscription } from "../domain/types.ts";
@@ -70,11 +71,14 @@ export function newDelivery(
  * When an event is first due: its `delivery_ts` (Pipedream's scheduled emits) when that is later than
  * now. Until then it waits as a pending delivery that is not yet due for its first attempt; such a
  * delivery does not hold back later ones of its subscription (`claimDeliveries` in each store driver's
- * deliveries.ts).
+ * deliveries.ts). Never past `maxTimeMs`, which the executor holds `delivery_ts` to already: a larger
+ * number failed the event's commit on PostgreSQL (bigint) and was unreadable on SQLite (past 2^53).
  */
 function deliverAt(event: EventRecord, nowMs: number): number {
   const at = event.meta.delivery_ts;
-  return typeof at === "number" && Number.isFinite(at) && at > nowMs ? Math.floor(at) : nowMs;
+  return typeof at === "number" && Number.isFinite(at) && at > nowMs
+    ? Math.min(Math.floor(at), maxTimeMs)
+    : nowMs;
 }
 
 /**

@@ -15,7 +15,7 @@ import type { DeliveryLedger } from "./ledger.ts";
 import type { DispatcherOptions } from "./options.ts";
 import type { AttemptOutcome } from "./outcome.ts";
 import type { SendSlots } from "./send-slots.ts";
-import { settlementOf } from "./settlement.ts";
+import { type AttemptTiming, type Settlement, settlementOf } from "./settlement.ts";
 
 export interface SendingDeps {
   deliverers: Deliverers;
@@ -163,14 +163,38 @@ export class DeliverySending {
       await this.#d.claims.release([d.id]);
       return false;
     }
-    const s = settlementOf(d, outcome, {
-      startedMs,
-      durationMs,
-      nowMs: this.#d.clock.now(),
-      random: this.#d.options.random,
-    });
-    await this.#d.ledger.settle(d, s);
+    const timing = { startedMs, durationMs, random: this.#d.options.random };
+    let s = settlementOf(d, outcome, { ...timing, nowMs: this.#d.clock.now() });
+    try {
+      await this.#d.ledger.settle(d, s);
+    } catch (err) {
+      // A lost store: the delivery stays claimed and is released once the store answers (`start`).
+      if (isStoreUnavailable(err)) throw err;
+      s = this.#unrecorded(d, err, { ...timing, nowMs: this.#d.clock.now() });
+      await this.#d.ledger.settle(d, s);
+    }
     if (s.deactivate && d.listenerKind === "webhook") this.#d.parkSoon(d.listenerId);
     return s.patch.status !== "pending";
+  }
+
+  /**
+   * The store refused to record an attempt's result while it was reachable (a value it cannot hold, a
+   * bug): the attempt counts as failed and the delivery is tried again on the retry schedule, without an
+   * attempt row, and fails for good once the schedule is spent. Left claimed instead, it was claimed
+   * again once its lease ran out, forever; released, at once.
+   */
+  #unrecorded(d: Delivery, err: unknown, timing: AttemptTiming): Settlement {
+    const reason = (err as Error | undefined)?.message || String(err);
+    this.#d.logger?.error(
+      { err, deliveryId: d.id },
+      "the store refused a delivery's result; the delivery is retried on the schedule",
+    );
+    const s = settlementOf(
+      d,
+      { kind: "retry", error: `the attempt's result could not be recorded (${reason})` },
+      timing,
+    );
+    delete s.attempt;
+    return s;
   }
 }

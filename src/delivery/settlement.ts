@@ -6,7 +6,7 @@
  */
 import type { Delivery, DeliveryAttempt } from "../domain/types.ts";
 import type { DeliveryPatch } from "../storage/port.ts";
-import { attemptDetailOf } from "./attempt-record.ts";
+import { attemptDetailOf, storableText } from "./attempt-record.ts";
 import type { AttemptOutcome, FailureCode } from "./outcome.ts";
 import { maxAttempts, retryDelay } from "./schedule.ts";
 
@@ -73,6 +73,10 @@ export function settlementOf(
     s.deactivate = outcome.deactivate;
     if (outcome.report !== false) s.failure = { code: outcome.code, message: outcome.error };
   }
+  // The error is often the listener's own text (what a source's run threw): on PostgreSQL, U+0000 in it
+  // failed the write, and an unpaired surrogate every read of the first attempt (kept as JSON).
+  if (s.patch.lastError !== null) s.patch.lastError = storableText(s.patch.lastError);
+  if (s.failure) s.failure.message = storableText(s.failure.message);
   if (attempted) {
     s.attempt = {
       deliveryId: d.id,

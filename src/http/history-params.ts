@@ -4,12 +4,13 @@
  * alike and a bad value is a 400 naming its field.
  */
 import { Type } from "typebox";
+import { maxTimeMs } from "../clock.ts";
 import { invalidParameter } from "../errors.ts";
 
-/** The last instant a JavaScript Date holds (year 275760): a time past it is a 400, never a number SQL cannot bind. */
-const maxTimeMs = 8.64e15;
-
-/** Schema of a time parameter: epoch ms, or an ISO 8601 date or date-time. */
+/**
+ * Schema of a time parameter: epoch ms, or an ISO 8601 date or date-time. A time past `maxTimeMs` (year
+ * 275760) is a 400, never a number SQL cannot bind.
+ */
 export const timeParam = (description: string) =>
   Type.Union([Type.Integer({ minimum: 0, maximum: maxTimeMs }), Type.String({ maxLength: 40 })], {
     description: `${description}: epoch milliseconds or ISO 8601 (2026-11-22, 2026-11-22T21:40:00Z)`,

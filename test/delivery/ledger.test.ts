@@ -2,7 +2,8 @@
  * The ledger's usual settlements share a committer job: those that arrive before the job runs are
  * written in it, each is published on the bus once committed and its `settle` resolves then; a delivery
  * deleted meanwhile gets no attempt row; and when the job cannot commit, every settlement waiting on it
- * fails (none is left hanging), while the next ones commit again.
+ * fails (none is left hanging), while the next ones commit again; one settlement the store refuses fails
+ * alone.
  */
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -106,6 +107,45 @@ test("when the job cannot commit, every settlement waiting on it fails, and the 
     await Promise.all(ds.map((d) => ledger.settle(d, succeeded(d))));
     assert.equal(settled.length, 5);
     for (const d of ds) assert.equal((await real.getDelivery(d.id))?.status, "succeeded");
+  } finally {
+    await real.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test("a settlement the store refuses fails alone: the others of its job commit", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "ledger-"));
+  const real = openSqliteStorage({ dataDir });
+  const ds = Array.from({ length: 4 }, () => delivery("wh_1"));
+  const bad = ds[1]!;
+  // The real store, refusing to write one delivery's result (as PostgreSQL refuses a value it cannot hold).
+  const store: Storage = {
+    ...real,
+    transaction: (fn) =>
+      real.transaction((tx) =>
+        fn({
+          ...tx,
+          settleDelivery: (id, patch, attempt) =>
+            id === bad.id
+              ? Promise.reject(new Error("injected: refused"))
+              : tx.settleDelivery(id, patch, attempt),
+        }),
+      ),
+  };
+  const { ledger, settled, succeeded } = setUp(store);
+  try {
+    await real.insertDeliveries(ds);
+    const results = await Promise.allSettled(ds.map((d) => ledger.settle(d, succeeded(d))));
+    assert.deepEqual(
+      results.map((r) => r.status),
+      ds.map((d) => (d === bad ? "rejected" : "fulfilled")),
+    );
+    assert.deepEqual(
+      settled.map((s) => s.deliveryId),
+      ds.filter((d) => d !== bad).map((d) => d.id),
+    );
+    for (const d of ds)
+      assert.equal((await real.getDelivery(d.id))?.status, d === bad ? "pending" : "succeeded");
   } finally {
     await real.close();
     rmSync(dataDir, { recursive: true, force: true });

@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
+import { deploySource, subscribe } from "../delivery/receiver.ts";
 import { deploy, events, fixture, hit } from "../fixtures/components/fixtures.ts";
 import { startServer, type TestServer } from "../helpers.ts";
 
@@ -78,4 +79,50 @@ test("an emit whose meta cannot all be used is kept, with what can be, and a war
   }
   // One line per kind, however many emits had it.
   assert.equal(warnings.length, expected.length, JSON.stringify(warnings));
+});
+
+test("a delivery_ts past the times a Date holds is left out, with a warning, and its events are delivered at once", async () => {
+  // Past 2^53 SQLite kept due times JavaScript could not read back (the deliveries lists answered 500,
+  // the dispatcher failed every loop), and past 2^63 PostgreSQL's bigint refused them (the hit answered
+  // 500, its events were lost).
+  const values = ["1e16", "1e19", "1e300", "9223372036854775807", "-1e19"];
+  const emitter = await deploySource(
+    server,
+    `export default { name: "Far", version: "1", props: { http: "$.interface.http" }, async run() {
+      for (const ts of [${values.map((v) => `["${v}", ${v}]`).join(", ")}]) this.$emit({ ts: ts[0] }, { delivery_ts: ts[1] });
+      this.$emit({ ts: "8.64e15" }, { delivery_ts: 8.64e15 });
+    } };`,
+  );
+  const listener = await deploySource(
+    server,
+    `export default { name: "Listener", version: "1", props: {}, async run(event) { this.$emit(event); } };`,
+  );
+  await subscribe(server, { emitter_id: emitter.id, listener_id: listener.id });
+  const res = await hit(emitter.endpoint, { method: "POST" });
+  assert.equal(res.status, 200, res.text);
+
+  const stored = await events(server, emitter.id);
+  assert.equal(stored.length, values.length + 1);
+  for (const e of stored) {
+    const kept = e.event.ts === "8.64e15";
+    assert.equal(e.metadata.delivery_ts, kept ? 8.64e15 : undefined, e.event.ts);
+    const list = await server.api("GET", `/v1/sources/${emitter.id}/events/${e.id}/deliveries`);
+    assert.equal(list.status, 200, list.text);
+    assert.equal(list.body.data.length, 1);
+  }
+  const { dispatcher, store } = server.built.services;
+  await dispatcher.drain();
+  const next = await store.nextDeliveryMs();
+  assert.ok(next === undefined || next <= 8.64e15, String(next));
+  // The others were delivered at once; the last waits until year 275760.
+  const delivered = (await events(server, listener.id)).map((e) => e.event.ts).sort();
+  assert.deepEqual(delivered, [...values].sort());
+
+  const warnings = (await events(server, emitter.id, "$logs"))
+    .map((e) => e.event)
+    .filter((l) => l.level === "warn")
+    .map((l) => l.message as string);
+  assert.deepEqual(warnings, [
+    "$emit: meta.delivery_ts must be epoch ms from -8.64e15 to 8.64e15 (the times a Date holds), not 10000000000000000; the event is delivered at once",
+  ]);
 });

@@ -2,7 +2,8 @@
  * The NUL character (U+0000), which PostgreSQL's text refuses and SQLite stores: an identifier, a name or
  * any other typed field of the API holding one is refused with a 400 naming it; an event's payload, what
  * a component emits and logs, and what an endpoint hit carries are stored and read back exactly; a channel
- * name cannot hold it. The same on both drivers (test/http-postgres/nul-characters.test.ts).
+ * name cannot hold it. An unpaired surrogate in a JSON body (`\ud800`), which PostgreSQL's jsonb refuses,
+ * is refused alike. The same on both drivers (test/http-postgres/nul-characters.test.ts).
  */
 import assert from "node:assert/strict";
 import net from "node:net";
@@ -44,6 +45,51 @@ test("a NUL character in a field of the API is refused with a 400 naming the fie
   const read = await server.api("GET", `/v1/sources/${source.id}`);
   assert.equal(read.body.data.name, source.name);
   assert.equal(read.body.data.component_id, source.component_id);
+});
+
+test("an unpaired surrogate in a field of a JSON body is refused with a 400 naming the field; an event's payload keeps it", async () => {
+  const source = await deploy(server, { component_code: fixture("emitter.mjs") });
+  const hook = await server.api("POST", "/v1/webhooks", { body: { url: "https://example.com/" } });
+  assert.equal(hook.status, 200, hook.text);
+  // Raw JSON text: `\ud800` is the escape of a lone surrogate, which JSON.parse gives as it is.
+  const refused: Array<[string, string, string, string]> = [
+    // The event search's `where` reached PostgreSQL's jsonb, which refused it: a 500.
+    [
+      "POST",
+      `/v1/sources/${source.id}/events/replay`,
+      `{"listener_id":"${hook.body.data.id}","where":"body.k:\\ud800"}`,
+      "where",
+    ],
+    [
+      "POST",
+      `/v1/sources/${source.id}/events/replay`,
+      `{"listener_id":"${hook.body.data.id}","q":"abc\\udfff"}`,
+      "q",
+    ],
+    ["PUT", `/v1/sources/${source.id}`, '{"name":"a\\ud83d"}', "name"],
+    ["PUT", `/v1/sources/${source.id}`, '{"configured_props":{"a":["\\udc00x"]}}', "configured_props.a[0]"],
+    ["POST", "/v1/workflows", '{"name":"flow","unknown\\ud800":1}', "unknown\\ud800"],
+  ];
+  for (const [method, path, raw, field] of refused) {
+    const res = await server.api(method, path, { raw });
+    assertApiError(res, { status: 400, code: "invalid_parameter" }, `${method} ${path} ${raw}`);
+    assert.equal(res.body.details.field, field, `${method} ${path}: ${res.text}`);
+    assert.match(res.body.error, /unpaired surrogate/);
+  }
+  const read = await server.api("GET", `/v1/sources/${source.id}`);
+  assert.equal(read.body.data.name, source.name, "nothing was changed by the refused requests");
+  // A pair is a character like any other.
+  const paired = await server.api("PUT", `/v1/sources/${source.id}`, { raw: '{"name":"a\\ud83d\\ude00"}' });
+  assert.equal(paired.status, 200, paired.text);
+  assert.equal(paired.body.data.name, "a\u{1F600}");
+
+  // A field that takes any JSON value is stored as JSON, where the escape is kept and read back.
+  const run = await server.api("POST", `/v1/sources/${source.id}/run`, {
+    raw: '{"event":{"emits":[{"event":{"k":"\\ud800"}}]}}',
+  });
+  assert.equal(run.status, 200, run.text);
+  const [stored] = await events(server, source.id);
+  assert.deepEqual(stored.event, { k: "\ud800" });
 });
 
 test("an event's payload given through the API keeps its NUL characters, as sent", async () => {

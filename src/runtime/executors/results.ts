@@ -2,6 +2,7 @@
  * Messages from an executor are untrusted (they come from a process running the owner's code): its
  * results, errors and HTTP answers are copied field by field here, with the limits enforced again.
  */
+import { maxTimeMs } from "../../clock.ts";
 import type { SerializedError } from "../../errors.ts";
 import type { ChildInit, ItemResult } from "../child/protocol.ts";
 import type { EmittedEvent, HttpResponse, InvokeResult, LogEntry } from "../types.ts";
@@ -20,7 +21,8 @@ export function copyResult(raw: ItemResult, limits: ChildInit): InvokeResult {
       if (typeof m.name === "string") meta.name = m.name;
       if (typeof m.summary === "string") meta.summary = m.summary;
       if (typeof m.ts === "number" && Number.isFinite(m.ts)) meta.ts = m.ts;
-      if (typeof m.delivery_ts === "number" && Number.isFinite(m.delivery_ts))
+      // Within a Date's range, as the child keeps it (invocation.ts): past it no store keeps a due time.
+      if (typeof m.delivery_ts === "number" && Math.abs(m.delivery_ts) <= maxTimeMs)
         meta.delivery_ts = m.delivery_ts;
       emits.push({ event: e.event ?? null, meta });
     }
@@ -34,7 +36,7 @@ export function copyResult(raw: ItemResult, limits: ChildInit): InvokeResult {
         : "log";
       logs.push({
         level,
-        message: l.message.slice(0, LOG_ENTRY_CHARS + 64),
+        message: cut(l.message, LOG_ENTRY_CHARS + 64),
         ts: typeof l.ts === "number" ? l.ts : Date.now(),
       });
     }
@@ -59,14 +61,25 @@ export function copyResult(raw: ItemResult, limits: ChildInit): InvokeResult {
   return result;
 }
 
+/**
+ * The first `max` UTF-16 units of `text`, one fewer when the last would be the first half of a surrogate
+ * pair (an emoji at the limit): half a pair is an unpaired surrogate, which no UTF-8 text holds and
+ * PostgreSQL's jsonb refuses where the text is stored as JSON (a delivery's first attempt).
+ */
+function cut(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const last = text.charCodeAt(max - 1);
+  return text.slice(0, last >= 0xd800 && last <= 0xdbff ? max - 1 : max);
+}
+
 export function serialized(value: unknown, fallbackCode: string): SerializedError {
   if (!isObject(value)) return { code: fallbackCode, message: String(value) };
   const out: SerializedError = {
-    code: typeof value.code === "string" && value.code !== "" ? value.code.slice(0, 100) : fallbackCode,
-    message: typeof value.message === "string" ? value.message.slice(0, 8192) : "",
+    code: typeof value.code === "string" && value.code !== "" ? cut(value.code, 100) : fallbackCode,
+    message: typeof value.message === "string" ? cut(value.message, 8192) : "",
   };
-  if (typeof value.name === "string") out.name = value.name.slice(0, 200);
-  if (typeof value.stack === "string") out.stack = value.stack.slice(0, 16 * 1024);
+  if (typeof value.name === "string") out.name = cut(value.name, 200);
+  if (typeof value.stack === "string") out.stack = cut(value.stack, 16 * 1024);
   if (isObject(value.data)) out.data = value.data;
   return out;
 }

@@ -42,10 +42,14 @@ const clientReasons: Array<[RegExp, string]> = [
  * /readyz), or undefined when it is an ordinary error of the operation (a constraint, a bug).
  */
 export function unavailableReason(err: unknown): string | undefined {
-  const e = err as { code?: unknown; message?: unknown } | null | undefined;
+  const e = err as { code?: unknown; message?: unknown; severity?: unknown } | null | undefined;
   const code = typeof e?.code === "string" ? e.code : undefined;
   if (code !== undefined) {
     if (networkReasons[code]) return networkReasons[code];
+    // A protocol violation the server answers with ERROR, not FATAL, keeps the connection: a statement it
+    // could not read (U+0000 in a held-back write's text, deferred.ts, is "invalid message format"), an
+    // error of the operation. Taken for a lost store, a settlement holding one was retried at once, forever.
+    if (code === "08P01" && e?.severity === "ERROR") return undefined;
     // SQLSTATE class 08: connection exceptions.
     if (code.startsWith("08")) return "connection failure";
     if (code === "57P01" || code === "57P02") return "the database server is shutting down";

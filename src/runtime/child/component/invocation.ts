@@ -3,6 +3,7 @@
  * HTTP response), with the limits on each, and how an emit's meta and an `http.respond()` argument are
  * read. Runs in the sandboxed child: imports only node: built-ins.
  */
+import { maxTimeMs } from "../../../clock.ts";
 import type { SerializedError } from "../../../errors.ts";
 import type { EmitMeta, EmittedEvent, HttpResponse, LogEntry } from "../../types.ts";
 import { jsonTextTooDeep, maxValueDepth } from "../guards/json-depth.ts";
@@ -225,12 +226,19 @@ function emitMeta(meta: unknown, warn: (kind: string, message: string) => void):
   }
   if (delivery_ts !== undefined && delivery_ts !== null) {
     const ms = delivery_ts instanceof Date ? delivery_ts.getTime() : delivery_ts;
-    if (typeof ms === "number" && Number.isFinite(ms)) out.delivery_ts = ms;
-    else
+    if (typeof ms !== "number" || !Number.isFinite(ms))
       warn(
         "meta.delivery_ts",
         `$emit: meta.delivery_ts must be epoch ms or a Date, not ${described(delivery_ts)}; the event is delivered at once`,
       );
+    // Past the last time a Date holds it is no time either (nanoseconds, say): the stores cannot keep it
+    // as a due time (PostgreSQL's bigint ends at 2^63, and SQLite kept integers JavaScript cannot read).
+    else if (Math.abs(ms) > maxTimeMs)
+      warn(
+        "meta.delivery_ts.range",
+        `$emit: meta.delivery_ts must be epoch ms from -8.64e15 to 8.64e15 (the times a Date holds), not ${ms}; the event is delivered at once`,
+      );
+    else out.delivery_ts = ms;
   }
   return out;
 }
