@@ -9,11 +9,11 @@ import { after, before, test } from "node:test";
 import { encodeFrame } from "../../src/domain/cluster/forwarding-protocol.ts";
 import { clusterPsk, forwardRaw } from "./forwarding-wire.ts";
 import {
+  allForwardable,
   api,
   type Cluster,
   deployOwnedBy,
   echoCode,
-  eventually,
   metric,
   type Node,
   startCluster,
@@ -23,11 +23,7 @@ let cluster: Cluster;
 before(async () => {
   cluster = await startCluster(["m1", "m2"]);
   // A node forwards to the other once its heartbeat has read the other's URL (within a second).
-  for (const n of cluster.nodes) {
-    await eventually(`${n.name} knows where the other listens`, async () =>
-      (await metric(n, "fount_cluster_peers", 'state="forwardable"')) === 1 ? true : undefined,
-    );
-  }
+  await allForwardable(cluster);
 });
 after(async () => {
   await cluster?.stop();

@@ -13,6 +13,7 @@ import { after, before, test } from "node:test";
 import { adminKey, freePort } from "../helpers.ts";
 import { clusterPsk, forwardRaw, openForwarding } from "./forwarding-wire.ts";
 import {
+  allForwardable,
   api,
   type Cluster,
   deployOwnedBy,
@@ -28,11 +29,7 @@ before(async () => {
   // A free account's day holds 6 invocations (the test of a quota below).
   cluster = await startCluster(["f1", "f2", "f3"], { FOUNT_FREE_DAILY_INVOCATIONS: "6" });
   // A node forwards to the others once its heartbeat has read their URLs (within a second).
-  for (const n of cluster.nodes) {
-    await eventually(`${n.name} knows where the others listen`, async () =>
-      (await metric(n, "fount_cluster_peers", 'state="forwardable"')) === 2 ? true : undefined,
-    );
-  }
+  await allForwardable(cluster);
 });
 after(async () => {
   await cluster?.stop();

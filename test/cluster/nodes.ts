@@ -204,3 +204,13 @@ export const echoCode = `export default {
     });
   },
 };`;
+
+/** Waits until every node of `cluster` can forward to every other (its heartbeat read their URLs). */
+export async function allForwardable(cluster: Cluster): Promise<void> {
+  const others = cluster.nodes.length - 1;
+  for (const n of cluster.nodes) {
+    await eventually(`${n.name} knows where the others listen`, async () =>
+      (await metric(n, "fount_cluster_peers", 'state="forwardable"')) === others ? true : undefined,
+    );
+  }
+}
