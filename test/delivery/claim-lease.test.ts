@@ -37,18 +37,19 @@ test("deliveries held longer than one lease are renewed, so another node cannot 
     await receiver.close();
   });
   const { dispatcher, store } = server.built.services;
-  // A lease of 2.1 s, renewed every 0.7 s; one send at a time, so the fourth waits 4.5 s for the three before it
-  // and is still node A's, in flight or waiting, well after the check below, however slowly this machine runs.
-  Object.assign(dispatcher.options, { timeoutMs: 2000, leaseMarginMs: 100, maxPerHost: 1 });
+  // A lease of 6.1 s, renewed every 2 s or so (a renewal may come 4 s late on a loaded machine and still
+  // be in time); one send at a time, so the eighth waits 10.5 s for the seven before it and is still node
+  // A's, in flight or waiting, well after the check below, however slowly this machine runs.
+  Object.assign(dispatcher.options, { timeoutMs: 6000, leaseMarginMs: 100, maxPerHost: 1 });
   await dispatcher.start();
 
   const source = await deploySource(server, hookSourceCode);
   const hook = await createWebhook(server, receiver.url);
   await subscribe(server, { emitter_id: source.id, listener_id: hook.id });
-  for (let n = 1; n <= 4; n++) await emit(source.endpoint, { n });
+  for (let n = 1; n <= 8; n++) await emit(source.endpoint, { n });
 
-  // Past the first lease (claimed at once, 2.1 s) and before the fourth send ends (about 6 s).
-  await new Promise((resolve) => setTimeout(resolve, 2500));
+  // Past the first lease (claimed at once, 6.1 s) and before the eighth send ends (about 12 s).
+  await new Promise((resolve) => setTimeout(resolve, 6500));
   const other = await store.claimDeliveries({
     nowMs: Date.now(),
     limit: 10,
@@ -60,13 +61,13 @@ test("deliveries held longer than one lease are renewed, so another node cannot 
   const claimed = (await deliveries(server, hook.id)).filter((d) => d.status === "pending");
   assert.ok(claimed.length > 0, "the last deliveries are still node A's, in flight or waiting");
 
-  // All four go out once, from node A.
-  for (let i = 0; i < 200; i++) {
+  // All eight go out once, from node A.
+  for (let i = 0; i < 400; i++) {
     const list = await deliveries(server, hook.id);
-    if (list.length === 4 && list.every((d) => d.status === "succeeded")) {
+    if (list.length === 8 && list.every((d) => d.status === "succeeded")) {
       assert.deepEqual(
         list.map((d) => d.attempts),
-        [1, 1, 1, 1],
+        [1, 1, 1, 1, 1, 1, 1, 1],
         "no delivery was sent twice",
       );
       return;
