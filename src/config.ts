@@ -72,6 +72,8 @@ export interface Config {
   maxEventBytes: number;
   /** Largest `this.db` of one source (JSON bytes); writes beyond it fail the invocation. */
   maxDbBytes: number;
+  /** The sources' dbs the runner keeps in memory, in all (JSON bytes; FOUNT_DB_CACHE_BYTES). */
+  dbCacheBytes: number;
   /** Largest API request body. */
   bodyLimitBytes: number;
   /** Daily quotas of free accounts. */
@@ -325,6 +327,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     executorRealmYoungMb: int(env, "FOUNT_EXECUTOR_REALM_YOUNG_MB", 0, 0),
     maxEventBytes: int(env, "FOUNT_MAX_EVENT_BYTES", 1024 * 1024, 1024),
     maxDbBytes: int(env, "FOUNT_MAX_DB_BYTES", 4 * 1024 * 1024, 1024),
+    dbCacheBytes: int(env, "FOUNT_DB_CACHE_BYTES", 256 * 1024 * 1024, 0),
     bodyLimitBytes: 1024 * 1024,
     freeDailyInvocations: int(env, "FOUNT_FREE_DAILY_INVOCATIONS", 10_000),
     freeDailyComputeMs: int(env, "FOUNT_FREE_DAILY_COMPUTE_MS", 30 * 60 * 1000),

@@ -31,6 +31,8 @@ export interface MetricSources {
   spares?: () => number;
   /** Open SSE streams; undefined before the stream routes load. */
   sseClients: () => number | undefined;
+  /** Bytes of the sources' `this.db` the runner keeps in memory (FOUNT_DB_CACHE_BYTES bounds it). */
+  sourceDbCacheBytes?: () => number;
   /** Several nodes: the other live nodes at the last heartbeat, and how many gave a URL for forwarded hits. */
   clusterPeers?: () => { live: number; forwardable: number };
 }
@@ -156,6 +158,15 @@ export class Metrics {
       registers: [registry],
       collect() {
         const n = sources()?.sseClients();
+        if (n !== undefined) this.set(n);
+      },
+    });
+    new Gauge({
+      name: "fount_source_db_cache_bytes",
+      help: "Bytes of the sources' this.db the server keeps in memory (FOUNT_DB_CACHE_BYTES)",
+      registers: [registry],
+      collect() {
+        const n = sources()?.sourceDbCacheBytes?.();
         if (n !== undefined) this.set(n);
       },
     });

@@ -226,6 +226,7 @@ export async function buildServices(given: ServiceInputs): Promise<Wired> {
     executors: () => (executor instanceof ExecutorPool ? executor.stats() : []),
     spares: () => (executor instanceof ExecutorPool ? executor.spareCount : 0),
     sseClients: () => streamHubOf(services)?.size(),
+    sourceDbCacheBytes: () => runner.dbCacheBytes,
     ...(cluster
       ? { clusterPeers: () => ({ live: cluster.link.peers, forwardable: cluster.link.forwardablePeers }) }
       : {}),

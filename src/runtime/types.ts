@@ -223,6 +223,11 @@ export interface LateWork {
 export interface Executor {
   inspect(ownerId: string, component: BuiltComponent, timeoutMs?: number): Promise<ComponentMeta>;
   invoke(request: InvokeRequest, onRespond?: (response: HttpResponse) => void): Promise<InvokeResult>;
+  /**
+   * The caller applied every result of the source's invocations up to db `version`: each request it
+   * makes from now on carries at least that version, so the writes it returned need not be kept.
+   */
+  applied?(ownerId: string, sourceId: string, version: number): void;
   /** Stops every executor process; pending invocations fail with `executor_stopped`. */
   close(): Promise<void>;
 }

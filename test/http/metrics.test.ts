@@ -73,6 +73,7 @@ test("the text format has every family, each series labelled with the node", asy
     "fount_executor_spares",
     "fount_executors_memory_bytes",
     "fount_sse_clients",
+    "fount_source_db_cache_bytes",
     "fount_store_commit_duration_seconds",
     "fount_store_up",
     "fount_destination_state_changes_total",

@@ -150,6 +150,11 @@ export class RunCommits {
           });
         },
       )
+      .then((o) => {
+        // The store holds the db now: the runner's cache may let it go when full.
+        if (dbAfter) this.#d.dbs.committed(source.id, dbAfter.version);
+        return o;
+      })
       .catch((err) => {
         if (isStoreUnavailable(err)) {
           // The store is out of reach (logged once by app/services.ts). The cached db is kept: the executor's copy

@@ -28,7 +28,7 @@ import { eventOf, RunCommits, type RunOutcome, type Trigger } from "./run-commit
 import { runLeases } from "./run-lease.ts";
 import { endRunSpan, startRunSpan } from "./run-span.ts";
 import { SourceChain } from "./source-chain.ts";
-import { SourceDbs } from "./source-db.ts";
+import { type SourceDb, SourceDbs } from "./source-db.ts";
 
 export type { QuotaHold } from "./quota-hold.ts";
 export type { RunOutcome, Trigger } from "./run-commit.ts";
@@ -95,6 +95,11 @@ export class SourceRunner {
     return source.endpointId ? endpointUrlOf(this.#d.config.endpointUrl, source.endpointId) : null;
   }
 
+  /** Bytes of the sources' dbs kept in memory (at most FOUNT_DB_CACHE_BYTES, but for those in use). */
+  get dbCacheBytes(): number {
+    return this.#dbs.cachedBytes;
+  }
+
   /** Drops cached state of a deleted or replaced source, or of one another node ran since. */
   forget(sourceId: string): void {
     this.#dbs.drop(sourceId);
@@ -138,6 +143,8 @@ export class SourceRunner {
     const span = tracing.on && commits ? startRunSpan(source.id, options.trigger, options.trace) : undefined;
     // Take the lease, then hand over to the executor: chained per source, so calls reach it in call order.
     let hold = options.hold;
+    /** The db this invocation was given, held in the runner's cache until its commit settles. */
+    let db: SourceDb | undefined;
     const submitted = this.#chain.next(source.id, async (): Promise<HandedOver> => {
       // Waits for this node to hold the source (several nodes); reads (`options`) need no lease.
       if (leases) gen = await leases.enter(source.id, options.movable);
@@ -145,7 +152,7 @@ export class SourceRunner {
       const { record, built } = await this.#d.catalog.load(source.componentId, source.ownerId);
       // A schedule source without run emits the event that triggered it.
       if (invocation.kind === "run" && !record.meta.hasRun) return { record, result: emitOnly(invocation) };
-      const db = await this.#dbs.of(source.id);
+      db = await this.#dbs.of(source.id);
       const config = await this.#configs.of(record.meta, source, this.endpointUrl(source) ?? "");
       const result = this.#d.executor.invoke(
         {
@@ -169,13 +176,17 @@ export class SourceRunner {
     // commits queue in call order.
     const outcome = submitted.then(async ({ record, result }) => {
       const r = await result;
+      const dbAfter = this.#dbs.apply(source.id, r);
+      // The executor pool may let go of the writes it kept for requests made before this one applied.
+      const version = this.#dbs.versionOf(source.id);
+      if (version !== undefined) this.#d.executor.applied?.(source.ownerId, source.id, version);
       const committed = this.#commits.commit(
         source,
         record.meta,
         invocation,
         options.trigger,
         r,
-        this.#dbs.apply(source.id, r),
+        dbAfter,
         started,
         gen,
         hold?.counted ?? false,
@@ -193,6 +204,10 @@ export class SourceRunner {
       );
     // A run that resolved has committed its usage; one that failed to load or commit gives it back.
     void outcome.catch(() => hold?.release());
+    const releaseDb = () => {
+      if (db) this.#dbs.release(source.id, db);
+    };
+    void outcome.then(releaseDb, releaseDb);
     if (leases) {
       const exit = () => {
         if (gen !== undefined) leases.exit(source.id);

@@ -154,6 +154,18 @@ export class Dispatch {
     });
   }
 
+  /**
+   * The caller applied the source's results up to db `version`: the writes we returned up to it are let
+   * go (kept, every source that ever wrote its db pinned them in the server's memory, up to 4 MiB each),
+   * and with them the source's state once it has nothing to run.
+   */
+  applied(ownerId: string, sourceId: string, version: number): void {
+    const source = this.core.owners.get(ownerId)?.sources.get(sourceId);
+    if (!source) return;
+    for (const [key, write] of source.overlay) if (write.v <= version) source.overlay.delete(key);
+    this.forgetIfIdle(source);
+  }
+
   /** Queues an invocation behind the source's earlier ones; see the `ExecutorPool` class comment. */
   invoke(request: InvokeRequest, onRespond?: (response: HttpResponse) => void): Promise<InvokeResult> {
     return new Promise<InvokeResult>((resolve) => {
@@ -293,9 +305,12 @@ export class Dispatch {
         this.core.measureScratch(child, source.sourceId);
     }
     this.pump(source);
-    // Options calls use throwaway source ids; keep state only while it matters.
-    if (!source.batch && source.queue.length === 0 && source.overlay.size === 0) {
-      if (source.owner.sources.get(source.sourceId) === source) source.owner.sources.delete(source.sourceId);
-    }
+    this.forgetIfIdle(source);
+  }
+
+  /** Drops a source's state once it matters no more (options calls use throwaway source ids, too). */
+  private forgetIfIdle(source: SourceState): void {
+    if (source.batch || source.waiting || source.queue.length > 0 || source.overlay.size > 0) return;
+    if (source.owner.sources.get(source.sourceId) === source) source.owner.sources.delete(source.sourceId);
   }
 }

@@ -117,6 +117,10 @@ export class ExecutorPool implements Executor {
     return this.dispatch.invoke(request, onRespond);
   }
 
+  applied(ownerId: string, sourceId: string, version: number): void {
+    this.dispatch.applied(ownerId, sourceId, version);
+  }
+
   /** Starts the spare processes the pool keeps (`spares`; docs/isolation.md). */
   startSpares(): void {
     this.spares.fill();
