@@ -70,6 +70,8 @@ export interface Config {
   executorRealmYoungMb: number;
   /** Largest event a source may emit (JSON bytes). */
   maxEventBytes: number;
+  /** JSON bytes all the emits of one run may hold; the emit that crosses it fails the run. */
+  maxRunEmitBytes: number;
   /** Largest `this.db` of one source (JSON bytes); writes beyond it fail the invocation. */
   maxDbBytes: number;
   /** The sources' dbs the runner keeps in memory, in all (JSON bytes; FOUNT_DB_CACHE_BYTES). */
@@ -326,6 +328,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     executorMallocArenaMax: int(env, "FOUNT_EXECUTOR_MALLOC_ARENA_MAX", 2, 0),
     executorRealmYoungMb: int(env, "FOUNT_EXECUTOR_REALM_YOUNG_MB", 0, 0),
     maxEventBytes: int(env, "FOUNT_MAX_EVENT_BYTES", 1024 * 1024, 1024),
+    // Well above a first poll's few MB of items; docs/isolation.md, "How much one run may emit".
+    maxRunEmitBytes: int(env, "FOUNT_MAX_RUN_EMIT_BYTES", 64 * 1024 * 1024, 1024),
     maxDbBytes: int(env, "FOUNT_MAX_DB_BYTES", 4 * 1024 * 1024, 1024),
     dbCacheBytes: int(env, "FOUNT_DB_CACHE_BYTES", 256 * 1024 * 1024, 0),
     bodyLimitBytes: 1024 * 1024,

@@ -64,6 +64,7 @@ export async function startExecutors(
       inspectOnly: [registryOwner],
       defaultTimeoutMs: config.invocationTimeoutMs,
       maxEmitBytes: config.maxEventBytes,
+      maxRunEmitBytes: config.maxRunEmitBytes,
       extraCaCertsFile: config.executorCaCerts,
       isolateUsers,
       uidBase: uids?.base,

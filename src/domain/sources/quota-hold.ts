@@ -31,11 +31,12 @@ export interface QuotaDeps {
 }
 
 /**
- * Throws `quota_exceeded` when the free account that created the source used up its day; otherwise
- * counts the invocation in the day's usage at once, in one statement of the store.
+ * Throws `quota_exceeded` when the free account that created the source (or the external workflow,
+ * whose every recorded event counts as an invocation) used up its day; otherwise counts the invocation
+ * in the day's usage at once, in one statement of the store.
  */
-export async function holdQuota(d: QuotaDeps, source: SourceRecord): Promise<QuotaHold> {
-  const user = await d.store.getUser(source.createdBy);
+export async function holdQuota(d: QuotaDeps, emitter: Pick<SourceRecord, "createdBy">): Promise<QuotaHold> {
+  const user = await d.store.getUser(emitter.createdBy);
   if (user?.plan !== "free") return noHold;
   const day = usageDay(d.clock.now());
   const limits = planLimits(d.config);

@@ -6,7 +6,10 @@
 import { randomBytes } from "node:crypto";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
+import { usageDay } from "../../domain/accounts/quotas.ts";
 import { channelPattern, normalizeChannel } from "../../domain/events/channels.ts";
+import { holdQuota } from "../../domain/sources/quota-hold.ts";
+import { maxCustomChannels } from "../../domain/sources/stored-emits.ts";
 import type { EventRecord, Workflow } from "../../domain/types.ts";
 import { AppError, invalidParameter } from "../../errors.ts";
 import { newId, randomString } from "../../ids.ts";
@@ -58,15 +61,19 @@ export function renderWorkflow(w: Workflow, withUser: boolean): Record<string, u
 }
 
 export async function workflowRoutes(app: FastifyInstance): Promise<void> {
-  const { store, secrets, clock, committer, recorder, bus, config, pruner } = app.fount;
+  const { store, secrets, clock, committer, recorder, bus, config, pruner, logger } = app.fount;
   const tags = ["workflows"];
 
   async function visibleWorkflow(request: FastifyRequest, id: string): Promise<Workflow> {
     return visibleOr404(request, await store.getWorkflow(id), "Workflow", id);
   }
 
-  /** Stores an event of the workflow (routed like a source's emits) and announces it. */
-  function record(workflow: Workflow, channel: string, event: unknown): Promise<EventRecord> {
+  /**
+   * Stores an event of the workflow (routed like a source's emits) and announces it. Each one counts as
+   * an invocation of the workflow's creator, as a source's run does: a free account past its daily
+   * quota gets `quota_exceeded` (docs/delivery.md, "External workflows").
+   */
+  async function record(workflow: Workflow, channel: string, event: unknown): Promise<EventRecord> {
     const size = Buffer.byteLength(JSON.stringify(event) ?? "null");
     if (size > config.maxEventBytes) {
       throw new AppError(
@@ -74,9 +81,37 @@ export async function workflowRoutes(app: FastifyInstance): Promise<void> {
         `The event is ${size} bytes; at most ${config.maxEventBytes} are kept`,
       );
     }
-    return committer.submit(
-      (tx) => recorder.store(tx, { emitterId: workflow.id, channel, event, nowMs: clock.now() }),
-      (stored) => bus.emit("event.stored", stored),
+    const hold = await holdQuota({ store, clock, config, logger }, workflow);
+    try {
+      return await committer.submit(
+        async (tx) => {
+          const nowMs = clock.now();
+          const stored = await recorder.store(tx, { emitterId: workflow.id, channel, event, nowMs });
+          await tx.addUsage(workflow.createdBy, usageDay(nowMs), {
+            invocations: hold.counted ? 0 : 1,
+            computeMs: 0,
+          });
+          return stored;
+        },
+        (stored) => bus.emit("event.stored", stored),
+      );
+    } catch (err) {
+      hold.release();
+      throw err;
+    }
+  }
+
+  /**
+   * Every channel keeps its own last events, so a workflow, like a source (stored-emits.ts), may use at
+   * most `maxCustomChannels` named channels: else each new name would store another 100 events.
+   */
+  async function withinChannelLimit(workflow: Workflow, channel: string): Promise<void> {
+    if (channel === "") return;
+    const named = (await store.listChannels(workflow.id)).filter((c) => c !== "" && !c.startsWith("$"));
+    if (named.length < maxCustomChannels || named.includes(channel)) return;
+    throw invalidParameter(
+      "name",
+      `A workflow may use at most ${maxCustomChannels} named channels; it uses ${named.length}, and ${channel} is not one of them`,
     );
   }
 
@@ -222,6 +257,7 @@ export async function workflowRoutes(app: FastifyInstance): Promise<void> {
         );
       }
       const workflow = await visibleWorkflow(request, id);
+      await withinChannelLimit(workflow, channel);
       const stored = await record(workflow, channel, { raw_event: p.event ?? null });
       return { data: renderEvent(stored, true) };
     },

@@ -23,6 +23,8 @@ export interface ChildInit {
   scratchDir: string;
   maxEmitBytes: number;
   maxEmitsPerInvocation: number;
+  /** JSON bytes of all the emits of one invocation (events and meta); the emit that crosses it fails the run. */
+  maxRunEmitBytes: number;
   maxLogsPerInvocation: number;
   maxLogEntryChars: number;
   /** Where component code may connect (guards/egress-guard.ts); absent: anywhere. */

@@ -55,6 +55,7 @@ export function poolSettings(options: ExecutorPoolOptions): PoolSettings {
       scratchDir: "",
       maxEmitBytes: options.maxEmitBytes ?? 1024 * 1024,
       maxEmitsPerInvocation: options.maxEmitsPerInvocation ?? 1000,
+      maxRunEmitBytes: options.maxRunEmitBytes ?? 64 * 1024 * 1024,
       maxLogsPerInvocation: options.maxLogsPerInvocation ?? 1000,
       maxLogEntryChars: LOG_ENTRY_CHARS,
       memoryMb,

@@ -53,6 +53,8 @@ export interface ExecutorPoolOptions {
   defaultTimeoutMs?: number;
   maxEmitBytes?: number;
   maxEmitsPerInvocation?: number;
+  /** JSON bytes all the emits of one invocation may hold (default 64 MiB); past it the run fails. */
+  maxRunEmitBytes?: number;
   maxLogsPerInvocation?: number;
   /** Run each owner's process under its own uid/gid; needs root. Default: true when running as root. */
   isolateUsers?: boolean;

@@ -10,23 +10,9 @@ import { isObject, LOG_ENTRY_CHARS } from "./model.ts";
 
 /** Copies a child's result field by field, enforcing the limits the child was asked to keep. */
 export function copyResult(raw: ItemResult, limits: ChildInit): InvokeResult {
-  const { maxEmitsPerInvocation, maxLogsPerInvocation } = limits;
-  const emits: EmittedEvent[] = [];
-  if (Array.isArray(raw.emits)) {
-    for (const e of raw.emits.slice(0, maxEmitsPerInvocation)) {
-      if (!isObject(e)) continue;
-      const m = isObject(e.meta) ? e.meta : {};
-      const meta: EmittedEvent["meta"] = {};
-      if (typeof m.id === "string" || typeof m.id === "number") meta.id = m.id;
-      if (typeof m.name === "string") meta.name = m.name;
-      if (typeof m.summary === "string") meta.summary = m.summary;
-      if (typeof m.ts === "number" && Number.isFinite(m.ts)) meta.ts = m.ts;
-      // Within a Date's range, as the child keeps it (invocation.ts): past it no store keeps a due time.
-      if (typeof m.delivery_ts === "number" && Math.abs(m.delivery_ts) <= maxTimeMs)
-        meta.delivery_ts = m.delivery_ts;
-      emits.push({ event: e.event ?? null, meta });
-    }
-  }
+  const { maxLogsPerInvocation } = limits;
+  // A failed run's emits are never stored: they are not even measured.
+  const copied = raw.error === undefined ? copyEmits(raw.emits, limits) : { emits: [] };
   const logs: LogEntry[] = [];
   if (Array.isArray(raw.logs)) {
     for (const l of raw.logs.slice(0, maxLogsPerInvocation)) {
@@ -42,7 +28,7 @@ export function copyResult(raw: ItemResult, limits: ChildInit): InvokeResult {
     }
   }
   const result: InvokeResult = {
-    emits,
+    emits: copied.emits,
     logs,
     dbWrites: isObject(raw.dbWrites) ? raw.dbWrites : {},
     warnings: Array.isArray(raw.warnings)
@@ -50,8 +36,10 @@ export function copyResult(raw: ItemResult, limits: ChildInit): InvokeResult {
       : [],
     durationMs: typeof raw.durationMs === "number" ? raw.durationMs : 0,
   };
-  if (raw.error !== undefined) {
-    result.error = serialized(raw.error, "component_error");
+  if (copied.warning) result.warnings.push(copied.warning);
+  const error = raw.error !== undefined ? serialized(raw.error, "component_error") : copied.error;
+  if (error) {
+    result.error = error;
     result.emits = [];
     result.dbWrites = {};
   }
@@ -59,6 +47,91 @@ export function copyResult(raw: ItemResult, limits: ChildInit): InvokeResult {
   const response = httpResponse(raw.response);
   if (response) result.response = response;
   return result;
+}
+
+/**
+ * A successful run's emits, each measured again as the child should have (a compromised child could
+ * send anything): an event over `maxEmitBytes` is dropped with a warning, and emits over
+ * `maxRunEmitBytes` in all fail the run, as in the child (child/component/invocation.ts). The server
+ * measures by `jsonCharsAtLeast`, not by serializing (docs/isolation.md, "How much one run may emit").
+ */
+function copyEmits(
+  raw: unknown,
+  limits: ChildInit,
+): { emits: EmittedEvent[]; warning?: SerializedError; error?: SerializedError } {
+  const { maxEmitsPerInvocation, maxEmitBytes, maxRunEmitBytes } = limits;
+  const emits: EmittedEvent[] = [];
+  if (!Array.isArray(raw)) return { emits };
+  let total = 0;
+  let tooLarge = 0;
+  for (const e of raw.slice(0, maxEmitsPerInvocation)) {
+    if (!isObject(e)) continue;
+    const event = e.event ?? null;
+    const bytes = jsonCharsAtLeast(event);
+    if (bytes > maxEmitBytes) {
+      tooLarge++;
+      continue;
+    }
+    const meta = copyMeta(e.meta);
+    total += bytes + metaBytes(meta);
+    if (total > maxRunEmitBytes) {
+      const message = `The run's emits held more than ${maxRunEmitBytes} bytes of JSON, the limit per run (FOUNT_MAX_RUN_EMIT_BYTES); the run failed, and its emits and db writes were discarded`;
+      return { emits: [], error: { code: "run_emits_too_large", message } };
+    }
+    emits.push({ event, meta });
+  }
+  if (tooLarge === 0) return { emits };
+  const message = `An event over ${maxEmitBytes} bytes was not emitted`;
+  return { emits, warning: { code: "emit_too_large", message, data: { count: tooLarge } } };
+}
+
+function copyMeta(value: unknown): EmittedEvent["meta"] {
+  const m = isObject(value) ? value : {};
+  const meta: EmittedEvent["meta"] = {};
+  if (typeof m.id === "string" || typeof m.id === "number") meta.id = m.id;
+  if (typeof m.name === "string") meta.name = m.name;
+  if (typeof m.summary === "string") meta.summary = m.summary;
+  if (typeof m.ts === "number" && Number.isFinite(m.ts)) meta.ts = m.ts;
+  // Within a Date's range, as the child keeps it (invocation.ts): past it no store keeps a due time.
+  if (typeof m.delivery_ts === "number" && Math.abs(m.delivery_ts) <= maxTimeMs)
+    meta.delivery_ts = m.delivery_ts;
+  return meta;
+}
+
+/** Characters of a meta's text fields (the child counts their UTF-8 bytes, never fewer). */
+function metaBytes(meta: EmittedEvent["meta"]): number {
+  let chars = 0;
+  for (const text of [meta.id, meta.name, meta.summary]) if (typeof text === "string") chars += text.length;
+  return chars;
+}
+
+/**
+ * A lower bound of the length of `value`'s JSON text, which is at most its UTF-8 bytes: its strings'
+ * lengths, keys included, and one character per other value. Walking costs microseconds where
+ * JSON.stringify costs about 4.6 ms per MiB on the server's thread (measured, docs/isolation.md); the
+ * bound is within 6× of the bytes (an escaped control character is 6). Iterative: a message from a
+ * compromised child may nest deeper than the stack.
+ */
+export function jsonCharsAtLeast(value: unknown): number {
+  let chars = 0;
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === "string") chars += v.length + 2;
+    else if (Array.isArray(v)) {
+      chars += 1 + v.length;
+      for (const item of v) stack.push(item);
+    } else if (v !== null && typeof v === "object") {
+      chars += 1;
+      // A parsed message's objects are plain: for…in sees their own keys, without Object.entries' arrays.
+      const obj = v as Record<string, unknown>;
+      for (const key in obj) {
+        chars += key.length + 3;
+        stack.push(obj[key]);
+      }
+    } else chars += 1;
+  }
+  return chars;
 }
 
 /**

@@ -26,6 +26,13 @@ export class Invocation {
   readonly writes = new Map<string, string>();
   /** Characters of emitted JSON, to bound the size of a results message. */
   emittedChars = 0;
+  /** UTF-8 bytes of the kept emits' JSON, events and meta, held against `maxRunEmitBytes`. */
+  emittedBytes = 0;
+  /**
+   * Set by the emit that took the invocation over `maxRunEmitBytes`: the run fails with it even when
+   * the component catches what that emit threw.
+   */
+  failure: Error | undefined;
   response: HttpResponse | undefined;
   closed = false;
   private readonly limits: ChildInit;
@@ -76,6 +83,8 @@ export class Invocation {
       }
       return;
     }
+    // Past the run's byte limit every emit throws at once: the run fails anyway (runItem).
+    if (this.failure) throw this.failure;
     const { maxEmitsPerInvocation: maxCount, maxEmitBytes: maxBytes } = this.limits;
     if (this.emits.length >= maxCount) {
       this.countWarning("too_many_emits", `Only the first ${maxCount} emits of an invocation are kept`);
@@ -88,8 +97,7 @@ export class Invocation {
       throw new TypeError(`$emit: the event is not JSON-serializable (${(err as Error).message})`);
     }
     json ??= "null";
-    // A UTF-16 code unit is at most 3 UTF-8 bytes, so short strings skip the byte count.
-    const bytes = json.length * 3 <= maxBytes ? json.length : Buffer.byteLength(json);
+    const bytes = Buffer.byteLength(json);
     if (bytes > maxBytes) {
       this.countWarning(
         "emit_too_large",
@@ -106,11 +114,30 @@ export class Invocation {
       return;
     }
     // The meta is read once the event is known to be kept, so that its warnings concern a stored event.
-    this.emits.push({
-      event: JSON.parse(json),
-      meta: emitMeta(meta, (kind, text) => this.notice(kind, text)),
-    });
+    const kept = emitMeta(meta, (kind, text) => this.notice(kind, text));
+    this.holdRunBytes(bytes + emitMetaBytes(kept));
+    this.emits.push({ event: JSON.parse(json), meta: kept });
     this.emittedChars += json.length;
+  }
+
+  /**
+   * Counts an emit's bytes against the run's limit, or throws at the emit that crosses it. One run's
+   * emits cross to the server in one message and land in one commit, so this bounds what a single run
+   * makes the server hold (docs/isolation.md, "How much one run may emit").
+   */
+  private holdRunBytes(bytes: number): void {
+    const max = this.limits.maxRunEmitBytes;
+    if (this.emittedBytes + bytes <= max) {
+      this.emittedBytes += bytes;
+      return;
+    }
+    this.failure = Object.assign(
+      new RangeError(
+        `$emit: this run's emits would hold ${this.emittedBytes + bytes} bytes of JSON, over the limit of ${max} per run (FOUNT_MAX_RUN_EMIT_BYTES); the run fails, and its emits and db writes are discarded`,
+      ),
+      { code: "run_emits_too_large" },
+    );
+    throw this.failure;
   }
 
   /**
@@ -241,6 +268,14 @@ function emitMeta(meta: unknown, warn: (kind: string, message: string) => void):
     else out.delivery_ts = ms;
   }
   return out;
+}
+
+/** UTF-8 bytes of a kept meta's text fields (its numbers are a few bytes each: not counted). */
+function emitMetaBytes(meta: EmitMeta): number {
+  let bytes = 0;
+  for (const text of [meta.id, meta.name, meta.summary])
+    if (typeof text === "string") bytes += Buffer.byteLength(text);
+  return bytes;
 }
 
 /** A value as a warning names it: `NaN`, `"soon"`, `an invalid Date`, `a value of type object`. */

@@ -120,6 +120,8 @@ export async function runItem(
   } catch (err) {
     error = serialize(err, "component_error");
   }
+  // Over the run's emit limit the run fails, even when the component caught what $emit threw.
+  if (inv.failure) error = serialize(inv.failure, "run_emits_too_large");
   inv.closed = true;
   running.delete(inv);
   const result: ItemResult = {
