@@ -37,6 +37,8 @@ export interface Config {
    */
   trustProxy: false | string[];
   /** Wrong API keys one address may send per `authFailureWindowMs` before it is throttled; 0 turns it off. */
+  /** SSE streams one user may have replaying stored events on a node at once (FOUNT_SSE_MAX_REPLAYS). */
+  sseMaxReplays: number;
   authFailureLimit: number;
   authFailureWindowMs: number;
   webhookAllowPrivate: boolean;
@@ -321,6 +323,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     executorCaCerts: env.FOUNT_EXECUTOR_CA_CERTS ? path.resolve(env.FOUNT_EXECUTOR_CA_CERTS) : undefined,
     executorMemoryMb: int(env, "FOUNT_EXECUTOR_MEMORY_MB", 256, 32),
     executorScratchMb: int(env, "FOUNT_EXECUTOR_SCRATCH_MB", 256, 1),
+    sseMaxReplays: int(env, "FOUNT_SSE_MAX_REPLAYS", 8, 1),
     executorRealmsPerOwner: int(env, "FOUNT_EXECUTOR_REALMS_PER_OWNER", 16, 1),
     executorV8Flags: (env.FOUNT_EXECUTOR_V8_FLAGS ?? "").split(/\s+/).filter(Boolean),
     executorIdleMs: int(env, "FOUNT_EXECUTOR_IDLE_S", 600, 1) * 1000,

@@ -186,6 +186,9 @@ export async function registerHttp(app: App, door: FrontDoor, given: HttpInputs)
       serve: (hit) => served.serveForwarded(hit),
       logger: app.log,
     });
-  await app.register(streamRoutes, { authenticator, hub: { maxStreamsPerUser: config.sseMaxStreams } });
+  await app.register(streamRoutes, {
+    authenticator,
+    hub: { maxStreamsPerUser: config.sseMaxStreams, maxReplaysPerUser: config.sseMaxReplays },
+  });
   await app.register(consoleRoutes, { authenticator });
 }

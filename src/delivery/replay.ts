@@ -8,7 +8,7 @@
 import type { Delivery, EventRecord, Subscription } from "../domain/types.ts";
 import { newId } from "../ids.ts";
 import { inPacedBatches } from "../pace.ts";
-import type { EventSearch } from "../storage/event-search.ts";
+import type { EventKey, EventSearch } from "../storage/event-search.ts";
 import type { Storage } from "../storage/port.ts";
 import { newDelivery } from "./routing.ts";
 
@@ -31,6 +31,48 @@ export interface ReplayRequest {
 const replayChunk = 500;
 
 /**
+ * Bytes of event JSON a bulk replay reads at once (a page of at most `replayChunk` events): events may
+ * be up to 1 MiB each, and reading all 10,000 matches at once held up to 10 GiB.
+ */
+export const replayPageBytes = 4 * 1024 * 1024;
+
+/** The subscription-like route a replay's deliveries go by, under its own `rpl_` ID. */
+function replayRoute(r: Omit<ReplayRequest, "events">, emitterId: string): Subscription {
+  return {
+    id: newId("rpl"),
+    ownerId: r.ownerId,
+    emitterId,
+    listenerId: r.listenerId,
+    eventName: "",
+    createdAt: Math.floor(r.nowMs / 1000),
+  };
+}
+
+/** Writes one delivery per event by `route`, due now, marked as the replay, in one transaction. */
+async function writeReplayed(
+  store: Storage,
+  route: Subscription,
+  events: EventRecord[],
+  nowMs: number,
+): Promise<Delivery[]> {
+  const deliveries: Delivery[] = [];
+  for (const event of events) {
+    // One hop, as for an event from an endpoint: a replay starts a new path through the sources.
+    const d = newDelivery(route, event, 1, nowMs);
+    if (!d) continue;
+    // Now, also for an event whose `delivery_ts` is still ahead: a replay is asked for now.
+    d.nextAttemptMs = nowMs;
+    deliveries.push(d);
+  }
+  if (deliveries.length === 0) return deliveries;
+  await store.transaction(async (tx) => {
+    await tx.insertDeliveries(deliveries);
+    await tx.markReplay(route.id);
+  });
+  return deliveries;
+}
+
+/**
  * Writes one delivery per event to the listener, due now, marked as the replay, `replayChunk` a
  * transaction (a failure leaves the chunks before it queued); returns them.
  */
@@ -38,48 +80,63 @@ export async function replayEvents(
   store: Storage,
   r: ReplayRequest,
 ): Promise<{ replayId: string; deliveries: Delivery[] }> {
-  const replayId = newId("rpl");
-  const route: Subscription = {
-    id: replayId,
-    ownerId: r.ownerId,
-    emitterId: r.events[0]?.emitterId ?? "",
-    listenerId: r.listenerId,
-    eventName: "",
-    createdAt: Math.floor(r.nowMs / 1000),
-  };
+  const route = replayRoute(r, r.events[0]?.emitterId ?? "");
   const deliveries: Delivery[] = [];
-  for (const event of r.events) {
-    // One hop, as for an event from an endpoint: a replay starts a new path through the sources.
-    const d = newDelivery(route, event, 1, r.nowMs);
-    if (!d) continue;
-    // Now, also for an event whose `delivery_ts` is still ahead: a replay is asked for now.
-    d.nextAttemptMs = r.nowMs;
-    deliveries.push(d);
-  }
-  for (let at = 0; at < deliveries.length; at += replayChunk) {
+  for (let at = 0; at < r.events.length; at += replayChunk) {
     if (at > 0) await new Promise<void>((resolve) => setImmediate(resolve));
-    const chunk = deliveries.slice(at, at + replayChunk);
-    await store.transaction(async (tx) => {
-      await tx.insertDeliveries(chunk);
-      await tx.markReplay(replayId);
-    });
+    const chunk = r.events.slice(at, at + replayChunk);
+    deliveries.push(...(await writeReplayed(store, route, chunk, r.nowMs)));
   }
-  return { replayId, deliveries };
+  return { replayId: route.id, deliveries };
 }
 
 /**
- * The kept events a search finds (a bulk replay's: one source's channel, with its time range and the
- * event search's `q` and `where`), oldest first, at most `limit` of them; `more` tells that others
- * matched beyond it.
+ * How many kept events a search finds (a bulk replay's: one source's channel, with its time range and
+ * the event search's `q` and `where`), and the newest of them: what a replay of them sends at most.
  */
-export async function eventsInRange(
+export async function countInRange(
   store: Storage,
   search: EventSearch,
-  limit: number,
-): Promise<{ events: EventRecord[]; more: boolean }> {
-  // One past the limit tells whether more match; the newest `limit` would be sent, so none is.
-  const page = await store.searchEvents(search, { limit: limit + 1 });
-  return { events: page.items.slice(0, limit).reverse(), more: page.items.length > limit };
+): Promise<{ matching: number; newest: EventKey | undefined }> {
+  const page = await store.searchEvents(search, { limit: 1, count: true });
+  const e = page.items[0];
+  return { matching: page.totalCount, newest: e && { ms: e.idMs, seq: e.idSeq, emitterId: e.emitterId } };
+}
+
+/**
+ * Replays the events a search finds, up to and including `newest` (`countInRange`'s: events stored
+ * since are not part of it), oldest first, a page at a time: each page (at most `replayPageBytes` of
+ * events) is read, its deliveries written in one transaction, and dropped before the next is read.
+ * Returns the replay's ID, the events it found and the deliveries it queued.
+ */
+export async function replayInRange(
+  store: Storage,
+  search: EventSearch,
+  newest: EventKey,
+  r: Omit<ReplayRequest, "events">,
+): Promise<{ replayId: string; matching: number; replayed: number }> {
+  const route = replayRoute(r, newest.emitterId);
+  // Event IDs are positive, so this key is before every event; `after` is exclusive, so one past `newest`.
+  let from: EventKey = { ms: -1, seq: 0, emitterId: "" };
+  const through: EventKey = { ...newest, seq: newest.seq + 1 };
+  let matching = 0;
+  let replayed = 0;
+  for (;;) {
+    const page = await store.searchEvents(search, {
+      limit: replayChunk,
+      before: from,
+      after: through,
+      maxBytes: replayPageBytes,
+    });
+    // A page comes newest first.
+    const events = page.items.reverse();
+    const last = events[events.length - 1];
+    if (!last) break;
+    matching += events.length;
+    replayed += (await writeReplayed(store, route, events, r.nowMs)).length;
+    from = { ms: last.idMs, seq: last.idSeq, emitterId: last.emitterId };
+  }
+  return { replayId: route.id, matching, replayed };
 }
 
 /** Failed deliveries a redeliver requeues per statement: about 6 ms of SQLite a batch (five indexes change per row). */

@@ -220,6 +220,11 @@ export interface EventQuery {
    * counted. Without it, every stored event is.
    */
   window?: EventWindow;
+  /**
+   * Bytes of event JSON the page may hold: it ends before the event that would take it past them (the
+   * first event always comes), so a page of large events stays small; the store reads sizes first.
+   */
+  maxBytes?: number;
 }
 
 /** A connected app account (`apn_…`) whose credentials become an app prop's `$auth`. */

@@ -52,6 +52,21 @@ export interface EventSearchPage {
   before?: EventKey;
   /** Count every matching event too (`totalCount`); -1 when not asked. */
   count?: boolean;
+  /** Bytes of event JSON the page may hold, as `EventQuery.maxBytes`. */
+  maxBytes?: number;
+}
+
+/**
+ * How many of a page's rows, whose event JSON is `sizes` bytes each in order, fit in `maxBytes`: at
+ * least one, so that a page always moves on. What `maxBytes` cuts a page at, in both drivers.
+ */
+export function rowsWithin(sizes: readonly number[], maxBytes: number): number {
+  let total = 0;
+  for (const [i, n] of sizes.entries()) {
+    total += n;
+    if (total > maxBytes) return Math.max(1, i);
+  }
+  return sizes.length;
 }
 
 /** The events a search finds, newest first, and how many match in all (-1 unless counted). */

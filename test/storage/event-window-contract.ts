@@ -203,4 +203,41 @@ export function eventWindowContract(withStore: WithStore, unique: (prefix: strin
       1,
     );
   });
+
+  withStore(
+    "a page with maxBytes ends before the event that would take it past them, and holds one at least",
+    async (s) => {
+      const { emitterId } = fixtures();
+      // Events of about 100, 300, 100, 500 and 100 bytes of JSON.
+      const sizes = [100, 300, 100, 500, 100];
+      for (const [n, size] of sizes.entries())
+        await s.insertEvent({
+          emitterId,
+          channel: "",
+          id: `7-${n}`,
+          idMs: 7,
+          idSeq: n,
+          indexedAtMs: 7,
+          event: { pad: "x".repeat(size - 10) },
+          meta: { emit_id: `e${n}`, name: "", emitter_id: emitterId },
+        });
+      const page = async (maxBytes: number, before = { ms: 0, seq: 0 }) =>
+        (await s.listEvents(emitterId, { channel: "", limit: 10, before, maxBytes })).items
+          .map((e) => e.idSeq)
+          .reverse();
+      assert.deepEqual(await page(450), [0, 1]);
+      assert.deepEqual(await page(520), [0, 1, 2]);
+      assert.deepEqual(await page(50), [0], "one event at least");
+      assert.deepEqual(await page(10_000), [0, 1, 2, 3, 4]);
+      assert.deepEqual(await page(450, { ms: 7, seq: 2 }), [3]);
+      const found = await s.searchEvents(
+        { emitterId, channel: "" },
+        { limit: 10, before: { ms: 0, seq: 0, emitterId: "" }, maxBytes: 520 },
+      );
+      assert.deepEqual(
+        found.items.map((e) => e.idSeq),
+        [2, 1, 0],
+      );
+    },
+  );
 }

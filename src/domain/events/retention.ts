@@ -12,17 +12,20 @@ import type { EventRecord, EventWindow, RetentionPolicy } from "../types.ts";
 
 const dayMs = 86_400_000;
 
-/** Events read per page of `keptPages`: at most, and in its first page (before their size is known). */
+/** Events read per page of `keptPages`, at most. */
 const keptPageMost = 1000;
-const keptPageFirst = 16;
-/** The bytes of event JSON a page of `keptPages` aims at: events may be up to 1 MiB each. */
-const keptPageBytes = 4 * 1024 * 1024;
+/**
+ * The bytes of event JSON a page of `keptPages` holds at most (or one event, when it alone is larger):
+ * events may be up to 1 MiB each, and an SSE resume holds its page while a slow client reads it.
+ */
+export const keptPageBytes = 4 * 1024 * 1024;
 
 /**
  * A channel's kept events newer than `after` (all of them without it), oldest first, a page at a time:
  * what an SSE resume and a backfill send, which may be all of a million-event window, so never held at
- * once (a stream of them all from the oldest held the whole window in memory, per request). A page holds
- * about 4 MiB of events (at most 1,000), sized from the events of the page before.
+ * once (a stream of them all from the oldest held the whole window in memory, per request). The store
+ * cuts each page at `keptPageBytes` by the events' sizes, read before the events: a page sized from the
+ * events before it held 16 MiB on its first page, and 1,000 MiB when small events gave way to large ones.
  */
 export async function* keptPages(
   store: Pick<StorageOps, "listEvents">,
@@ -32,20 +35,20 @@ export async function* keptPages(
   after: { ms: number; seq: number } = { ms: 0, seq: 0 },
 ): AsyncGenerator<EventRecord[]> {
   let from = after;
-  let limit = keptPageFirst;
   for (;;) {
-    const page = await store.listEvents(emitterId, { channel, limit, before: from, window });
+    const page = await store.listEvents(emitterId, {
+      channel,
+      limit: keptPageMost,
+      maxBytes: keptPageBytes,
+      before: from,
+      window,
+    });
     const items = page.items.reverse();
     const newest = items[items.length - 1];
     if (!newest) return;
     yield items;
-    if (items.length < limit) return;
+    // A page cut by its bytes is short with more behind it, so only an empty page ends the walk.
     from = { ms: newest.idMs, seq: newest.idSeq };
-    const bytes = items.reduce((n, e) => n + (JSON.stringify(e.event)?.length ?? 4), 0);
-    limit = Math.max(
-      1,
-      Math.min(keptPageMost, Math.floor((keptPageBytes * items.length) / Math.max(1, bytes))),
-    );
   }
 }
 

@@ -35,6 +35,11 @@ export interface StreamHubOptions {
   recheckMs: number;
   /** Streams one user may have open on this node at once (FOUNT_SSE_MAX_STREAMS). */
   maxStreamsPerUser: number;
+  /**
+   * Streams of one user replaying stored events on this node at once (FOUNT_SSE_MAX_REPLAYS); the rest
+   * wait their turn before reading the store. Each holds a page of up to 4 MiB while its client reads.
+   */
+  maxReplaysPerUser: number;
 }
 
 export const defaultStreamHubOptions: StreamHubOptions = {
@@ -48,6 +53,8 @@ export const defaultStreamHubOptions: StreamHubOptions = {
   replayStallMs: 30_000,
   recheckMs: 10_000,
   maxStreamsPerUser: 2_000,
+  // 8 pages of 4 MiB: 32 MiB for one user's replays, where 2,000 streams held up to 32 GiB.
+  maxReplaysPerUser: 8,
 };
 
 /**

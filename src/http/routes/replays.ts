@@ -5,7 +5,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
-import { eventsInRange, maxReplayedEvents, replayEvents } from "../../delivery/replay.ts";
+import { countInRange, maxReplayedEvents, replayEvents, replayInRange } from "../../delivery/replay.ts";
 import { channelPattern } from "../../domain/events/channels.ts";
 import { invalidParameter, notFound } from "../../errors.ts";
 import { actingOwner, canSee, commonParams, errorResponses, params } from "../conventions.ts";
@@ -111,24 +111,25 @@ export async function replayRoutes(app: FastifyInstance): Promise<void> {
       // The event search's own reading of q, where, since, until and delivery_status.
       const search = await withinWindow(store, retention, searchOf(request, { emitterId: source.id }, p));
       const listener = await visibleListener(request, p.listener_id);
-      const { events, more } = await inSearchTurn(request, () =>
-        eventsInRange(store, search, maxReplayedEvents),
-      );
-      if (more)
-        throw invalidParameter(
-          "since",
-          `More than ${maxReplayedEvents} events match; replay at most ${maxReplayedEvents} at once (narrow the search, since or until)`,
-        );
-      if (p.dry_run || events.length === 0)
-        return { data: { replayed: 0, matching: events.length, replay_id: null } };
-      const { replayId, deliveries } = await replayEvents(store, {
-        ownerId,
-        listenerId: listener,
-        events,
-        nowMs: clock.now(),
+      // Counted first, then read and written a page at a time (replayInRange), all in one search turn.
+      const answer = await inSearchTurn(request, async () => {
+        const { matching, newest } = await countInRange(store, search);
+        if (matching > maxReplayedEvents)
+          throw invalidParameter(
+            "since",
+            `More than ${maxReplayedEvents} events match; replay at most ${maxReplayedEvents} at once (narrow the search, since or until)`,
+          );
+        if (p.dry_run || !newest) return { replayed: 0, matching, replay_id: null };
+        const sent = await replayInRange(store, search, newest, {
+          ownerId,
+          listenerId: listener,
+          nowMs: clock.now(),
+        });
+        const replay_id = sent.matching > 0 ? sent.replayId : null;
+        return { replayed: sent.replayed, matching: sent.matching, replay_id };
       });
-      dispatcher.wake();
-      return { data: { replayed: deliveries.length, matching: events.length, replay_id: replayId } };
+      if (answer.replayed > 0) dispatcher.wake();
+      return { data: answer };
     },
   );
 }

@@ -61,6 +61,8 @@ export async function streamRoutes(
   const hub = new StreamHub(bus, sseFrame, options.hub);
   /** Open streams by user, on this node. */
   const openBy = new Map<string, number>();
+  /** Replays running by user, on this node, and the streams waiting for one to end (first come first served). */
+  const replaysBy = new Map<string, { running: number; waiting: Array<() => void> }>();
   hubs.set(app.fount, hub);
   // Before the server waits for its connections to end: open streams would hold it forever.
   app.addHook("preClose", async () => hub.close());
@@ -178,6 +180,48 @@ export async function streamRoutes(
     })();
   }
 
+  /**
+   * Waits for one of the user's replay turns (`maxReplaysPerUser`); resolves with its release (once,
+   * however often called), or with undefined when the client left while it waited. A waiting stream
+   * holds no page and no live events: it opens on the hub once its turn comes. It waits rather than
+   * answering 429, which an EventSource takes as final (it reconnects after network errors only).
+   */
+  async function replayTurn(userId: string, reply: FastifyReply): Promise<(() => void) | undefined> {
+    let turns = replaysBy.get(userId);
+    if (!turns) {
+      turns = { running: 0, waiting: [] };
+      replaysBy.set(userId, turns);
+    }
+    const user = turns;
+    if (user.running < hub.options.maxReplaysPerUser) user.running++;
+    else {
+      if (reply.raw.destroyed) return undefined;
+      const turn = await new Promise<boolean>((resolve) => {
+        const take = () => {
+          reply.raw.off("close", left);
+          resolve(true);
+        };
+        const left = () => {
+          user.waiting.splice(user.waiting.indexOf(take), 1);
+          resolve(false);
+        };
+        user.waiting.push(take);
+        reply.raw.once("close", left);
+      });
+      if (!turn) return undefined;
+    }
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      // The turn passes to the next waiting stream, or is given back.
+      const next = user.waiting.shift();
+      if (next) return next();
+      user.running--;
+      if (user.running === 0) replaysBy.delete(userId);
+    };
+  }
+
   /** Streams `channels` of a source onto the reply; several channels share one socket (IDs are per source). */
   async function stream(
     request: FastifyRequest,
@@ -205,6 +249,29 @@ export async function streamRoutes(
       else openBy.delete(userId);
     });
 
+    const release = after ? await replayTurn(userId, reply) : () => {};
+    if (!release) {
+      // The client left while it waited: nothing to answer.
+      reply.hijack();
+      return;
+    }
+    reply.raw.once("close", release);
+    try {
+      await openStream(request, reply, source, channels, after);
+    } finally {
+      release();
+    }
+  }
+
+  /** Opens the hub's clients of `channels` on the reply, replays what is stored after `after`, goes live. */
+  async function openStream(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    source: SourceRecord,
+    channels: string[],
+    after: EventIdParts | undefined,
+  ): Promise<void> {
+    const id = source.id;
     // Subscribed before reading the store: an event committed meanwhile is either read or held (or
     // both, and then sent once), so the seam between replay and live has no gap. With several nodes,
     // the others send this emitter's events once they confirmed the stream (cluster-link.ts), before

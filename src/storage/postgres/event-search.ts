@@ -10,6 +10,7 @@
  * window's commit stored are read through the partial index `events_unsearched` until the search
  * indexer has put them in.
  */
+import type { EventRecord } from "../../domain/types.ts";
 import type { EventSearchOps } from "../concerns.ts";
 import {
   commonConditions,
@@ -17,6 +18,7 @@ import {
   type EventSearchPage,
   type EventWhere,
   pageOrder,
+  rowsWithin,
   trigramChars,
   whereNeedles,
   whereValues,
@@ -99,15 +101,56 @@ function whereCondition(w: EventWhere, p: (value: unknown) => string): string {
   return `(${each.join(" OR ")})`;
 }
 
+/**
+ * A page cut at `maxBytes` of event JSON: the matches' keys and sizes first (octet_length of a TOASTed
+ * text reads its header, not its value), then those rows that fit, by key (one deleted meanwhile is
+ * left out).
+ */
+async function rowsFitting(
+  q: Sql,
+  body: string,
+  order: string,
+  params: unknown[],
+  limit: number,
+  maxBytes: number,
+): Promise<EventRecord[]> {
+  const sized = await q.all(
+    `SELECT e.emitter_id, e.id_ms, e.id_seq, octet_length(e.event_json) AS n ${body} ${order} LIMIT $${params.length + 1}`,
+    [...params, limit],
+    (r) => ({
+      emitterId: r.emitter_id as string,
+      ms: String(r.id_ms),
+      seq: String(r.id_seq),
+      n: Number(r.n),
+    }),
+  );
+  const keys = sized.slice(
+    0,
+    rowsWithin(
+      sized.map((s) => s.n),
+      maxBytes,
+    ),
+  );
+  return q.all(
+    `SELECT e.* FROM events e WHERE (e.emitter_id, e.id_ms, e.id_seq) IN
+       (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])) ${order}`,
+    [keys.map((k) => k.emitterId), keys.map((k) => k.ms), keys.map((k) => k.seq)],
+    toEvent,
+  );
+}
+
 export function eventSearchOps(q: Sql): EventSearchOps {
   return {
     searchEvents: async (search, page) => {
       const { body, order, params } = searchQuery(search, page);
-      let items = await q.all(
-        `SELECT e.* ${body} ${order} LIMIT $${params.length + 1}`,
-        [...params, page.limit],
-        toEvent,
-      );
+      let items =
+        page.maxBytes === undefined
+          ? await q.all(
+              `SELECT e.* ${body} ${order} LIMIT $${params.length + 1}`,
+              [...params, page.limit],
+              toEvent,
+            )
+          : await rowsFitting(q, body, order, params, page.limit, page.maxBytes);
       if (page.before) items = items.reverse();
       // Every match counts, whichever page this is.
       const all = page.count ? searchQuery(search, { limit: 0 }) : undefined;

@@ -10,6 +10,7 @@
  */
 import type { EventQuery, EventRecord } from "../../domain/types.ts";
 import type { EventOps } from "../concerns.ts";
+import { rowsWithin } from "../event-search.ts";
 import { eventRowValues, toEvent } from "../rows.ts";
 import { textsBySize } from "../texts-by-size.ts";
 import type { Statement } from "./deferred.ts";
@@ -290,32 +291,39 @@ export function eventOps(q: Sql): EventOps {
 
     listEvents: async (emitterId, query) => {
       const { where: base, params, total: totalCount } = await windowBounds(q, emitterId, query);
-      const n = params.length;
-      let items: EventRecord[];
-      if (query.before) {
-        items = (
-          await q.all(
-            `SELECT * FROM events WHERE ${base} AND (id_ms, id_seq) > ($${n + 1}, $${n + 2})
-             ORDER BY id_ms ASC, id_seq ASC LIMIT $${n + 3}`,
-            [...params, query.before.ms, query.before.seq, query.limit],
-            toEvent,
-          )
-        ).reverse();
-      } else if (query.after) {
-        items = await q.all(
-          `SELECT * FROM events WHERE ${base} AND (id_ms, id_seq) < ($${n + 1}, $${n + 2})
-           ORDER BY id_ms DESC, id_seq DESC LIMIT $${n + 3}`,
-          [...params, query.after.ms, query.after.seq, query.limit],
-          toEvent,
+      const cursor = query.before ?? query.after;
+      const order = query.before ? "ASC" : "DESC";
+      const where = cursor
+        ? `${base} AND (id_ms, id_seq) ${query.before ? ">" : "<"} ($${params.length + 1}, $${params.length + 2})`
+        : base;
+      const all = cursor ? [...params, cursor.ms, cursor.seq] : [...params];
+      const orderBy = `ORDER BY id_ms ${order}, id_seq ${order}`;
+      let limit = query.limit;
+      let bound = "";
+      if (query.maxBytes !== undefined) {
+        // Sizes first (octet_length of a TOASTed text reads its header, not its value), then the rows
+        // that fit, up to the last of them: another statement, so rows stored meanwhile stay out.
+        const sized = await q.all(
+          `SELECT id_ms, id_seq, octet_length(event_json) AS n FROM events WHERE ${where} ${orderBy} LIMIT $${all.length + 1}`,
+          [...all, query.limit],
+          (r) => ({ ms: Number(r.id_ms), seq: Number(r.id_seq), n: Number(r.n) }),
         );
-      } else {
-        items = await q.all(
-          `SELECT * FROM events WHERE ${base} ORDER BY id_ms DESC, id_seq DESC LIMIT $${n + 1}`,
-          [...params, query.limit],
-          toEvent,
+        limit = rowsWithin(
+          sized.map((r) => r.n),
+          query.maxBytes,
         );
+        const last = sized[limit - 1];
+        if (last) {
+          all.push(last.ms, last.seq);
+          bound = ` AND (id_ms, id_seq) ${query.before ? "<=" : ">="} ($${all.length - 1}, $${all.length})`;
+        }
       }
-      return { items, totalCount };
+      const items = await q.all(
+        `SELECT * FROM events WHERE ${where}${bound} ${orderBy} LIMIT $${all.length + 1}`,
+        [...all, limit],
+        toEvent,
+      );
+      return { items: query.before ? items.reverse() : items, totalCount };
     },
 
     deleteEvents: (emitterId, from, to, channel) => {

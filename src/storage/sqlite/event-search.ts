@@ -18,6 +18,7 @@ import {
   type EventSearchResult,
   type EventWhere,
   pageOrder,
+  rowsWithin,
   trigramChars,
   whereNeedles,
   whereValues,
@@ -197,6 +198,39 @@ export function endSearch(q: Sql): void {
   if (q.db.isTransaction) q.db.exec("COMMIT");
 }
 
+/**
+ * A page cut at `maxBytes` of event JSON: the matches' rowids and sizes first (octet_length reads a
+ * row's header, not its text), then those rows that fit, by rowid, in the same read transaction.
+ */
+function rowsFitting(
+  q: Sql,
+  body: string,
+  order: string,
+  params: SQLInputValue[],
+  limit: number,
+  maxBytes: number,
+) {
+  const sized = q.all(
+    `SELECT e.rowid AS r, octet_length(e.event_json) AS n ${body} ${order} LIMIT ?`,
+    [...params, limit],
+    (r) => ({ rowid: Number(r.r), n: Number(r.n) }),
+  );
+  const rowids = sized
+    .slice(
+      0,
+      rowsWithin(
+        sized.map((s) => s.n),
+        maxBytes,
+      ),
+    )
+    .map((s) => s.rowid);
+  return q.all(
+    `SELECT e.* FROM events e WHERE e.rowid IN (SELECT value FROM json_each(?)) ${order}`,
+    [JSON.stringify(rowids)],
+    toEvent,
+  );
+}
+
 /** A search's page and, when asked, the count of every match, in the transaction `beginSearch` began. */
 export function findEvents(
   q: Sql,
@@ -205,7 +239,10 @@ export function findEvents(
   generations: number[],
 ): EventSearchResult {
   const { body, order, params } = searchQuery(search, page, generations);
-  let items = q.all(`SELECT e.* ${body} ${order} LIMIT ?`, [...params, page.limit], toEvent);
+  let items =
+    page.maxBytes === undefined
+      ? q.all(`SELECT e.* ${body} ${order} LIMIT ?`, [...params, page.limit], toEvent)
+      : rowsFitting(q, body, order, params, page.limit, page.maxBytes);
   if (page.before) items = items.reverse();
   // Every match counts, whichever page this is.
   const all = page.count ? searchQuery(search, { limit: 0 }, generations) : undefined;

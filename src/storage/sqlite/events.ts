@@ -10,8 +10,9 @@
  * tables make them first.
  */
 import type { SQLInputValue } from "node:sqlite";
-import type { EventQuery, EventRecord } from "../../domain/types.ts";
+import type { EventQuery } from "../../domain/types.ts";
 import type { EventOps } from "../concerns.ts";
+import { rowsWithin } from "../event-search.ts";
 import type { EventIdKey } from "../port.ts";
 import { eventRowValues, toEvent } from "../rows.ts";
 import type { DeferredWrites } from "./deferred.ts";
@@ -239,29 +240,30 @@ export function eventOps(q: Sql, counts: WindowCounts, held: DeferredWrites): Ev
     listEvents: async (emitterId, query) => {
       held.settle();
       const { where, params, total } = windowBounds(q, counts, emitterId, query);
-      let items: EventRecord[];
-      if (query.before) {
-        items = q
-          .all(
-            `SELECT * FROM events WHERE ${where} AND (id_ms > ? OR (id_ms = ? AND id_seq > ?)) ORDER BY id_ms ASC, id_seq ASC ${limitParam}`,
-            [...params, query.before.ms, query.before.ms, query.before.seq, query.limit],
-            toEvent,
-          )
-          .reverse();
-      } else if (query.after) {
-        items = q.all(
-          `SELECT * FROM events WHERE ${where} AND (id_ms < ? OR (id_ms = ? AND id_seq < ?)) ORDER BY id_ms DESC, id_seq DESC ${limitParam}`,
-          [...params, query.after.ms, query.after.ms, query.after.seq, query.limit],
-          toEvent,
-        );
-      } else {
-        items = q.all(
-          `SELECT * FROM events WHERE ${where} ORDER BY id_ms DESC, id_seq DESC ${limitParam}`,
-          [...params, query.limit],
-          toEvent,
-        );
-      }
-      return { items, totalCount: total };
+      const [cursor, cursorParams, order] = query.before
+        ? ["AND (id_ms > ? OR (id_ms = ? AND id_seq > ?))", query.before, "ASC"]
+        : query.after
+          ? ["AND (id_ms < ? OR (id_ms = ? AND id_seq < ?))", query.after, "DESC"]
+          : ["", undefined, "DESC"];
+      const body = `FROM events WHERE ${where} ${cursor} ORDER BY id_ms ${order}, id_seq ${order}`;
+      const bodyParams = cursorParams
+        ? [...params, cursorParams.ms, cursorParams.ms, cursorParams.seq]
+        : params;
+      // Sizes first (octet_length reads a row's header, not its text), then only the rows that fit: no
+      // write comes between the two on this connection.
+      const limit =
+        query.maxBytes === undefined
+          ? query.limit
+          : rowsWithin(
+              q.all(
+                `SELECT octet_length(event_json) AS n ${body} ${limitParam}`,
+                [...bodyParams, query.limit],
+                (r) => Number(r.n),
+              ),
+              query.maxBytes,
+            );
+      const items = q.all(`SELECT * ${body} ${limitParam}`, [...bodyParams, limit], toEvent);
+      return { items: query.before ? items.reverse() : items, totalCount: total };
     },
 
     deleteEvents: async (emitterId, from, to, channel) => {
