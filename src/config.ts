@@ -31,14 +31,14 @@ export interface Config {
   rateLimit: number;
   /** SSE streams one user may have open on a node at once (FOUNT_SSE_MAX_STREAMS). */
   sseMaxStreams: number;
+  /** SSE streams one user may have replaying stored events on a node at once (FOUNT_SSE_MAX_REPLAYS). */
+  sseMaxReplays: number;
   /**
    * Whose `X-Forwarded-For` names the client (FOUNT_TRUST_PROXY): false (the connection's address, the
    * default), or the addresses and CIDR ranges of the reverse proxies.
    */
   trustProxy: false | string[];
   /** Wrong API keys one address may send per `authFailureWindowMs` before it is throttled; 0 turns it off. */
-  /** SSE streams one user may have replaying stored events on a node at once (FOUNT_SSE_MAX_REPLAYS). */
-  sseMaxReplays: number;
   authFailureLimit: number;
   authFailureWindowMs: number;
   webhookAllowPrivate: boolean;
@@ -76,6 +76,8 @@ export interface Config {
   maxRunEmitBytes: number;
   /** Largest `this.db` of one source (JSON bytes); writes beyond it fail the invocation. */
   maxDbBytes: number;
+  /** Subscriptions that may route one emitter's events (FOUNT_MAX_LISTENERS_PER_EMITTER; docs/delivery.md). */
+  maxListenersPerEmitter: number;
   /** The sources' dbs the runner keeps in memory, in all (JSON bytes; FOUNT_DB_CACHE_BYTES). */
   dbCacheBytes: number;
   /** Largest API request body. */
@@ -312,6 +314,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     bootstrapApiKey: env.FOUNT_BOOTSTRAP_API_KEY || undefined,
     rateLimit: int(env, "FOUNT_RATE_LIMIT", 6000),
     sseMaxStreams: int(env, "FOUNT_SSE_MAX_STREAMS", 2000, 1),
+    sseMaxReplays: int(env, "FOUNT_SSE_MAX_REPLAYS", 8, 1),
     trustProxy: trustProxy(env),
     authFailureLimit: int(env, "FOUNT_AUTH_FAILURE_LIMIT", 20),
     authFailureWindowMs: int(env, "FOUNT_AUTH_FAILURE_WINDOW_S", 300, 1) * 1000,
@@ -323,7 +326,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     executorCaCerts: env.FOUNT_EXECUTOR_CA_CERTS ? path.resolve(env.FOUNT_EXECUTOR_CA_CERTS) : undefined,
     executorMemoryMb: int(env, "FOUNT_EXECUTOR_MEMORY_MB", 256, 32),
     executorScratchMb: int(env, "FOUNT_EXECUTOR_SCRATCH_MB", 256, 1),
-    sseMaxReplays: int(env, "FOUNT_SSE_MAX_REPLAYS", 8, 1),
     executorRealmsPerOwner: int(env, "FOUNT_EXECUTOR_REALMS_PER_OWNER", 16, 1),
     executorV8Flags: (env.FOUNT_EXECUTOR_V8_FLAGS ?? "").split(/\s+/).filter(Boolean),
     executorIdleMs: int(env, "FOUNT_EXECUTOR_IDLE_S", 600, 1) * 1000,
@@ -334,6 +336,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     // Well above a first poll's few MB of items; docs/isolation.md, "How much one run may emit".
     maxRunEmitBytes: int(env, "FOUNT_MAX_RUN_EMIT_BYTES", 64 * 1024 * 1024, 1024),
     maxDbBytes: int(env, "FOUNT_MAX_DB_BYTES", 4 * 1024 * 1024, 1024),
+    // Each listener copies every event the emitter stores, in the emitter's commit: 50 listeners of a
+    // 1,000-event run write 50,000 deliveries (2 s on SQLite with 2 cores; docs/delivery.md).
+    maxListenersPerEmitter: int(env, "FOUNT_MAX_LISTENERS_PER_EMITTER", 50, 1),
     dbCacheBytes: int(env, "FOUNT_DB_CACHE_BYTES", 256 * 1024 * 1024, 0),
     bodyLimitBytes: 1024 * 1024,
     freeDailyInvocations: int(env, "FOUNT_FREE_DAILY_INVOCATIONS", 10_000),

@@ -7,8 +7,8 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { maxTimeMs } from "../clock.ts";
 import type { EventRecorder } from "../domain/events/recorder.ts";
-import { keptPages } from "../domain/events/retention.ts";
 import type { Delivery, EventRecord, EventWindow, ListenerKind, Subscription } from "../domain/types.ts";
+import { AppError } from "../errors.ts";
 import { newSortableId } from "../ids.ts";
 import type { StorageOps } from "../storage/port.ts";
 
@@ -144,10 +144,46 @@ export function registerRouting(recorder: EventRecorder, claim?: ClaimAtRouting)
 }
 
 /**
- * Enqueues a concrete emitter's retained events of the subscription's channel for its listener, oldest
- * first (subscription backfill): every event of the channel's `window` (its retention), a page at a
- * time; returns how many. Run it in the transaction that stores the subscription, so that events stored
- * later queue behind these.
+ * Refuses (409, rolling its transaction back) a subscription just stored past the cap on listeners per
+ * emitter: each listener gets its own copy of every event the emitter stores, written in the commit that
+ * stores them, so the listeners multiply what one run costs the store (docs/delivery.md). A glob, or an
+ * auto-subscription (`emitter` `dc_*`), is counted against every source it covers.
+ */
+export async function checkListenerCap(
+  tx: StorageOps,
+  emitter: string,
+  ownerId: string,
+  cap: number,
+): Promise<void> {
+  const glob = emitter.endsWith("_*");
+  const emitterOwner = glob ? ownerId : await tx.resourceOwner(emitter);
+  if (emitterOwner === undefined) return;
+  // Two subscriptions made at once on PostgreSQL must not both see room for one.
+  await tx.acquireTransactionLock(`listeners:${emitterOwner}`);
+  const n = await tx.countListeners(emitter, emitterOwner);
+  if (n <= cap) return;
+  const which = glob ? `one of the ${emitter} emitters it covers` : emitter;
+  throw new AppError(
+    "conflict",
+    `At most ${cap} subscriptions may route the events of one emitter, and ${which} has that many already ` +
+      "(FOUNT_MAX_LISTENERS_PER_EMITTER); delete one first",
+    { details: { field: "emitter_id", limit: cap } },
+  );
+}
+
+/** Events a backfill queues at most: its emitter's newest, as many as a bulk replay sends (replay.ts). */
+export const maxBackfilledEvents = 10_000;
+/**
+ * Event JSON a backfill queues at most. It is written in the subscription's transaction, which holds the
+ * store meanwhile: 32 MiB took 0.3–0.7 s on SQLite, as a busy run's commit does (docs/delivery.md).
+ */
+export const maxBackfilledBytes = 32 * 1024 * 1024;
+
+/**
+ * Enqueues a concrete emitter's newest kept events of the subscription's channel for its listener, oldest
+ * first (subscription backfill): at most `maxBackfilledEvents` of its `window` (its retention), and the
+ * newest that fit in `maxBackfilledBytes`; returns how many. Run it in the transaction that stores the
+ * subscription, so that events stored later queue behind these.
  */
 export async function enqueueBackfill(
   tx: StorageOps,
@@ -155,15 +191,52 @@ export async function enqueueBackfill(
   nowMs: number,
   window: EventWindow,
 ): Promise<number> {
-  let n = 0;
-  for await (const page of keptPages(tx, sub.emitterId, sub.eventName, window)) {
-    const deliveries: Delivery[] = [];
-    for (const event of page) {
-      const d = newDelivery(sub, event, 1, nowMs);
-      if (d) deliveries.push(d);
-    }
-    await tx.insertDeliveries(deliveries);
-    n += deliveries.length;
+  const events = await newestKept(tx, sub.emitterId, sub.eventName, window);
+  // Oldest first, so that the deliveries' sortable IDs and rows follow the events' order.
+  const deliveries: Delivery[] = [];
+  for (const event of events.reverse()) {
+    const d = newDelivery(sub, event, 1, nowMs);
+    if (d) deliveries.push(d);
   }
-  return n;
+  for (let i = 0; i < deliveries.length; i += backfillWriteRows)
+    await tx.insertDeliveries(deliveries.slice(i, i + backfillWriteRows));
+  return deliveries.length;
+}
+
+/** Deliveries a backfill hands the store per call (it writes them in statements of its own size). */
+const backfillWriteRows = 1000;
+/**
+ * Pages `newestKept` reads, newest first: the first of 16 events (their size unknown yet), each next one
+ * sized from the last to about 4 MiB of event JSON, at most 1,000 events (as `keptPages` reads).
+ */
+const backfillPage = { first: 16, most: 1000, bytes: 4 * 1024 * 1024 };
+
+/** A channel's newest kept events, newest first, within the backfill's bounds (count and bytes). */
+async function newestKept(
+  tx: StorageOps,
+  emitterId: string,
+  channel: string,
+  window: EventWindow,
+): Promise<EventRecord[]> {
+  const kept: EventRecord[] = [];
+  let bytes = 0;
+  let after: { ms: number; seq: number } | undefined;
+  let size = backfillPage.first;
+  for (;;) {
+    const limit = Math.min(size, maxBackfilledEvents - kept.length);
+    const page = await tx.listEvents(emitterId, { channel, limit, window, ...(after ? { after } : {}) });
+    let pageBytes = 0;
+    for (const event of page.items) {
+      const eventBytes = JSON.stringify(event.event)?.length ?? 4;
+      if (bytes + eventBytes > maxBackfilledBytes) return kept;
+      bytes += eventBytes;
+      pageBytes += eventBytes;
+      kept.push(event);
+    }
+    const oldest = page.items.at(-1);
+    if (!oldest || page.items.length < limit || kept.length >= maxBackfilledEvents) return kept;
+    after = { ms: oldest.idMs, seq: oldest.idSeq };
+    const perEvent = Math.max(1, pageBytes / page.items.length);
+    size = Math.max(1, Math.min(backfillPage.most, Math.floor(backfillPage.bytes / perEvent)));
+  }
 }

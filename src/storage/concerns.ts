@@ -55,6 +55,7 @@ export type SubscriptionOps = Pick<
   | "listAutoSubscriptions"
   | "resourceOwner"
   | "matchSubscriptions"
+  | "countListeners"
 >;
 
 /** sources.ts: components, sources, each source's db and dedupe state, its run lease check. */

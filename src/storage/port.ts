@@ -376,13 +376,12 @@ export interface StorageOps {
   // Deliveries (the outbox)
   /**
    * Subscriptions that route this emitter's channel: those naming it exactly, and the `dc_*`/`p_*`
-   * globs of its kind held by its owner (`emitterOwnerId`; none when undefined).
+   * globs of its kind held by its owner (`ownerId`; none when undefined). `countListeners`: how many route
+   * any of its channels; for a glob, the most that route one emitter of its kind of the owner, counting the
+   * next source's auto-subscriptions (the cap on listeners per emitter: docs/delivery.md).
    */
-  matchSubscriptions(
-    emitterId: string,
-    emitterOwnerId: string | undefined,
-    channel: string,
-  ): Promise<Subscription[]>;
+  matchSubscriptions(emitter: string, ownerId: string | undefined, channel: string): Promise<Subscription[]>;
+  countListeners(emitter: string, ownerId: string): Promise<number>;
   insertDeliveries(deliveries: Delivery[]): Promise<void>;
   getDelivery(id: string): Promise<Delivery | undefined>;
   /**

@@ -1,7 +1,12 @@
 /** Subscriptions route an emitter's channel to a listener; auto-subscriptions cover emitters created later. */
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
-import { enqueueBackfill } from "../../delivery/routing.ts";
+import {
+  checkListenerCap,
+  enqueueBackfill,
+  maxBackfilledBytes,
+  maxBackfilledEvents,
+} from "../../delivery/routing.ts";
 import { normalizeChannel } from "../../domain/events/channels.ts";
 import type { AutoSubscription, Subscription } from "../../domain/types.ts";
 import { invalidParameter, notFound } from "../../errors.ts";
@@ -58,7 +63,7 @@ function renderAuto(a: AutoSubscription): Record<string, unknown> {
 }
 
 export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
-  const { store, clock } = app.fount;
+  const { store, clock, config } = app.fount;
   const tags = ["subscriptions"];
   const now = () => Math.floor(clock.now() / 1000);
 
@@ -75,7 +80,8 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
         tags,
         summary: "Subscribe a listener to an emitter's channel",
         description:
-          "Parameters may be sent in the query string (as Pipedream's clients do) or the JSON body. Creating the same subscription twice returns the existing one.",
+          "Parameters may be sent in the query string (as Pipedream's clients do) or the JSON body. Creating the same subscription twice returns the existing one, unchanged (a backfill asked for again is not queued again). " +
+          `At most ${config.maxListenersPerEmitter} subscriptions (FOUNT_MAX_LISTENERS_PER_EMITTER) may route one emitter's events, a dc_* or p_* glob counting for each emitter it covers: one more is a 409 (docs/delivery.md).`,
         body: Type.Object(
           {
             ...commonParams,
@@ -84,14 +90,16 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
             event_name: Type.Optional(eventName),
             backfill: Type.Optional(
               Type.Boolean({
-                description:
-                  "Extension: first deliver the emitter's retained events of the channel, oldest first (a concrete emitter_id only)",
+                description: `Extension: on creating the subscription, first deliver the emitter's newest retained events of the channel (at most ${maxBackfilledEvents}, and ${maxBackfilledBytes / 1024 / 1024} MiB of event JSON), oldest first (a concrete emitter_id only)`,
               }),
             ),
           },
           { additionalProperties: false },
         ),
-        response: { 200: Type.Object({ data: Type.Partial(subscriptionSchema) }), ...errorResponses(404) },
+        response: {
+          200: Type.Object({ data: Type.Partial(subscriptionSchema) }),
+          ...errorResponses(404, 409),
+        },
       },
     },
     async (request) => {
@@ -110,26 +118,25 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
       await requireVisible(request, p.emitter_id, "Emitter");
       await requireVisible(request, p.listener_id, "Listener");
       // One transaction: backfilled events queue ahead of any event stored after the subscription.
-      const stored = await store.transaction(async (tx) => {
+      const { sub, backfilled } = await store.transaction(async (tx) => {
+        const id = newId("sub");
         const sub = await tx.upsertSubscription({
-          id: newId("sub"),
+          id,
           ownerId,
           emitterId: p.emitter_id,
           listenerId: p.listener_id,
           eventName: channel,
           createdAt: now(),
         });
-        if (p.backfill)
-          await enqueueBackfill(
-            tx,
-            sub,
-            clock.now(),
-            await app.fount.retention.windowOf(tx, sub.emitterId, channel),
-          );
-        return sub;
+        // An existing subscription is returned as it is: the listener has its events already.
+        if (sub.id !== id) return { sub, backfilled: 0 };
+        await checkListenerCap(tx, sub.emitterId, ownerId, config.maxListenersPerEmitter);
+        if (!p.backfill) return { sub, backfilled: 0 };
+        const window = await app.fount.retention.windowOf(tx, sub.emitterId, channel);
+        return { sub, backfilled: await enqueueBackfill(tx, sub, clock.now(), window) };
       });
-      if (p.backfill) app.fount.dispatcher.wake();
-      return { data: renderSubscription(stored) };
+      if (backfilled > 0) app.fount.dispatcher.wake();
+      return { data: renderSubscription(sub) };
     },
   );
 
@@ -178,23 +185,31 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
       schema: {
         tags,
         summary: "Subscribe a listener to a channel of every source and workflow created from now on",
+        description:
+          "Each source created later gets one subscription per auto-subscription, so they count against its cap on listeners (FOUNT_MAX_LISTENERS_PER_EMITTER): past it, a 409 (docs/delivery.md).",
         body: Type.Object(
           { ...commonParams, listener_id: listenerId, event_name: eventName },
           { additionalProperties: false },
         ),
-        response: { 200: Type.Object({ data: autoSubscriptionSchema }), ...errorResponses(404) },
+        response: { 200: Type.Object({ data: autoSubscriptionSchema }), ...errorResponses(404, 409) },
       },
     },
     async (request) => {
       const p = params<{ listener_id: string; event_name: string; org_id?: string }>(request);
       const ownerId = actingOwner(request, p.org_id);
       await requireVisible(request, p.listener_id, "Listener");
-      const rule = await store.upsertAutoSubscription({
-        id: newId("asub"),
-        ownerId,
-        listenerId: p.listener_id,
-        eventName: normalizeChannel(p.event_name),
-        createdAt: now(),
+      const rule = await store.transaction(async (tx) => {
+        const id = newId("asub");
+        const rule = await tx.upsertAutoSubscription({
+          id,
+          ownerId,
+          listenerId: p.listener_id,
+          eventName: normalizeChannel(p.event_name),
+          createdAt: now(),
+        });
+        // Each source created from now on gets a subscription per rule: they count against its cap.
+        if (rule.id === id) await checkListenerCap(tx, "dc_*", ownerId, config.maxListenersPerEmitter);
+        return rule;
       });
       return { data: renderAuto(rule) };
     },

@@ -107,7 +107,26 @@ export function subscriptionOps(q: Sql, remember = false): SubscriptionOps {
       memo(matches, `${emitterId}\0${emitterOwnerId ?? ""}\0${channel}`, () =>
         matching(q, emitterId, emitterOwnerId, channel),
       ),
+
+    // Never remembered: it guards a write (the cap on listeners per emitter).
+    countListeners: (emitter, ownerId) => countListeners(q, emitter, ownerId),
   };
+}
+
+/** As SQLite's `countListeners` (storage/sqlite/subscriptions.ts), in one statement. */
+async function countListeners(q: Sql, emitter: string, ownerId: string): Promise<number> {
+  const glob = `${emitter.slice(0, emitter.indexOf("_") + 1)}*`;
+  const globs = "(SELECT count(*) FROM subscriptions WHERE emitter_id = $1 AND owner_id = $2)";
+  if (emitter !== glob) {
+    const sql = `SELECT ${globs} + (SELECT count(*) FROM subscriptions WHERE emitter_id = $3) AS n`;
+    return (await q.get(sql, [glob, ownerId, emitter], (r) => Number(r.n))) ?? 0;
+  }
+  const table = glob === "dc_*" ? "sources" : "workflows";
+  const busiest = `(SELECT coalesce(max(c), 0) FROM (SELECT count(*) AS c FROM subscriptions s
+    JOIN ${table} e ON e.id = s.emitter_id WHERE e.owner_id = $2 GROUP BY s.emitter_id) AS each_emitter)`;
+  const rules = table === "sources" ? "(SELECT count(*) FROM auto_subscriptions WHERE owner_id = $2)" : "0";
+  const sql = `SELECT ${globs} + greatest(${busiest}, ${rules}) AS n`;
+  return (await q.get(sql, [glob, ownerId], (r) => Number(r.n))) ?? 0;
 }
 
 function matching(

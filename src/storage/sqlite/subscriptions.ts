@@ -93,6 +93,9 @@ export function subscriptionOps(q: Sql, rows: RowCache): SubscriptionOps {
       rows.matches.getOrSet(`${emitterId}\0${emitterOwnerId ?? ""}\0${channel}`, () =>
         deepFreeze(matching(q, emitterId, emitterOwnerId, channel)),
       ),
+
+    // Read fresh, never cached: it guards a write (the cap on listeners per emitter).
+    countListeners: async (emitter, ownerId) => countListeners(q, emitter, ownerId),
   };
 }
 
@@ -117,4 +120,31 @@ function matching(
     [channel, emitterId, `${prefix}*`, emitterOwnerId],
     toSubscription,
   );
+}
+
+/**
+ * The subscriptions that route an emitter's events (any channel): those naming it, and its owner's glob of
+ * its kind. For a glob: the owner's globs, and the most that name one of the owner's emitters of that kind
+ * or, for sources, the owner's auto-subscriptions (each new source gets one subscription per rule).
+ */
+function countListeners(q: Sql, emitter: string, ownerId: string): number {
+  const count = (sql: string, params: string[]) => q.get(sql, params, (r) => r.n as number) ?? 0;
+  const glob = `${emitter.slice(0, emitter.indexOf("_") + 1)}*`;
+  const globs = count("SELECT count(*) AS n FROM subscriptions WHERE emitter_id = ? AND owner_id = ?", [
+    glob,
+    ownerId,
+  ]);
+  if (emitter !== glob)
+    return globs + count("SELECT count(*) AS n FROM subscriptions WHERE emitter_id = ?", [emitter]);
+  const table = glob === "dc_*" ? "sources" : "workflows";
+  const busiest = count(
+    `SELECT coalesce(max(c), 0) AS n FROM (SELECT count(*) AS c FROM subscriptions s JOIN ${table} e ON e.id = s.emitter_id
+     WHERE e.owner_id = ? GROUP BY s.emitter_id)`,
+    [ownerId],
+  );
+  const rules =
+    table === "sources"
+      ? count("SELECT count(*) AS n FROM auto_subscriptions WHERE owner_id = ?", [ownerId])
+      : 0;
+  return globs + Math.max(busiest, rules);
 }
