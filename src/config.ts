@@ -78,6 +78,8 @@ export interface Config {
   maxDbBytes: number;
   /** Subscriptions that may route one emitter's events (FOUNT_MAX_LISTENERS_PER_EMITTER; docs/delivery.md). */
   maxListenersPerEmitter: number;
+  /** Event JSON one run's emits may have routing copy into deliveries, all listeners together (FOUNT_MAX_RUN_ROUTED_BYTES). */
+  maxRunRoutedBytes: number;
   /** The sources' dbs the runner keeps in memory, in all (JSON bytes; FOUNT_DB_CACHE_BYTES). */
   dbCacheBytes: number;
   /** Largest API request body. */
@@ -339,6 +341,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     // Each listener copies every event the emitter stores, in the emitter's commit: 50 listeners of a
     // 1,000-event run write 50,000 deliveries (2 s on SQLite with 2 cores; docs/delivery.md).
     maxListenersPerEmitter: int(env, "FOUNT_MAX_LISTENERS_PER_EMITTER", 50, 1),
+    // About 1.5 to 5 s of one commit on SQLite here (docs/delivery.md, "Listeners per emitter").
+    maxRunRoutedBytes: int(env, "FOUNT_MAX_RUN_ROUTED_BYTES", 128 * 1024 * 1024, 1024),
     dbCacheBytes: int(env, "FOUNT_DB_CACHE_BYTES", 256 * 1024 * 1024, 0),
     bodyLimitBytes: 1024 * 1024,
     freeDailyInvocations: int(env, "FOUNT_FREE_DAILY_INVOCATIONS", 10_000),

@@ -6,6 +6,7 @@
  */
 import type { FastifyBaseLogger } from "fastify";
 import type { Clock } from "../../clock.ts";
+import type { Config } from "../../config.ts";
 import type { SerializedError } from "../../errors.ts";
 import { randomString } from "../../ids.ts";
 import { withParsedBody } from "../../runtime/child/component/http-body.ts";
@@ -27,7 +28,7 @@ import type { EventRecord, SourceRecord } from "../types.ts";
 import { leaseLost } from "./run-lease.ts";
 import { endCommitSpan, startCommitSpan } from "./run-span.ts";
 import type { SourceDb, SourceDbs } from "./source-db.ts";
-import { type PutError, type PutEvent, storeEmits } from "./stored-emits.ts";
+import { type PutError, type PutEvent, type RoutingBound, storeEmits } from "./stored-emits.ts";
 
 export type Trigger = "http" | "timer" | "manual" | "subscription" | "hook" | "options";
 
@@ -61,13 +62,26 @@ export interface RunCommitDeps {
   leases?: SourceLeases;
   /** The runner's cache of each source's db, dropped when a commit is refused. */
   dbs: SourceDbs;
+  config: Pick<Config, "maxRunRoutedBytes" | "maxListenersPerEmitter">;
 }
+
+/** A run whose emits routing would copy too much (stored-emits.ts, `overRouted`); on `$errors` too. */
+const fanOutError: SerializedError = {
+  code: "fan_out_too_large",
+  message:
+    "This run's emits would be copied to its listeners' deliveries over the limit of FOUNT_MAX_RUN_ROUTED_BYTES; the run fails, and its emits and db writes are discarded (see $errors)",
+};
 
 export class RunCommits {
   readonly #d: RunCommitDeps;
+  readonly #routing: RoutingBound;
 
   constructor(deps: RunCommitDeps) {
     this.#d = deps;
+    this.#routing = {
+      maxRoutedChars: deps.config.maxRunRoutedBytes,
+      maxListeners: deps.config.maxListenersPerEmitter,
+    };
   }
 
   /**
@@ -88,11 +102,13 @@ export class RunCommits {
     run?: Span,
   ): Promise<RunOutcome> {
     const stored: EventRecord[] = [];
+    /** Set when the commit stored none of the emits (`fan_out_too_large`): the run failed. */
+    let refused = false;
     const outcome = (): RunOutcome => ({
-      ok: !result.error,
+      ok: !result.error && !refused,
       emits: stored.filter((e) => e.channel !== "$errors" && e.channel !== "$logs"),
       logs: result.logs,
-      error: result.error,
+      error: refused ? fanOutError : result.error,
       response: result.response,
       returnValue: result.returnValue,
       durationMs: result.durationMs,
@@ -106,6 +122,7 @@ export class RunCommits {
       .submit(
         async (tx) => {
           stored.length = 0;
+          refused = false;
           if (leaseGen !== undefined && this.#d.leases)
             await tx.assertSourceLease(source.id, this.#d.leases.nodeId, leaseGen);
           const now = this.#d.clock.now();
@@ -129,9 +146,11 @@ export class RunCommits {
           for (const warning of result.warnings) await error(warning.code, warning);
           if (result.error) {
             await error(result.error.code, result.error);
-          } else {
-            await storeEmits(tx, source.id, meta, result.emits, put, error);
+          } else if (await storeEmits(tx, source.id, meta, result.emits, put, error, this.#routing)) {
             if (dbAfter) await tx.putSourceDb(source.id, dbAfter.data, dbAfter.version);
+          } else {
+            // Routing the emits would copy too much (stored-emits.ts): the run fails whole.
+            refused = true;
           }
           await tx.addUsage(source.createdBy, usageDay(now), {
             invocations: counted ? 0 : 1,
@@ -144,15 +163,18 @@ export class RunCommits {
           this.#d.bus.emit("invocation.finished", {
             sourceId: source.id,
             trigger,
-            ok: !result.error,
-            errorCode: result.error?.code,
+            ok: !result.error && !refused,
+            errorCode: refused ? fanOutError.code : result.error?.code,
             durationMs: result.durationMs,
           });
         },
       )
       .then((o) => {
-        // The store holds the db now: the runner's cache may let it go when full.
-        if (dbAfter) this.#d.dbs.committed(source.id, dbAfter.version);
+        if (!dbAfter) return o;
+        // The store holds the db now, and the runner's cache may let it go when full; or the run failed
+        // at its commit, and the cache (and the executor's copy) hold writes the store never took.
+        if (refused) this.#d.dbs.drop(source.id);
+        else this.#d.dbs.committed(source.id, dbAfter.version);
         return o;
       })
       .catch((err) => {

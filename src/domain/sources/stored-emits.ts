@@ -4,6 +4,7 @@
  * transaction). Emits refused on the way are reported on `$errors`.
  */
 import type { SerializedError } from "../../errors.ts";
+import { jsonCharsAtLeast } from "../../runtime/executors/results.ts";
 import type { ComponentMeta, EmittedEvent } from "../../runtime/types.ts";
 import type { StorageOps } from "../../storage/port.ts";
 import { normalizeChannelLoose } from "../events/channels.ts";
@@ -17,6 +18,19 @@ export type PutEvent = (channel: string, event: unknown, extra?: Record<string, 
 /** Stores an error event on the source's `$errors`, in the commit's transaction. */
 export type PutError = (code: string, err: SerializedError) => Promise<void>;
 
+/** What routing a run's emits may copy into deliveries (`FOUNT_MAX_RUN_ROUTED_BYTES`). */
+export interface RoutingBound {
+  /** Characters of event JSON all the deliveries of one run may hold. */
+  maxRoutedChars: number;
+  /** Subscriptions that may route one emitter: below `maxRoutedChars` over it, a run needs no count. */
+  maxListeners: number;
+}
+
+/**
+ * Stores the emits; false when it stored none of them because routing them would copy more than
+ * `bound` allows into deliveries (reported on `$errors` as `fan_out_too_large`: the run then fails
+ * whole, its db writes discarded too, as for `run_emits_too_large`).
+ */
 export async function storeEmits(
   tx: StorageOps,
   sourceId: string,
@@ -24,8 +38,9 @@ export async function storeEmits(
   emits: EmittedEvent[],
   put: PutEvent,
   error: PutError,
-): Promise<void> {
-  if (emits.length === 0) return;
+  bound?: RoutingBound,
+): Promise<boolean> {
+  if (emits.length === 0) return true;
   const ordered = await withinChannelLimit(tx, sourceId, orderByTs(emits), error);
   const state = meta.dedupe
     ? ((await tx.getDedupeState(sourceId)) as ChannelDedupeState | undefined)
@@ -38,6 +53,7 @@ export async function storeEmits(
       data: { summary: refused.meta.summary },
     });
   }
+  if (bound && (await overRouted(tx, sourceId, outcome.accepted, bound, error))) return false;
   for (const e of outcome.accepted) {
     const extra: Record<string, unknown> = {};
     if (e.meta.id !== undefined) extra.id = e.meta.id;
@@ -47,6 +63,41 @@ export async function storeEmits(
     await put(normalizeChannelLoose(e.meta.name), e.event, extra);
   }
   if (meta.dedupe) await tx.putDedupeState(sourceId, outcome.state);
+  return true;
+}
+
+/**
+ * Whether routing `emits` would copy more than `bound` allows: every listener of an event's channel gets
+ * its own copy, written in this commit, which holds the store meanwhile (a run of 64 MiB with 50
+ * listeners wrote 3.2 GB; docs/delivery.md, "Listeners per emitter"). The listeners are counted only for
+ * a run whose emits could reach the bound with every listener an emitter may have.
+ */
+async function overRouted(
+  tx: StorageOps,
+  sourceId: string,
+  emits: EmittedEvent[],
+  bound: RoutingBound,
+  error: PutError,
+): Promise<boolean> {
+  const charsByChannel = new Map<string, number>();
+  let chars = 0;
+  for (const e of emits) {
+    const n = jsonCharsAtLeast(e.event);
+    const channel = normalizeChannelLoose(e.meta.name);
+    charsByChannel.set(channel, (charsByChannel.get(channel) ?? 0) + n);
+    chars += n;
+  }
+  if (chars * bound.maxListeners <= bound.maxRoutedChars) return false;
+  const owner = await tx.resourceOwner(sourceId);
+  let routed = 0;
+  for (const [channel, n] of charsByChannel)
+    routed += n * (await tx.matchSubscriptions(sourceId, owner, channel)).length;
+  if (routed <= bound.maxRoutedChars) return false;
+  await error("fan_out_too_large", {
+    code: "fan_out_too_large",
+    message: `This run's emits would be copied to its listeners' deliveries as about ${routed} bytes, over the limit of ${bound.maxRoutedChars} per run (FOUNT_MAX_RUN_ROUTED_BYTES); the run fails, and its emits and db writes are discarded`,
+  });
+  return true;
 }
 
 /**
