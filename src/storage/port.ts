@@ -378,7 +378,7 @@ export interface StorageOps {
    * Subscriptions that route this emitter's channel: those naming it exactly, and the `dc_*`/`p_*`
    * globs of its kind held by its owner (`ownerId`; none when undefined). `countListeners`: how many route
    * any of its channels; for a glob, the most that route one emitter of its kind of the owner, counting the
-   * next source's auto-subscriptions (the cap on listeners per emitter: docs/delivery.md).
+   * next emitter's auto-subscriptions (the cap on listeners per emitter: docs/delivery.md).
    */
   matchSubscriptions(emitter: string, ownerId: string | undefined, channel: string): Promise<Subscription[]>;
   countListeners(emitter: string, ownerId: string): Promise<number>;

@@ -226,6 +226,38 @@ test("a workflow without a url gets its deliveries recorded as delivered, withou
   assert.match(d.lastError ?? "", /no url/);
 });
 
+test("an auto-subscription covers workflows registered after it, as the specification says, and not those before", async () => {
+  const owner = await server.createUser(`flows-auto-${process.pid}`);
+  const before = await register({ name: "before" }, owner.key);
+  const listener = await register({ name: "listener" }, owner.key);
+  const rule = await server.api("POST", "/v1/auto_subscriptions", {
+    key: owner.key,
+    body: { listener_id: listener.id, event_name: "" },
+  });
+  assert.equal(rule.status, 200, rule.text);
+  const later = await register({ name: "later" }, owner.key);
+  const subs = await server.api("GET", "/v1/users/me/subscriptions?limit=100", { key: owner.key });
+  assert.equal(subs.status, 200, subs.text);
+  const routes = subs.body.data.map((s: { emitter_id: string; listener_id: string }) => [
+    s.emitter_id,
+    s.listener_id,
+  ]);
+  assert.deepEqual(routes, [[later.id, listener.id]]);
+  // What the later workflow emits reaches the listener; what the earlier one emits does not.
+  for (const flow of [before, later]) {
+    const res = await server.api("POST", `/v1/workflows/${flow.id}/emits`, {
+      key: owner.key,
+      body: { event: { from: flow.name } },
+    });
+    assert.equal(res.status, 200, res.text);
+  }
+  const queued = await server.built.services.store.listDeliveries(listener.id, { limit: 10 });
+  assert.deepEqual(
+    queued.items.map((d) => d.emitterId),
+    [later.id],
+  );
+});
+
 test("another tenant's workflow is 404 on every route, and as emitter or listener of a subscription", async () => {
   const flow = await register({ name: "private" });
   const intruder = await server.createUser(`flows-intruder-${process.pid}`);

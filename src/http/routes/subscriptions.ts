@@ -186,7 +186,7 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
         tags,
         summary: "Subscribe a listener to a channel of every source and workflow created from now on",
         description:
-          "Each source created later gets one subscription per auto-subscription, so they count against its cap on listeners (FOUNT_MAX_LISTENERS_PER_EMITTER): past it, a 409 (docs/delivery.md).",
+          "Each source and workflow created later gets one subscription per auto-subscription, so they count against its cap on listeners (FOUNT_MAX_LISTENERS_PER_EMITTER): past it, a 409 (docs/delivery.md).",
         body: Type.Object(
           { ...commonParams, listener_id: listenerId, event_name: eventName },
           { additionalProperties: false },
@@ -207,8 +207,10 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
           eventName: normalizeChannel(p.event_name),
           createdAt: now(),
         });
-        // Each source created from now on gets a subscription per rule: they count against its cap.
-        if (rule.id === id) await checkListenerCap(tx, "dc_*", ownerId, config.maxListenersPerEmitter);
+        // Each source and workflow created from now on gets a subscription per rule: they count against its cap.
+        if (rule.id === id)
+          for (const glob of ["dc_*", "p_*"])
+            await checkListenerCap(tx, glob, ownerId, config.maxListenersPerEmitter);
         return rule;
       });
       return { data: renderAuto(rule) };

@@ -151,7 +151,20 @@ export async function workflowRoutes(app: FastifyInstance): Promise<void> {
         createdAt: now,
         updatedAt: now,
       };
-      await store.insertWorkflow(workflow);
+      await store.transaction(async (tx) => {
+        await tx.insertWorkflow(workflow);
+        // Auto-subscriptions made before this workflow now cover it, as they cover a new source.
+        for (const rule of await tx.listAutoSubscriptions([ownerId])) {
+          await tx.upsertSubscription({
+            id: newId("sub"),
+            ownerId: rule.ownerId,
+            emitterId: workflow.id,
+            listenerId: rule.listenerId,
+            eventName: rule.eventName,
+            createdAt: now,
+          });
+        }
+      });
       return { data: { ...renderWorkflow(workflow, true), signing_secret: signingSecret } };
     },
   );

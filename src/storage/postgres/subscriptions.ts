@@ -124,7 +124,7 @@ async function countListeners(q: Sql, emitter: string, ownerId: string): Promise
   const table = glob === "dc_*" ? "sources" : "workflows";
   const busiest = `(SELECT coalesce(max(c), 0) FROM (SELECT count(*) AS c FROM subscriptions s
     JOIN ${table} e ON e.id = s.emitter_id WHERE e.owner_id = $2 GROUP BY s.emitter_id) AS each_emitter)`;
-  const rules = table === "sources" ? "(SELECT count(*) FROM auto_subscriptions WHERE owner_id = $2)" : "0";
+  const rules = "(SELECT count(*) FROM auto_subscriptions WHERE owner_id = $2)";
   const sql = `SELECT ${globs} + greatest(${busiest}, ${rules}) AS n`;
   return (await q.get(sql, [glob, ownerId], (r) => Number(r.n))) ?? 0;
 }

@@ -125,7 +125,7 @@ function matching(
 /**
  * The subscriptions that route an emitter's events (any channel): those naming it, and its owner's glob of
  * its kind. For a glob: the owner's globs, and the most that name one of the owner's emitters of that kind
- * or, for sources, the owner's auto-subscriptions (each new source gets one subscription per rule).
+ * or the owner's auto-subscriptions (each new source or workflow gets one subscription per rule).
  */
 function countListeners(q: Sql, emitter: string, ownerId: string): number {
   const count = (sql: string, params: string[]) => q.get(sql, params, (r) => r.n as number) ?? 0;
@@ -142,9 +142,6 @@ function countListeners(q: Sql, emitter: string, ownerId: string): number {
      WHERE e.owner_id = ? GROUP BY s.emitter_id)`,
     [ownerId],
   );
-  const rules =
-    table === "sources"
-      ? count("SELECT count(*) AS n FROM auto_subscriptions WHERE owner_id = ?", [ownerId])
-      : 0;
+  const rules = count("SELECT count(*) AS n FROM auto_subscriptions WHERE owner_id = ?", [ownerId]);
   return globs + Math.max(busiest, rules);
 }
