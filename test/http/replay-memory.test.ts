@@ -7,19 +7,11 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { maxReplayedEvents, replayPageBytes } from "../../src/delivery/replay.ts";
 import type { EventRecord } from "../../src/domain/types.ts";
+import { fixture } from "../fixtures/components/fixtures.ts";
 import { startServer, type TestServer } from "../helpers.ts";
 import { assertApiError } from "./openapi-walk.ts";
 
-const bigCode = `export default {
-  name: "big-events",
-  version: "0.0.1",
-  props: { http: "$.interface.http" },
-  run(e) {
-    const b = e.body ?? {};
-    for (let i = 0; i < b.copies; i++) this.$emit({ i: b.from + i, pad: "x".repeat(b.pad) }, { summary: "x" });
-  },
-};
-`;
+const bigCode = fixture("big-events.mjs");
 
 let server: TestServer;
 

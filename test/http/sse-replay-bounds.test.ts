@@ -9,18 +9,10 @@ import { after, before, test } from "node:test";
 import { keptPageBytes } from "../../src/domain/events/retention.ts";
 import { defaultStreamHubOptions, type StreamHub } from "../../src/domain/events/stream-hub.ts";
 import { streamHubOf } from "../../src/http/routes/stream.ts";
+import { fixture } from "../fixtures/components/fixtures.ts";
 import { adminKey, startServer, type TestServer } from "../helpers.ts";
 
-const bigCode = `export default {
-  name: "big-events",
-  version: "0.0.1",
-  props: { http: "$.interface.http" },
-  run(e) {
-    const b = e.body ?? {};
-    for (let i = 0; i < b.copies; i++) this.$emit({ i: b.from + i, pad: "x".repeat(b.pad) }, { summary: "x" });
-  },
-};
-`;
+const bigCode = fixture("big-events.mjs");
 
 let server: TestServer;
 let hub: StreamHub;
