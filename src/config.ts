@@ -20,6 +20,14 @@ export interface Config {
   dataDir: string;
   /** npm cache shared by package installs of components; default `<dataDir>/npm-cache`. */
   npmCacheDir: string;
+  /** npm registry the packages components import come from (FOUNT_NPM_REGISTRY); undefined: npm's own. */
+  npmRegistry: string | undefined;
+  /** Package installs of components running at once, each in its own process (FOUNT_INSTALL_CONCURRENCY). */
+  installConcurrency: number;
+  /** Heap cap of each install process, MiB (FOUNT_INSTALL_MEMORY_MB). */
+  installMemoryMb: number;
+  /** Largest installed package set of a component on disk, MiB (FOUNT_INSTALL_MAX_MB). */
+  installMaxMb: number;
   /** `postgres://…` selects the PostgreSQL store; undefined means embedded SQLite in dataDir. */
   databaseUrl: string | undefined;
   /** How long a PostgreSQL operation waits for a connection or an answer before it fails with 503 (FOUNT_STORE_TIMEOUT_MS). */
@@ -313,6 +321,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     storeTimeoutMs: int(env, "FOUNT_STORE_TIMEOUT_MS", 5000, 100),
     searchIndexDelayMs: int(env, "FOUNT_SEARCH_INDEX_DELAY_MS", 1000, 10),
     npmCacheDir: path.resolve(env.FOUNT_NPM_CACHE || path.join(env.FOUNT_DATA_DIR || ".fount", "npm-cache")),
+    npmRegistry: env.FOUNT_NPM_REGISTRY || undefined,
+    installConcurrency: int(env, "FOUNT_INSTALL_CONCURRENCY", 2, 1),
+    installMemoryMb: int(env, "FOUNT_INSTALL_MEMORY_MB", 512, 64),
+    installMaxMb: int(env, "FOUNT_INSTALL_MAX_MB", 512, 1),
     bootstrapApiKey: env.FOUNT_BOOTSTRAP_API_KEY || undefined,
     rateLimit: int(env, "FOUNT_RATE_LIMIT", 6000),
     sseMaxStreams: int(env, "FOUNT_SSE_MAX_STREAMS", 2000, 1),

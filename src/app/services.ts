@@ -114,7 +114,16 @@ export async function buildServices(given: ServiceInputs): Promise<Wired> {
           app.log.debug({ err }, "indexing events for the search failed; the next pass tries again"),
       })
     : undefined;
-  const builder = new ComponentBuilder({ dataDir: config.dataDir, npmCacheDir: config.npmCacheDir });
+  const builder = new ComponentBuilder({
+    dataDir: config.dataDir,
+    npmCacheDir: config.npmCacheDir,
+    registry: config.npmRegistry,
+    installer: {
+      concurrency: config.installConcurrency,
+      memoryMb: config.installMemoryMb,
+      maxMb: config.installMaxMb,
+    },
+  });
   const lateWork = new LateWorkRecorder({ store, committer, recorder, bus, clock, logger: app.log });
   const executors = await startExecutors(config, given.executor, given.isolation, app, lateWork);
   const { executor } = executors;

@@ -4,11 +4,12 @@
  */
 import { createHash, randomBytes } from "node:crypto";
 import fs from "node:fs/promises";
-import { createRequire, isBuiltin } from "node:module";
+import { isBuiltin } from "node:module";
 import path from "node:path";
 import * as esbuild from "esbuild";
 import { AppError } from "../errors.ts";
 import { OWNER_DIR_MODE, OWNERS_DIR_MODE, ownerBundleDir } from "./bundle-layout.ts";
+import { type InstallerOptions, PackageInstaller } from "./install/installer.ts";
 import type { BuiltComponent } from "./types.ts";
 
 /** Options of a `ComponentBuilder`; one builder (and one npm cache) serves the whole server. */
@@ -21,6 +22,8 @@ export interface ComponentBuilderOptions {
   registry?: string;
   /** Budget for resolving and installing one component's packages; default 120 s. */
   installTimeoutMs?: number;
+  /** Bounds of the install processes (install/installer.ts); defaults in `DEFAULT_INSTALLER`. */
+  installer?: Partial<InstallerOptions>;
 }
 
 /** A bare import split into its parts: `@scope/pkg@^1.2/sub` → `@scope/pkg`, `^1.2`, `/sub`. */
@@ -33,6 +36,9 @@ export interface PackageSpecifier {
 }
 
 const DEFAULT_INSTALL_TIMEOUT_MS = 120_000;
+// Two installs use both cores of a small host and leave the rest waiting; googleapis with aws-sdk installs
+// even at a 64 MiB heap and takes 362 MiB on disk, so 512 MiB of each leave room (docs/runtime-build.md).
+const DEFAULT_INSTALLER: InstallerOptions = { concurrency: 2, memoryMb: 512, maxMb: 512 };
 // One registry request should never eat the whole install budget; npm's own default is 5 minutes.
 const REGISTRY_REQUEST_TIMEOUT_MS = 30_000;
 
@@ -78,6 +84,7 @@ export class ComponentBuilder {
   readonly #cacheDir: string;
   readonly #registry: string | undefined;
   readonly #installTimeoutMs: number;
+  readonly #installer: PackageInstaller;
   readonly #inflight = new Map<string, Promise<string>>();
   /** The npm cache made the server's alone, once per builder (`closeCache`). */
   #cacheClosed: Promise<void> | undefined;
@@ -87,6 +94,7 @@ export class ComponentBuilder {
     this.#cacheDir = path.resolve(options.npmCacheDir ?? path.join(options.dataDir, "npm-cache"));
     this.#registry = options.registry;
     this.#installTimeoutMs = options.installTimeoutMs ?? DEFAULT_INSTALL_TIMEOUT_MS;
+    this.#installer = new PackageInstaller({ ...DEFAULT_INSTALLER, ...options.installer });
   }
 
   /**
@@ -120,30 +128,30 @@ export class ComponentBuilder {
     return { codeHash, entryFile, ownerDir, readDirs, dependencies };
   }
 
+  /** One exact version per package: written, pinned, or else asked of the registry (in an install process). */
   async #resolveVersions(
     wanted: Map<string, string | undefined>,
     pinned: Record<string, string>,
     deadline: number,
   ): Promise<Record<string, string>> {
-    const entries = await Promise.all(
-      [...wanted].map(async ([name, range]): Promise<[string, string]> => {
-        if (range !== undefined && EXACT_VERSION.test(range)) return [name, range];
-        const pin = pinned[name];
-        if (pin !== undefined && EXACT_VERSION.test(pin)) return [name, pin];
-        const spec = `${name}@${range ?? "latest"}`;
-        try {
-          const manifest = await withDeadline(
-            loadPacote().manifest(spec, this.#npmOptions()),
-            deadline,
-            "timed out resolving the version",
-          );
-          return [name, manifest.version];
-        } catch (err) {
-          throw installFailed(name, range, err);
-        }
-      }),
-    );
-    return Object.fromEntries(entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+    const versions: Array<[string, string]> = [];
+    const unknown: string[] = [];
+    for (const [name, range] of wanted) {
+      const pin = pinned[name];
+      if (range !== undefined && EXACT_VERSION.test(range)) versions.push([name, range]);
+      else if (pin !== undefined && EXACT_VERSION.test(pin)) versions.push([name, pin]);
+      else unknown.push(name);
+    }
+    if (unknown.length > 0) {
+      const specs = unknown.map((name) => `${name}@${wanted.get(name) ?? "latest"}`);
+      const resolved = await this.#installer.resolve(specs, this.#npmOptions(), deadline);
+      for (const [i, name] of unknown.entries()) {
+        const { version, error } = resolved[i]!;
+        if (version === undefined) throw installFailed(name, wanted.get(name), error);
+        versions.push([name, version]);
+      }
+    }
+    return Object.fromEntries(versions.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
   }
 
   /** The package folder for `key`, installing it unless this or another process already has. */
@@ -173,24 +181,15 @@ export class ComponentBuilder {
       this.#packagesDir,
       `.tmp-${path.basename(dir).slice(0, 16)}-${randomBytes(6).toString("hex")}`,
     );
-    await fs.mkdir(tmp, { recursive: true });
+    await mkdirReadable(tmp);
     const manifest = { private: true, description: "Packages of Fount components", dependencies };
-    await fs.writeFile(path.join(tmp, "package.json"), `${JSON.stringify(manifest, null, 2)}\n`);
-    const work = (async () => {
-      if (Object.keys(dependencies).length > 0) {
-        const Arborist = loadArborist();
-        const arborist = new Arborist({ path: tmp, ...this.#npmOptions(), binLinks: false });
-        await arborist.reify({ save: false, audit: false, fund: false });
-      }
-      await makeTreeReadable(tmp);
-    })();
+    await writeReadable(path.join(tmp, "package.json"), `${JSON.stringify(manifest, null, 2)}\n`);
+    const names = Object.keys(dependencies);
     try {
-      await withDeadline(work, deadline, "timed out installing");
+      // The install process makes the tree readable for executors; it has exited when this settles.
+      if (names.length > 0) await this.#installer.install(tmp, this.#npmOptions(), deadline);
     } catch (err) {
-      // A timed-out reify keeps writing into tmp; remove the folder once it has stopped.
-      work.catch(() => {}).finally(() => fs.rm(tmp, { recursive: true, force: true }).catch(() => {}));
-      const names = Object.keys(dependencies);
-      if (names.length === 0) throw err;
+      await fs.rm(tmp, { recursive: true, force: true });
       const name = blamedPackage(err, names);
       throw installFailed(name, wanted.get(name) ?? dependencies[name], err);
     }
@@ -377,19 +376,6 @@ function blamedPackage(err: unknown, names: string[]): string {
   return byLength.find((name) => haystack.includes(name)) ?? names[0];
 }
 
-async function withDeadline<T>(promise: Promise<T>, deadline: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    const error = Object.assign(new Error(message), { code: "ETIMEDOUT" });
-    timer = setTimeout(() => reject(error), Math.max(0, deadline - Date.now()));
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 async function exists(file: string): Promise<boolean> {
   try {
     await fs.access(file);
@@ -442,46 +428,4 @@ async function writeReadable(file: string, contents: string): Promise<void> {
   await fs.writeFile(tmp, contents, { mode: 0o644 });
   await fs.chmod(tmp, 0o644);
   await fs.rename(tmp, file);
-}
-
-/** Folders 0755, files 0644 (0755 when they were executable); symlinks are left alone. */
-async function makeTreeReadable(root: string): Promise<void> {
-  const fix = async (file: string, directory: boolean) => {
-    try {
-      const { mode } = await fs.stat(file);
-      const wanted = directory || mode & 0o111 ? 0o755 : 0o644;
-      if ((mode & 0o7777) !== wanted) await fs.chmod(file, wanted);
-    } catch (err) {
-      // A concurrent build may rename its temporary bundle away while this walk runs.
-      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
-    }
-  };
-  await fix(root, true);
-  for (const entry of await fs.readdir(root, { recursive: true, withFileTypes: true })) {
-    if (entry.isDirectory() || entry.isFile())
-      await fix(path.join(entry.parentPath, entry.name), entry.isDirectory());
-  }
-}
-
-// pacote and arborist ship no type declarations; these are the parts Fount uses.
-interface Pacote {
-  manifest(spec: string, options: Record<string, unknown>): Promise<{ name: string; version: string }>;
-}
-type ArboristClass = new (
-  options: Record<string, unknown>,
-) => { reify(options: Record<string, unknown>): Promise<unknown> };
-
-// Loaded on first use: arborist is heavy and most server starts find every package folder in place.
-const requireCjs = createRequire(import.meta.url);
-let pacote: Pacote | undefined;
-let arborist: ArboristClass | undefined;
-
-function loadPacote(): Pacote {
-  pacote ??= requireCjs("pacote") as Pacote;
-  return pacote;
-}
-
-function loadArborist(): ArboristClass {
-  arborist ??= requireCjs("@npmcli/arborist") as ArboristClass;
-  return arborist;
 }

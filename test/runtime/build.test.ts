@@ -13,6 +13,7 @@ import { AppError } from "../../src/errors.ts";
 import { ComponentBuilder, componentFromModule, parsePackageSpecifier } from "../../src/runtime/build.ts";
 import { ownerFolderName } from "../../src/runtime/bundle-layout.ts";
 import { fetchComponentCode, rawGitHubUrl } from "../../src/runtime/fetch-code.ts";
+import { Slots } from "../../src/runtime/install/slots.ts";
 import type { BuiltComponent } from "../../src/runtime/types.ts";
 
 // These tests install real packages from the npm registry; one cache keeps the file fast.
@@ -447,6 +448,57 @@ test("an install that outlasts the time limit fails with package_install_failed"
   assert.match(err.message, /^Could not install fount-slow@1\.0\.0: timed out/);
   assert.deepEqual(err.details, { package: "fount-slow" });
   assert.ok(Date.now() - started < 10_000);
+});
+
+test("an install past its time limit is stopped when the build fails: no temporary folder is left writing", async (t) => {
+  const { registry } = await fakeRegistry(
+    t,
+    [{ name: "fount-stuck", version: "1.0.0" }],
+    new Set(["fount-stuck"]),
+  );
+  const dataDir = tempDir(t);
+  const components = new ComponentBuilder({ dataDir, npmCacheDir, registry, installTimeoutMs: 1500 });
+  const err = await rejection(
+    components.build(`import s from "fount-stuck"; export default { s };`, "u_test"),
+  );
+  assert.match(err.message, /^Could not install fount-stuck@1\.0\.0: timed out installing/);
+  // The install process was killed before the build failed, so its folder is gone already.
+  assert.deepEqual(fs.readdirSync(path.join(dataDir, "packages")), []);
+});
+
+test("an install process that runs out of its heap fails the build with package_install_failed", async (t) => {
+  const { registry } = await fakeRegistry(t, [{ name: "fount-heavy", version: "1.0.0" }]);
+  const dataDir = tempDir(t);
+  // 12 MiB: less than loading arborist takes, so any install runs out.
+  const components = new ComponentBuilder({ dataDir, npmCacheDir, registry, installer: { memoryMb: 12 } });
+  const err = await rejection(
+    components.build(`import h from "fount-heavy@1.0.0"; export default { h };`, "u_test"),
+  );
+  assert.equal(err.code, "package_install_failed");
+  assert.equal(
+    err.message,
+    "Could not install fount-heavy@1.0.0: the install ran out of memory (its limit is 12 MiB)",
+  );
+  assert.deepEqual(fs.readdirSync(path.join(dataDir, "packages")), []);
+});
+
+test("installs beyond the concurrency bound wait for a slot, and one whose deadline passes first fails", async () => {
+  const slots = new Slots(1);
+  const timeout = () => new Error("no slot");
+  const release = await slots.acquire(Date.now() + 60_000, timeout);
+  let second = false;
+  const waiting = slots.acquire(Date.now() + 60_000, timeout).then((r) => {
+    second = true;
+    return r;
+  });
+  await assert.rejects(slots.acquire(Date.now(), timeout), /no slot/);
+  assert.equal(second, false);
+  release();
+  release(); // a second call gives nothing back twice
+  (await waiting)();
+  assert.equal(second, true);
+  const third = await slots.acquire(Date.now(), timeout);
+  third();
 });
 
 function writeFiles(root: string, files: Record<string, string>): void {
