@@ -4,89 +4,15 @@
  * FOUNT_INSTALL_CONCURRENCY at once, and a package set over FOUNT_INSTALL_MAX_MB is refused and removed.
  */
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
-import { createHash } from "node:crypto";
 import fs from "node:fs";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
 import { runAndRead } from "../fixtures/components/fixtures.ts";
+import { localRegistry } from "../fixtures/npm-registry.ts";
 import { startServer, type TestServer } from "../helpers.ts";
 
 type Cleanup = { after(fn: () => unknown): void };
-
-/** One package of the local registry: `files` go into its tarball beside package.json. */
-interface LocalPackage {
-  name: string;
-  version: string;
-  files?: Record<string, string>;
-}
-
-/**
- * A registry on 127.0.0.1 serving packuments and tarballs made with `tar`, as npm's registry does. The
- * tarballs of `held` packages are answered only once `release(name)` is called: `requested(name)`
- * resolves when their download starts, so a test can look at the install while it runs.
- */
-async function localRegistry(t: Cleanup, packages: LocalPackage[], held: string[] = []) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "fount-registry-"));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const tarballs = new Map<string, Buffer>();
-  const packuments = new Map<string, unknown>();
-  const gates = new Map(held.map((name) => [name, Promise.withResolvers<void>()]));
-  const arrivals = new Map(held.map((name) => [name, Promise.withResolvers<void>()]));
-  const server = http.createServer(async (req, res) => {
-    const url = decodeURIComponent(req.url ?? "");
-    const name = url.slice(1).split("/-/")[0]!;
-    if (url.includes("/-/")) {
-      arrivals.get(name)?.resolve();
-      await gates.get(name)?.promise;
-      const tgz = tarballs.get(url);
-      if (!tgz) return res.writeHead(404).end();
-      return res.writeHead(200, { "content-type": "application/octet-stream" }).end(tgz);
-    }
-    const packument = packuments.get(name);
-    if (!packument)
-      return res.writeHead(404, { "content-type": "application/json" }).end('{"error":"Not found"}');
-    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(packument));
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  t.after(() => {
-    for (const gate of gates.values()) gate.resolve();
-    server.closeAllConnections();
-    server.close();
-  });
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
-  for (const pkg of packages) {
-    const root = path.join(dir, pkg.name);
-    const manifest = { name: pkg.name, version: pkg.version, main: "index.js" };
-    const files = { "index.js": `module.exports = "${pkg.name}";`, ...pkg.files };
-    fs.mkdirSync(path.join(root, "package"), { recursive: true });
-    fs.writeFileSync(path.join(root, "package", "package.json"), JSON.stringify(manifest));
-    for (const [file, text] of Object.entries(files))
-      fs.writeFileSync(path.join(root, "package", file), text);
-    execFileSync("tar", ["-czf", path.join(root, "p.tgz"), "-C", root, "package"]);
-    const tgz = fs.readFileSync(path.join(root, "p.tgz"));
-    const tarPath = `/${pkg.name}/-/${pkg.name}-${pkg.version}.tgz`;
-    tarballs.set(tarPath, tgz);
-    const dist = {
-      tarball: url + tarPath.slice(1),
-      shasum: createHash("sha1").update(tgz).digest("hex"),
-      integrity: `sha512-${createHash("sha512").update(tgz).digest("base64")}`,
-    };
-    packuments.set(pkg.name, {
-      name: pkg.name,
-      "dist-tags": { latest: pkg.version },
-      versions: { [pkg.version]: { ...manifest, dist } },
-    });
-  }
-  return {
-    url,
-    requested: (name: string) => arrivals.get(name)!.promise,
-    release: (name: string) => gates.get(name)!.resolve(),
-  };
-}
 
 /** A server on `registry` with an npm cache of its own, so that every tarball is really downloaded. */
 async function serverOn(t: Cleanup, registry: string, env: Record<string, string> = {}): Promise<TestServer> {

@@ -15,6 +15,7 @@ import { ownerFolderName } from "../../src/runtime/bundle-layout.ts";
 import { fetchComponentCode, rawGitHubUrl } from "../../src/runtime/fetch-code.ts";
 import { Slots } from "../../src/runtime/install/slots.ts";
 import type { BuiltComponent } from "../../src/runtime/types.ts";
+import { localRegistry } from "../fixtures/npm-registry.ts";
 
 // These tests install real packages from the npm registry; one cache keeps the file fast.
 const npmCacheDir = fs.mkdtempSync(path.join(os.tmpdir(), "fount-npm-cache-"));
@@ -289,72 +290,10 @@ test("componentFromModule unwraps a transpiled default export and leaves plain o
   assert.equal((await load(await builder(t).build(code))).name, "tsc");
 });
 
-// A registry on localhost: packuments and tarballs made on the fly, with request counts.
-interface FakePackage {
-  name: string;
-  version: string;
-  scripts?: Record<string, string>;
-  index?: string;
-}
-
-async function fakeRegistry(
-  t: { after(fn: () => void): void },
-  packages: FakePackage[],
-  hang = new Set<string>(),
-) {
-  const dir = tempDir(t);
-  const tarballs = new Map<string, Buffer>();
-  const packuments = new Map<string, Record<string, unknown>>();
-  const hits = new Map<string, number>();
-  const server = http.createServer((req, res) => {
-    const url = decodeURIComponent(req.url ?? "");
-    hits.set(url, (hits.get(url) ?? 0) + 1);
-    const name = url.slice(1).split("/-/")[0];
-    if (url.includes("/-/")) {
-      if (hang.has(name)) return; // never answers
-      const tgz = tarballs.get(url);
-      if (!tgz) return res.writeHead(404).end();
-      return res.writeHead(200, { "content-type": "application/octet-stream" }).end(tgz);
-    }
-    const packument = packuments.get(name);
-    if (!packument)
-      return res.writeHead(404, { "content-type": "application/json" }).end('{"error":"Not found"}');
-    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(packument));
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  t.after(() => {
-    server.closeAllConnections();
-    server.close();
-  });
-  const registry = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
-  for (const pkg of packages) {
-    const root = path.join(dir, `${pkg.name}-${pkg.version}`);
-    const manifest = { name: pkg.name, version: pkg.version, main: "index.js", scripts: pkg.scripts ?? {} };
-    fs.mkdirSync(path.join(root, "package"), { recursive: true });
-    fs.writeFileSync(path.join(root, "package", "package.json"), JSON.stringify(manifest));
-    fs.writeFileSync(path.join(root, "package", "index.js"), pkg.index ?? `module.exports = "${pkg.name}";`);
-    execFileSync("tar", ["-czf", path.join(root, "p.tgz"), "-C", root, "package"]);
-    const tgz = fs.readFileSync(path.join(root, "p.tgz"));
-    const tarPath = `/${pkg.name}/-/${pkg.name}-${pkg.version}.tgz`;
-    tarballs.set(tarPath, tgz);
-    const dist = {
-      tarball: registry + tarPath.slice(1),
-      shasum: createHash("sha1").update(tgz).digest("hex"),
-      integrity: `sha512-${createHash("sha512").update(tgz).digest("base64")}`,
-    };
-    packuments.set(pkg.name, {
-      name: pkg.name,
-      "dist-tags": { latest: pkg.version },
-      versions: { [pkg.version]: { ...manifest, ...(pkg.scripts ? { hasInstallScript: true } : {}), dist } },
-    });
-  }
-  return { registry, hits };
-}
-
 test("install scripts of packages never run and the configured registry is used", async (t) => {
   const marker = path.join(tempDir(t), "scripts-ran");
   const script = `node -e "require('fs').appendFileSync('${marker}', process.env.npm_lifecycle_event + ' ')"`;
-  const { registry, hits } = await fakeRegistry(t, [
+  const { url: registry, hits } = await localRegistry(t, [
     {
       name: "fount-scripted",
       version: "1.0.0",
@@ -369,7 +308,7 @@ test("install scripts of packages never run and the configured registry is used"
 });
 
 test("the npm cache is the server's alone (0700): no other uid can list or read what installs fetched", async (t) => {
-  const { registry } = await fakeRegistry(t, [{ name: "fount-cached", version: "1.0.0" }]);
+  const { url: registry } = await localRegistry(t, [{ name: "fount-cached", version: "1.0.0" }]);
   const cache = path.join(tempDir(t), "npm-cache");
   const components = new ComponentBuilder({ dataDir: tempDir(t), npmCacheDir: cache, registry });
   await components.build(`import c from "fount-cached"; export default { c };`, "u_alice");
@@ -388,7 +327,7 @@ test("the npm cache is the server's alone (0700): no other uid can list or read 
 });
 
 test("concurrent builds needing the same packages install them once", async (t) => {
-  const { registry, hits } = await fakeRegistry(t, [{ name: "fount-shared", version: "2.0.0" }]);
+  const { url: registry, hits } = await localRegistry(t, [{ name: "fount-shared", version: "2.0.0" }]);
   const components = builder(t, { registry });
   const built = await Promise.all(
     [1, 2, 3].map((n) => components.build(`import s from "fount-shared"; export default { n: ${n}, s };`)),
@@ -403,7 +342,7 @@ test("concurrent builds needing the same packages install them once", async (t) 
 });
 
 test("two owners importing the same package share node_modules, each with a bundle folder the other cannot read", async (t) => {
-  const { registry } = await fakeRegistry(t, [{ name: "fount-common", version: "1.0.0" }]);
+  const { url: registry } = await localRegistry(t, [{ name: "fount-common", version: "1.0.0" }]);
   const components = new ComponentBuilder({ dataDir: tempDir(t), npmCacheDir, registry });
   const code = (who: string) => `import c from "fount-common"; export default { who: "${who}", c };`;
   const alice = await components.build(code("alice"), "u_alice");
@@ -433,10 +372,10 @@ test("two owners importing the same package share node_modules, each with a bund
 });
 
 test("an install that outlasts the time limit fails with package_install_failed", async (t) => {
-  const { registry } = await fakeRegistry(
+  const { url: registry } = await localRegistry(
     t,
     [{ name: "fount-slow", version: "1.0.0" }],
-    new Set(["fount-slow"]),
+    ["fount-slow"],
   );
   const started = Date.now();
   const err = await rejection(
@@ -451,10 +390,10 @@ test("an install that outlasts the time limit fails with package_install_failed"
 });
 
 test("an install past its time limit is stopped when the build fails: no temporary folder is left writing", async (t) => {
-  const { registry } = await fakeRegistry(
+  const { url: registry } = await localRegistry(
     t,
     [{ name: "fount-stuck", version: "1.0.0" }],
-    new Set(["fount-stuck"]),
+    ["fount-stuck"],
   );
   const dataDir = tempDir(t);
   const components = new ComponentBuilder({ dataDir, npmCacheDir, registry, installTimeoutMs: 1500 });
@@ -467,7 +406,7 @@ test("an install past its time limit is stopped when the build fails: no tempora
 });
 
 test("an install process that runs out of its heap fails the build with package_install_failed", async (t) => {
-  const { registry } = await fakeRegistry(t, [{ name: "fount-heavy", version: "1.0.0" }]);
+  const { url: registry } = await localRegistry(t, [{ name: "fount-heavy", version: "1.0.0" }]);
   const dataDir = tempDir(t);
   // 12 MiB: less than loading arborist takes, so any install runs out.
   const components = new ComponentBuilder({ dataDir, npmCacheDir, registry, installer: { memoryMb: 12 } });
