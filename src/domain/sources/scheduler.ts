@@ -8,9 +8,11 @@
  * Tests drive it with a fake clock through `tick()`, which also waits for the runs it started.
  */
 import type { FastifyBaseLogger } from "fastify";
+import { BoundedCache } from "../../bounded-cache.ts";
 import type { Clock } from "../../clock.ts";
 import { isStoreUnavailable } from "../../storage/health.ts";
 import type { Storage } from "../../storage/port.ts";
+import { usageDay } from "../accounts/quotas.ts";
 import type { Bus } from "../bus.ts";
 import type { SourceLeases } from "../cluster/source-leases.ts";
 import type { Committer } from "../events/committer.ts";
@@ -66,6 +68,8 @@ export class TimerScheduler {
   #looping: Promise<void> = Promise.resolve();
   /** Every run and note started and not settled yet, so `stop()` can let them land. */
   readonly #inflight = new Set<Promise<unknown>>();
+  /** The UTC day of the last `quota_exceeded` note on each source's `$errors` (one a day is enough). */
+  readonly #quotaNoted = new BoundedCache<string, string>(100_000);
   /**
    * Timers (by `timerKey`) whose run has not committed yet. Kept on this node only: with several nodes
    * the mark belongs in the timer's row, claimed with the tick (docs/architecture.md#timers).
@@ -248,6 +252,11 @@ export class TimerScheduler {
         skipped: "quota",
       });
       const now = this.#d.clock.now();
+      // One note a source a day: a free account with many every-second timers past its quota wrote an
+      // `$errors` entry per tick, which is a store write per source per second for the rest of the day.
+      const day = usageDay(now);
+      if (this.#quotaNoted.get(source.id) === day) return undefined;
+      this.#quotaNoted.set(source.id, day);
       await this.#d.committer.submit(
         (tx) =>
           this.#d.recorder.store(tx, {
