@@ -548,7 +548,7 @@ test("sqlite: a new event given a rowid below the mark is queued and found by it
     insert.run("9-9", 9, JSON.stringify({ text: "readword9" }));
     db.exec("UPDATE events_text_mark SET read_to = (SELECT max(rowid) FROM events)");
     const batch = new TextGenerations(index, db, 65_536).indexBatch(1000);
-    assert.deepEqual(batch, { done: [], indexedTo: 7, full: false });
+    assert.deepEqual(batch, { done: [], indexedTo: 7, full: false, queuedThrough: Number.MAX_SAFE_INTEGER });
     db.exec("DELETE FROM events WHERE rowid = 7");
     insert.run("9-10", 10, JSON.stringify({ text: "takenword10" }));
     assert.deepEqual(indexMark(dataDir).queued, [7], "the rowid the worker read is queued again");

@@ -226,20 +226,18 @@ export function openSqliteStorage(options: {
     getSourceByEndpoint: cacheFirst((id) => rows.sourcesByEndpoint.get(id), locked.getSourceByEndpoint),
     getUser: cacheFirst((id) => rows.users.get(id), locked.getUser),
     getSource: cacheFirst((id) => rows.sourcesById.get(id), locked.getSource),
-    // Once a thread is free (a wait for one lets events pile up for the index), most of a large backlog
-    // (a bulk load, an upgrade) is indexed before the search takes the lock. Under the lock: the writes
-    // held back and the rest of the backlog, then the search thread's snapshot; the search itself runs on
-    // its thread after the lock is let go (search-threads.ts).
+    // Once a thread is free (a wait for one lets events pile up for the index), what the search must
+    // find is indexed without the lock (a bulk load, an upgrade, a tenant's large events). Under the lock:
+    // one short batch of what was stored since, the writes held back, then the search thread's snapshot;
+    // the search itself runs on its thread after the lock is let go (search-threads.ts).
     searchEvents: (search, page) =>
-      searchThreads.read({ kind: "events", search, page }, async (begin) => {
-        await indexer.approach(lock);
-        await lock.run(async () => {
+      searchThreads.read({ kind: "events", search, page }, (begin) =>
+        indexer.beforeSearch(lock, async () => {
           outbox.settle();
           held.settle();
-          await indexer.catchUp();
           await begin();
-        });
-      }),
+        }),
+      ),
     // On a search thread too, after the outbox writes held back: a busy webhook's count walks millions,
     // and so does the backlog's (`/metrics`).
     searchDeliveries: (search, page) => searchThreads.read({ kind: "deliveries", search, page }, afterOutbox),

@@ -65,6 +65,24 @@ export function generationTable(gen: number): string {
 const moveChunk = 1000;
 
 /**
+ * Characters of an event's JSON text that go into the index: its first 64 Ki, so that a search can find
+ * the words of the first 64 KiB or so of every event, and no more. Tokenizing costs about 80 ms a MiB of
+ * random words here: a tenant's 2,000 events of 1 MiB each cost 160 s of the worker's time (and every
+ * search waited for it), 10 s at this cap. docs/streams.md, "Searching events".
+ */
+export const indexedChars = 65_536;
+
+/** The text an entry holds: the first `indexedChars` of the event's JSON (SQLite counts characters). */
+const indexedText = (column: string) => `substr(${column}, 1, ${indexedChars})`;
+
+/**
+ * Characters a batch reads at most (the row that reaches it is its last, and it takes one row at least),
+ * beside its rows: a batch of 1,000 events of 64 KiB took 5 s, in which the worker neither checkpointed
+ * the store's WAL nor took a search's batch. About 160 ms at 80 ms a MiB.
+ */
+export const batchChars = 2 * 1024 * 1024;
+
+/**
  * Passes a generation must keep all its rows before its segments are merged (a minute at the default
  * 10 s): one filled and then pruned soon after (a bulk load cut back, a window about a generation long)
  * goes whole without the merge's 13 µs an entry.
@@ -77,8 +95,62 @@ export interface IndexedBatch {
   done: Array<[number, number]>;
   /** Where the mark (`indexed_to`) may move: every row up to it was read, or is queued. */
   indexedTo: number;
-  /** Whether it took as many rows as it was allowed: more may be waiting. */
+  /** Whether it took as many rows or characters as it was allowed: more may be waiting. */
   full: boolean;
+  /** Every queued rowid of its range up to this one was read (a search's sweep goes on from it). */
+  queuedThrough: number;
+}
+
+/** What a batch may take besides its rows: characters, and the range of queued rowids it reads. */
+export interface BatchLimits {
+  /** Characters of text at most (`batchChars` by default). */
+  chars?: number;
+  /** Queued rowids past this one only (a search sweeping the queue; every one by default). */
+  queuedAfter?: number;
+  /** Queued rowids up to this one only. */
+  queuedUpTo?: number;
+}
+
+interface QueuedRow {
+  r: number;
+  c: number;
+  /** Null when the row is gone. */
+  j: string | null;
+}
+
+interface ScannedRow {
+  r: number;
+  j: string;
+}
+
+interface ReadBatch {
+  queued: QueuedRow[];
+  scanned: ScannedRow[];
+  indexedTo: number;
+  full: boolean;
+  queuedThrough: number;
+}
+
+/** The characters a batch may still read; rows are taken until they are spent. */
+class CharBudget {
+  #left: number;
+  constructor(chars: number) {
+    this.#left = chars;
+  }
+  get spent(): boolean {
+    return this.#left <= 0;
+  }
+  /** Rows of `rows` until the budget is spent (the row that spends it included). */
+  take<R extends { j: string | null }>(rows: Iterable<R>): R[] {
+    const taken: R[] = [];
+    if (this.spent) return taken;
+    for (const row of rows) {
+      taken.push(row);
+      this.#left -= row.j?.length ?? 0;
+      if (this.spent) break;
+    }
+    return taken;
+  }
 }
 
 interface Generation {
@@ -115,18 +187,20 @@ export class TextGenerations {
     this.#rowsPerGeneration = rowsPerGeneration;
     this.#store = store;
     this.#queued = store.prepare(
-      `SELECT q.event_rowid AS r, q.changes AS c, e.event_json AS j
+      `SELECT q.event_rowid AS r, q.changes AS c, ${indexedText("e.event_json")} AS j
          FROM events_text_queue q LEFT JOIN events e ON e.rowid = q.event_rowid
-        ORDER BY q.event_rowid LIMIT ?`,
+        WHERE q.event_rowid > ? AND q.event_rowid <= ? ORDER BY q.event_rowid LIMIT ?`,
     );
     this.#mark = store.prepare("SELECT indexed_to AS lo, read_to AS hi FROM events_text_mark WHERE id = 1");
     this.#scan = store.prepare(
-      "SELECT rowid AS r, event_json AS j FROM events WHERE rowid > ? AND rowid <= ? ORDER BY rowid LIMIT ?",
+      `SELECT rowid AS r, ${indexedText("event_json")} AS j FROM events
+        WHERE rowid > ? AND rowid <= ? ORDER BY rowid LIMIT ?`,
     );
-    this.#alive = store.prepare("SELECT event_json AS j FROM events WHERE rowid = ?");
+    this.#alive = store.prepare(`SELECT ${indexedText("event_json")} AS j FROM events WHERE rowid = ?`);
     this.#countRange = store.prepare("SELECT count(*) AS n FROM events WHERE rowid >= ? AND rowid < ?");
     this.#readRange = store.prepare(
-      "SELECT rowid AS r, event_json AS j FROM events WHERE rowid >= ? AND rowid < ? ORDER BY rowid LIMIT ?",
+      `SELECT rowid AS r, ${indexedText("event_json")} AS j FROM events
+        WHERE rowid >= ? AND rowid < ? ORDER BY rowid LIMIT ?`,
     );
   }
 
@@ -224,23 +298,27 @@ export class TextGenerations {
   }
 
   /**
-   * What a batch indexes, read in one snapshot of the store: up to `limit` queued rowids, then rows past
-   * the mark (`indexed_to`, migration 022) up to `read_to` for the rest of `limit`. `indexedTo` is where
-   * the mark may move: the last row read past it, or `read_to` once every row up to it was read.
+   * What a batch indexes, read in one snapshot of the store: up to `limit` rows and `chars` characters
+   * (`BatchLimits`), queued rowids of its range first, then, once those are all read, rows past the mark
+   * (`indexed_to`, migration 022) up to `read_to`. `indexedTo` is where the mark may move: the last row
+   * read past it, or `read_to` once every row up to it was read.
    */
-  #read(limit: number): {
-    queued: Array<{ r: number; c: number; j: string | null }>;
-    scanned: Array<{ r: number; j: string }>;
-    indexedTo: number;
-  } {
+  #read(limit: number, limits: BatchLimits): ReadBatch {
+    const budget = new CharBudget(limits.chars ?? batchChars);
+    const after = limits.queuedAfter ?? Number.MIN_SAFE_INTEGER;
+    const upTo = limits.queuedUpTo ?? Number.MAX_SAFE_INTEGER;
     this.#store.exec("BEGIN");
     try {
-      const queued = this.#queued.all(limit) as Array<{ r: number; c: number; j: string | null }>;
+      const queued = budget.take(this.#queued.iterate(after, upTo, limit) as Iterable<QueuedRow>);
       const { lo, hi } = this.#mark.get() as { lo: number; hi: number };
+      // The queue's range not all read (rows or characters spent): nothing past the mark this time.
+      if (queued.length >= limit || budget.spent)
+        return { queued, scanned: [], indexedTo: lo, full: true, queuedThrough: queued.at(-1)?.r ?? after };
       const room = limit - queued.length;
-      const scanned = (room > 0 ? this.#scan.all(lo, hi, room) : []) as Array<{ r: number; j: string }>;
-      const indexedTo = scanned.length < room ? hi : (scanned[scanned.length - 1]?.r ?? lo);
-      return { queued, scanned, indexedTo };
+      const scanned = budget.take(this.#scan.iterate(lo, hi, room) as Iterable<ScannedRow>);
+      const full = scanned.length >= room || budget.spent;
+      const indexedTo = full ? (scanned.at(-1)?.r ?? lo) : hi;
+      return { queued, scanned, indexedTo, full, queuedThrough: upTo };
     } finally {
       this.#store.exec("COMMIT");
     }
@@ -252,13 +330,13 @@ export class TextGenerations {
    * `maintain`). Answers the `[rowid, changes]` pairs of the queue read, for the server to forget, where
    * the mark may move, and whether the batch was full (more may be waiting).
    */
-  indexBatch(limit: number): IndexedBatch {
+  indexBatch(limit: number, limits: BatchLimits = {}): IndexedBatch {
     // The index file's write lock is taken before the store is read: another process on the store (a
     // `fount admin` command) indexing the same rowids then reads and writes strictly after or before this
     // batch, so the text the index ends with is the last one read.
     return inWriteTransaction(this.#index, () => {
       this.#load();
-      const { queued, scanned, indexedTo } = this.#read(limit);
+      const { queued, scanned, indexedTo, full, queuedThrough } = this.#read(limit, limits);
       // In rowid order, so that the newest generation fills and the next begins as it would row by row.
       const rows = [...queued, ...scanned].sort((a, b) => a.r - b.r);
       for (const [at, { r, j }] of rows.entries()) {
@@ -269,11 +347,7 @@ export class TextGenerations {
         if (home === this.#newest()) this.#beginIfFull();
       }
       this.#saveEntries();
-      return {
-        done: queued.map((row) => [row.r, row.c]),
-        indexedTo,
-        full: queued.length + scanned.length >= limit,
-      };
+      return { done: queued.map((row) => [row.r, row.c]), indexedTo, full, queuedThrough };
     });
   }
 
@@ -343,11 +417,8 @@ export class TextGenerations {
         } else if (steady && count * 2 < gen.entries) {
           // The rows still here, a chunk of them: moved into the newest generation.
           const { lo, hi } = this.#rangeBounds(at);
-          const inRange = this.#readRange.all(lo, hi, moveChunk + movedAway.size) as Array<{
-            r: number;
-            j: string;
-          }>;
-          const moved = [...inRange.filter((row) => !movedAway.has(row.r)), ...movedIn].slice(0, moveChunk);
+          // A batch's characters at most too: a chunk of 1,000 events of 64 KiB held the worker 5 s.
+          const moved = new CharBudget(batchChars).take(this.#movable(lo, hi, movedAway, movedIn));
           const newest = this.#newest();
           for (const { r, j } of moved) {
             this.#remove(gen, r);
@@ -374,6 +445,23 @@ export class TextGenerations {
         return false;
       });
       if (done) return;
+    }
+  }
+
+  /**
+   * The rows a compaction moves out of a generation, `moveChunk` at most: those of its range still there
+   * (but for those moved away), then those moved into it. Read as they are taken.
+   */
+  *#movable(lo: number, hi: number, movedAway: Set<number>, movedIn: ScannedRow[]): Generator<ScannedRow> {
+    let n = 0;
+    for (const row of this.#readRange.iterate(lo, hi, moveChunk + movedAway.size) as Iterable<ScannedRow>) {
+      if (movedAway.has(row.r)) continue;
+      yield row;
+      if (++n >= moveChunk) return;
+    }
+    for (const row of movedIn) {
+      yield row;
+      if (++n >= moveChunk) return;
     }
   }
 

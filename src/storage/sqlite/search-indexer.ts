@@ -6,8 +6,10 @@
  * short while after it was written; the server then moves the mark up to where it read. Storing a row
  * costs the server nothing more. Only a rewrite in place (a window's slot) and a row given a rowid the
  * worker may have read already (at or below `read_to`) queue their rowid (a trigger, in the writer's
- * transaction). Everything waiting is indexed before every search, so that a search is exact: an event
- * is found as soon as its emit is acknowledged, and an overwritten one by its new text only.
+ * transaction). Everything waiting when a search begins is indexed before it takes its snapshot, so that
+ * a search is exact: an event is found as soon as its emit is acknowledged, and an overwritten one by its
+ * new text only. That indexing runs without the store's lock, however much text it holds; under the
+ * lock a search indexes one short batch at most (`beforeSearch`).
  *
  * A rowid is indexed with its row's text at that time, so a window's slot overwritten several times
  * between two batches is tokenized once (docs/architecture.md, "Performance").
@@ -17,7 +19,12 @@ import { chmodSync, rmSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
 import { Worker } from "node:worker_threads";
 import type { AsyncLock } from "../../async-lock.ts";
-import { type IndexedBatch, indexFileFormat, indexFileSchema } from "./search-generations.ts";
+import {
+  type BatchLimits,
+  type IndexedBatch,
+  indexFileFormat,
+  indexFileSchema,
+} from "./search-generations.ts";
 import { inWriteTransaction, type Sql } from "./sql.ts";
 import type { IndexReply, IndexRequest, IndexWorkerData } from "./store-worker.ts";
 
@@ -38,8 +45,19 @@ export interface GenerationOptions {
   maintainMs?: number;
 }
 
-/** Rows waiting (queued or past the mark) a search lets the worker index without holding the store's lock first. */
-const lockedCatchUpAtMost = 2 * batchSize;
+/**
+ * Characters a search's batch under the store's lock reads at most: about 80 ms of the worker's time (a
+ * MiB of random words), while every emit and API write waits. The lock's turn indexed every row waiting
+ * before: a tenant's 2,000 events of 1 MiB held it 160 s.
+ */
+const lockedBatchChars = 1024 * 1024;
+
+/**
+ * Turns of the lock a search takes at most to index what was stored since it began (each after indexing
+ * what waits without the lock): past them it takes its snapshot with that still waiting, which it need
+ * not find. Only a store written faster than a batch under the lock indexes gets there.
+ */
+const lockedTurns = 3;
 
 /** The index file beside a store file: `fount.db` → `fount-search.db`. */
 export function indexFileOf(storeFile: string): string {
@@ -118,7 +136,10 @@ export class SearchIndexer {
   readonly #waiting = new Map<number, { resolve: (d: IndexedBatch) => void; reject: (e: Error) => void }>();
   #timer: NodeJS.Timeout | undefined;
   #running = false;
-  #approaching: Promise<void> | undefined;
+  /** Searches bringing the index up to date, each after the one before (`#inTurn`). */
+  #reaching: Promise<unknown> = Promise.resolve();
+  /** Searches under way in `beforeSearch`: the timer's indexing leaves the worker to them meanwhile. */
+  #searches = 0;
   #stopped = false;
 
   constructor(q: Sql, storeFile: string, indexFile: string, generations: GenerationOptions = {}) {
@@ -158,13 +179,16 @@ export class SearchIndexer {
     return worker;
   }
 
-  /** Has the worker index up to `limit` rows, queued ones first, then those past the mark. */
-  #indexBatch(limit = batchSize): Promise<IndexedBatch> {
+  /**
+   * Has the worker index up to `batchSize` rows and `limits.chars` characters, queued ones first, then
+   * those past the mark.
+   */
+  #indexBatch(limits: BatchLimits = {}): Promise<IndexedBatch> {
     if (this.#stopped) return Promise.reject(new Error("The store is closed"));
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
       this.#waiting.set(id, { resolve, reject });
-      this.#thread().postMessage({ id, limit } satisfies IndexRequest);
+      this.#thread().postMessage({ id, limit: batchSize, ...limits } satisfies IndexRequest);
     });
   }
 
@@ -217,42 +241,91 @@ export class SearchIndexer {
   }
 
   /**
-   * Indexes until at most a couple of batches wait, without holding the store's lock while the worker
-   * works (a search after a bulk load or an upgrade must not stop every emit meanwhile).
+   * Brings the index up to date for a search, then runs `snapshot` (the search thread's) under the
+   * store's lock. A search must find every event stored before it began, by its text then: the rowids
+   * waiting then, up to `read_to` (its target), are indexed without holding the lock, batch after batch,
+   * however much text they hold. Then, under the lock, one batch of `lockedBatchChars` at most indexes
+   * what was stored since: when that was all, the snapshot and the index agree on every row (a word of
+   * three characters is matched by the index alone, not checked on the row), and the snapshot is taken
+   * in the same turn. Else the lock is let go, what waits is indexed without it, and the search tries
+   * again; after `lockedTurns` it takes its snapshot all the same, having what it must find indexed.
    */
-  approach(lock: AsyncLock): Promise<void> {
-    // Searches that arrive meanwhile wait for the one under way: each would send the same rows to the
-    // worker again (two searches after a bulk load took 2.65 s each against 1.6 s alone).
-    this.#approaching ??= this.#approach(lock).finally(() => {
-      this.#approaching = undefined;
-    });
-    return this.#approaching;
-  }
-
-  async #approach(lock: AsyncLock): Promise<void> {
-    const waiting = () => lock.run(() => this.#waitingOver(lockedCatchUpAtMost));
-    if (!(await waiting())) return;
-    // As many batches as what waits now needs, and two more: events stored as fast as the worker
-    // indexes them (a bulk load through the store) would otherwise keep the search waiting for ever.
-    const rounds = await lock.run(() => Math.ceil(this.#waitingAtMost() / batchSize) + 2);
-    await lock.run(() => this.#settle());
-    for (let round = 0; round < rounds; round++) {
-      const batch = await this.#indexBatch();
-      await lock.run(() => this.#settle(batch));
-      if (!(await waiting())) return;
+  async beforeSearch(lock: AsyncLock, snapshot: () => Promise<void>): Promise<void> {
+    this.#searches++;
+    try {
+      for (let turn = 1; ; turn++) {
+        const target = await lock.run(() => this.#target());
+        await this.#inTurn(() => this.#reach(lock, target));
+        const taken = await lock.run(async () => {
+          if (!(await this.#indexLockedBatch()) && turn < lockedTurns) return false;
+          await snapshot();
+          return true;
+        });
+        if (taken) return;
+      }
+    } finally {
+      this.#searches--;
     }
   }
 
-  /** How many rows wait for the index at most: those queued, and the rowids past the mark. */
-  #waitingAtMost(): number {
-    return this.#q.count(
-      `SELECT (SELECT count(*) FROM events_text_queue)
-         + coalesce((SELECT max(rowid) FROM events), 0) - (SELECT indexed_to FROM events_text_mark WHERE id = 1) AS n`,
-      [],
-    );
+  /**
+   * Runs `reach` after the searches before it have reached theirs: each would send the same rows to the
+   * worker again (two searches after a bulk load took 2.65 s each against 1.6 s alone), while after
+   * another's its own has little left.
+   */
+  #inTurn(reach: () => Promise<void>): Promise<void> {
+    const run = this.#reaching.then(reach);
+    this.#reaching = run.catch(() => undefined);
+    return run;
   }
 
-  /** Indexes every row waiting (before a search; the caller holds the lock, so nothing is stored meanwhile). */
+  /** Where a search's indexing must reach (under the lock): `read_to`, raised to the greatest rowid. */
+  #target(): number {
+    this.#settle();
+    return this.#q.get("SELECT read_to AS hi FROM events_text_mark WHERE id = 1", [], (r) => r.hi as number)!;
+  }
+
+  /**
+   * Indexes, without holding the lock (each batch is settled in a short turn of it), every row up to
+   * `target` past the mark, and every rowid up to it queued: the queue is swept once in rowid order, so
+   * that rowids queued again meanwhile (a window's slot rewritten) are not read again and again.
+   */
+  async #reach(lock: AsyncLock, target: number): Promise<void> {
+    let queuedAfter = Number.MIN_SAFE_INTEGER;
+    while (await lock.run(() => this.#waitingUpTo(target, queuedAfter))) {
+      const batch = await this.#indexBatch({ queuedAfter, queuedUpTo: target });
+      queuedAfter = batch.queuedThrough;
+      await lock.run(() => this.#settle(batch));
+    }
+  }
+
+  /** Whether a rowid up to `target` waits: queued past `queuedAfter`, or a row past the mark. */
+  #waitingUpTo(target: number, queuedAfter: number): boolean {
+    return this.#q.get(
+      `SELECT EXISTS (SELECT 1 FROM events_text_queue WHERE event_rowid > ? AND event_rowid <= ?)
+           OR EXISTS (SELECT 1 FROM events WHERE rowid <= ?
+                        AND rowid > (SELECT indexed_to FROM events_text_mark WHERE id = 1)) AS waiting`,
+      [queuedAfter, target, target],
+      (r) => r.waiting === 1,
+    )!;
+  }
+
+  /**
+   * Under the lock: indexes one batch of what waits, `lockedBatchChars` at most. True when nothing is left
+   * waiting, so that a snapshot taken now agrees with the index.
+   */
+  async #indexLockedBatch(): Promise<boolean> {
+    this.#settle();
+    if (!this.#waitingOver(0)) return true;
+    const batch = await this.#indexBatch({ chars: lockedBatchChars });
+    this.#settle(batch);
+    return !batch.full;
+  }
+
+  /**
+   * Indexes every row waiting, under the lock the caller holds (a transaction's own search, which no route
+   * makes: the store's searches go through `beforeSearch`, which holds the lock for one short batch).
+   */
   async catchUp(): Promise<void> {
     this.#settle();
     for (;;) {
@@ -271,11 +344,13 @@ export class SearchIndexer {
       // A worker that failed is started again: it also checkpoints the store's WAL.
       if (!this.#stopped) this.#thread();
       // Nothing waiting: the worker is not woken.
-      if (this.#running || !db.isOpen || !this.#waitingOver(0)) return;
+      // A search under way indexes what waits itself, and its batch under the lock must not wait for
+      // one of these.
+      if (this.#running || this.#searches > 0 || !db.isOpen || !this.#waitingOver(0)) return;
       this.#running = true;
       try {
         await lock.run(() => (db.isOpen ? this.#settle() : undefined));
-        while (this.#timer) {
+        while (this.#timer && this.#searches === 0) {
           const batch = await this.#indexBatch();
           await lock.run(() => (db.isOpen ? this.#settle(batch) : undefined));
           if (!batch.full) break;

@@ -19,7 +19,7 @@
 import { chmodSync } from "node:fs";
 import { DatabaseSync } from "node:sqlite";
 import { parentPort, workerData } from "node:worker_threads";
-import { type IndexedBatch, TextGenerations } from "./search-generations.ts";
+import { type BatchLimits, type IndexedBatch, TextGenerations } from "./search-generations.ts";
 
 export interface IndexWorkerData {
   storeFile: string;
@@ -32,7 +32,7 @@ export interface IndexWorkerData {
   maintainMs: number;
 }
 
-export interface IndexRequest {
+export interface IndexRequest extends BatchLimits {
   id: number;
   limit: number;
 }
@@ -117,7 +117,8 @@ setInterval(() => {
 parentPort!.on("message", (m: IndexRequest) => {
   let reply: IndexReply;
   try {
-    reply = { id: m.id, ...generations.indexBatch(m.limit) };
+    const { id, limit, ...limits } = m;
+    reply = { id, ...generations.indexBatch(limit, limits) };
   } catch (err) {
     reply = { id: m.id, error: (err as Error).message };
   }
