@@ -106,6 +106,15 @@ export function whereValues(value: string): unknown[] {
 export const trigramChars = 3;
 
 /**
+ * Characters of an event's JSON text that go into either store's text index: its first 64 Ki, so that a
+ * search finds the words of the first 64 KiB or so of every event, and no more. Indexing costs grow with
+ * the text: about 80 ms a MiB of random words for SQLite's tokenizer (a tenant's 2,000 events of 1 MiB
+ * each cost 160 s of its worker, which every search waited for), and 0.7 to 1.1 s a MiB for PostgreSQL's
+ * trigram GIN index, in the commit that stores the event. docs/streams.md, "Searching events".
+ */
+export const indexedChars = 65_536;
+
+/**
  * The texts an event's JSON holds when `w` matches, one for each JSON value its value spells (any one
  * will do, each given with its value): the path's last key and the value side by side, as JSON.stringify writes them (`"id":42`,
  * `"id":"42"`, `"x-github-event":"push"`). Every stored event is its JSON.stringify text (rows.ts), so an

@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import type { EventRecord } from "../../src/domain/types.ts";
+import { indexedChars } from "../../src/storage/event-search.ts";
 import type { Storage } from "../../src/storage/port.ts";
 
 type WithStore = (title: string, fn: (s: Storage) => Promise<void>) => void;
@@ -70,6 +71,25 @@ export function eventSearchContract(withStore: WithStore): void {
   );
 
   withStore(
+    `a search finds an event by the words of its first ${indexedChars} characters, not by those past them`,
+    async (s) => {
+      const filler = "x".repeat(indexedChars);
+      // A large window's rows and a small one's (PostgreSQL indexes the latter later: migration 016).
+      for (const [n, window] of [
+        [1, 1000],
+        [2, 2],
+      ] as const)
+        await s.insertEvent(event(n, { head: `head${n}word`, filler, tail: `tail${n}word`, id: n }), window);
+      assert.deepEqual(await found(s, { text: ["head1word"] }), [1]);
+      assert.deepEqual(await found(s, { text: ["head2word"] }), [2]);
+      // Past the characters indexed, a word is found by neither store, nor a value by `where`.
+      assert.deepEqual(await found(s, { text: ["tail1word"] }), []);
+      assert.deepEqual(await found(s, { text: ["tail2word"] }), []);
+      assert.deepEqual(await found(s, { where: [{ path: ["tail"], value: "tail1word" }] }), []);
+    },
+  );
+
+  withStore(
     "a search finds the same events before and after the store puts them in its indexes later",
     async (s) => {
       // A small window's commit stores rows the search's indexes get later on PostgreSQL (migration 016).
@@ -103,6 +123,25 @@ export function eventSearchContract(withStore: WithStore): void {
       );
       await s.deleteEvents(emitterId, undefined, undefined);
       assert.deepEqual(await searches(), [[], [], []]);
+    },
+  );
+
+  withStore(
+    "the indexing left for later takes large events a few at a time, and all of them in the end",
+    async (s) => {
+      const index = s.indexEventsForSearch?.bind(s);
+      if (!index) return;
+      // Random text past the characters indexed: each counts as `indexedChars` of a batch's 1 MiB.
+      const words = (n: number) =>
+        Array.from({ length: 20_000 }, (_, k) => ((n * 7919 + k * 104729) % 999_983).toString(36)).join(" ");
+      for (let n = 0; n < 20; n++) await s.insertEvent(event(n, { big: `${words(n)} big${n}end` }), 20);
+      const first = await index(10, 200);
+      assert.ok(first >= 1 && first < 20, `a statement indexed ${first} of 20 large events`);
+      let all = first;
+      for (let k = 0; k < 20 && all < 20; k++) all += await index(10, 200);
+      assert.equal(all, 20);
+      assert.deepEqual(await found(s, { text: ["big7end"] }), []);
+      assert.equal((await found(s, { text: ["big"] })).length, 20);
     },
   );
 

@@ -11,8 +11,9 @@ import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { test } from "node:test";
 import type { EventRecord } from "../../src/domain/types.ts";
+import { indexedChars } from "../../src/storage/event-search.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
-import { indexedChars, TextGenerations } from "../../src/storage/sqlite/search-generations.ts";
+import { TextGenerations } from "../../src/storage/sqlite/search-generations.ts";
 
 const event = (emitterId: string, n: number, body: unknown): EventRecord => ({
   emitterId,

@@ -1,7 +1,7 @@
 /**
  * The event search on PostgreSQL (docs/streams.md, "Searching events"; mirrors sqlite/event-search.ts).
- * `q` is ILIKE '%…%' on the stored JSON text, which the pg_trgm GIN index `events_text` serves (migration
- * 014); `where` is JSONB containment (`@>`) on the parsed JSON (`event_jsonb`, NULL for the JSON
+ * `q` is ILIKE '%…%' on the stored JSON text's first `indexedChars` characters, which the pg_trgm GIN
+ * index `events_text` serves (migrations 014, 028); `where` is JSONB containment (`@>`) on the parsed JSON (`event_jsonb`, NULL for the JSON
  * PostgreSQL's jsonb refuses), read from the rows whose text holds the value as a word (`whereWord`) or
  * the path's last key and the value side by side (`whereNeedles`), which the same trigram index finds:
  * the same matches as SQLite's FTS5 trigram table and JSON functions. (Migration 024 dropped the
@@ -17,6 +17,7 @@ import {
   type EventSearch,
   type EventSearchPage,
   type EventWhere,
+  indexedChars,
   pageOrder,
   rowsWithin,
   trigramChars,
@@ -39,8 +40,17 @@ export function likePattern(term: string): string {
  * answer such a pattern on its own with every entry of the index).
  */
 function textOf(term: string): string {
-  return [...term].length >= trigramChars ? "e.event_json" : "(e.event_json || '')";
+  return [...term].length >= trigramChars ? indexedText : `(${indexedText} || '')`;
 }
+
+/**
+ * Stored bytes of event text one statement of the search indexer puts in the trigram index: about a
+ * second of PostgreSQL's time here for random words, the worst case (the default statement timeout is 5 s).
+ */
+const indexBatchBytes = 1024 * 1024;
+
+/** The text the trigram index `events_text` holds (migration 028): the first `indexedChars` of the JSON. */
+const indexedText = `left(e.event_json, ${indexedChars})`;
 
 /** The JSON document that contains exactly `value` at `path`: `{"body":{"user":{"id":42}}}`. */
 function containing(path: string[], value: unknown): string {
@@ -94,9 +104,9 @@ function whereCondition(w: EventWhere, p: (value: unknown) => string): string {
   const holds = (v: unknown) => `event_jsonb(e.event_json) @> ${p(containing(w.path, v))}::jsonb`;
   const word = whereWord(w);
   if (word !== undefined)
-    return `(e.event_json ILIKE ${p(likePattern(word))} AND (${whereValues(w.value).map(holds).join(" OR ")}))`;
+    return `(${indexedText} ILIKE ${p(likePattern(word))} AND (${whereValues(w.value).map(holds).join(" OR ")}))`;
   const each = whereNeedles(w).map(
-    ({ value, text }) => `(e.event_json ILIKE ${p(likePattern(text))} AND ${holds(value)})`,
+    ({ value, text }) => `(${indexedText} ILIKE ${p(likePattern(text))} AND ${holds(value)})`,
   );
   return `(${each.join(" OR ")})`;
 }
@@ -174,12 +184,23 @@ export function eventSearchOps(q: Sql): EventSearchOps {
     // ORDER BY is the order of `events_unsearched`, so that the plan reads it even where the table has no
     // statistics yet: the planner then takes half the rows for unsearched, and without the order a
     // sequential scan of the whole table looked cheap for a LIMIT (181 ms over 200,000 rows, against 0.07).
+    //
+    // A statement takes rows up to `indexBatchBytes` of their stored text too (the first row always), so
+    // that 200 large events cannot make it outlast the store's statement timeout: it would then fail
+    // on the same rows at every pass, and nothing would enter the index again. Fewer rows than `limit`
+    // end the pass; the next one goes on a second later.
     indexEventsForSearch: (storedBeforeMs, limit) =>
       q.run(
         `UPDATE events SET searchable = true WHERE ctid = ANY(ARRAY(
-           SELECT ctid FROM events WHERE NOT searchable AND indexed_at_ms < $1
-           ORDER BY emitter_id, channel, id_ms, id_seq LIMIT $2 FOR UPDATE SKIP LOCKED))`,
-        [storedBeforeMs, limit],
+           SELECT ctid FROM (
+             SELECT ctid, row_number() OVER w AS k, sum(least(pg_column_size(event_json), ${indexedChars})) OVER w AS upto
+             FROM (SELECT ctid, event_json, emitter_id, channel, id_ms, id_seq FROM events
+                   WHERE NOT searchable AND indexed_at_ms < $1
+                   ORDER BY emitter_id, channel, id_ms, id_seq LIMIT $2 FOR UPDATE SKIP LOCKED) AS waiting
+             WINDOW w AS (ORDER BY emitter_id, channel, id_ms, id_seq)
+           ) AS sized
+           WHERE k = 1 OR upto <= $3))`,
+        [storedBeforeMs, limit, indexBatchBytes],
       ),
   };
 }

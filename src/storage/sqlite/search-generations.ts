@@ -23,6 +23,7 @@
  * back once every row after it is gone too; its new text then replaces the old entry where it is.
  */
 import type { DatabaseSync, StatementSync } from "node:sqlite";
+import { indexedChars } from "../event-search.ts";
 import { inWriteTransaction } from "./sql.ts";
 
 /**
@@ -63,14 +64,6 @@ export function generationTable(gen: number): string {
 
 /** Rowids a compaction moves per transaction, so that indexing batches and searches get their turns. */
 const moveChunk = 1000;
-
-/**
- * Characters of an event's JSON text that go into the index: its first 64 Ki, so that a search can find
- * the words of the first 64 KiB or so of every event, and no more. Tokenizing costs about 80 ms a MiB of
- * random words here: a tenant's 2,000 events of 1 MiB each cost 160 s of the worker's time (and every
- * search waited for it), 10 s at this cap. docs/streams.md, "Searching events".
- */
-export const indexedChars = 65_536;
 
 /** The text an entry holds: the first `indexedChars` of the event's JSON (SQLite counts characters). */
 const indexedText = (column: string) => `substr(${column}, 1, ${indexedChars})`;
