@@ -13,6 +13,12 @@ export interface EventMap {
   "event.replicated": [event: EventRecord];
   /** A source was deleted (`remote`: through another node): its live streams end. */
   "source.deleted": [info: { sourceId: string; remote?: boolean }];
+  /**
+   * A credential or membership was taken away: an API key revoked, a session ended, a member removed from
+   * an organization (`userId`: whose; undefined: anyone's). The SSE streams it opened check their access
+   * at once rather than at their next periodic check.
+   */
+  "access.revoked": [info: { userId?: string }];
   /** A timer fired (or was skipped) for a source. */
   "timer.fired": [info: { sourceId: string; propName: string; scheduledMs: number; skipped?: string }];
   /** A delivery's attempt (or a decision without one) was recorded; `status` is its state afterwards. */

@@ -200,6 +200,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
       const { org_id } = request.params as { org_id: string };
       const { user_id } = request.query as { user_id: string };
       await accounts.removeMember(org_id, user_id);
+      app.fount.bus.emit("access.revoked", { userId: user_id });
       return { data: { org_id, user_id } };
     },
   );
@@ -388,6 +389,8 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
     async (request) => {
       const { key_id } = request.params as { key_id: string };
       await accounts.revokeApiKey(key_id);
+      // Whose key it was is not read back: an admin's revocation checks every stream on this node.
+      app.fount.bus.emit("access.revoked", {});
       return { data: { id: key_id, revoked: true } };
     },
   );

@@ -184,7 +184,8 @@ export async function consoleRoutes(
       const found = await authenticator.key(request, api_key.trim());
       // Signing in again in the same browser ends the session its cookie named.
       const earlier = cookies.read(request);
-      if (earlier) await sessions.end(earlier.userId, earlier.sessionId);
+      if (earlier && (await sessions.end(earlier.userId, earlier.sessionId)))
+        app.fount.bus.emit("access.revoked", { userId: earlier.userId });
       const session = await sessions.start(found.user.id, {
         address: request.ip,
         userAgent: request.headers["user-agent"],
@@ -214,6 +215,7 @@ export async function consoleRoutes(
       requireConsoleHeader(request);
       const token = cookies.read(request);
       const ended = token ? await sessions.end(token.userId, token.sessionId) : false;
+      if (ended && token) app.fount.bus.emit("access.revoked", { userId: token.userId });
       noStore(reply);
       reply.header("set-cookie", cookies.clear());
       return { data: { signed_out: ended } };

@@ -81,6 +81,7 @@ export async function sessionRoutes(app: FastifyInstance): Promise<void> {
     async (request) => {
       const { session_id } = request.params as { session_id: string };
       await sessions.revoke(principal(request).user.id, session_id);
+      app.fount.bus.emit("access.revoked", { userId: principal(request).user.id });
       return { data: { id: session_id, revoked: true } };
     },
   );
@@ -120,6 +121,7 @@ export async function sessionRoutes(app: FastifyInstance): Promise<void> {
     async (request) => {
       const { user_id, session_id } = request.params as { user_id: string; session_id: string };
       await sessions.revoke(user_id, session_id);
+      app.fount.bus.emit("access.revoked", { userId: user_id });
       return { data: { id: session_id, revoked: true } };
     },
   );

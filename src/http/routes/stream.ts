@@ -63,6 +63,32 @@ export async function streamRoutes(
   const openBy = new Map<string, number>();
   /** Replays running by user, on this node, and the streams waiting for one to end (first come first served). */
   const replaysBy = new Map<string, { running: number; waiting: Array<() => void> }>();
+  /** Each open stream's access check, by the user whose request opened it. */
+  const checksBy = new Map<string, Set<() => void>>();
+  /**
+   * Users (`*`: everyone) whose streams were checked within the last second, and those asked again
+   * meanwhile: a user ending sessions in a loop makes one check of their streams a second, not one each.
+   */
+  const checkedLately = new Map<string, NodeJS.Timeout>();
+  const askedAgain = new Set<string>();
+  const checkStreamsOf = (who: string) => {
+    if (checkedLately.has(who)) {
+      askedAgain.add(who);
+      return;
+    }
+    const affected = who === "*" ? [...checksBy.values()] : [checksBy.get(who) ?? []];
+    for (const checks of affected) for (const check of [...checks]) check();
+    const quiet = setTimeout(() => {
+      checkedLately.delete(who);
+      if (askedAgain.delete(who)) checkStreamsOf(who);
+    }, 1000);
+    checkedLately.set(who, quiet.unref());
+  };
+  const offRevoked = bus.on("access.revoked", ({ userId }) => checkStreamsOf(userId ?? "*"));
+  app.addHook("onClose", async () => {
+    offRevoked();
+    for (const quiet of checkedLately.values()) clearTimeout(quiet);
+  });
   hubs.set(app.fount, hub);
   // Before the server waits for its connections to end: open streams would hold it forever.
   app.addHook("preClose", async () => hub.close());
@@ -302,7 +328,7 @@ export async function streamRoutes(
     reply.hijack();
     // The stream lasts only as long as what let it open: a key revoked, a session ended or a membership
     // gone ends it within `recheckMs` (each check is the request's own authentication, run again).
-    const recheck = setInterval(() => {
+    const check = () => {
       void (async () => {
         request.principal = await options.authenticator.principal(request);
         await visibleSource(app, request, id);
@@ -310,9 +336,18 @@ export async function streamRoutes(
         // Ended cleanly, as when the source is deleted: the client's reconnection then gets the 401 or 404.
         for (const client of clients) client.end();
       });
-    }, hub.options.recheckMs);
+    };
+    const recheck = setInterval(check, hub.options.recheckMs);
     recheck.unref();
-    reply.raw.once("close", () => clearInterval(recheck));
+    // A revocation on this node is checked at once (`access.revoked`); one on another node, at the interval.
+    const userId = principal(request).user.id;
+    const checks = checksBy.get(userId) ?? new Set<() => void>();
+    checksBy.set(userId, checks.add(check));
+    reply.raw.once("close", () => {
+      clearInterval(recheck);
+      checks.delete(check);
+      if (checks.size === 0 && checksBy.get(userId) === checks) checksBy.delete(userId);
+    });
     if (reply.raw.destroyed) {
       // The client left while the store was read.
       for (const client of clients) client.abandon();
