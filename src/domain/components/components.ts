@@ -2,6 +2,8 @@
  * Saved components: code is fetched (component_url), bundled with its packages installed, loaded in the
  * owner's sandbox to read its definition, and stored with the package versions it resolved to.
  */
+
+import { ByteBoundedCache, estimatedBytes } from "../../bounded-cache.ts";
 import type { Clock } from "../../clock.ts";
 import { sha256Hex } from "../../crypto/secret-box.ts";
 import { AppError, invalidParameter, notFound } from "../../errors.ts";
@@ -21,6 +23,25 @@ export interface Prepared {
   meta: ComponentMeta;
 }
 
+/**
+ * Bytes of saved components' records (code and definition) kept in memory. Each one's code may be 1 MiB:
+ * kept for ever, every save of new code kept ~0.93 MiB of heap, and ~4,000 saves crashed the server.
+ * Past this the least recently used are let go and read from the store again at their next use.
+ */
+export const componentCacheBytes = 32 * 1024 * 1024;
+
+/**
+ * Bytes of builds kept (their paths and package versions, under 1 KiB each: some 40,000 builds). A build
+ * let go is built again at its next use, as after a restart, which costs far more than a record's read.
+ */
+const buildCacheBytes = 32 * 1024 * 1024;
+
+/** A record and its build for one executor owner (`ComponentCatalog.load`). */
+interface Loaded {
+  record: ComponentRecord;
+  built: BuiltComponent;
+}
+
 /** The owner ID of published (registry) components. */
 export const registryOwner = "registry";
 
@@ -30,9 +51,21 @@ export class ComponentCatalog {
   readonly #executor: Executor;
   readonly #clock: Clock;
   readonly #fetchGuard: FetchCodeOptions["guard"];
-  readonly #records = new Map<string, Promise<ComponentRecord>>();
-  /** Records with their builds, by component and executor owner: each owner runs its own copy of a bundle. */
-  readonly #loaded = new Map<string, Promise<{ record: ComponentRecord; built: BuiltComponent }>>();
+  readonly #records = new ByteBoundedCache<string, ComponentRecord>({
+    maxBytes: componentCacheBytes,
+    sizeOf: recordBytes,
+  });
+  /**
+   * Builds by component and executor owner: each owner runs its own copy of a bundle. They hold no
+   * record, whose code would then be kept once per owner, out of the records' bound.
+   */
+  readonly #builds = new ByteBoundedCache<string, BuiltComponent>({
+    maxBytes: buildCacheBytes,
+    sizeOf: estimatedBytes,
+  });
+  /** Reads and builds under way, shared by concurrent misses of one key (kept in the caches once done). */
+  readonly #pendingRecords = new Map<string, Promise<ComponentRecord>>();
+  readonly #pendingLoads = new Map<string, Promise<Loaded>>();
 
   constructor(deps: {
     store: Storage;
@@ -87,8 +120,8 @@ export class ComponentCatalog {
       updatedAt: now,
     };
     await this.#store.insertComponent(record);
-    this.#records.set(record.id, Promise.resolve(record));
-    this.#loaded.set(loadKey(record.id, ownerId), Promise.resolve({ record, built }));
+    this.#records.set(record.id, record);
+    this.#builds.set(loadKey(record.id, ownerId), built);
     return record;
   }
 
@@ -133,36 +166,47 @@ export class ComponentCatalog {
 
   /** The stored record of a component. */
   record(componentId: string): Promise<ComponentRecord> {
-    let record = this.#records.get(componentId);
-    if (!record) {
-      record = (async () => {
-        const found = await this.#store.getComponent(componentId);
-        if (!found) throw notFound("Component", componentId);
-        return found;
-      })();
-      record.catch(() => this.#records.delete(componentId));
-      this.#records.set(componentId, record);
-    }
-    return record;
+    const cached = this.#records.get(componentId);
+    if (cached) return Promise.resolve(cached);
+    return shared(this.#pendingRecords, componentId, async () => {
+      const found = await this.#store.getComponent(componentId);
+      if (!found) throw notFound("Component", componentId);
+      this.#records.set(componentId, found);
+      return found;
+    });
   }
 
   /**
    * The stored record and its build for the executor of `ownerId` (whoever's process runs it: the
-   * source's owner, not the component's), built into that owner's folder on first use after a start.
+   * source's owner, not the component's), built into that owner's folder on first use after a start
+   * (or after the cache let it go).
    */
-  load(componentId: string, ownerId: string): Promise<{ record: ComponentRecord; built: BuiltComponent }> {
+  load(componentId: string, ownerId: string): Promise<Loaded> {
     const key = loadKey(componentId, ownerId);
-    let loaded = this.#loaded.get(key);
-    if (!loaded) {
-      loaded = (async () => {
-        const record = await this.record(componentId);
-        return { record, built: await this.#builder.build(record.code, ownerId, record.dependencies) };
-      })();
-      loaded.catch(() => this.#loaded.delete(key));
-      this.#loaded.set(key, loaded);
-    }
-    return loaded;
+    const cached = this.#builds.get(key);
+    if (cached) return this.record(componentId).then((record) => ({ record, built: cached }));
+    return shared(this.#pendingLoads, key, async () => {
+      const record = await this.record(componentId);
+      const built = await this.#builder.build(record.code, ownerId, record.dependencies);
+      this.#builds.set(key, built);
+      return { record, built };
+    });
   }
+}
+
+/** `compute()`'s promise, shared with every call for `key` until it settles. */
+function shared<T>(pending: Map<string, Promise<T>>, key: string, compute: () => Promise<T>): Promise<T> {
+  let promise = pending.get(key);
+  if (!promise) {
+    promise = compute().finally(() => pending.delete(key));
+    pending.set(key, promise);
+  }
+  return promise;
+}
+
+/** A saved component's size in memory, roughly: its code and definition dominate. */
+function recordBytes(record: ComponentRecord): number {
+  return record.code.length + JSON.stringify(record.meta).length + 1024;
 }
 
 function loadKey(componentId: string, ownerId: string): string {

@@ -10,7 +10,7 @@
  * that started before a change is not kept, so a cache never holds a row older than the last change it
  * heard of. Misses (no row) are never kept: a source deployed through another node is found at once.
  */
-import { BoundedCache } from "../../bounded-cache.ts";
+import { ByteBoundedCache, estimatedBytes } from "../../bounded-cache.ts";
 import type { Org, Subscription } from "../../domain/types.ts";
 import type { StorageOps } from "../port.ts";
 import { deepFreeze } from "../rows.ts";
@@ -31,8 +31,14 @@ export const cacheKinds: readonly CacheKind[] = ["sources", "users", "subscripti
  */
 export const rowCacheTtlMs = 500;
 
-/** Entries per kind; a cache that grew past this starts over (endpoint probes cannot grow it). */
+/** Entries per kind; past it the least recently read are let go (endpoint probes cannot grow it). */
 const maxEntries = 10_000;
+
+/**
+ * Bytes of rows per kind, each row's size estimated once when kept: a source's configured props may hold
+ * about 1 MiB, so a count alone let 10,000 such rows take 10 GiB of heap.
+ */
+export const maxCachedBytes = 32 * 1024 * 1024;
 
 interface Entry {
   value: unknown;
@@ -42,7 +48,7 @@ interface Entry {
 export class RowCache {
   readonly #ttlMs: number;
   readonly #now: () => number;
-  readonly #entries = new Map<CacheKind, BoundedCache<string, Entry>>();
+  readonly #entries = new Map<CacheKind, ByteBoundedCache<string, Entry>>();
   /** Reads under way, shared by concurrent misses of one key. */
   readonly #loading = new Map<CacheKind, Map<string, Promise<unknown>>>();
   /** Bumped by every change of a kind: a read that saw another generation when it began is not kept. */
@@ -53,7 +59,14 @@ export class RowCache {
     this.#ttlMs = options.ttlMs ?? rowCacheTtlMs;
     this.#now = options.now ?? Date.now;
     for (const kind of cacheKinds) {
-      this.#entries.set(kind, new BoundedCache(maxEntries));
+      this.#entries.set(
+        kind,
+        new ByteBoundedCache<string, Entry>({
+          maxBytes: maxCachedBytes,
+          maxEntries,
+          sizeOf: (entry) => estimatedBytes(entry.value),
+        }),
+      );
       this.#loading.set(kind, new Map());
       this.#generation.set(kind, 0);
     }

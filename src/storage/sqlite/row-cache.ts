@@ -7,11 +7,25 @@
  * committed (driver.ts reads `PRAGMA data_version` before using them). The operation files read and
  * forget them; a rolled-back transaction, which may have cached rows it wrote, forgets them all (`clear`).
  */
-import { BoundedCache } from "../../bounded-cache.ts";
+import { BoundedCache, ByteBoundedCache, estimatedBytes } from "../../bounded-cache.ts";
 import type { ApiKey, Org, SourceRecord, Subscription, User, Webhook } from "../../domain/types.ts";
 
 /** Rows cached per connection; a cache that grew past this starts over (endpoint probes cannot grow it). */
 export const maxCachedRows = 10_000;
+
+/**
+ * Bytes of source rows kept in each of the two source caches. A source's configured props may hold about
+ * 1 MiB, so 10,000 rows could take 10 GiB: with a count alone, 4,000 such sources filled the heap. Past
+ * this the least recently read rows are let go and read again from the file at their next hit.
+ */
+export const maxCachedSourceBytes = 32 * 1024 * 1024;
+
+const sourceCache = () =>
+  new ByteBoundedCache<string, SourceRecord>({
+    maxBytes: maxCachedSourceBytes,
+    maxEntries: maxCachedRows,
+    sizeOf: estimatedBytes,
+  });
 
 /** The driver's row caches (one set per connection). */
 export class RowCache {
@@ -19,9 +33,9 @@ export class RowCache {
    * Sources by endpoint, read on every source endpoint hit. A write to `sources`, or a rolled-back
    * transaction that may have read its own uncommitted rows, clears the source caches.
    */
-  readonly sourcesByEndpoint = new BoundedCache<string, SourceRecord>(maxCachedRows);
+  readonly sourcesByEndpoint = sourceCache();
   /** The same rows by ID, read for every timer tick and source-to-source delivery; cleared with the above. */
-  readonly sourcesById = new BoundedCache<string, SourceRecord>(maxCachedRows);
+  readonly sourcesById = sourceCache();
   readonly users = new BoundedCache<string, User>(maxCachedRows);
   /** Webhooks, read for every delivery attempt; each write to one here forgets it. */
   readonly webhooks = new BoundedCache<string, Webhook>(maxCachedRows);

@@ -1,0 +1,97 @@
+/**
+ * What the server keeps in memory of large saved components and of sources with large configured props
+ * (docs/operations.md, "Memory the caches of components and sources take"): their caches are bounded by
+ * bytes, so saving or hitting many of them leaves the heap about where it was, and a component or source
+ * let go is read from the store again when next used.
+ */
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
+import { hit } from "../fixtures/components/fixtures.ts";
+import { startServer, type TestServer } from "../helpers.ts";
+
+// A full collection before each measure, so that what is measured is what the server keeps.
+setFlagsFromString("--expose-gc");
+const gc = runInNewContext("gc") as () => void;
+const mib = 1024 * 1024;
+const heapMib = () => {
+  gc();
+  return process.memoryUsage().heapUsed / mib;
+};
+
+let server: TestServer;
+before(async () => {
+  server = await startServer();
+});
+after(() => server.close());
+
+/** A component whose code is about 1 MB, unique to `i`, that emits when run. */
+function bigComponent(i: number): string {
+  const pad = JSON.stringify("x".repeat(1000 * 1000));
+  return `export default { name: "big${i}", version: "0.0.1", props: { http: "$.interface.http" }, async run() { this.$emit({ n: ${i}, pad: ${pad}.length }); } };`;
+}
+
+test("saving many large components keeps a bounded amount of them in memory, and each still runs", async (t) => {
+  const user = await server.createUser("component-cache");
+  const save = async (i: number) => {
+    const res = await server.api("POST", "/v1/components", {
+      key: user.key,
+      body: { component_code: bigComponent(i) },
+    });
+    assert.equal(res.status, 200, res.text);
+    return res.body.data.id as string;
+  };
+  const first = await save(0);
+  const before = heapMib();
+  // 2.5 times the caches' bound (32 MiB, components.ts): kept for ever, about 1 MiB a save stayed.
+  const count = 80;
+  for (let i = 1; i <= count; i++) await save(i);
+  const grown = heapMib() - before;
+  t.diagnostic(`the heap grew ${grown.toFixed(0)} MiB`);
+  assert.ok(grown < 52, `the heap grew ${grown.toFixed(0)} MiB`);
+  // The first component was let go long ago: it is read from the store and built again.
+  const res = await server.api("POST", "/v1/sources", { key: user.key, body: { component_id: first } });
+  assert.equal(res.status, 200, res.text);
+  const answer = await hit(res.body.data.endpoint_url, { method: "POST", body: "{}" });
+  assert.equal(answer.status, 200);
+});
+
+test("hitting many sources with large configured props keeps a bounded amount of their rows in memory", async (t) => {
+  const user = await server.createUser("source-cache");
+  const props = Array.from({ length: 15 }, (_, i) => `p${i}: { type: "string" }`).join(", ");
+  const code = `export default { name: "fat", version: "0.0.1", props: { http: "$.interface.http", ${props} }, async run() {} };`;
+  const component = await server.api("POST", "/v1/components", {
+    key: user.key,
+    body: { component_code: code },
+  });
+  assert.equal(component.status, 200, component.text);
+  const deploy = async (i: number) => {
+    // About 0.95 MiB of props a source.
+    const configured_props: Record<string, string> = {};
+    for (let k = 0; k < 15; k++) configured_props[`p${k}`] = `${i}-${k}-${"y".repeat(63 * 1024)}`;
+    const res = await server.api("POST", "/v1/sources", {
+      key: user.key,
+      body: { component_id: component.body.data.id, configured_props },
+    });
+    assert.equal(res.status, 200, res.text);
+    return res.body.data.endpoint_url as string;
+  };
+  const urls = [await deploy(0)];
+  // Four times one source cache's bound (32 MiB, row-cache.ts; SQLite keeps rows by endpoint and by ID).
+  const count = 128;
+  for (let i = 1; i < count; i++) urls.push(await deploy(i));
+  const before = heapMib();
+  for (let i = 0; i < urls.length; i += 10) {
+    const answers = await Promise.all(
+      urls.slice(i, i + 10).map((url) => hit(url, { method: "POST", body: "{}" })),
+    );
+    for (const answer of answers) assert.equal(answer.status, 200);
+  }
+  const grown = heapMib() - before;
+  // Kept for ever, each row hit stayed: about 0.95 MiB a source.
+  t.diagnostic(`the heap grew ${grown.toFixed(0)} MiB`);
+  assert.ok(grown < 80, `the heap grew ${grown.toFixed(0)} MiB`);
+  // The first source's row was let go: its endpoint still answers.
+  assert.equal((await hit(urls[0]!, { method: "POST", body: "{}" })).status, 200);
+});
