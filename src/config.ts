@@ -52,6 +52,8 @@ export interface Config {
   webhookAllowPrivate: boolean;
   /** Hostnames (`*.corp.example` too), IP addresses and CIDR ranges deliveries may reach even when private. */
   webhookAllowHosts: string[];
+  /** Deliveries of one owner sent at once by this node, all their destinations together (FOUNT_DELIVERY_MAX_PER_OWNER). */
+  deliveryMaxPerOwner: number;
   logLevel: string;
   /**
    * How log lines are written (LOG_FORMAT): `pretty` (one readable line each), `json` (pino's JSON lines);
@@ -334,6 +336,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     authFailureWindowMs: int(env, "FOUNT_AUTH_FAILURE_WINDOW_S", 300, 1) * 1000,
     webhookAllowPrivate: bool(env, "FOUNT_WEBHOOK_ALLOW_PRIVATE"),
     webhookAllowHosts: hostList(env, "FOUNT_WEBHOOK_ALLOW_HOSTS"),
+    deliveryMaxPerOwner: int(env, "FOUNT_DELIVERY_MAX_PER_OWNER", 32, 1),
     logLevel: env.LOG_LEVEL || "info",
     logFormat: logFormat(env),
     invocationTimeoutMs: int(env, "FOUNT_INVOCATION_TIMEOUT_MS", 30_000, 100),

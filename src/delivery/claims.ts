@@ -11,6 +11,7 @@ import type { Clock } from "../clock.ts";
 import type { Delivery } from "../domain/types.ts";
 import type { Storage } from "../storage/port.ts";
 import type { DispatcherOptions } from "./options.ts";
+import { OwnerHolds } from "./owner-holds.ts";
 import { adjust } from "./tally.ts";
 
 /**
@@ -87,6 +88,8 @@ export class DeliveryClaims {
   readonly #heldPerKey = new Map<string, number>();
   /** Destination key of each listener seen, to leave busy destinations out of the next claim. */
   readonly #keyOf = new Map<string, string>();
+  /** Held deliveries per owner, to leave an owner at `maxHeldPerOwner` out of the next claim. */
+  readonly #owners = new OwnerHolds();
   /**
    * Deliveries this run claimed whose result or release could not be written because the store was
    * out of reach: still claimed in the store, so no claim would take them again. They are released
@@ -146,11 +149,15 @@ export class DeliveryClaims {
     return Math.max(1, Math.floor(this.#d.options.maxHeldPerHost / claimBatchShare));
   }
 
-  /** How many more deliveries of `listenerId` this node may hold now. */
+  /** How many more deliveries of `listenerId` this node may hold now, for its destination and its owner. */
   #room(listenerId: string): number {
     const key = this.#keyOf.get(listenerId);
     const held = key === undefined ? 0 : (this.#heldPerKey.get(key) ?? 0);
-    return this.#d.options.maxHeldPerHost - held - (this.#unpreparedPerListener.get(listenerId) ?? 0);
+    const hostRoom =
+      this.#d.options.maxHeldPerHost - held - (this.#unpreparedPerListener.get(listenerId) ?? 0);
+    const owner = this.#owners.ownerOfListener(listenerId);
+    if (owner === undefined) return hostRoom;
+    return Math.min(hostRoom, this.#d.options.maxHeldPerOwner - this.#owners.held(owner));
   }
 
   /**
@@ -208,6 +215,7 @@ export class DeliveryClaims {
       this.#inactiveSeen.delete(d.listenerId);
     }
     if (this.#d.handling.size + this.#unpublished >= this.#d.options.maxHeld) return false;
+    if (this.#owners.held(d.ownerId) >= this.#d.options.maxHeldPerOwner) return false;
     // Deliveries of the destination being sent or waiting for a slot; not those only waiting for their
     // result's commit, which the group commit shares with the emits and which may take a while.
     const key = this.#keyOf.get(d.listenerId);
@@ -224,12 +232,16 @@ export class DeliveryClaims {
   #forgetUnpublished(now: number): void {
     this.#lastForgetMs = now;
     for (const [id, claim] of this.#unprepared)
-      if (!claim.published && now - claim.atMs > routedClaimForgetMs) this.prepared(id);
+      if (!claim.published && now - claim.atMs > routedClaimForgetMs) {
+        this.prepared(id);
+        this.#owners.finished(id);
+      }
   }
 
   #addUnprepared(d: Delivery, now: number, published: boolean): void {
     this.#unprepared.set(d.id, { listenerId: d.listenerId, atMs: now, published });
     adjust(this.#unpreparedPerListener, d.listenerId, 1);
+    this.#owners.add(d);
     if (!published) this.#unpublished++;
   }
 
@@ -249,6 +261,7 @@ export class DeliveryClaims {
   committed(d: Delivery): boolean {
     if (this.#d.stopped()) {
       this.prepared(d.id);
+      this.#owners.finished(d.id);
       this.#leftovers.add(d.id);
       return false;
     }
@@ -276,6 +289,11 @@ export class DeliveryClaims {
       // Their lease runs out, or this node's next start releases them: none is lost.
       this.#d.logger?.warn({ err, ids: ids.length }, "could not release deliveries routed while stopping");
     }
+  }
+
+  /** A delivery is done with on this node (settled, released or left claimed): its owner holds one less. */
+  finished(id: string): void {
+    this.#owners.finished(id);
   }
 
   /** Gives deliveries this node claimed back to the queue, untouched. */
@@ -348,7 +366,11 @@ export class DeliveryClaims {
     const room: Record<string, number> = {};
     // Deliveries claimed count from the start, before they know their destination; a new listener's
     // first deliveries (destination not known yet) count against the listener itself.
-    const listeners = new Set([...this.#keyOf.keys(), ...this.#unpreparedPerListener.keys()]);
+    const listeners = new Set([
+      ...this.#keyOf.keys(),
+      ...this.#unpreparedPerListener.keys(),
+      ...this.#owners.listeners(),
+    ]);
     for (const listener of listeners) {
       const left = this.#room(listener);
       if (left <= 0) except.push(listener);
@@ -378,10 +400,30 @@ export class DeliveryClaims {
     this.#starved = claimed.length >= free;
     this.#leftOut = new Set(except);
     this.#filled = new Set(claimed.map((d) => d.listenerId));
+    // One claim may take more of an owner than its room (several listeners, or one not seen before):
+    // the excess goes back to the queue untouched, and the next claim leaves the owner out.
+    const over: string[] = [];
     for (const d of claimed) {
+      if (this.#owners.held(d.ownerId) >= this.#d.options.maxHeldPerOwner) {
+        this.#owners.see(d);
+        over.push(d.id);
+        continue;
+      }
       this.#addUnprepared(d, now, true);
       start(d);
     }
-    return claimed.length;
+    if (over.length > 0) {
+      try {
+        await this.release(over);
+      } catch (err) {
+        // Released before the next claim, or by their lease: none is lost.
+        for (const id of over) this.leftClaimed(id);
+        this.#d.logger?.warn(
+          { err, ids: over.length },
+          "could not give back deliveries past an owner's hold",
+        );
+      }
+    }
+    return claimed.length - over.length;
   }
 }

@@ -15,7 +15,7 @@ import type { AddressPolicy } from "./address-guard.ts";
 import { destinationRefusedCode } from "./address-guard.ts";
 import { AnswerReader } from "./answer-reader.ts";
 import { AttemptDeadlines } from "./attempt-deadlines.ts";
-import { describeNetworkError, storableText } from "./attempt-record.ts";
+import { describeNetworkError, storableText, successResponseBytes } from "./attempt-record.ts";
 import { endAttempt, startHttpAttempt } from "./attempt-span.ts";
 import type { AttemptOutcome } from "./outcome.ts";
 import { parseRetryAfter } from "./schedule.ts";
@@ -211,9 +211,14 @@ export class HttpSender {
       );
       const res = await reader.answer;
       detail.responseHeaders = res.headers;
-      detail.responseTruncated = res.truncated;
+      // A success keeps less of its answer than a failure (`successResponseBytes`).
+      const ok = res.statusCode >= 200 && res.statusCode < 300;
+      const kept = ok ? Math.min(res.bodyBytes, successResponseBytes) : res.bodyBytes;
+      detail.responseTruncated = res.truncated || kept < res.bodyBytes;
       const response =
-        res.bodyBytes > 0 ? storableText(Buffer.concat(res.body, res.bodyBytes).toString("utf8")) : undefined;
+        kept > 0
+          ? storableText(Buffer.concat(res.body, res.bodyBytes).subarray(0, kept).toString("utf8"))
+          : undefined;
       return this.#outcome(res.statusCode, res.headers, response, detail);
     } catch (err) {
       if (stop.aborted) return { kind: "release" };

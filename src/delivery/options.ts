@@ -16,6 +16,13 @@ export interface DispatcherOptions {
   maxHeldPerHost: number;
   /** Deliveries claimed and not finished, all destinations together (in flight and waiting). */
   maxHeld: number;
+  /**
+   * Deliveries of one owner in flight at once, all their destinations together
+   * (`FOUNT_DELIVERY_MAX_PER_OWNER`): the rest of `maxConcurrency` stays free for the other owners.
+   */
+  maxPerOwner: number;
+  /** Deliveries of one owner claimed and not finished (in flight and waiting): the rest of `maxHeld` is the others'. */
+  maxHeldPerOwner: number;
   /** Least time between two claims, so that a stream of wake-ups cannot turn into a stream of queries. */
   minClaimGapMs: number;
   /** How long one HTTP attempt may take, answer included. */
@@ -53,6 +60,10 @@ export const defaultDispatcherOptions: DispatcherOptions = {
   maxPerHost: 32,
   maxHeldPerHost: 128,
   maxHeld: 512,
+  // One owner may use a quarter of the sends and of the held deliveries: others always find slots,
+  // and one owner's single busy host still gets as many sockets as `maxPerHost` allows.
+  maxPerOwner: 32,
+  maxHeldPerOwner: 128,
   minClaimGapMs: 2,
   timeoutMs: 15_000,
   leaseMarginMs: 30_000,

@@ -72,6 +72,7 @@ export class DeliverySending {
       )
       .finally(() => {
         claims.prepared(d.id);
+        claims.finished(d.id);
         inflight.delete(d.id);
         this.#finished++;
         // Its slot is free: claim again when something may be waiting for it (the last claim took some,
@@ -97,8 +98,8 @@ export class DeliverySending {
     let { key } = prepared;
     claims.hold(d.listenerId, key);
     try {
-      const waitedFrom = slots.canSend(key) ? undefined : performance.now();
-      if (!(await slots.acquire(key))) {
+      const waitedFrom = slots.canSend(key, d.ownerId) ? undefined : performance.now();
+      if (!(await slots.acquire(key, d.ownerId))) {
         // Stopping: the delivery stays pending for the next run.
         await claims.release([d.id]);
         return false;
@@ -107,12 +108,12 @@ export class DeliverySending {
         // It waited long for its host: the listener may have changed (deleted, deactivated, new URL).
         const again = await this.#prepare(d);
         if (!("key" in again) || again.key !== key) {
-          slots.release(key);
+          slots.release(key, d.ownerId);
           if (!("key" in again)) return this.#finish(d, again, clock.now(), 0);
           claims.unhold(key);
           key = again.key;
           claims.hold(d.listenerId, key);
-          if (!(await slots.acquire(key))) {
+          if (!(await slots.acquire(key, d.ownerId))) {
             await claims.release([d.id]);
             return false;
           }
@@ -134,7 +135,7 @@ export class DeliverySending {
           ? { kind: "release" }
           : { kind: "retry", error: (err as Error).message || String(err) };
       } finally {
-        slots.release(key);
+        slots.release(key, d.ownerId);
       }
       return await this.#finish(d, outcome, started, Math.round(performance.now() - startedAt));
     } finally {

@@ -61,7 +61,12 @@ export function setUpDelivery(s: DeliverySetup): DeliveryDispatcher {
       nodeId: s.config.nodeId,
       member: s.member,
     },
-    s.options,
+    {
+      // An owner's claimed deliveries: four times its sends, as `maxHeldPerHost` is to `maxPerHost`.
+      maxPerOwner: s.config.deliveryMaxPerOwner,
+      maxHeldPerOwner: 4 * s.config.deliveryMaxPerOwner,
+      ...s.options,
+    },
   );
   return dispatcher;
 }

@@ -170,13 +170,13 @@ test("a chunked answer written a byte at a time, after a 103, with extensions an
   assert.equal(raw.connections(), 1, "a complete chunked answer leaves the connection reusable");
 });
 
-test("an answer longer than 64 KB is kept to 64 KB and marked cut, chunked or not", async () => {
+test("a failure's answer longer than 64 KB is kept to 64 KB and marked cut, chunked or not", async () => {
   const big = "a".repeat(100_000);
   const { url } = await listen(
     http.createServer((req, res) => {
       req.resume();
       const chunked = req.url!.includes("chunked");
-      res.writeHead(200, chunked ? {} : { "content-length": big.length });
+      res.writeHead(502, chunked ? {} : { "content-length": big.length });
       if (chunked) for (let i = 0; i < 10; i++) res.write(big.slice(i * 10_000, (i + 1) * 10_000));
       res.end(chunked ? undefined : big);
     }),
@@ -184,19 +184,40 @@ test("an answer longer than 64 KB is kept to 64 KB and marked cut, chunked or no
   const s = sender();
   for (const u of [url, `${url}&chunked`]) {
     const o = await send(s, delivery(u));
-    assertKind(o, "succeeded");
-    if (o.kind !== "succeeded") return;
+    assertKind(o, "retry");
+    if (o.kind !== "retry") return;
     assert.equal(o.response!.length, 64 * 1024, u);
     assert.equal(o.detail!.responseTruncated, true, u);
   }
   const exact = await listen(
     http.createServer((req, res) => {
       req.resume();
-      res.end("b".repeat(64 * 1024));
+      res.writeHead(502).end("b".repeat(64 * 1024));
     }),
   );
   const o = await send(s, delivery(exact.url));
-  assert.equal(o.kind === "succeeded" && o.detail!.responseTruncated, false, "exactly 64 KB is not cut");
+  assert.equal(o.kind === "retry" && o.detail!.responseTruncated, false, "exactly 64 KB is not cut");
+});
+
+test("a success's answer is kept to 4 KiB and marked cut beyond", async () => {
+  const { url } = await listen(
+    http.createServer((req, res) => {
+      req.resume();
+      res.end(req.url!.includes("exact") ? "e".repeat(4096) : "a".repeat(100_000));
+    }),
+  );
+  const s = sender();
+  const o = await send(s, delivery(url));
+  assertKind(o, "succeeded");
+  if (o.kind !== "succeeded") return;
+  assert.equal(o.response, "a".repeat(4096));
+  assert.equal(o.detail!.responseTruncated, true);
+  const exact = await send(s, delivery(`${url}&exact`));
+  assert.equal(
+    exact.kind === "succeeded" && exact.detail!.responseTruncated,
+    false,
+    "exactly 4 KiB is not cut",
+  );
 });
 
 test("an answer without length runs to the connection's end; a 204 has no body and keeps the connection", async () => {
