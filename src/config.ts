@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -37,6 +38,14 @@ export interface Config {
   bootstrapApiKey: string | undefined;
   /** Requests per minute per API key; 0 turns the limit off. */
   rateLimit: number;
+  /** Time a request may take to arrive whole, headers and body (FOUNT_REQUEST_TIMEOUT_MS). */
+  requestTimeoutMs: number;
+  /** Time a request's headers may take to arrive (FOUNT_HEADERS_TIMEOUT_MS). */
+  headersTimeoutMs: number;
+  /** Connections each listener holds at once (FOUNT_MAX_CONNECTIONS). */
+  maxConnections: number;
+  /** Connections one client address may hold on each listener; 0: no bound (FOUNT_MAX_CONNECTIONS_PER_ADDRESS). */
+  maxConnectionsPerAddress: number;
   /** SSE streams one user may have open on a node at once (FOUNT_SSE_MAX_STREAMS). */
   sseMaxStreams: number;
   /** SSE streams one user may have replaying stored events on a node at once (FOUNT_SSE_MAX_REPLAYS). */
@@ -238,6 +247,25 @@ function hostList(env: NodeJS.ProcessEnv, name: string): string[] {
   return entries;
 }
 
+/**
+ * Connections each of the two listeners holds by default: 40 % of the process's open-file limit, so that
+ * both together leave a fifth of the descriptors to the store, the executors and outgoing requests (a
+ * flood of connections took every descriptor before, and then the store's too). 4,096 where the limit
+ * cannot be read (not Linux).
+ */
+function defaultMaxConnections(): number {
+  try {
+    const line = readFileSync("/proc/self/limits", "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("Max open files"));
+    const soft = Number(line?.split(/\s{2,}/)[1]);
+    if (Number.isFinite(soft) && soft > 0) return Math.max(64, Math.floor(soft * 0.4));
+  } catch {
+    // Not Linux: the fallback below.
+  }
+  return 4096;
+}
+
 /** Names proxy-addr (Fastify's `trustProxy`) accepts for sets of addresses, besides IPs and CIDRs. */
 const proxyRanges = new Set(["loopback", "linklocal", "uniquelocal"]);
 
@@ -329,6 +357,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     installMaxMb: int(env, "FOUNT_INSTALL_MAX_MB", 512, 1),
     bootstrapApiKey: env.FOUNT_BOOTSTRAP_API_KEY || undefined,
     rateLimit: int(env, "FOUNT_RATE_LIMIT", 6000),
+    requestTimeoutMs: int(env, "FOUNT_REQUEST_TIMEOUT_MS", 30_000, 1000),
+    headersTimeoutMs: int(env, "FOUNT_HEADERS_TIMEOUT_MS", 15_000, 1000),
+    maxConnections: int(env, "FOUNT_MAX_CONNECTIONS", defaultMaxConnections(), 1),
+    maxConnectionsPerAddress: int(env, "FOUNT_MAX_CONNECTIONS_PER_ADDRESS", 256, 0),
     sseMaxStreams: int(env, "FOUNT_SSE_MAX_STREAMS", 2000, 1),
     sseMaxReplays: int(env, "FOUNT_SSE_MAX_REPLAYS", 8, 1),
     trustProxy: trustProxy(env),

@@ -12,6 +12,10 @@ export const errorCatalogue = {
   csrf_rejected: { status: 403, message: "A cookie-signed request lacks the console's header" },
   not_found: { status: 404, message: "No such resource" },
   method_not_allowed: { status: 405, message: "Method not allowed on this path" },
+  request_timeout: {
+    status: 408,
+    message: "The request did not arrive whole in time (FOUNT_REQUEST_TIMEOUT_MS, FOUNT_HEADERS_TIMEOUT_MS)",
+  },
   conflict: { status: 409, message: "The resource conflicts with an existing one" },
   payload_too_large: { status: 413, message: "The request body is too large" },
   unsupported_media_type: { status: 415, message: "The request body must be application/json" },

@@ -13,7 +13,13 @@ import Fastify, { type FastifyServerOptions } from "fastify";
 import type { Config } from "../config.ts";
 import type { ForwardedHits } from "../domain/cluster/forwarded-hits.ts";
 import { forwardPath } from "../domain/cluster/forwarding-protocol.ts";
-import { EndpointListener, type ServerTimeouts, setUpServer } from "../http/endpoint-listener.ts";
+import {
+  type ConnectionLimits,
+  checkingInterval,
+  EndpointListener,
+  type ServerTimeouts,
+  setUpServer,
+} from "../http/endpoint-listener.ts";
 import { clientErrorHandler, frameworkErrors } from "../http/plugins/errors.ts";
 import { RequestLogController } from "../http/request-log.ts";
 import type { EndpointHandler } from "../http/routes/endpoints.ts";
@@ -48,10 +54,19 @@ export function createFastify(config: Config, logger: FastifyServerOptions["logg
     logger: logger ?? loggerOptions(config),
     logController: new RequestLogController(),
     serverFactory: (fastifyHandler, opts) => {
+      const limits: ConnectionLimits = {
+        headersTimeoutMs: config.headersTimeoutMs,
+        maxConnections: config.maxConnections,
+        // Behind a reverse proxy every connection comes from the proxy, which bounds its clients itself.
+        maxPerAddress: config.trustProxy === false ? config.maxConnectionsPerAddress : 0,
+      };
       const server = http.createServer(
         // Only the other nodes' forwarding connections are upgraded; any other request asking for an
         // upgrade (`Upgrade: h2c` from curl --http2, a WebSocket) is answered as a plain request.
-        { shouldUpgradeCallback: (req) => door.forwardedHits !== undefined && req.url === forwardPath },
+        {
+          shouldUpgradeCallback: (req) => door.forwardedHits !== undefined && req.url === forwardPath,
+          connectionsCheckingInterval: checkingInterval(limits),
+        },
         (req, res) => {
           if (door.endpoints?.onEndpointOrigin(req)) door.endpoints.listener(req, res);
           else fastifyHandler(req, res);
@@ -68,15 +83,19 @@ export function createFastify(config: Config, logger: FastifyServerOptions["logg
       });
       // Fastify has filled in its defaults by now.
       const timeouts = opts as unknown as ServerTimeouts;
-      setUpServer(server, timeouts);
+      setUpServer(server, timeouts, limits);
       // It binds only once the app listens (`listen` in app.ts), when `endpoints` is set.
       door.endpointListener = new EndpointListener(
         (req, res) => door.endpoints!.listener(req, res),
         timeouts,
+        limits,
       );
       return server;
     },
     bodyLimit: config.bodyLimitBytes,
+    // A request must arrive whole within this (Fastify's default, 0, let a dripping body hold its socket
+    // for ever); what the server then takes to answer is not bounded by it.
+    requestTimeout: config.requestTimeoutMs,
     routerOptions: { ignoreTrailingSlash: true, ignoreDuplicateSlashes: true, maxParamLength: 200 },
     genReqId: (req) => {
       const given = req.headers["x-request-id"];

@@ -120,20 +120,25 @@ export function frameworkErrors(err: FastifyError, request: FastifyRequest, repl
   sendError(reply, toAppError(err));
 }
 
+const statusTexts: Record<number, string> = { 408: "Request Timeout", 413: "Payload Too Large" };
+
 /**
  * For the Fastify option `clientErrorHandler`: requests Node's HTTP parser refuses before Fastify sees
- * them (request heads over 16 KB, malformed HTTP) get a catalogue body instead of Fastify's default one.
+ * them (request heads over 16 KB, malformed HTTP, a request that did not arrive in time) get a catalogue
+ * body instead of Fastify's default one.
  */
 export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === "ECONNRESET" || socket.destroyed) return;
   const appError =
     err.code === "HPE_HEADER_OVERFLOW"
       ? new AppError("payload_too_large", "The request line and headers are too large (at most 16 KB)")
-      : new AppError("invalid_parameter", "The request is not valid HTTP");
+      : err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+        ? new AppError("request_timeout")
+        : new AppError("invalid_parameter", "The request is not valid HTTP");
   const body = JSON.stringify(appError.toJSON());
   if (socket.writable) {
     socket.write(
-      `HTTP/1.1 ${appError.status} ${appError.status === 413 ? "Payload Too Large" : "Bad Request"}\r\n` +
+      `HTTP/1.1 ${appError.status} ${statusTexts[appError.status] ?? "Bad Request"}\r\n` +
         `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
         `Connection: close\r\n\r\n${body}`,
     );
