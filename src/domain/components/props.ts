@@ -14,6 +14,13 @@ export { isSealed, type SealedValue, type Sealer, secretMask };
 /** Largest configured value of one prop (JSON bytes), as the spec's limits table says. */
 export const maxPropValueBytes = 64 * 1024;
 
+/**
+ * Timer props one source may have. Each is a row claimed at every tick, and nothing bounded them: 100
+ * sources of 500 every-second timers (.probe-r2/p2-timers.ts) left another account's 1 s timer 2 ticks
+ * in 28 s. A component wanting several schedules needs a few; more is one timer's work.
+ */
+export const maxTimerProps = 10;
+
 const scalarTypes = new Set(["string", "integer", "boolean", "object", "any"]);
 const arrayTypes = new Set(["string[]", "integer[]", "boolean[]", "object[]", "any[]"]);
 /** Props the platform fills in; the user configures nothing for them. */
@@ -179,6 +186,13 @@ export async function validateProps(
   options: ValidateOptions,
 ): Promise<Record<string, unknown>> {
   const props = options.dynamic?.length ? [...meta.props, ...options.dynamic] : meta.props;
+  const timers = props.filter((p) => p.type === "$.interface.timer");
+  if (timers.length > maxTimerProps) {
+    throw propsInvalid(
+      timers[maxTimerProps]!.name,
+      `A source may have at most ${maxTimerProps} timer props ($.interface.timer); this one has ${timers.length}`,
+    );
+  }
   const known = new Map(props.map((p) => [p.name, p]));
   for (const name of Object.keys(given)) {
     if (!known.has(name)) throw propsInvalid(name, `The component has no prop named ${name}`);

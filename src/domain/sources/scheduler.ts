@@ -36,6 +36,15 @@ const pageSize = 500;
  */
 const minPassGapMs = 10;
 
+/**
+ * Longest a source's timers wait once its owner's daily quota is used up: until the next UTC day, or
+ * this long if sooner, so that a quota raised or a plan changed during the day takes within it. Without
+ * the wait, every tick was claimed, read and checked against the quota to be dropped: 50,000 one-second
+ * timers of one account past its quota were 50,000 claims a second for the rest of the day.
+ */
+const quotaWaitMs = 15 * 60_000;
+const dayMs = 86_400_000;
+
 /** What the scheduler works with. */
 export interface SchedulerDeps {
   store: Storage;
@@ -70,6 +79,8 @@ export class TimerScheduler {
   readonly #inflight = new Set<Promise<unknown>>();
   /** The UTC day of the last `quota_exceeded` note on each source's `$errors` (one a day is enough). */
   readonly #quotaNoted = new BoundedCache<string, string>(100_000);
+  /** Until when each source's timers were moved past a used-up quota (`#wait`), so that it is done once. */
+  readonly #waiting = new BoundedCache<string, number>(100_000);
   /**
    * Timers (by `timerKey`) whose run has not committed yet. Kept on this node only: with several nodes
    * the mark belongs in the timer's row, claimed with the tick (docs/architecture.md#timers).
@@ -228,6 +239,22 @@ export class TimerScheduler {
     );
   }
 
+  /**
+   * Moves a source's timers whose owner's quota is used up to their first slot after the next UTC day
+   * begins (or `quotaWaitMs` from now, if sooner), in one transaction; the ticks between are not fired
+   * later, as ticks missed while down are not.
+   */
+  async #wait(sourceId: string, nowMs: number): Promise<void> {
+    if ((this.#waiting.get(sourceId) ?? 0) > nowMs) return;
+    const untilMs = Math.min(nowMs - (nowMs % dayMs) + dayMs, nowMs + quotaWaitMs);
+    this.#waiting.set(sourceId, untilMs);
+    await this.#d.committer.submit(async (tx) => {
+      for (const t of await tx.listTimers(sourceId))
+        if (t.nextRunMs < untilMs)
+          await tx.claimTimer(t.sourceId, t.propName, t.nextRunMs, nextRun(t, t.nextRunMs, untilMs - 1));
+    });
+  }
+
   async #fire(timer: TimerRecord): Promise<RunOutcome | undefined> {
     const { store, runner, bus } = this.#d;
     const source = await store.getSource(timer.sourceId);
@@ -252,6 +279,7 @@ export class TimerScheduler {
         skipped: "quota",
       });
       const now = this.#d.clock.now();
+      await this.#wait(source.id, now);
       // One note a source a day: a free account with many every-second timers past its quota wrote an
       // `$errors` entry per tick, which is a store write per source per second for the rest of the day.
       const day = usageDay(now);

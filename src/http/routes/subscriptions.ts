@@ -9,7 +9,7 @@ import {
 } from "../../delivery/routing.ts";
 import { normalizeChannel } from "../../domain/events/channels.ts";
 import type { AutoSubscription, Subscription } from "../../domain/types.ts";
-import { invalidParameter, notFound } from "../../errors.ts";
+import { AppError, invalidParameter, notFound } from "../../errors.ts";
 import { newId } from "../../ids.ts";
 import {
   actingOwner,
@@ -54,6 +54,54 @@ const eventName = Type.String({
   description: "Channel: empty or default, $errors, $logs, or a custom name",
 });
 
+/**
+ * Backfills one owner may start per hour on a node. Each copies up to 32 MiB in one store transaction,
+ * and deleting the subscription lets the same pair be created again at once: without a rate, a loop of
+ * create (backfill) and delete rewrote that much per request (docs/delivery.md, "Backfill"). Per owner,
+ * not per emitter and listener, because new webhooks make new pairs for free. Ten covers setting up a
+ * handful of listeners, and a retry or two, in one sitting.
+ */
+export const backfillsPerHour = 10;
+const hourMs = 3_600_000;
+
+/**
+ * The start times of each owner's backfills in the last hour, on this node. In memory: a restart (or
+ * another node) starts the count over, which at most doubles the rate for that hour.
+ */
+class BackfillRate {
+  readonly #starts = new Map<string, number[]>();
+  /** Past this many owners, the next reservation drops those with no backfill in the last hour. */
+  #sweepAt = 1024;
+
+  /** Counts one backfill for `ownerId` (429 past the rate); the returned function takes it back. */
+  reserve(ownerId: string, nowMs: number): () => void {
+    if (this.#starts.size >= this.#sweepAt) {
+      for (const [owner, list] of this.#starts)
+        if (list.at(-1)! <= nowMs - hourMs) this.#starts.delete(owner);
+      this.#sweepAt = Math.max(1024, this.#starts.size * 2);
+    }
+    const recent = (this.#starts.get(ownerId) ?? []).filter((t) => t > nowMs - hourMs);
+    if (recent.length >= backfillsPerHour) {
+      const retryAfter = Math.max(1, Math.ceil((recent[0]! + hourMs - nowMs) / 1000));
+      throw new AppError(
+        "rate_limited",
+        `At most ${backfillsPerHour} backfills an hour per account: retry in ${retryAfter} s, or subscribe without backfill (and replay the events you need)`,
+        {
+          details: { field: "backfill", retry_after_seconds: retryAfter },
+          headers: { "retry-after": String(retryAfter) },
+        },
+      );
+    }
+    recent.push(nowMs);
+    this.#starts.set(ownerId, recent);
+    return () => {
+      const list = this.#starts.get(ownerId);
+      const i = list?.lastIndexOf(nowMs) ?? -1;
+      if (i >= 0) list!.splice(i, 1);
+    };
+  }
+}
+
 export function renderSubscription(s: Subscription): Record<string, unknown> {
   return { id: s.id, emitter_id: s.emitterId, listener_id: s.listenerId, event_name: s.eventName };
 }
@@ -66,6 +114,7 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
   const { store, clock, config } = app.fount;
   const tags = ["subscriptions"];
   const now = () => Math.floor(clock.now() / 1000);
+  const backfillRate = new BackfillRate();
 
   /** A concrete ID must name a resource the caller can see; unknown and foreign look the same. */
   async function requireVisible(request: FastifyRequest, id: string, what: string): Promise<void> {
@@ -81,7 +130,8 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
         summary: "Subscribe a listener to an emitter's channel",
         description:
           "Parameters may be sent in the query string (as Pipedream's clients do) or the JSON body. Creating the same subscription twice returns the existing one, unchanged (a backfill asked for again is not queued again). " +
-          `At most ${config.maxListenersPerEmitter} subscriptions (FOUNT_MAX_LISTENERS_PER_EMITTER) may route one emitter's events, a dc_* or p_* glob counting for each emitter it covers: one more is a 409 (docs/delivery.md).`,
+          `At most ${config.maxListenersPerEmitter} subscriptions (FOUNT_MAX_LISTENERS_PER_EMITTER) may route one emitter's events, a dc_* or p_* glob counting for each emitter it covers: one more is a 409 (docs/delivery.md). ` +
+          `An account may start at most ${backfillsPerHour} backfills an hour (per node): one more is a 429 with Retry-After, and the subscription is not created.`,
         body: Type.Object(
           {
             ...commonParams,
@@ -117,8 +167,11 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
       const ownerId = actingOwner(request, p.org_id);
       await requireVisible(request, p.emitter_id, "Emitter");
       await requireVisible(request, p.listener_id, "Listener");
+      // Reserved before the transaction, so that concurrent requests cannot all pass; given back when
+      // nothing was copied (the subscription existed, the channel was empty, or the request failed).
+      const release = p.backfill ? backfillRate.reserve(ownerId, clock.now()) : undefined;
       // One transaction: backfilled events queue ahead of any event stored after the subscription.
-      const { sub, backfilled } = await store.transaction(async (tx) => {
+      const created = store.transaction(async (tx) => {
         const id = newId("sub");
         const sub = await tx.upsertSubscription({
           id,
@@ -135,6 +188,10 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
         const window = await app.fount.retention.windowOf(tx, sub.emitterId, channel);
         return { sub, backfilled: await enqueueBackfill(tx, sub, clock.now(), window) };
       });
+      // A failed request copied nothing (its rejection is awaited below).
+      created.catch(() => release?.());
+      const { sub, backfilled } = await created;
+      if (backfilled === 0) release?.();
       if (backfilled > 0) app.fount.dispatcher.wake();
       return { data: renderSubscription(sub) };
     },
@@ -169,11 +226,13 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
         org_id?: string;
       };
       const owners = q.org_id ? [actingOwner(request, q.org_id)] : visibleOwners(request);
-      const removed = await store.deleteSubscriptions(owners, {
+      // One transaction: the subscriptions and what they had not delivered go together.
+      const match = {
         emitterId: q.emitter_id,
         listenerId: q.listener_id,
         eventName: normalizeChannel(q.event_name),
-      });
+      };
+      const removed = await store.transaction((tx) => tx.deleteSubscriptions(owners, match));
       if (removed.length === 0) throw notFound("Subscription");
       return { data: removed.map(renderSubscription) };
     },

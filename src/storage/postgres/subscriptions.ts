@@ -47,15 +47,26 @@ export function subscriptionOps(q: Sql, remember = false): SubscriptionOps {
         seq: Number(r.seq),
       })),
 
-    deleteSubscriptions: (ownerIds, m) => {
+    deleteSubscriptions: async (ownerIds, m) => {
       changed();
-      return q.all(
+      const found = await q.all(
         `DELETE FROM subscriptions
          WHERE owner_id = ANY($1::text[]) AND emitter_id = $2 AND listener_id = $3 AND event_name = $4
          RETURNING *`,
         [ownerIds, m.emitterId, m.listenerId, m.eventName],
         toSubscription,
       );
+      // What the subscriptions had not delivered goes with them, as in SQLite's (the same file there).
+      const ids = found.map((s) => s.id);
+      if (ids.length > 0) {
+        const of = "listener_id = $1 AND subscription_id = ANY($2::text[])";
+        await q.run(`DELETE FROM deliveries WHERE status = 'pending' AND claimed_by IS NULL AND ${of}`, [
+          m.listenerId,
+          ids,
+        ]);
+        await q.run(`DELETE FROM deliveries WHERE claimed_by IS NOT NULL AND ${of}`, [m.listenerId, ids]);
+      }
+      return found;
     },
 
     deleteSubscriptionsOf: async (resourceId) => {

@@ -37,6 +37,22 @@ export function subscriptionOps(q: Sql, rows: RowCache): SubscriptionOps {
       const found = q.all(`SELECT * FROM subscriptions WHERE ${where}`, params, toSubscription);
       rows.matches.clear();
       q.run(`DELETE FROM subscriptions WHERE ${where}`, params);
+      // What the subscription had not delivered goes with it: otherwise each create (with backfill) and
+      // delete of one pair left up to 32 MiB queued, a cycle at a time (docs/delivery.md, "Backfill").
+      // As `deleteRoutesBetween`, through the partial index of each undelivered state.
+      const ids = found.map((s) => s.id);
+      if (ids.length > 0) {
+        const of = `listener_id = ? AND subscription_id IN (${placeholders(ids)})`;
+        const args = [m.listenerId, ...ids];
+        q.run(
+          `DELETE FROM deliveries INDEXED BY deliveries_claimable WHERE status = 'pending' AND claimed_by IS NULL AND ${of}`,
+          args,
+        );
+        q.run(
+          `DELETE FROM deliveries INDEXED BY deliveries_claimed WHERE claimed_by IS NOT NULL AND ${of}`,
+          args,
+        );
+      }
       return found;
     },
 
