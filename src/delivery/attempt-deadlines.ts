@@ -53,12 +53,14 @@ export class AttemptDeadlines<K> {
     this.#timerAt = Number.POSITIVE_INFINITY;
     const now = performance.now();
     let next = Number.POSITIVE_INFINITY;
-    const expired: K[] = [];
+    const expired: Array<[K, number]> = [];
     for (const [key, at] of this.#due) {
-      if (at <= now) expired.push(key);
+      if (at <= now) expired.push([key, at]);
       else if (at < next) next = at;
     }
-    for (const key of expired) {
+    // In the order of their deadlines, also when a late timer finds several past due (a loaded machine).
+    expired.sort((a, b) => a[1] - b[1]);
+    for (const [key] of expired) {
       this.#due.delete(key);
       this.#expired(key);
     }
