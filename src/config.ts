@@ -71,6 +71,10 @@ export interface Config {
   logFormat: "pretty" | "json" | undefined;
   /** Per-invocation wall-clock limit for component code. */
   invocationTimeoutMs: number;
+  /** Endpoint hits one source may have waiting for (or in) their run on a node; past it, 429 (FOUNT_MAX_QUEUED_HITS). */
+  maxQueuedHits: number;
+  /** Body bytes those hits may hold together (FOUNT_MAX_QUEUED_HIT_BYTES). */
+  maxQueuedHitBytes: number;
   /** PEM file of extra CAs that component code trusts (FOUNT_EXECUTOR_CA_CERTS). */
   executorCaCerts: string | undefined;
   /** Memory cap of each executor process. */
@@ -372,6 +376,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     logLevel: env.LOG_LEVEL || "info",
     logFormat: logFormat(env),
     invocationTimeoutMs: int(env, "FOUNT_INVOCATION_TIMEOUT_MS", 30_000, 100),
+    // 100 hits keep a source's burst within one executor batch; 16 MiB is 32 hits at the 512 KB body limit.
+    maxQueuedHits: int(env, "FOUNT_MAX_QUEUED_HITS", 100, 1),
+    maxQueuedHitBytes: int(env, "FOUNT_MAX_QUEUED_HIT_BYTES", 16 * 1024 * 1024, 1),
     executorCaCerts: env.FOUNT_EXECUTOR_CA_CERTS ? path.resolve(env.FOUNT_EXECUTOR_CA_CERTS) : undefined,
     executorMemoryMb: int(env, "FOUNT_EXECUTOR_MEMORY_MB", 256, 32),
     executorScratchMb: int(env, "FOUNT_EXECUTOR_SCRATCH_MB", 256, 1),

@@ -83,6 +83,14 @@ export class AppError extends Error {
   }
 }
 
+/**
+ * Why a hit whose client went away before its run started was dropped: nobody hears it but the log
+ * line, and nothing of it ran or counts in the quota. Thrown by the runner and by the executor pool,
+ * whichever finds it first.
+ */
+export const clientLeft = (): AppError =>
+  new AppError("invalid_parameter", "The client went away before the hit's run started; it did not run");
+
 /** Shorthand for the commonest error: a named field is missing or invalid. */
 export function invalidParameter(field: string, message: string): AppError {
   return new AppError("invalid_parameter", message, { details: { field } });

@@ -123,6 +123,8 @@ export interface InvokeRequest {
   invocation: InvocationKind;
   /** Wall-clock limit for this invocation; past it the executor is killed and replaced. */
   timeoutMs: number;
+  /** Aborted: the invocation is dropped, failing with the signal's reason, while it waits unsent. */
+  signal?: AbortSignal | undefined;
 }
 
 export interface EmitMeta {

@@ -13,6 +13,7 @@ import type { Clock } from "../../clock.ts";
 import type { Config } from "../../config.ts";
 import type { SecretBox } from "../../crypto/secret-box.ts";
 import { endpointUrlOf } from "../../endpoint-origin.ts";
+import { clientLeft } from "../../errors.ts";
 import type { Executor, HttpResponse, InvocationKind, InvokeResult } from "../../runtime/types.ts";
 import type { Storage } from "../../storage/port.ts";
 import { type SpanContext, tracing } from "../../tracing.ts";
@@ -27,7 +28,7 @@ import { holdQuota, type QuotaHold } from "./quota-hold.ts";
 import { eventOf, RunCommits, type RunOutcome, type Trigger } from "./run-commit.ts";
 import { runLeases } from "./run-lease.ts";
 import { endRunSpan, startRunSpan } from "./run-span.ts";
-import { SourceChain } from "./source-chain.ts";
+import { HitBacklog, SourceChain } from "./source-chain.ts";
 import { type SourceDb, SourceDbs } from "./source-db.ts";
 
 export type { QuotaHold } from "./quota-hold.ts";
@@ -68,6 +69,10 @@ export interface InvokeOptions {
   movable?: boolean;
   /** With traces on: the span of what triggered it (an endpoint hit, a delivery attempt), the run's span's parent. */
   trace?: SpanContext | undefined;
+  /** From `quotaOf`: an endpoint hit's place in its source's backlog (`HitBacklog`), given back once it settled. */
+  leave?: () => void;
+  /** Aborted: the invocation is dropped while it has not started (an endpoint hit whose client went away). */
+  signal?: AbortSignal | undefined;
 }
 
 /** A run handed to the executor: its component, and its result to come. */
@@ -79,6 +84,7 @@ interface HandedOver {
 export class SourceRunner {
   readonly #d: RunnerDeps;
   readonly #chain = new SourceChain();
+  readonly #backlog: HitBacklog;
   readonly #dbs: SourceDbs;
   readonly #configs: InvokeConfigs;
   readonly #commits: RunCommits;
@@ -88,6 +94,7 @@ export class SourceRunner {
     this.#dbs = new SourceDbs(deps.store, deps.config);
     this.#configs = new InvokeConfigs(deps.store, deps.secrets);
     this.#commits = new RunCommits({ ...deps, dbs: this.#dbs });
+    this.#backlog = new HitBacklog(deps.config);
   }
 
   /** The endpoint URL of a source's HTTP interface, on the endpoint origin (FOUNT_ENDPOINT_URL). */
@@ -118,10 +125,24 @@ export class SourceRunner {
    * An endpoint hit's quota for `invoke`: checked now (`hold`), or, for a hit that may move to another
    * node, once this node holds the source's lease (`quota`), so that it counts only where it runs. Not
    * in the source's chain otherwise: on SQLite each check waits for the store's lock, which would hold
-   * the source's next hits.
+   * the source's next hits. Before it, the hit of `bytes` takes its place in the source's backlog
+   * (`leave`), or is refused with 429 `rate_limited` when the source has no room (`HitBacklog`).
    */
-  async quotaOf(source: SourceRecord, movable: boolean): Promise<Pick<InvokeOptions, "hold" | "quota">> {
-    return movable ? { quota: () => this.checkQuota(source) } : { hold: await this.checkQuota(source) };
+  async quotaOf(
+    source: SourceRecord,
+    movable: boolean,
+    bytes: number,
+  ): Promise<Pick<InvokeOptions, "hold" | "quota" | "leave">> {
+    // Its place in the source's backlog comes first: a hit the source has no room for costs no store write.
+    const leave = this.#backlog.admit(source.id, bytes);
+    try {
+      return movable
+        ? { quota: () => this.checkQuota(source), leave }
+        : { hold: await this.checkQuota(source), leave };
+    } catch (err) {
+      leave();
+      throw err;
+    }
   }
 
   invoke(
@@ -129,6 +150,7 @@ export class SourceRunner {
     invocation: InvocationKind,
     options: InvokeOptions = { trigger: "manual" },
   ): Promise<RunOutcome> {
+    const { signal, leave } = options;
     const started = this.#d.clock.now();
     const leases = runLeases(this.#d.leases, invocation);
     /** The run lease's generation this invocation runs under (several nodes only). */
@@ -154,6 +176,9 @@ export class SourceRunner {
       if (invocation.kind === "run" && !record.meta.hasRun) return { record, result: emitOnly(invocation) };
       db = await this.#dbs.of(source.id);
       const config = await this.#configs.of(record.meta, source, this.endpointUrl(source) ?? "");
+      // Nothing ran yet: a hit whose client went away meanwhile is dropped (the executor drops it too
+      // while it waits in the source's queue there).
+      if (signal?.aborted) throw clientLeft();
       const result = this.#d.executor.invoke(
         {
           ownerId: source.ownerId,
@@ -167,9 +192,14 @@ export class SourceRunner {
           dbVersion: db.version,
           invocation,
           timeoutMs: options.timeoutMs ?? this.#d.config.invocationTimeoutMs,
+          signal,
         },
         options.onRespond,
       );
+      // The executor fails a call it dropped with `clientLeft` too. The result is handed on as it is:
+      // results of one source reach their commits in the order they came only if each takes as many
+      // steps (a wrapper on hits with a client signal let a forwarded hit's commit overtake a local
+      // one's, which stored a counter's 249 before its 248).
       return { record, result };
     });
     // Apply the db writes, then commit: results of one source arrive in order, so db writes apply and
@@ -208,6 +238,7 @@ export class SourceRunner {
       if (db) this.#dbs.release(source.id, db);
     };
     void outcome.then(releaseDb, releaseDb);
+    if (leave) void outcome.then(leave, leave);
     if (leases) {
       const exit = () => {
         if (gen !== undefined) leases.exit(source.id);

@@ -164,6 +164,8 @@ interface Hit extends TracedHit {
   discardBody(): void;
   /** Sent on by another node: that node, when it said (placement counts where hits come in). */
   from?: string | undefined;
+  /** Aborts once a client went away unanswered: a hit still waiting for its run is dropped, not run. */
+  signal?: AbortSignal;
 }
 
 export interface EndpointHandler {
@@ -201,7 +203,6 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
 
   /** The error answers given, with their code and message (and what was thrown), for their log line. */
   const errorAnswers = new WeakMap<HitAnswer, { code: string; message: string; err?: unknown }>();
-
   /**
    * Counts and logs an answer given, in one line as the API's requests are (http/request-log.ts);
    * `forwarded`: another node ran it (counted there as a hit, and a failure logged there).
@@ -229,7 +230,6 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
     "executor_stopped",
     "process_exit",
   ]);
-
   const failure = (base: Record<string, string>, err: AppError, thrown?: unknown): HitAnswer => {
     const answer = {
       status: err.status,
@@ -317,10 +317,8 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
     // Made before the hit goes on, so Fount's cookies and keys never cross to another node either.
     const headers = sourceHeaders(hit.headers);
     // Several nodes: a hit of a source another node runs goes there (domain/cluster/hit-forwarding.ts).
-    /**
-     * Sends the hit on to the node that runs its source (`first`, when known) and relays the answer;
-     * false: it runs here.
-     */
+    // Sends the hit on to the node that runs its source (`first`, when known) and relays the answer;
+    // false: it runs here.
     const sendOn = async (first?: ForwardTarget): Promise<boolean> => {
       if (!forwarding) return false;
       let sent: ForwardedHit | undefined;
@@ -374,10 +372,12 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
         {
           trigger: "http",
           // Its place in the day's quota: taken now, or (a hit that may move on) once the lease is held.
-          ...(await runner.quotaOf(source, movable)),
+          ...(await runner.quotaOf(source, movable, bytes.length)),
           // Several nodes: the hit fails with LeaseMoved rather than take back a source this node gives away.
           movable,
           trace: span?.spanContext(),
+          // Dropped, unrun, once its client left while it waits.
+          signal: hit.signal,
           onRespond: (r) => {
             if (responded) return;
             responded = true;
@@ -467,6 +467,8 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
   return {
     onEndpointOrigin: (req) => origin().match(req.headers.host) !== undefined,
     listener: (req, res) => {
+      const gone = new AbortController();
+      res.once("close", () => res.writableFinished || gone.abort());
       const hit: Hit = {
         method: req.method ?? "GET",
         url: targetOf(req),
@@ -474,6 +476,7 @@ export function endpointHandler(services: Services, serving: EndpointServing): E
         readBody: () => readBody(req),
         discardBody: () => req.resume(),
         elsewhere: undefined,
+        signal: gone.signal,
       };
       run(hit, req.headers["x-request-id"], (answer) => {
         if (res.headersSent || res.destroyed) return;

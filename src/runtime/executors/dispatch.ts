@@ -7,6 +7,7 @@
  * `ExecutorPool` class comment for the version rules).
  */
 import { createHash } from "node:crypto";
+import { clientLeft } from "../../errors.ts";
 import type { BatchConfig, BatchItem, BatchMessage, ToChild } from "../child/protocol.ts";
 import type { BuiltComponent, ComponentMeta, HttpResponse, InvokeRequest, InvokeResult } from "../types.ts";
 import type { PoolCore } from "./core.ts";
@@ -168,7 +169,7 @@ export class Dispatch {
 
   /** Queues an invocation behind the source's earlier ones; see the `ExecutorPool` class comment. */
   invoke(request: InvokeRequest, onRespond?: (response: HttpResponse) => void): Promise<InvokeResult> {
-    return new Promise<InvokeResult>((resolve) => {
+    return new Promise<InvokeResult>((resolve, reject) => {
       if (this.core.closed) {
         resolve(failed("executor_stopped", "The executor pool is closed"));
         return;
@@ -189,7 +190,20 @@ export class Dispatch {
         };
         owner.sources.set(request.sourceId, source);
       }
-      source.queue.push({ q: ++this.seq, req: request, onRespond, resolve, responded: false });
+      const call: Call = { q: ++this.seq, req: request, onRespond, resolve, responded: false };
+      source.queue.push(call);
+      // A call its caller gave up on before it left for the child is dropped, failing with the reason.
+      request.signal?.addEventListener(
+        "abort",
+        () => {
+          const at = source.queue.indexOf(call);
+          if (at === -1) return;
+          source.queue.splice(at, 1);
+          reject(clientLeft());
+          this.forgetIfIdle(source);
+        },
+        { once: true },
+      );
       // The first queued call waits for the end of this event-loop turn, so the calls that arrive in the
       // same turn (every request read in one poll) go to the child as one batch, instead of a batch of
       // one followed by a batch of the rest.
