@@ -163,3 +163,44 @@ export async function entries(
   assert.equal(res.status, 200, res.text);
   return res.body.data;
 }
+
+/** A receiver that holds every request until `open()`, then answers 200 (to keep deliveries in flight). */
+export class Gate {
+  readonly bodies: string[] = [];
+  waiting = 0;
+  #open = false;
+  readonly #held: http.ServerResponse[] = [];
+  readonly #server = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (c: Buffer) => {
+      body += c.toString("utf8");
+    });
+    req.on("end", () => {
+      this.bodies.push(body);
+      if (this.#open) res.end("ok");
+      else {
+        this.waiting++;
+        this.#held.push(res);
+      }
+    });
+  });
+  url = "";
+
+  static async start(): Promise<Gate> {
+    const g = new Gate();
+    await new Promise<void>((resolve) => g.#server.listen(0, "127.0.0.1", resolve));
+    g.url = `http://127.0.0.1:${(g.#server.address() as AddressInfo).port}/hook`;
+    return g;
+  }
+
+  open(): void {
+    this.#open = true;
+    for (const res of this.#held.splice(0)) res.end("ok");
+    this.waiting = 0;
+  }
+
+  async close(): Promise<void> {
+    this.#server.closeAllConnections();
+    await new Promise((resolve) => this.#server.close(resolve));
+  }
+}

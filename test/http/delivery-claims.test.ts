@@ -9,8 +9,6 @@
  * `getWebhook`, which the dispatcher and the deliverer call.
  */
 import assert from "node:assert/strict";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import { after, afterEach, before, describe, test } from "node:test";
 import type { DeliveryDispatcher } from "../../src/delivery/dispatcher.ts";
 import { defaultDispatcherOptions } from "../../src/delivery/options.ts";
@@ -20,52 +18,12 @@ import {
   createWebhook,
   deploySource,
   emit,
+  Gate,
   hookSourceCode,
   Receiver,
   subscribe,
 } from "../delivery/receiver.ts";
 import { startServer, type TestServer } from "../helpers.ts";
-
-/** A receiver that holds every request until `open()`, then answers 200 (to keep deliveries in flight). */
-class Gate {
-  readonly bodies: string[] = [];
-  waiting = 0;
-  #open = false;
-  readonly #held: http.ServerResponse[] = [];
-  readonly #server = http.createServer((req, res) => {
-    let body = "";
-    req.on("data", (c: Buffer) => {
-      body += c.toString("utf8");
-    });
-    req.on("end", () => {
-      this.bodies.push(body);
-      if (this.#open) res.end("ok");
-      else {
-        this.waiting++;
-        this.#held.push(res);
-      }
-    });
-  });
-  url = "";
-
-  static async start(): Promise<Gate> {
-    const g = new Gate();
-    await new Promise<void>((resolve) => g.#server.listen(0, "127.0.0.1", resolve));
-    g.url = `http://127.0.0.1:${(g.#server.address() as AddressInfo).port}/hook`;
-    return g;
-  }
-
-  open(): void {
-    this.#open = true;
-    for (const res of this.#held.splice(0)) res.end("ok");
-    this.waiting = 0;
-  }
-
-  async close(): Promise<void> {
-    this.#server.closeAllConnections();
-    await new Promise((resolve) => this.#server.close(resolve));
-  }
-}
 
 /** Waits until `check` holds (polling every 20 ms), failing after `timeoutMs` with `what` (then). */
 async function until(
