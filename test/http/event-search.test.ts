@@ -348,12 +348,16 @@ test("an export of large events reads pages sized to them, and still round-trips
   // Exports nobody reads hold the account's search turns: its next search is a 429, another account's
   // is answered, and a cut export gives its turn back.
   const exports = Array.from({ length: maxSearchesPerAccount[store.driver] }, () => new AbortController());
+  // Kept to the end: undici cancels the body of a response that is garbage-collected, which closed an
+  // export (and gave its turn back) whenever a loaded machine collected before the 429 below.
+  const unread: Response[] = [];
   for (const controller of exports) {
     const res = await fetch(`${server.url}/v1/sources/${source.id}/events/export`, {
       headers: { authorization: `Bearer ${user.key}` },
       signal: controller.signal,
     });
     assert.equal(res.status, 200);
+    unread.push(res);
   }
   const mine = () => server.api("GET", "/v1/users/me/event_summaries?q=xxx", { key: user.key });
   // It waits for a turn, 10 s at most, then answers 429.
@@ -369,6 +373,7 @@ test("an export of large events reads pages sized to them, and still round-trips
   const waiting = mine();
   for (const controller of exports) controller.abort();
   assert.equal((await waiting).status, 200);
+  assert.equal(unread.length, exports.length);
 });
 
 test("more than 20 where conditions is a 400 that says so", async () => {
