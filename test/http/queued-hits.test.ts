@@ -7,59 +7,19 @@
  */
 import assert from "node:assert/strict";
 import http from "node:http";
-import type { AddressInfo } from "node:net";
 import { after, before, test } from "node:test";
 import { deploy, emitted, fixture, type Hit, hit } from "../fixtures/components/fixtures.ts";
+import { RunGates, within } from "../fixtures/run-gates.ts";
 import { startServer, type TestServer } from "../helpers.ts";
 
-/** Generous: the machine may be loaded. */
-const waitMs = 30_000;
 const maxHits = 3;
 const maxBytes = 1000;
 
 let server: TestServer;
-/** Runs waiting at their gate, by gate path; `opened`: gates that let runs through. */
-const waiting = new Map<string, () => void>();
-const reachedGates = new Set<string>();
-const opened = new Set<string>();
-const gateServer = http.createServer((req, res) => {
-  const name = req.url ?? "";
-  reachedGates.add(name);
-  const go = () => res.writeHead(200).end("go");
-  if (opened.has(name)) go();
-  else waiting.set(name, go);
-});
-let gateBase: string;
-
-/** A URL the run fetches and waits at until `open()`; `entered` once the run reached it. */
-function gate(name: string): { url: string; entered: Promise<void>; open: () => void } {
-  return {
-    url: `${gateBase}/${name}`,
-    entered: within(
-      (async () => {
-        while (!reachedGates.has(`/${name}`)) await new Promise((r) => setTimeout(r, 20));
-      })(),
-      "the run to reach its gate",
-    ),
-    open: () => {
-      opened.add(`/${name}`);
-      waiting.get(`/${name}`)?.();
-      waiting.delete(`/${name}`);
-    },
-  };
-}
-
-function within<T>(promise: Promise<T>, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`waited ${waitMs} ms for ${what}`)), waitMs);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
+const gates = new RunGates();
 
 before(async () => {
-  await new Promise<void>((resolve) => gateServer.listen(0, "127.0.0.1", resolve));
-  gateBase = `http://127.0.0.1:${(gateServer.address() as AddressInfo).port}`;
+  await gates.start();
   // The run calls the test's gate on loopback.
   server = await startServer(
     { maxQueuedHits: maxHits, maxQueuedHitBytes: maxBytes },
@@ -67,10 +27,8 @@ before(async () => {
   );
 });
 after(async () => {
-  for (const go of waiting.values()) go();
   await server.close();
-  gateServer.closeAllConnections();
-  await new Promise((resolve) => gateServer.close(resolve));
+  await gates.close();
 });
 
 /** A source whose hits emit their `n` and answer 202 once stored; `?gate=` holds a run. */
@@ -108,7 +66,7 @@ function assertRefused(res: Hit): void {
 
 test("hits past a source's bound of waiting hits get 429 rate_limited with Retry-After at once, the others run", async () => {
   const { id, endpoint } = await heldSource();
-  const g = gate("count");
+  const g = gates.gate("count");
   const first = hit(`${endpoint}?n=first&gate=${encodeURIComponent(g.url)}`);
   await g.entered;
   // The first run holds its place; of four more, two fit beside it and two are refused.
@@ -116,7 +74,7 @@ test("hits past a source's bound of waiting hits get 429 rate_limited with Retry
   const refused = await firstAnswers(rest, 2);
   for (const res of refused) assertRefused(res);
 
-  g.open();
+  g.release();
   assert.equal((await within(first, "the held hit")).status, 202);
   const answers = await within(Promise.all(rest), "every hit");
   assert.deepEqual(answers.map((r) => r.status).sort(), [202, 202, 429, 429]);
@@ -128,7 +86,7 @@ test("hits past a source's bound of waiting hits get 429 rate_limited with Retry
 
 test("hits past a source's bound of waiting body bytes are refused with 429", async () => {
   const { endpoint } = await heldSource();
-  const g = gate("bytes");
+  const g = gates.gate("bytes");
   const first = hit(`${endpoint}?n=first&gate=${encodeURIComponent(g.url)}`);
   await g.entered;
   // Two bodies of 600 bytes do not fit in 1,000 together: one waits, the other is refused.
@@ -137,7 +95,7 @@ test("hits past a source's bound of waiting body bytes are refused with 429", as
   const rest = ["b", "c"].map((n) => hit(`${endpoint}?n=${n}`, { method: "POST", body }));
   const [refused] = await firstAnswers(rest, 1);
   assertRefused(refused!);
-  g.open();
+  g.release();
   await within(first, "the held hit");
   assert.deepEqual((await within(Promise.all(rest), "both hits")).map((r) => r.status).sort(), [202, 429]);
 });
@@ -160,7 +118,7 @@ test("a waiting hit whose client went away before its run started is dropped, ne
     await new Promise((r) => setImmediate(r));
   };
   try {
-    const g = gate("drop");
+    const g = gates.gate("drop");
     const first = hit(`${endpoint}?n=first&gate=${encodeURIComponent(g.url)}`);
     await g.entered;
     // `next` goes to the executor process behind the running batch; `gone` waits in the server's queue.
@@ -183,7 +141,7 @@ test("a waiting hit whose client went away before its run started is dropped, ne
       "the dropped hit to fail",
     );
 
-    g.open();
+    g.release();
     assert.equal((await within(first, "the held hit")).status, 202);
     assert.equal((await within(next, "the hit behind it")).status, 202);
     // Queued after the dropped one: once it is stored, the dropped one would have run before it.

@@ -5,64 +5,18 @@
  * answers when it chooses.
  */
 import assert from "node:assert/strict";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import { after, before, test } from "node:test";
 import { deploy, emitted, events, fixture, type Hit, hit } from "../fixtures/components/fixtures.ts";
+import { RunGates, waitMs, within } from "../fixtures/run-gates.ts";
 import { startServer, type TestServer } from "../helpers.ts";
-
-/** Generous: the machine may be loaded. */
-const waitMs = 30_000;
 
 let server: TestServer;
 let endpoint: string;
 let sourceId: string;
-const gateServer = http.createServer((req, res) => {
-  const waiter = gates.get(req.url ?? "");
-  if (!waiter) return res.writeHead(404).end();
-  waiter.enter(() => res.writeHead(200).end("go"));
-});
-let gateBase: string;
-const gates = new Map<string, { enter: (release: () => void) => void }>();
-const releases: Array<() => void> = [];
-
-/** A URL the run fetches; `entered` resolves when the run reached it, `release()` lets it go on. */
-function gate(name: string): { url: string; entered: Promise<void>; release: () => void } {
-  let release: () => void = () => undefined;
-  let released = false;
-  const entered = new Promise<void>((resolve) => {
-    gates.set(`/${name}`, {
-      enter: (go) => {
-        release = go;
-        if (released) go();
-        resolve();
-      },
-    });
-  });
-  const out = {
-    url: `${gateBase}/${name}`,
-    entered: within(entered, "the run to reach its gate"),
-    release: () => {
-      if (released) return;
-      released = true;
-      release();
-    },
-  };
-  releases.push(out.release);
-  return out;
-}
-
-function within<T>(promise: Promise<T>, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`waited ${waitMs} ms for ${what}`)), waitMs);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
+const gates = new RunGates();
 
 before(async () => {
-  await new Promise<void>((resolve) => gateServer.listen(0, "127.0.0.1", resolve));
-  gateBase = `http://127.0.0.1:${(gateServer.address() as AddressInfo).port}`;
+  await gates.start();
   // The run calls the test's gate on loopback.
   server = await startServer({}, { FOUNT_EXECUTOR_ALLOW_PRIVATE: "true" });
   const s = await deploy(server, { component_code: fixture("held-responder.mjs") });
@@ -70,10 +24,8 @@ before(async () => {
   sourceId = s.id;
 });
 after(async () => {
-  for (const release of releases) release();
   await server.close();
-  gateServer.closeAllConnections();
-  await new Promise((resolve) => gateServer.close(resolve));
+  await gates.close();
 });
 
 async function emittedNs(): Promise<string[]> {
@@ -82,7 +34,7 @@ async function emittedNs(): Promise<string[]> {
 
 test("a customResponse answer is held until the run's emits are committed, and they are stored when it arrives", async (t) => {
   const before = await emittedNs();
-  const g = gate("held");
+  const g = gates.gate("held");
   t.after(g.release);
   let answered: Hit | undefined;
   const answer = hit(`${endpoint}?n=held&gate=${encodeURIComponent(g.url)}`).then((res) => {
@@ -106,7 +58,7 @@ test("a customResponse answer is held until the run's emits are committed, and t
 
 test("respond({ immediate: true }) answers at once, before the run is committed", async (t) => {
   const before = await emittedNs();
-  const g = gate("immediate");
+  const g = gates.gate("immediate");
   t.after(g.release);
   const answer = hit(`${endpoint}?n=immediate&immediate=true&gate=${encodeURIComponent(g.url)}`);
   await g.entered;
