@@ -7,6 +7,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { maxTimeMs } from "../clock.ts";
 import type { EventRecorder } from "../domain/events/recorder.ts";
+import { keptPageBytes, keptPageMost } from "../domain/events/retention.ts";
 import type { Delivery, EventRecord, EventWindow, ListenerKind, Subscription } from "../domain/types.ts";
 import { AppError } from "../errors.ts";
 import { newSortableId } from "../ids.ts";
@@ -205,13 +206,11 @@ export async function enqueueBackfill(
 
 /** Deliveries a backfill hands the store per call (it writes them in statements of its own size). */
 const backfillWriteRows = 1000;
-/**
- * Pages `newestKept` reads, newest first: the first of 16 events (their size unknown yet), each next one
- * sized from the last to about 4 MiB of event JSON, at most 1,000 events (as `keptPages` reads).
- */
-const backfillPage = { first: 16, most: 1000, bytes: 4 * 1024 * 1024 };
 
-/** A channel's newest kept events, newest first, within the backfill's bounds (count and bytes). */
+/**
+ * A channel's newest kept events, newest first, within the backfill's bounds (count and bytes), read
+ * as `keptPages` reads: pages the store cuts at `keptPageBytes` by the events' sizes.
+ */
 async function newestKept(
   tx: StorageOps,
   emitterId: string,
@@ -221,22 +220,24 @@ async function newestKept(
   const kept: EventRecord[] = [];
   let bytes = 0;
   let after: { ms: number; seq: number } | undefined;
-  let size = backfillPage.first;
   for (;;) {
-    const limit = Math.min(size, maxBackfilledEvents - kept.length);
-    const page = await tx.listEvents(emitterId, { channel, limit, window, ...(after ? { after } : {}) });
-    let pageBytes = 0;
+    const limit = Math.min(keptPageMost, maxBackfilledEvents - kept.length);
+    const page = await tx.listEvents(emitterId, {
+      channel,
+      limit,
+      maxBytes: keptPageBytes,
+      window,
+      ...(after ? { after } : {}),
+    });
     for (const event of page.items) {
       const eventBytes = JSON.stringify(event.event)?.length ?? 4;
       if (bytes + eventBytes > maxBackfilledBytes) return kept;
       bytes += eventBytes;
-      pageBytes += eventBytes;
       kept.push(event);
     }
     const oldest = page.items.at(-1);
-    if (!oldest || page.items.length < limit || kept.length >= maxBackfilledEvents) return kept;
+    // A page cut by its bytes is short with more behind it: only an empty page, or the count, ends it.
+    if (!oldest || kept.length >= maxBackfilledEvents) return kept;
     after = { ms: oldest.idMs, seq: oldest.idSeq };
-    const perEvent = Math.max(1, pageBytes / page.items.length);
-    size = Math.max(1, Math.min(backfillPage.most, Math.floor(backfillPage.bytes / perEvent)));
   }
 }

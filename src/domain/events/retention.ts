@@ -12,8 +12,8 @@ import type { EventRecord, EventWindow, RetentionPolicy } from "../types.ts";
 
 const dayMs = 86_400_000;
 
-/** Events read per page of `keptPages`, at most. */
-const keptPageMost = 1000;
+/** Events read per page of `keptPages` (and of a backfill), at most. */
+export const keptPageMost = 1000;
 /**
  * The bytes of event JSON a page of `keptPages` holds at most (or one event, when it alone is larger):
  * events may be up to 1 MiB each, and an SSE resume holds its page while a slow client reads it.
