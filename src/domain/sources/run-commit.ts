@@ -65,13 +65,6 @@ export interface RunCommitDeps {
   config: Pick<Config, "maxRunRoutedBytes" | "maxListenersPerEmitter">;
 }
 
-/** A run whose emits routing would copy too much (stored-emits.ts, `overRouted`); on `$errors` too. */
-const fanOutError: SerializedError = {
-  code: "fan_out_too_large",
-  message:
-    "This run's emits would be copied to its listeners' deliveries over the limit of FOUNT_MAX_RUN_ROUTED_BYTES; the run fails, and its emits and db writes are discarded (see $errors)",
-};
-
 export class RunCommits {
   readonly #d: RunCommitDeps;
   readonly #routing: RoutingBound;
@@ -103,12 +96,12 @@ export class RunCommits {
   ): Promise<RunOutcome> {
     const stored: EventRecord[] = [];
     /** Set when the commit stored none of the emits (`fan_out_too_large`): the run failed. */
-    let refused = false;
+    let refused: SerializedError | undefined;
     const outcome = (): RunOutcome => ({
       ok: !result.error && !refused,
       emits: stored.filter((e) => e.channel !== "$errors" && e.channel !== "$logs"),
       logs: result.logs,
-      error: refused ? fanOutError : result.error,
+      error: refused ?? result.error,
       response: result.response,
       returnValue: result.returnValue,
       durationMs: result.durationMs,
@@ -122,7 +115,7 @@ export class RunCommits {
       .submit(
         async (tx) => {
           stored.length = 0;
-          refused = false;
+          refused = undefined;
           if (leaseGen !== undefined && this.#d.leases)
             await tx.assertSourceLease(source.id, this.#d.leases.nodeId, leaseGen);
           const now = this.#d.clock.now();
@@ -146,11 +139,10 @@ export class RunCommits {
           for (const warning of result.warnings) await error(warning.code, warning);
           if (result.error) {
             await error(result.error.code, result.error);
-          } else if (await storeEmits(tx, source.id, meta, result.emits, put, error, this.#routing)) {
-            if (dbAfter) await tx.putSourceDb(source.id, dbAfter.data, dbAfter.version);
           } else {
-            // Routing the emits would copy too much (stored-emits.ts): the run fails whole.
-            refused = true;
+            // Set when routing the emits would copy too much (stored-emits.ts): the run fails whole.
+            refused = await storeEmits(tx, source.id, meta, result.emits, put, error, this.#routing);
+            if (!refused && dbAfter) await tx.putSourceDb(source.id, dbAfter.data, dbAfter.version);
           }
           await tx.addUsage(source.createdBy, usageDay(now), {
             invocations: counted ? 0 : 1,
@@ -164,7 +156,7 @@ export class RunCommits {
             sourceId: source.id,
             trigger,
             ok: !result.error && !refused,
-            errorCode: refused ? fanOutError.code : result.error?.code,
+            errorCode: (refused ?? result.error)?.code,
             durationMs: result.durationMs,
           });
         },

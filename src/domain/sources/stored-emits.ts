@@ -27,9 +27,9 @@ export interface RoutingBound {
 }
 
 /**
- * Stores the emits; false when it stored none of them because routing them would copy more than
- * `bound` allows into deliveries (reported on `$errors` as `fan_out_too_large`: the run then fails
- * whole, its db writes discarded too, as for `run_emits_too_large`).
+ * Stores the emits; or stores none of them and answers why, when routing them would copy more than
+ * `bound` allows into deliveries (`fan_out_too_large`, reported on `$errors`: the run then fails whole,
+ * its db writes discarded too, as for `run_emits_too_large`).
  */
 export async function storeEmits(
   tx: StorageOps,
@@ -39,8 +39,8 @@ export async function storeEmits(
   put: PutEvent,
   error: PutError,
   bound?: RoutingBound,
-): Promise<boolean> {
-  if (emits.length === 0) return true;
+): Promise<SerializedError | undefined> {
+  if (emits.length === 0) return undefined;
   const ordered = await withinChannelLimit(tx, sourceId, orderByTs(emits), error);
   const state = meta.dedupe
     ? ((await tx.getDedupeState(sourceId)) as ChannelDedupeState | undefined)
@@ -53,7 +53,11 @@ export async function storeEmits(
       data: { summary: refused.meta.summary },
     });
   }
-  if (bound && (await overRouted(tx, sourceId, outcome.accepted, bound, error))) return false;
+  const tooMuch = bound && (await overRouted(tx, sourceId, outcome.accepted, bound));
+  if (tooMuch) {
+    await error(tooMuch.code, tooMuch);
+    return tooMuch;
+  }
   for (const e of outcome.accepted) {
     const extra: Record<string, unknown> = {};
     if (e.meta.id !== undefined) extra.id = e.meta.id;
@@ -63,7 +67,7 @@ export async function storeEmits(
     await put(normalizeChannelLoose(e.meta.name), e.event, extra);
   }
   if (meta.dedupe) await tx.putDedupeState(sourceId, outcome.state);
-  return true;
+  return undefined;
 }
 
 /**
@@ -77,8 +81,7 @@ async function overRouted(
   sourceId: string,
   emits: EmittedEvent[],
   bound: RoutingBound,
-  error: PutError,
-): Promise<boolean> {
+): Promise<SerializedError | undefined> {
   const charsByChannel = new Map<string, number>();
   let chars = 0;
   for (const e of emits) {
@@ -87,17 +90,16 @@ async function overRouted(
     charsByChannel.set(channel, (charsByChannel.get(channel) ?? 0) + n);
     chars += n;
   }
-  if (chars * bound.maxListeners <= bound.maxRoutedChars) return false;
+  if (chars * bound.maxListeners <= bound.maxRoutedChars) return undefined;
   const owner = await tx.resourceOwner(sourceId);
   let routed = 0;
   for (const [channel, n] of charsByChannel)
     routed += n * (await tx.matchSubscriptions(sourceId, owner, channel)).length;
-  if (routed <= bound.maxRoutedChars) return false;
-  await error("fan_out_too_large", {
+  if (routed <= bound.maxRoutedChars) return undefined;
+  return {
     code: "fan_out_too_large",
     message: `This run's emits would be copied to its listeners' deliveries as about ${routed} bytes, over the limit of ${bound.maxRoutedChars} per run (FOUNT_MAX_RUN_ROUTED_BYTES); the run fails, and its emits and db writes are discarded`,
-  });
-  return true;
+  };
 }
 
 /**
