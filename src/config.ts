@@ -157,6 +157,11 @@ export interface RetentionSettings {
   defaults: RetentionLimits;
   /** The largest policy a source may set; finite, so that no window grows without bound. */
   max: { events: number; days: number };
+  /**
+   * The largest policy a free account's source may set (FOUNT_FREE_RETENTION_MAX_*; the instance's
+   * maximum unless set). With `days` set, a free account's policy that names no age gets that one.
+   */
+  freeMax: { events: number; days: number | undefined };
   /** Every emitter's `$logs` and `$errors`, whatever its policy. */
   logs: RetentionLimits;
   errors: RetentionLimits;
@@ -189,9 +194,22 @@ function retentionSettings(env: NodeJS.ProcessEnv): RetentionSettings {
     events: int(env, "FOUNT_RETENTION_MAX_EVENTS", 1_000_000, 1),
     days: int(env, "FOUNT_RETENTION_MAX_DAYS", 3650, 1),
   };
+  const freeDays = env.FOUNT_FREE_RETENTION_MAX_DAYS
+    ? int(env, "FOUNT_FREE_RETENTION_MAX_DAYS", 0, 1)
+    : undefined;
+  const freeMax = { events: int(env, "FOUNT_FREE_RETENTION_MAX_EVENTS", max.events, 1), days: freeDays };
+  if (freeMax.events > max.events)
+    throw new ConfigError(
+      `FOUNT_FREE_RETENTION_MAX_EVENTS (${freeMax.events}) is over FOUNT_RETENTION_MAX_EVENTS (${max.events})`,
+    );
+  if (freeDays !== undefined && freeDays > max.days)
+    throw new ConfigError(
+      `FOUNT_FREE_RETENTION_MAX_DAYS (${freeDays}) is over FOUNT_RETENTION_MAX_DAYS (${max.days})`,
+    );
   return {
     defaults: limits(env, "FOUNT_RETENTION", max),
     max,
+    freeMax,
     logs: limits(env, "FOUNT_RETENTION_LOGS", max),
     errors: limits(env, "FOUNT_RETENTION_ERRORS", max),
     pruneIntervalMs: int(env, "FOUNT_RETENTION_PRUNE_MS", 1000, 10),

@@ -360,3 +360,57 @@ test("DELETE /v1/sources/{id}/events deletes exactly its inclusive range, in the
     assert.ok(tookMs >= 500, `deleted 800 events in ${tookMs.toFixed(0)} ms`);
   });
 });
+
+test("a free account's policy is held to FOUNT_FREE_RETENTION_MAX_*, and gets the free maximum age when it names none", async () => {
+  const limited = await startServer(
+    {},
+    { FOUNT_FREE_RETENTION_MAX_EVENTS: "500", FOUNT_FREE_RETENTION_MAX_DAYS: "30" },
+  );
+  try {
+    const free = await limited.createUser("retention_free", "free");
+    const paid = await limited.createUser("retention_paid", "paid");
+    const asFree = { key: free.key };
+    for (const [retention, field, at] of [
+      [{ events: 501 }, "retention.events", /retention\.events may be at most 500 for a free account/],
+      [{ days: 31 }, "retention.days", /retention\.days may be at most 30 for a free account/],
+    ] as const) {
+      const created = await limited.api("POST", "/v1/sources", {
+        ...asFree,
+        body: { component_code: burst, retention },
+      });
+      assertApiError(created, { status: 400, code: "invalid_parameter" });
+      assert.equal(created.body.details.field, field);
+      assert.match(created.body.error, at);
+    }
+    const created = await limited.api("POST", "/v1/sources", {
+      ...asFree,
+      body: { component_code: burst, retention: { events: 500 } },
+    });
+    assert.equal(created.status, 200, created.text);
+    assert.deepEqual(created.body.data.retention, { events: 500, days: 30 });
+    const id = created.body.data.id;
+    const over = await limited.api("PUT", `/v1/sources/${id}`, {
+      ...asFree,
+      body: { retention: { events: 501 } },
+    });
+    assertApiError(over, { status: 400, code: "invalid_parameter" });
+    const shorter = await limited.api("PUT", `/v1/sources/${id}`, {
+      ...asFree,
+      body: { retention: { days: 7 } },
+    });
+    assert.equal(shorter.status, 200, shorter.text);
+    assert.deepEqual(shorter.body.data.retention, { days: 7 });
+    // null is the instance's default (100 a channel, no age), which every account may keep.
+    const reset = await limited.api("PUT", `/v1/sources/${id}`, { ...asFree, body: { retention: null } });
+    assert.equal(reset.body.data.retention, null);
+    // A paid account is held to the instance's maximum only, and no age is added.
+    const big = await limited.api("POST", "/v1/sources", {
+      key: paid.key,
+      body: { component_code: burst, retention: { events: 100_000 } },
+    });
+    assert.equal(big.status, 200, big.text);
+    assert.deepEqual(big.body.data.retention, { events: 100_000 });
+  } finally {
+    await limited.close();
+  }
+});

@@ -8,7 +8,7 @@ import type { Clock } from "../../clock.ts";
 import type { RetentionLimits, RetentionSettings } from "../../config.ts";
 import { invalidParameter } from "../../errors.ts";
 import type { StorageOps } from "../../storage/port.ts";
-import type { EventRecord, EventWindow, RetentionPolicy } from "../types.ts";
+import type { EventRecord, EventWindow, Plan, RetentionPolicy } from "../types.ts";
 
 const dayMs = 86_400_000;
 
@@ -64,20 +64,31 @@ export class Retention {
     this.#clock = clock;
   }
 
-  /** A policy as given by a client, refused with a 400 when it is over the instance's maximum. */
-  check(policy: RetentionPolicy | null, field = "retention"): RetentionPolicy | null {
+  /**
+   * A policy as given by a client for a source that `plan`'s account created, refused with a 400 when it
+   * is over the instance's maximum, or a free account's (`freeMax`); a free account's policy that names
+   * no age gets the free maximum age, when the instance sets one.
+   */
+  check(policy: RetentionPolicy | null, plan: Plan, field = "retention"): RetentionPolicy | null {
     if (policy === null) return null;
-    const { max } = this.settings;
+    const free = plan === "free";
+    const max = free ? this.settings.freeMax : this.settings.max;
+    const whose = free ? "for a free account " : "";
     if (policy.events !== undefined && policy.events > max.events)
       throw invalidParameter(
         `${field}.events`,
-        `${field}.events may be at most ${max.events} on this instance`,
+        `${field}.events may be at most ${max.events} ${whose}on this instance`,
       );
-    if (policy.days !== undefined && policy.days > max.days)
-      throw invalidParameter(`${field}.days`, `${field}.days may be at most ${max.days} on this instance`);
+    const maxDays = max.days ?? this.settings.max.days;
+    if (policy.days !== undefined && policy.days > maxDays)
+      throw invalidParameter(
+        `${field}.days`,
+        `${field}.days may be at most ${maxDays} ${whose}on this instance`,
+      );
+    const days = policy.days ?? (free ? this.settings.freeMax.days : undefined);
     return {
       ...(policy.events !== undefined ? { events: policy.events } : {}),
-      ...(policy.days !== undefined ? { days: policy.days } : {}),
+      ...(days !== undefined ? { days } : {}),
     };
   }
 

@@ -195,7 +195,10 @@ export async function sourceRoutes(app: FastifyInstance): Promise<void> {
         component,
         name: p.name,
         configuredProps: p.configured_props,
-        retention: p.retention === undefined ? undefined : app.fount.retention.check(p.retention),
+        retention:
+          p.retention === undefined
+            ? undefined
+            : app.fount.retention.check(p.retention, principal(request).user.plan),
       });
       return { data: await render(source, true) };
     },
@@ -253,8 +256,13 @@ export async function sourceRoutes(app: FastifyInstance): Promise<void> {
           retention?: RetentionPolicy | null;
         }
       >(request);
-      const retention = p.retention === undefined ? undefined : app.fount.retention.check(p.retention);
       const source = await visibleSource(app, request, id);
+      // The plan of the account that created the source, whose quotas it counts against.
+      const creator = p.retention ? await store.getUser(source.createdBy) : undefined;
+      const retention =
+        p.retention === undefined
+          ? undefined
+          : app.fount.retention.check(p.retention, creator?.plan ?? "free");
       const updated = await sources.update(source, {
         visibleOwners: visibleOwners(request),
         component: choice(p),

@@ -21,6 +21,7 @@ const hour = 3_600_000;
 const settings: RetentionSettings = {
   defaults: { events: 10, days: undefined },
   max: { events: 1000, days: 365 },
+  freeMax: { events: 1000, days: undefined },
   logs: { events: 10, days: undefined },
   errors: { events: 10, days: undefined },
   // No pass but the first and those the test runs.
