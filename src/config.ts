@@ -141,9 +141,19 @@ export interface Config {
   nodeUrl: string | undefined;
   /** How long events are kept, and how the pruner works (FOUNT_RETENTION_*). */
   retention: RetentionSettings;
+  /** How many sources, webhooks, workflows and app accounts one owner may have. */
+  ownerLimits: OwnerLimits;
 }
 
 export class ConfigError extends Error {}
+
+/** How many of each one owner may have (FOUNT_MAX_*_PER_OWNER; src/http/owner-limits.ts). */
+export interface OwnerLimits {
+  sources: number;
+  webhooks: number;
+  workflows: number;
+  appAccounts: number;
+}
 
 /** A channel's retention: its newest `events`, none older than `days` (undefined: no age limit). */
 export interface RetentionLimits {
@@ -431,6 +441,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     nodeId: env.FOUNT_NODE_ID || `${os.hostname()}:${port}`,
     nodeUrl,
     retention: retentionSettings(env),
+    ownerLimits: {
+      sources: int(env, "FOUNT_MAX_SOURCES_PER_OWNER", 10_000, 1),
+      webhooks: int(env, "FOUNT_MAX_WEBHOOKS_PER_OWNER", 10_000, 1),
+      workflows: int(env, "FOUNT_MAX_WORKFLOWS_PER_OWNER", 10_000, 1),
+      appAccounts: int(env, "FOUNT_MAX_APP_ACCOUNTS_PER_OWNER", 10_000, 1),
+    },
     ...overrides,
   };
 }

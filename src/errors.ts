@@ -17,6 +17,10 @@ export const errorCatalogue = {
     message: "The request did not arrive whole in time (FOUNT_REQUEST_TIMEOUT_MS, FOUNT_HEADERS_TIMEOUT_MS)",
   },
   conflict: { status: 409, message: "The resource conflicts with an existing one" },
+  too_many_resources: {
+    status: 409,
+    message: "The account has as many of these as one account may have (FOUNT_MAX_*_PER_OWNER)",
+  },
   payload_too_large: { status: 413, message: "The request body is too large" },
   unsupported_media_type: { status: 415, message: "The request body must be application/json" },
   wrong_origin: {

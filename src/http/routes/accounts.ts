@@ -18,6 +18,7 @@ import {
   visibleOr404,
   visibleOwners,
 } from "../conventions.ts";
+import { refuseOverLimit } from "../owner-limits.ts";
 
 const accountSchema = Type.Object(
   {
@@ -79,10 +80,13 @@ export async function accountRoutes(app: FastifyInstance): Promise<void> {
         throw new AppError("invalid_parameter", "credentials are over 64 KB", {
           details: { field: "credentials" },
         });
+      const ownerId = actingOwner(request, p.org_id);
+      const owned = await store.listAppAccounts([ownerId], { limit: 1 });
+      refuseOverLimit(app.fount.config.ownerLimits, "appAccounts", owned.totalCount);
       const now = Math.floor(clock.now() / 1000);
       const account: AppAccount = {
         id: newId("apn"),
-        ownerId: actingOwner(request, p.org_id),
+        ownerId,
         app: p.app,
         name: p.name ?? p.app,
         credentialsSealed: secrets.seal(json),

@@ -22,6 +22,7 @@ import {
   visibleOwners,
 } from "../conventions.ts";
 import { renderEvent } from "../event-entries.ts";
+import { refuseOverLimit } from "../owner-limits.ts";
 
 /** `retention` of a source (extension, issue 28): null means the instance's defaults. */
 const retentionSchema = Type.Union(
@@ -188,8 +189,11 @@ export async function sourceRoutes(app: FastifyInstance): Promise<void> {
           },
         );
       }
+      const ownerId = actingOwner(request, p.org_id);
+      const owned = await store.listSources([ownerId], { limit: 1 });
+      refuseOverLimit(app.fount.config.ownerLimits, "sources", owned.totalCount);
       const source = await sources.create({
-        ownerId: actingOwner(request, p.org_id),
+        ownerId,
         createdBy: principal(request).user.id,
         visibleOwners: visibleOwners(request),
         component,

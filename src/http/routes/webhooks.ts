@@ -26,6 +26,7 @@ import {
   trimPage,
   visibleOr404,
 } from "../conventions.ts";
+import { refuseOverLimit } from "../owner-limits.ts";
 
 const webhookSchema = Type.Object(
   {
@@ -190,6 +191,8 @@ export async function webhookRoutes(app: FastifyInstance): Promise<void> {
       const allowPrivate = p.allow_private === true;
       if (allowPrivate) requireAdminFor(request, "allow a webhook to reach private addresses");
       const ownerId = actingOwner(request, p.org_id);
+      const owned = await store.listWebhooks([ownerId], { limit: 1 });
+      refuseOverLimit(config.ownerLimits, "webhooks", owned.totalCount);
       const now = Math.floor(clock.now() / 1000);
       // Standard Webhooks secrets: `whsec_` and base64 of random bytes (24 bytes = 192 bits).
       const signingSecret = `whsec_${randomBytes(24).toString("base64")}`;

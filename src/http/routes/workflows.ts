@@ -28,6 +28,7 @@ import {
   visibleOr404,
 } from "../conventions.ts";
 import { eventEntrySchema, renderEvent } from "../event-entries.ts";
+import { refuseOverLimit } from "../owner-limits.ts";
 import { eventListQuery, eventListResponse, listEventsFor } from "./source-events.ts";
 import { validateWebhookUrl } from "./webhooks.ts";
 
@@ -138,6 +139,8 @@ export async function workflowRoutes(app: FastifyInstance): Promise<void> {
       const p = params<{ name: string; url?: string; org_id?: string }>(request);
       const url = p.url === undefined ? null : validateWebhookUrl(p.url);
       const ownerId = actingOwner(request, p.org_id);
+      const owned = await store.listWorkflows([ownerId], { limit: 1 });
+      refuseOverLimit(config.ownerLimits, "workflows", owned.totalCount);
       const now = Math.floor(clock.now() / 1000);
       // Standard Webhooks secret, as for webhooks: `whsec_` and base64 of 24 random bytes.
       const signingSecret = `whsec_${randomBytes(24).toString("base64")}`;
