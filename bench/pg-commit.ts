@@ -90,7 +90,11 @@ try {
         );
         await tx.putEmitterClock(emitterId, ms, seq);
       }
-      await tx.addUsage("u_pgcommit", "2026-11-27", { invocations: perCommit, computeMs: perCommit });
+      await tx.addUsage("u_pgcommit", "2026-11-27", {
+        invocations: perCommit,
+        computeMs: perCommit,
+        storedBytes: 0,
+      });
     });
     if (c >= warmup) times.push(performance.now() - began);
     if (indexEvery > 0 && c % indexEvery === indexEvery - 1)

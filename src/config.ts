@@ -110,6 +110,8 @@ export interface Config {
   /** Daily quotas of free accounts. */
   freeDailyInvocations: number;
   freeDailyComputeMs: number;
+  /** JSON bytes of events and delivery copies a free account's runs may store a day (FOUNT_FREE_DAILY_STORED_BYTES). */
+  freeDailyStoredBytes: number;
   /** Run each owner's executor under a uid of its own (FOUNT_EXECUTOR_ISOLATE_USERS); undefined: when root. */
   executorIsolateUsers: boolean | undefined;
   /** First uid of this server's executor range (FOUNT_EXECUTOR_UID_BASE); undefined: claim a free range. */
@@ -429,6 +431,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     bodyLimitBytes: 1024 * 1024,
     freeDailyInvocations: int(env, "FOUNT_FREE_DAILY_INVOCATIONS", 10_000),
     freeDailyComputeMs: int(env, "FOUNT_FREE_DAILY_COMPUTE_MS", 30 * 60 * 1000),
+    // 1 GiB: a few full 64 MiB runs, and far below the ~600 GB a day one account wrote within its invocations.
+    freeDailyStoredBytes: int(env, "FOUNT_FREE_DAILY_STORED_BYTES", 1024 * 1024 * 1024),
     executorIsolateUsers,
     executorUidBase: env.FOUNT_EXECUTOR_UID_BASE ? int(env, "FOUNT_EXECUTOR_UID_BASE", 0, 1000) : undefined,
     executorAllowPrivate: bool(env, "FOUNT_EXECUTOR_ALLOW_PRIVATE"),

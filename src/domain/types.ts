@@ -104,6 +104,8 @@ export interface AutoSubscription {
 export interface Usage {
   invocations: number;
   computeMs: number;
+  /** JSON of the events stored and of their delivery copies (stored-bytes.ts measures it). */
+  storedBytes: number;
 }
 
 /** One page of a newest-first list; `seq` values bound the page for cursors. */

@@ -90,6 +90,7 @@ export interface WebhookPatch {
 export interface UsageLimits {
   invocations: number;
   computeMs: number;
+  storedBytes: number;
 }
 
 /** An API rate-limit key's window as `countRateLimitHit` left it. */
@@ -171,7 +172,7 @@ export interface StorageOps {
   getUsage(userId: string, day: string): Promise<Usage>;
   addUsage(userId: string, day: string, delta: Usage): Promise<void>;
   /**
-   * Counts one invocation of the day for `userId` when the day's usage is below both limits; returns
+   * Counts one invocation of the day for `userId` when the day's usage is below every limit; returns
    * whether it did. One statement, so that nodes checking at once cannot all pass on the same count.
    */
   reserveInvocation(userId: string, day: string, limits: UsageLimits): Promise<boolean>;

@@ -8,7 +8,11 @@ before(async () => {
   // Quotas from the environment, so that the test sees they are the configured ones.
   server = await startServer(
     {},
-    { FOUNT_FREE_DAILY_INVOCATIONS: "1234", FOUNT_FREE_DAILY_COMPUTE_MS: "56789" },
+    {
+      FOUNT_FREE_DAILY_INVOCATIONS: "1234",
+      FOUNT_FREE_DAILY_COMPUTE_MS: "56789",
+      FOUNT_FREE_DAILY_STORED_BYTES: "987654",
+    },
   );
 });
 after(() => server.close());
@@ -18,6 +22,8 @@ const dailyFields = [
   "daily_compute_time_used",
   "daily_invocations_quota",
   "daily_invocations_used",
+  "daily_stored_bytes_quota",
+  "daily_stored_bytes_used",
 ];
 const billingFields = ["billing_period_start_ts", "billing_period_end_ts", "billing_period_invocations"];
 
@@ -34,6 +40,8 @@ test("a free account shows its identity, organizations and daily quota fields", 
   assert.equal(me.daily_compute_time_quota, 56789);
   assert.equal(me.daily_invocations_used, 0);
   assert.equal(me.daily_compute_time_used, 0);
+  assert.equal(me.daily_stored_bytes_quota, 987654);
+  assert.equal(me.daily_stored_bytes_used, 0);
   assert.deepEqual(Object.keys(me).sort(), ["email", "id", "orgs", "username", ...dailyFields].sort());
 });
 

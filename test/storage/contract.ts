@@ -368,10 +368,14 @@ export function storageContract(name: string, open: () => Promise<Storage>): voi
   });
 
   withStore("usage counters add up per user and day", async (s) => {
-    await s.addUsage("u_1", "2026-01-01", { invocations: 2, computeMs: 30 });
-    await s.addUsage("u_1", "2026-01-01", { invocations: 1, computeMs: 5 });
-    assert.deepEqual(await s.getUsage("u_1", "2026-01-01"), { invocations: 3, computeMs: 35 });
-    assert.deepEqual(await s.getUsage("u_1", "2026-01-02"), { invocations: 0, computeMs: 0 });
+    await s.addUsage("u_1", "2026-01-01", { invocations: 2, computeMs: 30, storedBytes: 700 });
+    await s.addUsage("u_1", "2026-01-01", { invocations: 1, computeMs: 5, storedBytes: 11 });
+    assert.deepEqual(await s.getUsage("u_1", "2026-01-01"), {
+      invocations: 3,
+      computeMs: 35,
+      storedBytes: 711,
+    });
+    assert.deepEqual(await s.getUsage("u_1", "2026-01-02"), { invocations: 0, computeMs: 0, storedBytes: 0 });
   });
 
   withStore("a transaction commits all of its writes or none", async (s) => {
@@ -446,14 +450,18 @@ export function storageContract(name: string, open: () => Promise<Storage>): voi
         for (let n = 0; n < 130; n++) {
           await tx.insertEvent(event(n));
           await tx.putEmitterClock("dc_many", 5, n);
-          await tx.addUsage("u_many", "2026-01-01", { invocations: 1, computeMs: 2 });
+          await tx.addUsage("u_many", "2026-01-01", { invocations: 1, computeMs: 2, storedBytes: 3 });
         }
         // Reads inside the transaction see every write made so far.
         assert.deepEqual(await tx.getEmitterClock("dc_many"), { ms: 5, seq: 129 });
-        assert.deepEqual(await tx.getUsage("u_many", "2026-01-01"), { invocations: 130, computeMs: 260 });
+        assert.deepEqual(await tx.getUsage("u_many", "2026-01-01"), {
+          invocations: 130,
+          computeMs: 260,
+          storedBytes: 390,
+        });
         assert.equal((await tx.listEvents("dc_many", { channel: "", limit: 1, window })).totalCount, 100);
         await tx.insertEvent(event(130));
-        await tx.addUsage("u_many", "2026-01-01", { invocations: 1, computeMs: 2 });
+        await tx.addUsage("u_many", "2026-01-01", { invocations: 1, computeMs: 2, storedBytes: 3 });
       });
       const page = await s.listEvents("dc_many", { channel: "", limit: 100, window });
       assert.equal(page.totalCount, 100);
@@ -461,19 +469,27 @@ export function storageContract(name: string, open: () => Promise<Storage>): voi
         page.items.map((e) => e.idSeq),
         Array.from({ length: 100 }, (_, i) => 130 - i),
       );
-      assert.deepEqual(await s.getUsage("u_many", "2026-01-01"), { invocations: 131, computeMs: 262 });
+      assert.deepEqual(await s.getUsage("u_many", "2026-01-01"), {
+        invocations: 131,
+        computeMs: 262,
+        storedBytes: 393,
+      });
       // A rolled-back transaction leaves none of them behind.
       await assert.rejects(
         s.transaction(async (tx) => {
           await tx.insertEvent(event(131));
           await tx.putEmitterClock("dc_many", 5, 131);
-          await tx.addUsage("u_many", "2026-01-01", { invocations: 1, computeMs: 2 });
+          await tx.addUsage("u_many", "2026-01-01", { invocations: 1, computeMs: 2, storedBytes: 3 });
           throw new Error("abort");
         }),
         /abort/,
       );
       assert.deepEqual(await s.getEmitterClock("dc_many"), { ms: 5, seq: 129 });
-      assert.deepEqual(await s.getUsage("u_many", "2026-01-01"), { invocations: 131, computeMs: 262 });
+      assert.deepEqual(await s.getUsage("u_many", "2026-01-01"), {
+        invocations: 131,
+        computeMs: 262,
+        storedBytes: 393,
+      });
       assert.equal((await s.listEvents("dc_many", { channel: "", limit: 1 })).items[0]?.idSeq, 130);
     },
   );

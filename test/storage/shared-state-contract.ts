@@ -91,21 +91,32 @@ export function sharedStateContract(
     assert.deepEqual(await s.countRateLimitHit("k:b", 61_000, 60_000), { count: 1, windowStartMs: 61_000 });
   });
 
-  withStore("an invocation is reserved only while the day's usage is below both limits", async (s) => {
+  withStore("an invocation is reserved only while the day's usage is below every limit", async (s) => {
     const id = unique("u");
-    const limits = { invocations: 5, computeMs: 1000 };
+    const limits = { invocations: 5, computeMs: 1000, storedBytes: 4096 };
     const asked = await Promise.all(
       Array.from({ length: 12 }, () => s.reserveInvocation(id, "2024-01-01", limits)),
     );
     assert.equal(asked.filter(Boolean).length, 5, "concurrent reservations stop at the limit");
-    assert.deepEqual(await s.getUsage(id, "2024-01-01"), { invocations: 5, computeMs: 0 });
+    assert.deepEqual(await s.getUsage(id, "2024-01-01"), { invocations: 5, computeMs: 0, storedBytes: 0 });
     assert.equal(await s.reserveInvocation(id, "2024-01-02", limits), true, "a new day");
-    await s.addUsage(id, "2024-01-02", { invocations: 0, computeMs: 1000 });
+    await s.addUsage(id, "2024-01-02", { invocations: 0, computeMs: 1000, storedBytes: 0 });
     assert.equal(await s.reserveInvocation(id, "2024-01-02", limits), false, "compute time used up");
     assert.equal(
-      await s.reserveInvocation(unique("u"), "2024-01-01", { invocations: 0, computeMs: 1 }),
+      await s.reserveInvocation(unique("u"), "2024-01-01", { invocations: 0, computeMs: 1, storedBytes: 1 }),
       false,
     );
-    assert.deepEqual(await s.getUsage(id, "2024-01-02"), { invocations: 1, computeMs: 1000 });
+    assert.deepEqual(await s.getUsage(id, "2024-01-02"), { invocations: 1, computeMs: 1000, storedBytes: 0 });
+    // Stored bytes: one byte under the limit lets one more run; at the limit, none.
+    const bytes = unique("u");
+    await s.addUsage(bytes, "2024-01-01", { invocations: 0, computeMs: 0, storedBytes: 4095 });
+    assert.equal(await s.reserveInvocation(bytes, "2024-01-01", limits), true, "below the stored bytes");
+    await s.addUsage(bytes, "2024-01-01", { invocations: 0, computeMs: 0, storedBytes: 1 });
+    assert.equal(await s.reserveInvocation(bytes, "2024-01-01", limits), false, "stored bytes used up");
+    assert.equal(
+      await s.reserveInvocation(unique("u"), "2024-01-01", { invocations: 1, computeMs: 1, storedBytes: 0 }),
+      false,
+      "a zero limit refuses the day's first invocation",
+    );
   });
 }

@@ -14,6 +14,8 @@ interface Me {
   daily_invocations_used?: number;
   daily_compute_time_quota?: number;
   daily_compute_time_used?: number;
+  daily_stored_bytes_quota?: number;
+  daily_stored_bytes_used?: number;
   billing_period_invocations?: number;
 }
 
@@ -154,6 +156,14 @@ const whoami: Command = {
           "Compute",
           `${Math.round((me.daily_compute_time_used ?? 0) / 1000)} s of ${Math.round((me.daily_compute_time_quota ?? 0) / 1000)} s today`,
         ]);
+        // A server before the stored-bytes quota answers without it.
+        if (me.daily_stored_bytes_quota !== undefined) {
+          const mib = (bytes: number) => (bytes / (1024 * 1024)).toFixed(1);
+          rows.push([
+            "Stored",
+            `${mib(me.daily_stored_bytes_used ?? 0)} MiB of ${mib(me.daily_stored_bytes_quota)} MiB today`,
+          ]);
+        }
       } else if (me.billing_period_invocations !== undefined) {
         rows.push(["Invocations", `${me.billing_period_invocations} this billing period`]);
       }

@@ -4,10 +4,16 @@ import type { Config } from "../../config.ts";
 export interface PlanLimits {
   dailyInvocations: number;
   dailyComputeMs: number;
+  /** JSON bytes of events and delivery copies stored (stored-bytes.ts in domain/sources). */
+  dailyStoredBytes: number;
 }
 
 export function planLimits(config: Config): PlanLimits {
-  return { dailyInvocations: config.freeDailyInvocations, dailyComputeMs: config.freeDailyComputeMs };
+  return {
+    dailyInvocations: config.freeDailyInvocations,
+    dailyComputeMs: config.freeDailyComputeMs,
+    dailyStoredBytes: config.freeDailyStoredBytes,
+  };
 }
 
 /** `YYYY-MM-DD` of the UTC day containing `epochMs`. */

@@ -2,7 +2,8 @@
  * Work a source's code does after its invocation returned (timers, promises it left running) is not
  * part of any run, so the runner never sees it. The executor reports it here: its CPU time is added to
  * the source creator's compute usage, and what went wrong (a late `$emit`, a crash, a realm stopped
- * for spinning) goes to the source's `$errors`, so nothing vanishes silently.
+ * for spinning) goes to the source's `$errors` (its bytes counted in the creator's stored bytes), so
+ * nothing vanishes silently.
  */
 import type { Clock } from "../../clock.ts";
 import type { LateWork } from "../../runtime/types.ts";
@@ -12,6 +13,7 @@ import { usageDay } from "../accounts/quotas.ts";
 import type { Bus } from "../bus.ts";
 import type { Committer } from "../events/committer.ts";
 import type { EventRecorder } from "../events/recorder.ts";
+import { StoredBytes } from "./stored-bytes.ts";
 
 export interface LateWorkDeps {
   store: Storage;
@@ -73,7 +75,7 @@ export class LateWorkRecorder {
         // Options calls and inspections run under ids that are no source: nothing to charge.
         if (!source) continue;
         await this.#d.committer.submit((tx) =>
-          tx.addUsage(source.createdBy, day, { invocations: 0, computeMs: Math.ceil(ms) }),
+          tx.addUsage(source.createdBy, day, { invocations: 0, computeMs: Math.ceil(ms), storedBytes: 0 }),
         );
       } catch (err) {
         if (isStoreUnavailable(err) && !this.#closed) {
@@ -111,8 +113,8 @@ export class LateWorkRecorder {
     const now = this.#d.clock.now();
     const ts = new Date(now).toISOString();
     await this.#d.committer.submit(
-      (tx) =>
-        this.#d.recorder.store(tx, {
+      async (tx) => {
+        const stored = await this.#d.recorder.store(tx, {
           emitterId: source.id,
           channel: "$errors",
           nowMs: now,
@@ -127,7 +129,17 @@ export class LateWorkRecorder {
             },
             error: { code: error.code, message: error.message, ts, stack: error.stack ?? null },
           },
-        }),
+        });
+        // The note is stored for the source, as its runs' events are: it counts in its creator's bytes.
+        const bytes = new StoredBytes(tx, source.id);
+        await bytes.add(stored);
+        await tx.addUsage(source.createdBy, usageDay(now), {
+          invocations: 0,
+          computeMs: 0,
+          storedBytes: bytes.total,
+        });
+        return stored;
+      },
       (stored) => this.#d.bus.emit("event.stored", stored),
     );
   }

@@ -1,8 +1,9 @@
 /**
  * The free plan's daily quota as the runner meets it: before an invocation runs, the check counts it in
  * its owner's day at once (so hits checked at the same time, on any node, cannot all pass on one count),
- * and the invocation holds that place until its commit adds its compute time, or gives it back when it
- * never commits.
+ * and the invocation holds that place until its commit adds its compute time and stored bytes, or gives it
+ * back when it never commits. Compute time and bytes are known only at the commit: the run that crosses
+ * either limit completes, and the next check refuses.
  */
 import type { FastifyBaseLogger } from "fastify";
 import type { Clock } from "../../clock.ts";
@@ -14,7 +15,7 @@ import type { SourceRecord } from "../types.ts";
 
 /** One invocation's place in its owner's daily quota, taken at the check. */
 export interface QuotaHold {
-  /** The check counted the invocation in its day's usage already: its commit adds the compute time only. */
+  /** The check counted the invocation in its day's usage already: its commit adds compute time and bytes only. */
   readonly counted: boolean;
   /** The invocation ended without a commit: a counted invocation is given back. */
   release(): void;
@@ -43,12 +44,13 @@ export async function holdQuota(d: QuotaDeps, emitter: Pick<SourceRecord, "creat
   const reserved = await d.store.reserveInvocation(user.id, day, {
     invocations: limits.dailyInvocations,
     computeMs: limits.dailyComputeMs,
+    storedBytes: limits.dailyStoredBytes,
   });
   if (!reserved) {
     const tomorrow = new Date(day).getTime() + 86_400_000;
     throw new AppError(
       "quota_exceeded",
-      "The daily invocation or compute-time quota of this account is used up",
+      "The daily invocation, compute-time or stored-bytes quota of this account is used up",
       {
         headers: { "retry-after": String(Math.max(1, Math.ceil((tomorrow - d.clock.now()) / 1000))) },
       },
@@ -60,7 +62,7 @@ export async function holdQuota(d: QuotaDeps, emitter: Pick<SourceRecord, "creat
     release: () => {
       if (released) return;
       released = true;
-      d.store.addUsage(user.id, day, { invocations: -1, computeMs: 0 }).catch((err) => {
+      d.store.addUsage(user.id, day, { invocations: -1, computeMs: 0, storedBytes: 0 }).catch((err) => {
         d.logger.warn({ err, userId: user.id }, "could not give back an invocation that never ran");
       });
     },

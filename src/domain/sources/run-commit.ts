@@ -1,8 +1,9 @@
 /**
  * The commit of one run: what it produced — `$logs`, warnings and its error on `$errors`, emits, db
- * writes, dedupe state and usage — stored in one transaction of the group committer, or, when the run
- * failed, only its logs, its error and its usage; the stored events and the finished invocation are
- * announced on the bus once it landed. A commit the store refused drops the source's cached state.
+ * writes, dedupe state and usage (the invocation, its compute time, the bytes it stored) — stored in one
+ * transaction of the group committer, or, when the run failed, only its logs, its error and its usage;
+ * the stored events and the finished invocation are announced on the bus once it landed. A commit the
+ * store refused drops the source's cached state.
  */
 import type { FastifyBaseLogger } from "fastify";
 import type { Clock } from "../../clock.ts";
@@ -28,6 +29,7 @@ import type { EventRecord, SourceRecord } from "../types.ts";
 import { leaseLost } from "./run-lease.ts";
 import { endCommitSpan, startCommitSpan } from "./run-span.ts";
 import type { SourceDb, SourceDbs } from "./source-db.ts";
+import { StoredBytes } from "./stored-bytes.ts";
 import { type PutError, type PutEvent, type RoutingBound, storeEmits } from "./stored-emits.ts";
 
 export type Trigger = "http" | "timer" | "manual" | "subscription" | "hook" | "options";
@@ -119,18 +121,20 @@ export class RunCommits {
           if (leaseGen !== undefined && this.#d.leases)
             await tx.assertSourceLease(source.id, this.#d.leases.nodeId, leaseGen);
           const now = this.#d.clock.now();
-          const put: PutEvent = async (channel, event, extra) => {
-            stored.push(
-              await this.#d.recorder.store(tx, {
-                emitterId: source.id,
-                channel,
-                event,
-                meta: extra,
-                nowMs: now,
-                trace: span?.trace,
-                retention: source.retention ?? null,
-              }),
-            );
+          // What the commit stores, events and delivery copies, for the daily stored-bytes quota.
+          const bytes = new StoredBytes(tx, source.id);
+          const put: PutEvent = async (channel, event, extra, eventChars) => {
+            const record = await this.#d.recorder.store(tx, {
+              emitterId: source.id,
+              channel,
+              event,
+              meta: extra,
+              nowMs: now,
+              trace: span?.trace,
+              retention: source.retention ?? null,
+            });
+            stored.push(record);
+            await bytes.add(record, eventChars);
           };
           const error: PutError = (code, err) =>
             put("$errors", this.#errorEvent(source, original(), trigger, { ...err, code }, startedMs));
@@ -141,12 +145,13 @@ export class RunCommits {
             await error(result.error.code, result.error);
           } else {
             // Set when routing the emits would copy too much (stored-emits.ts): the run fails whole.
-            refused = await storeEmits(tx, source.id, meta, result.emits, put, error, this.#routing);
+            refused = await storeEmits(tx, source.id, meta, result.emits, put, error, this.#routing, bytes);
             if (!refused && dbAfter) await tx.putSourceDb(source.id, dbAfter.data, dbAfter.version);
           }
           await tx.addUsage(source.createdBy, usageDay(now), {
             invocations: counted ? 0 : 1,
             computeMs: Math.ceil(result.durationMs),
+            storedBytes: bytes.total,
           });
           return outcome();
         },

@@ -9,12 +9,21 @@ import type { ComponentMeta, EmittedEvent } from "../../runtime/types.ts";
 import type { StorageOps } from "../../storage/port.ts";
 import { normalizeChannelLoose } from "../events/channels.ts";
 import { applyDedupePerChannel, type ChannelDedupeState, orderByTs } from "../events/dedupe.ts";
+import { StoredBytes } from "./stored-bytes.ts";
 
 /** Named channels (besides the default, `$logs` and `$errors`) one source may emit on. */
 export const maxCustomChannels = 32;
 
-/** Stores one event on a channel of the source, in the commit's transaction. */
-export type PutEvent = (channel: string, event: unknown, extra?: Record<string, unknown>) => Promise<void>;
+/**
+ * Stores one event on a channel of the source, in the commit's transaction. `eventChars`: the length of
+ * the event's JSON (`jsonCharsAtLeast`), when measured already, for the stored-bytes count.
+ */
+export type PutEvent = (
+  channel: string,
+  event: unknown,
+  extra?: Record<string, unknown>,
+  eventChars?: number,
+) => Promise<void>;
 /** Stores an error event on the source's `$errors`, in the commit's transaction. */
 export type PutError = (code: string, err: SerializedError) => Promise<void>;
 
@@ -29,7 +38,8 @@ export interface RoutingBound {
 /**
  * Stores the emits; or stores none of them and answers why, when routing them would copy more than
  * `bound` allows into deliveries (`fan_out_too_large`, reported on `$errors`: the run then fails whole,
- * its db writes discarded too, as for `run_emits_too_large`).
+ * its db writes discarded too, as for `run_emits_too_large`). Each emit is measured once, here, for the
+ * bound and for `put` (the commit's stored-bytes count); `bytes` tells the listeners of each channel.
  */
 export async function storeEmits(
   tx: StorageOps,
@@ -39,6 +49,7 @@ export async function storeEmits(
   put: PutEvent,
   error: PutError,
   bound?: RoutingBound,
+  bytes: StoredBytes = new StoredBytes(tx, sourceId),
 ): Promise<SerializedError | undefined> {
   if (emits.length === 0) return undefined;
   const ordered = await withinChannelLimit(tx, sourceId, orderByTs(emits), error);
@@ -53,48 +64,47 @@ export async function storeEmits(
       data: { summary: refused.meta.summary },
     });
   }
-  const tooMuch = bound && (await overRouted(tx, sourceId, outcome.accepted, bound));
+  const chars = outcome.accepted.map((e) => jsonCharsAtLeast(e.event));
+  const tooMuch = bound && (await overRouted(outcome.accepted, chars, bound, bytes));
   if (tooMuch) {
     await error(tooMuch.code, tooMuch);
     return tooMuch;
   }
-  for (const e of outcome.accepted) {
+  for (const [i, e] of outcome.accepted.entries()) {
     const extra: Record<string, unknown> = {};
     if (e.meta.id !== undefined) extra.id = e.meta.id;
     if (e.meta.summary !== undefined) extra.summary = e.meta.summary;
     if (e.meta.ts !== undefined) extra.ts = e.meta.ts;
     if (e.meta.delivery_ts !== undefined) extra.delivery_ts = e.meta.delivery_ts;
-    await put(normalizeChannelLoose(e.meta.name), e.event, extra);
+    await put(normalizeChannelLoose(e.meta.name), e.event, extra, chars[i]);
   }
   if (meta.dedupe) await tx.putDedupeState(sourceId, outcome.state);
   return undefined;
 }
 
 /**
- * Whether routing `emits` would copy more than `bound` allows: every listener of an event's channel gets
- * its own copy, written in this commit, which holds the store meanwhile (a run of 64 MiB with 50
- * listeners wrote 3.2 GB; docs/delivery.md, "Listeners per emitter"). The listeners are counted only for
- * a run whose emits could reach the bound with every listener an emitter may have.
+ * Whether routing `emits` (of `chars` each) would copy more than `bound` allows: every listener of an
+ * event's channel gets its own copy, written in this commit, which holds the store meanwhile (a run of
+ * 64 MiB with 50 listeners wrote 3.2 GB; docs/delivery.md, "Listeners per emitter"). The listeners are
+ * counted here only for a run whose emits could reach the bound with every listener an emitter may have.
  */
 async function overRouted(
-  tx: StorageOps,
-  sourceId: string,
   emits: EmittedEvent[],
+  chars: number[],
   bound: RoutingBound,
+  bytes: StoredBytes,
 ): Promise<SerializedError | undefined> {
   const charsByChannel = new Map<string, number>();
-  let chars = 0;
-  for (const e of emits) {
-    const n = jsonCharsAtLeast(e.event);
+  let total = 0;
+  for (const [i, e] of emits.entries()) {
+    const n = chars[i]!;
     const channel = normalizeChannelLoose(e.meta.name);
     charsByChannel.set(channel, (charsByChannel.get(channel) ?? 0) + n);
-    chars += n;
+    total += n;
   }
-  if (chars * bound.maxListeners <= bound.maxRoutedChars) return undefined;
-  const owner = await tx.resourceOwner(sourceId);
+  if (total * bound.maxListeners <= bound.maxRoutedChars) return undefined;
   let routed = 0;
-  for (const [channel, n] of charsByChannel)
-    routed += n * (await tx.matchSubscriptions(sourceId, owner, channel)).length;
+  for (const [channel, n] of charsByChannel) routed += n * (await bytes.listeners(channel));
   if (routed <= bound.maxRoutedChars) return undefined;
   return {
     code: "fan_out_too_large",

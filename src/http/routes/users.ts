@@ -21,6 +21,8 @@ const userSchema = Type.Object(
     daily_compute_time_used: Type.Optional(Type.Integer()),
     daily_invocations_quota: Type.Optional(Type.Integer()),
     daily_invocations_used: Type.Optional(Type.Integer()),
+    daily_stored_bytes_quota: Type.Optional(Type.Integer()),
+    daily_stored_bytes_used: Type.Optional(Type.Integer()),
     billing_period_start_ts: Type.Optional(Type.Integer()),
     billing_period_end_ts: Type.Optional(Type.Integer()),
     billing_period_invocations: Type.Optional(Type.Integer()),
@@ -60,6 +62,9 @@ export async function userRoutes(app: FastifyInstance): Promise<void> {
             daily_compute_time_used: usage.computeMs,
             daily_invocations_quota: limits.dailyInvocations,
             daily_invocations_used: usage.invocations,
+            // Fount's own (no Pipedream field): the JSON its events and their delivery copies stored today.
+            daily_stored_bytes_quota: limits.dailyStoredBytes,
+            daily_stored_bytes_used: usage.storedBytes,
           },
         };
       }

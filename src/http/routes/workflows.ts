@@ -9,6 +9,7 @@ import { Type } from "typebox";
 import { usageDay } from "../../domain/accounts/quotas.ts";
 import { channelPattern, normalizeChannel } from "../../domain/events/channels.ts";
 import { holdQuota } from "../../domain/sources/quota-hold.ts";
+import { StoredBytes } from "../../domain/sources/stored-bytes.ts";
 import { maxCustomChannels } from "../../domain/sources/stored-emits.ts";
 import type { EventRecord, Workflow } from "../../domain/types.ts";
 import { AppError, invalidParameter } from "../../errors.ts";
@@ -88,9 +89,13 @@ export async function workflowRoutes(app: FastifyInstance): Promise<void> {
         async (tx) => {
           const nowMs = clock.now();
           const stored = await recorder.store(tx, { emitterId: workflow.id, channel, event, nowMs });
+          // Its bytes and its delivery copies count in the day's stored bytes, as a run's emits do.
+          const bytes = new StoredBytes(tx, workflow.id);
+          await bytes.add(stored, size);
           await tx.addUsage(workflow.createdBy, usageDay(nowMs), {
             invocations: hold.counted ? 0 : 1,
             computeMs: 0,
+            storedBytes: bytes.total,
           });
           return stored;
         },

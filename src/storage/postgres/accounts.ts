@@ -86,23 +86,29 @@ export function accountOps(q: Sql): AccountOps {
 
     getUsage: async (userId, day): Promise<Usage> =>
       (await q.get(
-        "SELECT invocations, compute_ms FROM usage_daily WHERE user_id = $1 AND day = $2",
+        "SELECT invocations, compute_ms, stored_bytes FROM usage_daily WHERE user_id = $1 AND day = $2",
         [userId, day],
-        (r) => ({ invocations: r.invocations as number, computeMs: r.compute_ms as number }),
-      )) ?? { invocations: 0, computeMs: 0 },
+        (r) => ({
+          invocations: r.invocations as number,
+          computeMs: r.compute_ms as number,
+          storedBytes: r.stored_bytes as number,
+        }),
+      )) ?? { invocations: 0, computeMs: 0, storedBytes: 0 },
 
     // Additive in SQL, so that counts from several writers add up; inside a transaction one statement
     // per user and day carries the sum of its additions.
     addUsage: (userId, day, d) =>
       q.deferMerged(`usage\0${userId}\0${day}`, d, (deltas) => ({
-        text: `INSERT INTO usage_daily (user_id, day, invocations, compute_ms) VALUES ($1, $2, $3, $4)
+        text: `INSERT INTO usage_daily (user_id, day, invocations, compute_ms, stored_bytes) VALUES ($1, $2, $3, $4, $5)
                ON CONFLICT (user_id, day) DO UPDATE SET invocations = usage_daily.invocations + excluded.invocations,
-               compute_ms = usage_daily.compute_ms + excluded.compute_ms`,
+               compute_ms = usage_daily.compute_ms + excluded.compute_ms,
+               stored_bytes = usage_daily.stored_bytes + excluded.stored_bytes`,
         params: [
           userId,
           day,
           deltas.reduce((n, x) => n + x.invocations, 0),
           deltas.reduce((n, x) => n + x.computeMs, 0),
+          deltas.reduce((n, x) => n + x.storedBytes, 0),
         ],
       })),
 
@@ -111,10 +117,10 @@ export function accountOps(q: Sql): AccountOps {
     reserveInvocation: async (userId, day, limits) =>
       (await q.run(
         `INSERT INTO usage_daily AS u (user_id, day, invocations, compute_ms)
-           SELECT $1, $2, 1, 0 WHERE $3::bigint > 0 AND $4::bigint > 0
+           SELECT $1, $2, 1, 0 WHERE $3::bigint > 0 AND $4::bigint > 0 AND $5::bigint > 0
          ON CONFLICT (user_id, day) DO UPDATE SET invocations = u.invocations + 1
-           WHERE u.invocations < $3::bigint AND u.compute_ms < $4::bigint`,
-        [userId, day, limits.invocations, limits.computeMs],
+           WHERE u.invocations < $3::bigint AND u.compute_ms < $4::bigint AND u.stored_bytes < $5::bigint`,
+        [userId, day, limits.invocations, limits.computeMs, limits.storedBytes],
       )) > 0,
   };
 }

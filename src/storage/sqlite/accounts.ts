@@ -15,10 +15,10 @@ import type { Sql } from "./sql.ts";
 /** Adds to a user's usage of a day now (deferred.ts calls it, inside a transaction at COMMIT). */
 export function writeUsage(q: Sql, userId: string, day: string, d: Usage): void {
   q.run(
-    `INSERT INTO usage_daily (user_id, day, invocations, compute_ms) VALUES (?, ?, ?, ?)
+    `INSERT INTO usage_daily (user_id, day, invocations, compute_ms, stored_bytes) VALUES (?, ?, ?, ?, ?)
        ON CONFLICT (user_id, day) DO UPDATE SET invocations = invocations + excluded.invocations,
-       compute_ms = compute_ms + excluded.compute_ms`,
-    [userId, day, d.invocations, d.computeMs],
+       compute_ms = compute_ms + excluded.compute_ms, stored_bytes = stored_bytes + excluded.stored_bytes`,
+    [userId, day, d.invocations, d.computeMs, d.storedBytes],
   );
 }
 
@@ -127,13 +127,14 @@ export function accountOps(q: Sql, rows: RowCache, held: DeferredWrites): Accoun
       held.settle();
       return (
         q.get(
-          "SELECT invocations, compute_ms FROM usage_daily WHERE user_id = ? AND day = ?",
+          "SELECT invocations, compute_ms, stored_bytes FROM usage_daily WHERE user_id = ? AND day = ?",
           [userId, day],
           (r) => ({
             invocations: r.invocations as number,
             computeMs: r.compute_ms as number,
+            storedBytes: r.stored_bytes as number,
           }),
-        ) ?? { invocations: 0, computeMs: 0 }
+        ) ?? { invocations: 0, computeMs: 0, storedBytes: 0 }
       );
     },
 
@@ -145,10 +146,10 @@ export function accountOps(q: Sql, rows: RowCache, held: DeferredWrites): Accoun
       return (
         q.run(
           `INSERT INTO usage_daily (user_id, day, invocations, compute_ms)
-           SELECT ?1, ?2, 1, 0 WHERE ?3 > 0 AND ?4 > 0
+           SELECT ?1, ?2, 1, 0 WHERE ?3 > 0 AND ?4 > 0 AND ?5 > 0
          ON CONFLICT (user_id, day) DO UPDATE SET invocations = invocations + 1
-           WHERE invocations < ?3 AND compute_ms < ?4`,
-          [userId, day, limits.invocations, limits.computeMs],
+           WHERE invocations < ?3 AND compute_ms < ?4 AND stored_bytes < ?5`,
+          [userId, day, limits.invocations, limits.computeMs, limits.storedBytes],
         ) > 0
       );
     },

@@ -69,7 +69,8 @@ export class DeferredWrites {
     if (sum) {
       sum.invocations += d.invocations;
       sum.computeMs += d.computeMs;
-    } else held.set(key, { userId, day, invocations: d.invocations, computeMs: d.computeMs });
+      sum.storedBytes += d.storedBytes;
+    } else held.set(key, { userId, day, ...d });
   }
 
   #write(held: Held): void {

@@ -19,7 +19,7 @@ test("jobs of one turn share a transaction; a failing one fails alone", async ()
   const s = await store();
   const committer = new Committer(s);
   const add = (user: string) =>
-    committer.submit(async (tx) => tx.addUsage(user, day, { invocations: 1, computeMs: 0 }));
+    committer.submit(async (tx) => tx.addUsage(user, day, { invocations: 1, computeMs: 0, storedBytes: 0 }));
   const results = await Promise.allSettled([
     add("u_a"),
     committer.submit(async () => {
@@ -43,7 +43,7 @@ test("a batch that finds the store unavailable fails every job at once, none ret
   const add = (user: string) =>
     committer.submit(async (tx) => {
       runs++;
-      await tx.addUsage(user, day, { invocations: 1, computeMs: 0 });
+      await tx.addUsage(user, day, { invocations: 1, computeMs: 0, storedBytes: 0 });
     });
   const results = await Promise.allSettled([
     add("u_a"),
@@ -105,7 +105,7 @@ async function lingering(lingerMs: number, maxBatch?: number) {
   const committer = new Committer(s, { lingerMs, maxBatch, observe: (_ms, jobs) => batches.push(jobs) });
   const add = (user: string) =>
     committer.submit(async (tx) => {
-      await tx.addUsage(user, day, { invocations: 1, computeMs: 0 });
+      await tx.addUsage(user, day, { invocations: 1, computeMs: 0, storedBytes: 0 });
       return user;
     });
   return { s, committer, batches, add };

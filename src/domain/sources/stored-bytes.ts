@@ -1,0 +1,46 @@
+/**
+ * What one commit writes to the shared disk, for the free plan's daily stored-bytes quota
+ * (FOUNT_FREE_DAILY_STORED_BYTES): the JSON of every event it stores, its meta included, once for the
+ * event's row and once more for each delivery copy routing makes of it (one per listener of its channel,
+ * as FOUNT_MAX_RUN_ROUTED_BYTES counts them). Measured as the per-run bounds measure, by
+ * `jsonCharsAtLeast`, which walks a value without serializing it (docs/isolation.md).
+ */
+import { jsonCharsAtLeast } from "../../runtime/executors/results.ts";
+import type { StorageOps } from "../../storage/port.ts";
+import type { EventRecord } from "../types.ts";
+
+/** The stored bytes of one commit, summed as it stores events; the commit adds `total` to its usage row. */
+export class StoredBytes {
+  /** Bytes counted so far. */
+  total = 0;
+  readonly #tx: StorageOps;
+  readonly #emitterId: string;
+  #owner: Promise<string | undefined> | undefined;
+  /** Listeners per channel: looked up once a commit and channel (routing asks the same, cached, per event). */
+  readonly #listeners = new Map<string, number>();
+
+  constructor(tx: StorageOps, emitterId: string) {
+    this.#tx = tx;
+    this.#emitterId = emitterId;
+  }
+
+  /** The subscriptions that route the emitter's `channel`: each copies every event stored on it. */
+  async listeners(channel: string): Promise<number> {
+    const known = this.#listeners.get(channel);
+    if (known !== undefined) return known;
+    this.#owner ??= this.#tx.resourceOwner(this.#emitterId);
+    const n = (await this.#tx.matchSubscriptions(this.#emitterId, await this.#owner, channel)).length;
+    this.#listeners.set(channel, n);
+    return n;
+  }
+
+  /**
+   * Counts a stored event and its delivery copies. `eventChars`: the length of its `event`'s JSON when the
+   * caller measured it already (a run's emits are, for the routing bound), else it is measured here.
+   */
+  async add(stored: EventRecord, eventChars?: number): Promise<void> {
+    const chars = (eventChars ?? jsonCharsAtLeast(stored.event)) + jsonCharsAtLeast(stored.meta);
+    const copies = this.#listeners.get(stored.channel) ?? (await this.listeners(stored.channel));
+    this.total += chars * (1 + copies);
+  }
+}

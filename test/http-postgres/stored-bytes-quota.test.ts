@@ -1,0 +1,3 @@
+// The stored-bytes quota cases, on PostgreSQL: a fresh schema per server (FOUNT_TEST_STORE, test/helpers.ts).
+process.env.FOUNT_TEST_STORE = "postgres";
+await import("../http/stored-bytes-quota.test.ts");
