@@ -50,6 +50,8 @@ export interface Config {
   sseMaxStreams: number;
   /** SSE streams one user may have replaying stored events on a node at once (FOUNT_SSE_MAX_REPLAYS). */
   sseMaxReplays: number;
+  /** Ms an SSE resume waits for a replay turn, then is told to come back (FOUNT_SSE_REPLAY_WAIT_MS). */
+  sseReplayWaitMs: number;
   /**
    * Whose `X-Forwarded-For` names the client (FOUNT_TRUST_PROXY): false (the connection's address, the
    * default), or the addresses and CIDR ranges of the reverse proxies.
@@ -397,6 +399,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     maxConnectionsPerAddress: int(env, "FOUNT_MAX_CONNECTIONS_PER_ADDRESS", 256, 0),
     sseMaxStreams: int(env, "FOUNT_SSE_MAX_STREAMS", 2000, 1),
     sseMaxReplays: int(env, "FOUNT_SSE_MAX_REPLAYS", 8, 1),
+    sseReplayWaitMs: int(env, "FOUNT_SSE_REPLAY_WAIT_MS", 30_000, 100),
     trustProxy: trustProxy(env),
     authFailureLimit: int(env, "FOUNT_AUTH_FAILURE_LIMIT", 20),
     authFailureWindowMs: int(env, "FOUNT_AUTH_FAILURE_WINDOW_S", 300, 1) * 1000,

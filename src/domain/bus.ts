@@ -16,9 +16,9 @@ export interface EventMap {
   /**
    * A credential or membership was taken away: an API key revoked, a session ended, a member removed from
    * an organization (`userId`: whose; undefined: anyone's). The SSE streams it opened check their access
-   * at once rather than at their next periodic check.
+   * at once rather than at their next periodic check, on every node (`remote`: made through another).
    */
-  "access.revoked": [info: { userId?: string }];
+  "access.revoked": [info: { userId?: string; remote?: boolean }];
   /** A timer fired (or was skipped) for a source. */
   "timer.fired": [info: { sourceId: string; propName: string; scheduledMs: number; skipped?: string }];
   /** A delivery's attempt (or a decision without one) was recorded; `status` is its state afterwards. */

@@ -1,9 +1,9 @@
 /**
  * This node's link to the others on the same database (drivers with `cluster`): its heartbeat, and one
  * LISTEN/NOTIFY channel that carries the events stored here to the other nodes' SSE streams, deleted
- * sources (their streams end everywhere), the run lease requests of source-leases.ts, and which kinds of
- * cached rows a change made stale (the store's row caches; a node that may have missed messages forgets
- * all of them).
+ * sources (their streams end everywhere), revoked access (streams check theirs at once, everywhere), the
+ * run lease requests of source-leases.ts, and which kinds of cached rows a change made stale (the store's
+ * row caches; a node that may have missed messages forgets all of them).
  *
  * Events go only where a stream waits for them: a node announces the emitters its SSE clients stream
  * (`watch`, again every `interestRefreshMs`), and the others send an emitter's events while such an
@@ -104,8 +104,7 @@ export class ClusterLink implements StreamInterest {
   /** Starts the heartbeat and the channel; the first heartbeat is written before it resolves. */
   async start(): Promise<void> {
     await this.#beat();
-    this.#heartbeat = setInterval(() => void this.#beat(), this.#d.heartbeatMs ?? heartbeatMs);
-    this.#heartbeat.unref();
+    this.#heartbeat = setInterval(() => void this.#beat(), this.#d.heartbeatMs ?? heartbeatMs).unref();
     // Sent whether or not other nodes were alive at the last heartbeat: one that just started caches too.
     this.#d.cluster.onStale((kinds) => void this.#send({ n: this.#d.nodeId, t: "stale", k: kinds }));
     this.#stopListening = await this.#d.cluster.listen(
@@ -130,12 +129,14 @@ export class ClusterLink implements StreamInterest {
     // made there). Any message from a node they do not know makes them count again at once; an empty
     // announcement says this one is here.
     void this.#send({ n: this.#d.nodeId, t: "watch", e: [] });
-    this.#refresh = setInterval(() => this.#refreshInterest(), this.#timings.refreshMs);
-    this.#refresh.unref();
+    this.#refresh = setInterval(() => this.#refreshInterest(), this.#timings.refreshMs).unref();
     this.#offBus.push(
       this.#d.bus.on("event.stored", (e) => this.#queue(e)),
       this.#d.bus.on("source.deleted", ({ sourceId, remote }) => {
         if (!remote) void this.#send({ n: this.#d.nodeId, t: "deleted", s: sourceId });
+      }),
+      this.#d.bus.on("access.revoked", ({ userId: u, remote }) => {
+        if (!remote) void this.#send({ n: this.#d.nodeId, t: "revoked", u });
       }),
     );
   }
@@ -373,6 +374,10 @@ export class ClusterLink implements StreamInterest {
         break;
       case "wake":
         this.#d.onWake?.();
+        break;
+      case "revoked":
+        this.#d.cluster.forgetCached(["accounts"]);
+        this.#d.bus.emit("access.revoked", { userId: message.u, remote: true });
         break;
     }
   }

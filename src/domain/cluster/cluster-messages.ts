@@ -27,6 +27,11 @@ export type Message =
   | { n: string; t: "events"; e: EventRecord[] }
   | { n: string; t: "event-ref"; r: Array<[emitterId: string, channel: string, ms: number, seq: number]> }
   | { n: string; t: "deleted"; s: string }
+  /**
+   * Access was revoked (`u`: whose; absent: anyone's): streams check theirs at once. The receiver forgets
+   * its cached keys and memberships first, since the sender's `stale` may arrive after this.
+   */
+  | { n: string; t: "revoked"; u?: string }
   | { n: string; t: "stale"; k: string[] }
   /** Emitters the sender streams; `a` asks every receiver to confirm with an `ack`. */
   | { n: string; t: "watch"; e: string[]; a?: string }

@@ -11,20 +11,28 @@ import { type EventIdParts, parseEventId } from "../../domain/events/event-ids.t
 import { keptPages } from "../../domain/events/retention.ts";
 import { StreamHub, type StreamHubOptions } from "../../domain/events/stream-hub.ts";
 import type { EventRecord, SourceRecord } from "../../domain/types.ts";
-import { AppError, invalidParameter } from "../../errors.ts";
+import { invalidParameter } from "../../errors.ts";
 import type { Services } from "../../services.ts";
 import { errorResponses, principal } from "../conventions.ts";
 import { renderEvent } from "../event-entries.ts";
 import type { Authenticator } from "../plugins/authentication.ts";
 import { sseSink } from "../sse-sink.ts";
+import { StreamUsers, type UserStream } from "../stream-users.ts";
 import { sourceIdParams, visibleSource } from "./sources.ts";
 
 /** The hub of each app, for tests and benchmarks (the plugin is encapsulated, so it decorates nothing). */
 const hubs = new WeakMap<Services, StreamHub>();
+/** Each app's record of its users' streams, for tests. */
+const usersOf = new WeakMap<Services, StreamUsers>();
 
 /** The stream hub of an app, by its services (`built.services`); undefined before the plugin loads. */
 export function streamHubOf(services: Services): StreamHub | undefined {
   return hubs.get(services);
+}
+
+/** The per-user record of an app's streams, by its services; undefined before the plugin loads. */
+export function streamUsersOf(services: Services): StreamUsers | undefined {
+  return usersOf.get(services);
 }
 
 /** An event as its SSE frame: no `event:` line, so clients get it as a plain `message`. */
@@ -59,39 +67,22 @@ export async function streamRoutes(
 ): Promise<void> {
   const { store, bus, streamInterest } = app.fount;
   const hub = new StreamHub(bus, sseFrame, options.hub);
-  /** Open streams by user, on this node. */
-  const openBy = new Map<string, number>();
-  /** Replays running by user, on this node, and the streams waiting for one to end (first come first served). */
-  const replaysBy = new Map<string, { running: number; waiting: Array<() => void> }>();
-  /** Each open stream's access check, by the user whose request opened it. */
-  const checksBy = new Map<string, Set<() => void>>();
-  /**
-   * Users (`*`: everyone) whose streams were checked within the last second, and those asked again
-   * meanwhile: a user ending sessions in a loop makes one check of their streams a second, not one each.
-   */
-  const checkedLately = new Map<string, NodeJS.Timeout>();
-  const askedAgain = new Set<string>();
-  const checkStreamsOf = (who: string) => {
-    if (checkedLately.has(who)) {
-      askedAgain.add(who);
-      return;
-    }
-    const affected = who === "*" ? [...checksBy.values()] : [checksBy.get(who) ?? []];
-    for (const checks of affected) for (const check of [...checks]) check();
-    const quiet = setTimeout(() => {
-      checkedLately.delete(who);
-      if (askedAgain.delete(who)) checkStreamsOf(who);
-    }, 1000);
-    checkedLately.set(who, quiet.unref());
-  };
-  const offRevoked = bus.on("access.revoked", ({ userId }) => checkStreamsOf(userId ?? "*"));
-  app.addHook("onClose", async () => {
-    offRevoked();
-    for (const quiet of checkedLately.values()) clearTimeout(quiet);
-  });
+  const users = new StreamUsers(() => ({
+    maxStreams: hub.options.maxStreamsPerUser,
+    maxReplays: hub.options.maxReplaysPerUser,
+    replayWaitMs: app.fount.config.sseReplayWaitMs,
+    recheckMs: hub.options.recheckMs,
+  }));
+  // A revocation on this node, or on another one (cluster-link.ts carries it), is checked at once.
+  const offRevoked = bus.on("access.revoked", ({ userId }) => users.checkNow(userId));
+  app.addHook("onClose", async () => offRevoked());
+  usersOf.set(app.fount, users);
   hubs.set(app.fount, hub);
   // Before the server waits for its connections to end: open streams would hold it forever.
-  app.addHook("preClose", async () => hub.close());
+  app.addHook("preClose", async () => {
+    hub.close();
+    users.close();
+  });
 
   app.get(
     "/sources/:id/sse",
@@ -206,48 +197,6 @@ export async function streamRoutes(
     })();
   }
 
-  /**
-   * Waits for one of the user's replay turns (`maxReplaysPerUser`); resolves with its release (once,
-   * however often called), or with undefined when the client left while it waited. A waiting stream
-   * holds no page and no live events: it opens on the hub once its turn comes. It waits rather than
-   * answering 429, which an EventSource takes as final (it reconnects after network errors only).
-   */
-  async function replayTurn(userId: string, reply: FastifyReply): Promise<(() => void) | undefined> {
-    let turns = replaysBy.get(userId);
-    if (!turns) {
-      turns = { running: 0, waiting: [] };
-      replaysBy.set(userId, turns);
-    }
-    const user = turns;
-    if (user.running < hub.options.maxReplaysPerUser) user.running++;
-    else {
-      if (reply.raw.destroyed) return undefined;
-      const turn = await new Promise<boolean>((resolve) => {
-        const take = () => {
-          reply.raw.off("close", left);
-          resolve(true);
-        };
-        const left = () => {
-          user.waiting.splice(user.waiting.indexOf(take), 1);
-          resolve(false);
-        };
-        user.waiting.push(take);
-        reply.raw.once("close", left);
-      });
-      if (!turn) return undefined;
-    }
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      // The turn passes to the next waiting stream, or is given back.
-      const next = user.waiting.shift();
-      if (next) return next();
-      user.running--;
-      if (user.running === 0) replaysBy.delete(userId);
-    };
-  }
-
   /** Streams `channels` of a source onto the reply; several channels share one socket (IDs are per source). */
   async function stream(
     request: FastifyRequest,
@@ -258,35 +207,32 @@ export async function streamRoutes(
     const q = request.query as { last_event_id?: string };
     const after = lastEventId(request.headers["last-event-id"], q.last_event_id);
     const source = await visibleSource(app, request, id);
-    const userId = principal(request).user.id;
-    const open = openBy.get(userId) ?? 0;
-    if (open >= hub.options.maxStreamsPerUser)
-      throw new AppError(
-        "rate_limited",
-        `At most ${hub.options.maxStreamsPerUser} streams may be open at once`,
-        {
-          headers: { "retry-after": "10" },
-        },
-      );
-    openBy.set(userId, open + 1);
-    reply.raw.once("close", () => {
-      const n = (openBy.get(userId) ?? 1) - 1;
-      if (n > 0) openBy.set(userId, n);
-      else openBy.delete(userId);
-    });
-
-    const release = after ? await replayTurn(userId, reply) : () => {};
-    if (!release) {
-      // The client left while it waited: nothing to answer.
+    const mine = users.admit(principal(request).user.id, reply.raw);
+    const turn = after ? await mine.replayTurn() : { release: () => {} };
+    if (turn === "left" || mine.closed) {
+      // The client left while it waited (or before): nothing to answer, nothing left behind.
+      if (typeof turn === "object") turn.release();
       reply.hijack();
       return;
     }
-    reply.raw.once("close", release);
+    if (turn === "busy") return comeBackLater(reply);
     try {
-      await openStream(request, reply, source, channels, after);
+      await openStream(request, reply, source, channels, after, mine);
     } finally {
-      release();
+      turn.release();
     }
+  }
+
+  /**
+   * A resume that waited `FOUNT_SSE_REPLAY_WAIT_MS` for a replay turn: a 200 event stream holding only
+   * `retry:` that ends at once, which an EventSource answers by reconnecting after that delay with the
+   * same Last-Event-ID (a 429 or 503 would stop it for good). The delay is the one every stream sends,
+   * so the client's later reconnections keep it. Nothing of the replay was read.
+   */
+  function comeBackLater(reply: FastifyReply): void {
+    reply.hijack();
+    reply.raw.writeHead(200, { ...(reply.getHeaders() as OutgoingHttpHeaders), ...sseHeaders });
+    reply.raw.end(`: every replay turn of this user is taken; reconnect\nretry: ${hub.options.retryMs}\n\n`);
   }
 
   /** Opens the hub's clients of `channels` on the reply, replays what is stored after `after`, goes live. */
@@ -296,6 +242,7 @@ export async function streamRoutes(
     source: SourceRecord,
     channels: string[],
     after: EventIdParts | undefined,
+    mine: UserStream,
   ): Promise<void> {
     const id = source.id;
     // Subscribed before reading the store: an event committed meanwhile is either read or held (or
@@ -326,9 +273,15 @@ export async function streamRoutes(
       reply.raw.once("close", () => socket.off("end", gone));
     }
     reply.hijack();
+    if (reply.raw.destroyed) {
+      // The client left while the store was read.
+      for (const client of clients) client.abandon();
+      return;
+    }
     // The stream lasts only as long as what let it open: a key revoked, a session ended or a membership
-    // gone ends it within `recheckMs` (each check is the request's own authentication, run again).
-    const check = () => {
+    // gone ends it within `recheckMs`, and at once after a revocation on any node (`access.revoked`).
+    // Each check is the request's own authentication, run again.
+    mine.watch(() => {
       void (async () => {
         request.principal = await options.authenticator.principal(request);
         await visibleSource(app, request, id);
@@ -336,23 +289,7 @@ export async function streamRoutes(
         // Ended cleanly, as when the source is deleted: the client's reconnection then gets the 401 or 404.
         for (const client of clients) client.end();
       });
-    };
-    const recheck = setInterval(check, hub.options.recheckMs);
-    recheck.unref();
-    // A revocation on this node is checked at once (`access.revoked`); one on another node, at the interval.
-    const userId = principal(request).user.id;
-    const checks = checksBy.get(userId) ?? new Set<() => void>();
-    checksBy.set(userId, checks.add(check));
-    reply.raw.once("close", () => {
-      clearInterval(recheck);
-      checks.delete(check);
-      if (checks.size === 0 && checksBy.get(userId) === checks) checksBy.delete(userId);
     });
-    if (reply.raw.destroyed) {
-      // The client left while the store was read.
-      for (const client of clients) client.abandon();
-      return;
-    }
     // Headers set by hooks (x-request-id) go out too: a hijacked reply does not send them itself.
     reply.raw.writeHead(200, { ...(reply.getHeaders() as OutgoingHttpHeaders), ...sseHeaders });
     request.log.debug({ sourceId: source.id, channels, replay: after !== undefined }, "stream opened");

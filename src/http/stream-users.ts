@@ -1,0 +1,225 @@
+/**
+ * Each user's live streams on this node, in one record: how many are open, the replay turns they hold
+ * and the streams waiting for one, and each open stream's access check. A user's first stream makes the
+ * record and the end of their last one removes it, so nothing is kept of users who have left. The
+ * limits are the stream hub's (`maxStreamsPerUser`, `maxReplaysPerUser`) and `FOUNT_SSE_REPLAY_WAIT_MS`,
+ * counted per node, in memory (docs/streams.md, *Slow and vanished clients*).
+ */
+import type { ServerResponse } from "node:http";
+import { AppError } from "../errors.ts";
+
+/** What bounds one user's streams on this node, read at each use (tests change the hub's options). */
+export interface StreamUserLimits {
+  /** Streams open at once (FOUNT_SSE_MAX_STREAMS). */
+  maxStreams: number;
+  /** Streams replaying stored events at once (FOUNT_SSE_MAX_REPLAYS). */
+  maxReplays: number;
+  /** How long a stream waits for a replay turn before it is told to come back later (ms). */
+  replayWaitMs: number;
+  /** How often each open stream checks its access again (ms). */
+  recheckMs: number;
+}
+
+/** What a wait for a replay turn came to: the turn (with its release), the client gone, or no turn in time. */
+export type ReplayTurn = { release: () => void } | "left" | "busy";
+
+/** One stream of a user, counted from `StreamUsers.admit` until its response closes. */
+export interface UserStream {
+  /** Whether its response has closed (the client left, or the stream ended). */
+  readonly closed: boolean;
+  /**
+   * Takes one of the user's replay turns, waiting up to `replayWaitMs` for one, first come first served.
+   * The release passes the turn on (once, however often called); the response's close releases it too.
+   */
+  replayTurn(): Promise<ReplayTurn>;
+  /** Runs `check` every `recheckMs` and whenever the user's access is revoked (`checkNow`), until the close. */
+  watch(check: () => void): void;
+}
+
+/** One user's streams on this node. */
+interface UserStreams {
+  open: number;
+  /** Replay turns taken. */
+  replaying: number;
+  /** Streams waiting for a replay turn, first come first served. */
+  waiting: Array<() => void>;
+  /** The open streams' access checks. */
+  checks: Set<() => void>;
+  /** Checked at once within the last second (`checkNow`), and whether asked again meanwhile. */
+  quiet: NodeJS.Timeout | undefined;
+  again: boolean;
+}
+
+/** A revocation's checks of one user's streams (or everyone's) run at most this often (ms). */
+const checkAtMostEveryMs = 1_000;
+
+export class StreamUsers {
+  readonly #users = new Map<string, UserStreams>();
+  readonly #limits: () => StreamUserLimits;
+  /** Every user's streams were checked at once within the last second (a revocation naming no user). */
+  #quietAll: NodeJS.Timeout | undefined;
+  #againAll = false;
+  /** Ends the waits for a turn when the server closes. */
+  readonly #waits = new Set<() => void>();
+
+  constructor(limits: () => StreamUserLimits) {
+    this.#limits = limits;
+  }
+
+  /** Users with at least one stream (open, or waiting) on this node. */
+  get size(): number {
+    return this.#users.size;
+  }
+
+  /** Whether `userId` has a record here: a stream open or waiting. */
+  has(userId: string): boolean {
+    return this.#users.has(userId);
+  }
+
+  /**
+   * Counts a stream of `userId` until `res` closes; 429 `rate_limited` when the user has `maxStreams`
+   * open. A response already closed (the client left while the request was read) is not counted.
+   */
+  admit(userId: string, res: ServerResponse): UserStream {
+    const { maxStreams } = this.#limits();
+    const found = this.#users.get(userId);
+    if ((found?.open ?? 0) >= maxStreams)
+      throw new AppError("rate_limited", `At most ${maxStreams} streams may be open at once`, {
+        headers: { "retry-after": "10" },
+      });
+    if (res.destroyed) return { closed: true, replayTurn: async () => "left", watch: () => undefined };
+    const user = found ?? {
+      open: 0,
+      replaying: 0,
+      waiting: [],
+      checks: new Set(),
+      quiet: undefined,
+      again: false,
+    };
+    this.#users.set(userId, user);
+    user.open++;
+    let closed = false;
+    const endings: Array<() => void> = [];
+    res.once("close", () => {
+      closed = true;
+      user.open--;
+      for (const end of endings) end();
+      this.#forgetIfIdle(userId, user);
+    });
+    return {
+      get closed() {
+        return closed;
+      },
+      replayTurn: async () => {
+        const turn = closed ? "left" : await this.#replayTurn(userId, user, res);
+        if (typeof turn === "object") endings.push(turn.release);
+        return turn;
+      },
+      watch: (check) => {
+        if (closed) return;
+        user.checks.add(check);
+        const every = setInterval(check, this.#limits().recheckMs).unref();
+        endings.push(() => {
+          clearInterval(every);
+          user.checks.delete(check);
+        });
+      },
+    };
+  }
+
+  /**
+   * Runs the access checks of `userId`'s streams at once (undefined: every user's), for a revocation: at
+   * most once a second for each (or for everyone), however many sessions the user ends in that second;
+   * one asked for meanwhile runs when the second is over.
+   */
+  checkNow(userId?: string): void {
+    if (userId === undefined) {
+      if (this.#quietAll) {
+        this.#againAll = true;
+        return;
+      }
+      for (const user of [...this.#users.values()]) for (const check of [...user.checks]) check();
+      this.#quietAll = setTimeout(() => {
+        this.#quietAll = undefined;
+        if (this.#againAll) {
+          this.#againAll = false;
+          this.checkNow();
+        }
+      }, checkAtMostEveryMs).unref();
+      return;
+    }
+    const user = this.#users.get(userId);
+    // No stream of the user here: nothing to check.
+    if (!user) return;
+    if (user.quiet) {
+      user.again = true;
+      return;
+    }
+    for (const check of [...user.checks]) check();
+    user.quiet = setTimeout(() => {
+      user.quiet = undefined;
+      if (user.again && this.#users.get(userId) === user) {
+        user.again = false;
+        this.checkNow(userId);
+      }
+    }, checkAtMostEveryMs).unref();
+  }
+
+  /** The server closes: streams waiting for a turn are told to come back (another node may take them). */
+  close(): void {
+    for (const end of [...this.#waits]) end();
+    if (this.#quietAll) clearTimeout(this.#quietAll);
+    for (const user of this.#users.values()) if (user.quiet) clearTimeout(user.quiet);
+  }
+
+  async #replayTurn(userId: string, user: UserStreams, res: ServerResponse): Promise<ReplayTurn> {
+    const { maxReplays, replayWaitMs } = this.#limits();
+    if (user.replaying < maxReplays) {
+      user.replaying++;
+      return { release: this.#release(userId, user) };
+    }
+    // Holds no page and no live events while it waits: the stream opens on the hub once its turn comes.
+    const outcome = await new Promise<"turn" | "left" | "busy">((resolve) => {
+      const settle = (how: "turn" | "left" | "busy") => {
+        clearTimeout(timer);
+        res.off("close", left);
+        this.#waits.delete(busy);
+        resolve(how);
+      };
+      const take = () => settle("turn");
+      const give = (how: "left" | "busy") => {
+        const at = user.waiting.indexOf(take);
+        if (at >= 0) user.waiting.splice(at, 1);
+        settle(how);
+        this.#forgetIfIdle(userId, user);
+      };
+      const left = () => give("left");
+      const busy = () => give("busy");
+      const timer = setTimeout(busy, replayWaitMs);
+      user.waiting.push(take);
+      this.#waits.add(busy);
+      res.once("close", left);
+    });
+    return outcome === "turn" ? { release: this.#release(userId, user) } : outcome;
+  }
+
+  /** The release of a replay turn: it passes to the next waiting stream, or is given back. */
+  #release(userId: string, user: UserStreams): () => void {
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const next = user.waiting.shift();
+      if (next) return next();
+      user.replaying--;
+      this.#forgetIfIdle(userId, user);
+    };
+  }
+
+  /** Drops the user's record once nothing of theirs is open, replaying, waiting or checked. */
+  #forgetIfIdle(userId: string, user: UserStreams): void {
+    if (user.open > 0 || user.replaying > 0 || user.waiting.length > 0 || user.checks.size > 0) return;
+    if (user.quiet) clearTimeout(user.quiet);
+    if (this.#users.get(userId) === user) this.#users.delete(userId);
+  }
+}
