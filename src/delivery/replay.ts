@@ -5,6 +5,8 @@
  * and marked as a replay with the earlier delivery of the event to that listener it repeats, if one is
  * kept. The bulk form takes the source's kept events that the event search finds (docs/streams.md).
  */
+import { usageDay } from "../domain/accounts/quotas.ts";
+import { storedChars } from "../domain/sources/stored-bytes.ts";
 import type { Delivery, EventRecord, Subscription } from "../domain/types.ts";
 import { newId } from "../ids.ts";
 import { inPacedBatches } from "../pace.ts";
@@ -22,6 +24,11 @@ export interface ReplayRequest {
   /** Oldest first: the order their deliveries are queued in. */
   events: EventRecord[];
   nowMs: number;
+  /**
+   * The free account whose daily stored bytes the copies count in (`storedBytesPayer`: the caller, when
+   * free), added in the transaction that writes them.
+   */
+  payer?: string | undefined;
 }
 
 /**
@@ -54,6 +61,7 @@ async function writeReplayed(
   route: Subscription,
   events: EventRecord[],
   nowMs: number,
+  payer: string | undefined,
 ): Promise<Delivery[]> {
   const deliveries: Delivery[] = [];
   for (const event of events) {
@@ -68,6 +76,10 @@ async function writeReplayed(
   await store.transaction(async (tx) => {
     await tx.insertDeliveries(deliveries);
     await tx.markReplay(route.id);
+    if (payer === undefined) return;
+    let storedBytes = 0;
+    for (const d of deliveries) storedBytes += storedChars(d);
+    await tx.addUsage(payer, usageDay(nowMs), { invocations: 0, computeMs: 0, storedBytes });
   });
   return deliveries;
 }
@@ -85,7 +97,7 @@ export async function replayEvents(
   for (let at = 0; at < r.events.length; at += replayChunk) {
     if (at > 0) await new Promise<void>((resolve) => setImmediate(resolve));
     const chunk = r.events.slice(at, at + replayChunk);
-    deliveries.push(...(await writeReplayed(store, route, chunk, r.nowMs)));
+    deliveries.push(...(await writeReplayed(store, route, chunk, r.nowMs, r.payer)));
   }
   return { replayId: route.id, deliveries };
 }
@@ -133,7 +145,7 @@ export async function replayInRange(
     const last = events[events.length - 1];
     if (!last) break;
     matching += events.length;
-    replayed += (await writeReplayed(store, route, events, r.nowMs)).length;
+    replayed += (await writeReplayed(store, route, events, r.nowMs, r.payer)).length;
     from = { ms: last.idMs, seq: last.idSeq, emitterId: last.emitterId };
   }
   return { replayId: route.id, matching, replayed };

@@ -171,3 +171,41 @@ test("the $errors note of work left after a run counts in its creator's stored b
   // The run's one small emit is about 100 bytes with its meta; the note holds its message and context.
   assert.ok(used > 100 + note.error.message.length, `${used} bytes for the run and the note`);
 });
+
+test("a free account's replays count their copies in its stored bytes, and are refused once the day's are used up", async () => {
+  const user = await server.createUser("bytes-replay");
+  const s = await deploy(server, { component_code: fixture("big-events.mjs") }, user.key);
+  assert.equal((await emitBig(s.configured_props.http.endpoint_url, 2, 4000)).status, 200);
+  const afterRun = (await me(user.key)).daily_stored_bytes_used;
+  const perEvent = afterRun / 2;
+  // A workflow without a url: its deliveries are recorded as delivered, nothing is sent.
+  const wf = await server.api("POST", "/v1/workflows", { key: user.key, body: { name: "replayed-to" } });
+  assert.equal(wf.status, 200, wf.text);
+  const kept = await events(server, s.id, undefined, user.key);
+  const one = await server.api("POST", `/v1/sources/${s.id}/events/${kept[0].id}/replay`, {
+    key: user.key,
+    body: { listener_id: wf.body.data.id },
+  });
+  assert.equal(one.status, 200, one.text);
+  assert.equal((await me(user.key)).daily_stored_bytes_used, afterRun + perEvent, "one copy counted");
+  // The bulk form counts each copy it writes: two more, and the day's 20,000 are then passed.
+  const bulk = await server.api("POST", `/v1/sources/${s.id}/events/replay`, {
+    key: user.key,
+    body: { listener_id: wf.body.data.id },
+  });
+  assert.equal(bulk.status, 200, bulk.text);
+  assert.equal(bulk.body.data.replayed, 2);
+  const used = (await me(user.key)).daily_stored_bytes_used;
+  assert.equal(used, afterRun + 3 * perEvent);
+  assert.ok(used >= limit, `${used} bytes used`);
+  for (const path of [
+    `/v1/sources/${s.id}/events/${kept[0].id}/replay`,
+    `/v1/sources/${s.id}/events/replay`,
+  ]) {
+    const refused = await server.api("POST", path, { key: user.key, body: { listener_id: wf.body.data.id } });
+    assert.equal(refused.status, 429, refused.text);
+    assert.equal(refused.body.code, "quota_exceeded");
+    assert.ok(Number(refused.headers.get("retry-after")) > 0);
+  }
+  assert.equal((await me(user.key)).daily_stored_bytes_used, used, "refused replays copy nothing");
+});

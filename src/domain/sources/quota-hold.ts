@@ -46,16 +46,7 @@ export async function holdQuota(d: QuotaDeps, emitter: Pick<SourceRecord, "creat
     computeMs: limits.dailyComputeMs,
     storedBytes: limits.dailyStoredBytes,
   });
-  if (!reserved) {
-    const tomorrow = new Date(day).getTime() + 86_400_000;
-    throw new AppError(
-      "quota_exceeded",
-      "The daily invocation, compute-time or stored-bytes quota of this account is used up",
-      {
-        headers: { "retry-after": String(Math.max(1, Math.ceil((tomorrow - d.clock.now()) / 1000))) },
-      },
-    );
-  }
+  if (!reserved) throw quotaExceeded(day, d.clock.now());
   let released = false;
   return {
     counted: true,
@@ -67,4 +58,32 @@ export async function holdQuota(d: QuotaDeps, emitter: Pick<SourceRecord, "creat
       });
     },
   };
+}
+
+/** The 429 of a used-up day: `Retry-After` runs to the next UTC day. */
+function quotaExceeded(day: string, nowMs: number): AppError {
+  const tomorrow = new Date(day).getTime() + 86_400_000;
+  return new AppError(
+    "quota_exceeded",
+    "The daily invocation, compute-time or stored-bytes quota of this account is used up",
+    { headers: { "retry-after": String(Math.max(1, Math.ceil((tomorrow - nowMs) / 1000))) } },
+  );
+}
+
+/**
+ * For work that copies stored events without running anything (a replay, a backfill): throws
+ * `quota_exceeded` when `userId` is a free account whose day's stored bytes are used up, and answers
+ * the free account whose stored bytes the copies then count in (undefined for any other plan). As for a
+ * run, the request that crosses the limit completes.
+ */
+export async function storedBytesPayer(
+  d: Pick<QuotaDeps, "store" | "clock" | "config">,
+  userId: string,
+): Promise<string | undefined> {
+  const user = await d.store.getUser(userId);
+  if (user?.plan !== "free") return undefined;
+  const day = usageDay(d.clock.now());
+  const used = await d.store.getUsage(user.id, day);
+  if (used.storedBytes >= planLimits(d.config).dailyStoredBytes) throw quotaExceeded(day, d.clock.now());
+  return user.id;
 }

@@ -39,8 +39,13 @@ export class StoredBytes {
    * caller measured it already (a run's emits are, for the routing bound), else it is measured here.
    */
   async add(stored: EventRecord, eventChars?: number): Promise<void> {
-    const chars = (eventChars ?? jsonCharsAtLeast(stored.event)) + jsonCharsAtLeast(stored.meta);
+    const chars = storedChars(stored, eventChars);
     const copies = this.#listeners.get(stored.channel) ?? (await this.listeners(stored.channel));
     this.total += chars * (1 + copies);
   }
+}
+
+/** What one copy of a stored event counts: its event's JSON (`eventChars` when measured already) and its meta's. */
+export function storedChars(stored: Pick<EventRecord, "event" | "meta">, eventChars?: number): number {
+  return (eventChars ?? jsonCharsAtLeast(stored.event)) + jsonCharsAtLeast(stored.meta);
 }

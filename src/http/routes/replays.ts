@@ -7,8 +7,9 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { countInRange, maxReplayedEvents, replayEvents, replayInRange } from "../../delivery/replay.ts";
 import { channelPattern } from "../../domain/events/channels.ts";
+import { storedBytesPayer } from "../../domain/sources/quota-hold.ts";
 import { invalidParameter, notFound } from "../../errors.ts";
-import { actingOwner, canSee, commonParams, errorResponses, params } from "../conventions.ts";
+import { actingOwner, canSee, commonParams, errorResponses, params, principal } from "../conventions.ts";
 import { keptEvent, searchOf, withinWindow } from "../event-search-pages.ts";
 import { type SearchInput, searchParams } from "../event-search-params.ts";
 import { inSearchTurn } from "../search-turns.ts";
@@ -69,11 +70,13 @@ export async function replayRoutes(app: FastifyInstance): Promise<void> {
       const source = await visibleSource(app, request, id);
       const listener = await visibleListener(request, p.listener_id);
       const event = await keptEvent(store, retention, source.id, event_id);
+      const payer = await storedBytesPayer(app.fount, principal(request).user.id);
       const { replayId, deliveries } = await replayEvents(store, {
         ownerId,
         listenerId: listener,
         events: [event],
         nowMs: clock.now(),
+        payer,
       });
       dispatcher.wake();
       return { data: { replayed: 1, matching: 1, replay_id: replayId, delivery_id: deliveries[0]!.id } };
@@ -120,10 +123,12 @@ export async function replayRoutes(app: FastifyInstance): Promise<void> {
             `More than ${maxReplayedEvents} events match; replay at most ${maxReplayedEvents} at once (narrow the search, since or until)`,
           );
         if (p.dry_run || !newest) return { replayed: 0, matching, replay_id: null };
+        const payer = await storedBytesPayer(app.fount, principal(request).user.id);
         const sent = await replayInRange(store, search, newest, {
           ownerId,
           listenerId: listener,
           nowMs: clock.now(),
+          payer,
         });
         const replay_id = sent.matching > 0 ? sent.replayId : null;
         return { replayed: sent.replayed, matching: sent.matching, replay_id };
