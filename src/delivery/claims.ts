@@ -12,6 +12,7 @@ import type { Delivery } from "../domain/types.ts";
 import type { Storage } from "../storage/port.ts";
 import type { DispatcherOptions } from "./options.ts";
 import { OwnerHolds } from "./owner-holds.ts";
+import { RecentListeners } from "./recent-listeners.ts";
 import { adjust } from "./tally.ts";
 
 /**
@@ -86,8 +87,8 @@ export class DeliveryClaims {
   #filled = new Set<string>();
   /** Claimed deliveries per destination key, in flight or waiting for a slot. */
   readonly #heldPerKey = new Map<string, number>();
-  /** Destination key of each listener seen, to leave busy destinations out of the next claim. */
-  readonly #keyOf = new Map<string, string>();
+  /** Destination key of each listener seen lately, to leave busy destinations out of the next claim. */
+  readonly #keyOf = new RecentListeners<string>();
   /** Held deliveries per owner, to leave an owner at `maxHeldPerOwner` out of the next claim. */
   readonly #owners = new OwnerHolds();
   /**

@@ -1,17 +1,24 @@
 /**
  * Deliveries each owner has claimed on this node and not finished, so that the claims leave an owner at
  * `maxHeldPerOwner` out: one owner's backlog to slow destinations no longer takes every held place
- * (`maxHeld`) while other owners' deliveries wait in the store.
+ * (`maxHeld`) while other owners' deliveries wait in the store. Listeners' owners are remembered for the
+ * recent ones only (recent-listeners.ts).
  */
 import type { Delivery } from "../domain/types.ts";
+import { RecentListeners, rememberedListeners } from "./recent-listeners.ts";
 import { adjust } from "./tally.ts";
 
 export class OwnerHolds {
   /** Owner of each delivery held, by delivery ID. */
   readonly #ownerOf = new Map<string, string>();
   readonly #held = new Map<string, number>();
-  /** Owner of each listener seen, to leave an owner's listeners out of a claim (it grows as `#keyOf` in claims.ts does). */
-  readonly #listenerOwner = new Map<string, string>();
+  /** Owner of each listener seen lately, to leave an owner's listeners out of a claim. */
+  readonly #listenerOwner: RecentListeners<string>;
+
+  /** `maxListeners`: listeners whose owner is remembered (recent-listeners.ts). */
+  constructor(maxListeners = rememberedListeners) {
+    this.#listenerOwner = new RecentListeners(maxListeners);
+  }
 
   /** Remembers whose listener `d`'s is, without holding it (a delivery given back at once). */
   see(d: Delivery): void {
@@ -44,7 +51,7 @@ export class OwnerHolds {
     return this.#listenerOwner.get(listenerId);
   }
 
-  /** Every listener whose owner is known. */
+  /** Every listener whose owner is remembered. */
   listeners(): Iterable<string> {
     return this.#listenerOwner.keys();
   }

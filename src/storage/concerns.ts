@@ -49,6 +49,7 @@ export type SubscriptionOps = Pick<
   | "upsertSubscription"
   | "listSubscriptions"
   | "deleteSubscriptions"
+  | "sweepDeletedSubscriptions"
   | "deleteSubscriptionsOf"
   | "deleteRoutesBetween"
   | "upsertAutoSubscription"

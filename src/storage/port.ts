@@ -151,10 +151,16 @@ export interface StorageOps {
   /** Inserts unless the same (owner, emitter, listener, event name) exists; returns the stored one. */
   upsertSubscription(sub: Subscription): Promise<Subscription>;
   listSubscriptions(ownerIds: string[], page: PageQuery): Promise<Page<WithSeq<Subscription>>>;
+  /**
+   * Deletes the matching subscriptions and up to `deliveryDeleteBatch` of each one's pending deliveries;
+   * a larger backlog is left marked, unclaimable, to `sweepDeletedSubscriptions` (docs/delivery.md).
+   */
   deleteSubscriptions(
     ownerIds: string[],
     match: { emitterId: string; listenerId: string; eventName: string },
   ): Promise<Subscription[]>;
+  /** Deletes the next batch of a deleted subscription's pending deliveries; false when none is left. */
+  sweepDeletedSubscriptions(): Promise<boolean>;
   /** Removes every subscription naming this emitter or listener (the resource was deleted). */
   deleteSubscriptionsOf(resourceId: string): Promise<number>;
   /**

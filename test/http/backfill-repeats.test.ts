@@ -1,9 +1,13 @@
 /**
  * A backfill cannot be repeated for free: deleting a subscription deletes what it had not delivered, so
  * creating it again (with backfill) queues the events once more instead of on top, and an account may
- * start at most 10 backfills an hour (one more is a 429 with Retry-After, the subscription not created).
+ * start at most 10 backfills an hour, counted in the store (one more is a 429 with Retry-After, the
+ * subscription not created).
  */
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { after, before, test } from "node:test";
 import { deploy } from "../fixtures/components/fixtures.ts";
 import { startServer, type TestServer } from "../helpers.ts";
@@ -113,4 +117,39 @@ test("an account starts at most 10 backfills an hour: the 11th is a 429 and crea
     (await subscribe(u.key, { emitter_id: u.source, listener_id: u.webhook, backfill: true })).status,
     200,
   );
+});
+
+test("the backfill count is kept in the store: a restart and the API limiter's pruning leave it", async () => {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-bf-"));
+  const first = await startServer({ dataDir });
+  let second: TestServer | undefined;
+  try {
+    const user = await first.createUser(unique("bfr"));
+    const hook = await first.api("POST", "/v1/webhooks", {
+      key: user.key,
+      body: { url: "https://example.com/h" },
+    });
+    assert.equal(hook.status, 200, hook.text);
+    await first.api("PUT", `/v1/webhooks/${hook.body.data.id}`, { key: user.key, body: { active: false } });
+    const source = await deploy(first, { component_code: burst }, user.key);
+    await first.api("POST", `/v1/sources/${source.id}/run`, { key: user.key, body: { event: { n: 1 } } });
+    const query = `emitter_id=${source.id}&listener_id=${hook.body.data.id}`;
+    const body = { emitter_id: source.id, listener_id: hook.body.data.id, backfill: true };
+    for (let i = 0; i < 10; i++) {
+      const sub = await first.api("POST", "/v1/subscriptions", { key: user.key, body });
+      assert.equal(sub.status, 200, sub.text);
+      assert.equal((await first.api("DELETE", `/v1/subscriptions?${query}`, { key: user.key })).status, 200);
+    }
+    await first.close();
+    second = await startServer({ dataDir });
+    // What the API rate limiter's store deletes a minute later: the windows that began before then.
+    await second.built.services.store.pruneRateLimits(Date.now() + 60_000);
+    const res = await second.api("POST", "/v1/subscriptions", { key: user.key, body });
+    assertApiError(res, { status: 429, code: "rate_limited" });
+    const retry = Number(res.headers.get("retry-after"));
+    assert.ok(retry > 3000 && retry <= 3600, String(retry));
+  } finally {
+    await (second ?? first).close().catch(() => undefined);
+    rmSync(dataDir, { recursive: true, force: true });
+  }
 });

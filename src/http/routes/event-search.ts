@@ -8,6 +8,7 @@ import { Readable } from "node:stream";
 import type { FastifyInstance } from "fastify";
 import { Type } from "typebox";
 import { channelPattern } from "../../domain/events/channels.ts";
+import { keptPageBytes } from "../../domain/events/retention.ts";
 import type { EventKey, EventSearch } from "../../storage/event-search.ts";
 import type { Storage } from "../../storage/port.ts";
 import { actingOwner, commonParams, errorResponses, principal } from "../conventions.ts";
@@ -18,15 +19,15 @@ import { takeSearchTurn } from "../search-turns.ts";
 import { eventListQuery, eventListResponse } from "./source-events.ts";
 import { sourceIdParams, visibleSource } from "./sources.ts";
 
-/** Events read from the store per page of an export, at most. */
-const exportPage = 500;
 /**
- * About how many bytes of NDJSON a page of an export holds: its next page asks for as many events as
- * fit, by the last page's average (at least 10). Events may be 1 MiB each, and a page is in memory
- * whole while it is written: 500 of them a page, a few exports whose readers stopped reading took the
- * server past its heap and down.
+ * Events read from the store per page of an export, at most; the store cuts each page at `keptPageBytes`
+ * of event JSON by the events' sizes, read before the events, as it does for an SSE resume and a
+ * backfill (`keptPages`). Events may be 1 MiB each, and a page is in memory whole while it is written:
+ * 500 of them a page, a few exports whose readers stopped reading took the server past its heap and
+ * down; a page sized from the page before held 50 events on its first page, and 500 when small events
+ * gave way to large ones.
  */
-const exportPageBytes = 8 * 1024 * 1024;
+const exportPage = 500;
 /** Lines are handed to the response in chunks of about this many characters, one chunk buffered. */
 const exportChunkChars = 1024 * 1024;
 
@@ -54,16 +55,11 @@ const crossSourceQuery = Type.Object(
 /** Every event of a search, newest first, as NDJSON lines of event summaries (untruncated). */
 async function* ndjsonLines(store: Storage, search: EventSearch): AsyncGenerator<string> {
   let after: EventKey | undefined;
-  // The first page small, until the events' size is known.
-  let limit = 50;
   for (;;) {
-    const page = await store.searchEvents(search, { limit, after });
+    const page = await store.searchEvents(search, { limit: exportPage, maxBytes: keptPageBytes, after });
     let chunk = "";
-    let chars = 0;
     for (const e of page.items) {
-      const line = `${JSON.stringify(renderEvent(e, true))}\n`;
-      chars += line.length;
-      chunk += line;
+      chunk += `${JSON.stringify(renderEvent(e, true))}\n`;
       if (chunk.length >= exportChunkChars) {
         yield chunk;
         chunk = "";
@@ -71,9 +67,9 @@ async function* ndjsonLines(store: Storage, search: EventSearch): AsyncGenerator
     }
     if (chunk) yield chunk;
     const last = page.items.at(-1);
-    if (!last || page.items.length < limit) return;
+    // A page cut by its bytes is short with more behind it, so only an empty page ends the export.
+    if (!last) return;
     after = { ms: last.idMs, seq: last.idSeq, emitterId: last.emitterId };
-    limit = Math.max(10, Math.min(exportPage, Math.floor(exportPageBytes / (chars / page.items.length))));
   }
 }
 

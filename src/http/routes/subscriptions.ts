@@ -7,10 +7,13 @@ import {
   maxBackfilledBytes,
   maxBackfilledEvents,
 } from "../../delivery/routing.ts";
+import { SubscriptionSweep } from "../../delivery/subscription-sweep.ts";
 import { normalizeChannel } from "../../domain/events/channels.ts";
 import type { AutoSubscription, Subscription } from "../../domain/types.ts";
 import { AppError, invalidParameter, notFound } from "../../errors.ts";
 import { newId } from "../../ids.ts";
+import type { StorageOps } from "../../storage/port.ts";
+import { deliveryDeleteBatch } from "../../storage/subscription-deletes.ts";
 import {
   actingOwner,
   canSee,
@@ -55,8 +58,8 @@ const eventName = Type.String({
 });
 
 /**
- * Backfills one owner may start per hour on a node. Each copies up to 32 MiB in one store transaction,
- * and deleting the subscription lets the same pair be created again at once: without a rate, a loop of
+ * Backfills one owner may start per hour. Each copies up to 32 MiB in one store transaction, and
+ * deleting the subscription lets the same pair be created again at once: without a rate, a loop of
  * create (backfill) and delete rewrote that much per request (docs/delivery.md, "Backfill"). Per owner,
  * not per emitter and listener, because new webhooks make new pairs for free. Ten covers setting up a
  * handful of listeners, and a retry or two, in one sitting.
@@ -65,41 +68,32 @@ export const backfillsPerHour = 10;
 const hourMs = 3_600_000;
 
 /**
- * The start times of each owner's backfills in the last hour, on this node. In memory: a restart (or
- * another node) starts the count over, which at most doubles the rate for that hour.
+ * Counts a backfill of `ownerId` in the store's rate-limit windows (`rate_limits`, which every node and
+ * restart shares), or answers 429 past `backfillsPerHour` in the owner's hour. Called inside the
+ * transaction that copies the backfill, so that a request that fails or is refused takes nothing: its
+ * count rolls back with it (the store has no way to take a count back later). On PostgreSQL the counted
+ * row stays locked until that transaction ends, so one owner's concurrent backfills count one at a time.
+ *
+ * The window is counted an hour ahead of the clock, so that its row holds the hour's end where the API
+ * rate limit's rows hold their minute's start: that limiter forgets the rows that began more than a
+ * minute ago (`pruneRateLimits`), which, keyed by a start, would forget a backfill count after a minute.
  */
-class BackfillRate {
-  readonly #starts = new Map<string, number[]>();
-  /** Past this many owners, the next reservation drops those with no backfill in the last hour. */
-  #sweepAt = 1024;
-
-  /** Counts one backfill for `ownerId` (429 past the rate); the returned function takes it back. */
-  reserve(ownerId: string, nowMs: number): () => void {
-    if (this.#starts.size >= this.#sweepAt) {
-      for (const [owner, list] of this.#starts)
-        if (list.at(-1)! <= nowMs - hourMs) this.#starts.delete(owner);
-      this.#sweepAt = Math.max(1024, this.#starts.size * 2);
-    }
-    const recent = (this.#starts.get(ownerId) ?? []).filter((t) => t > nowMs - hourMs);
-    if (recent.length >= backfillsPerHour) {
-      const retryAfter = Math.max(1, Math.ceil((recent[0]! + hourMs - nowMs) / 1000));
-      throw new AppError(
-        "rate_limited",
-        `At most ${backfillsPerHour} backfills an hour per account: retry in ${retryAfter} s, or subscribe without backfill (and replay the events you need)`,
-        {
-          details: { field: "backfill", retry_after_seconds: retryAfter },
-          headers: { "retry-after": String(retryAfter) },
-        },
-      );
-    }
-    recent.push(nowMs);
-    this.#starts.set(ownerId, recent);
-    return () => {
-      const list = this.#starts.get(ownerId);
-      const i = list?.lastIndexOf(nowMs) ?? -1;
-      if (i >= 0) list!.splice(i, 1);
-    };
-  }
+async function countBackfill(tx: StorageOps, ownerId: string, nowMs: number): Promise<void> {
+  const { count, windowStartMs: endMs } = await tx.countRateLimitHit(
+    `backfill:${ownerId}`,
+    nowMs + hourMs,
+    hourMs,
+  );
+  if (count <= backfillsPerHour) return;
+  const retryAfter = Math.max(1, Math.ceil((endMs - nowMs) / 1000));
+  throw new AppError(
+    "rate_limited",
+    `At most ${backfillsPerHour} backfills an hour per account: retry in ${retryAfter} s, or subscribe without backfill (and replay the events you need)`,
+    {
+      details: { field: "backfill", retry_after_seconds: retryAfter },
+      headers: { "retry-after": String(retryAfter) },
+    },
+  );
 }
 
 export function renderSubscription(s: Subscription): Record<string, unknown> {
@@ -114,7 +108,10 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
   const { store, clock, config } = app.fount;
   const tags = ["subscriptions"];
   const now = () => Math.floor(clock.now() / 1000);
-  const backfillRate = new BackfillRate();
+  // What a delete leaves of a large backlog is swept in batches, and what a restart interrupted on start.
+  const sweep = new SubscriptionSweep(store, (err) => app.log.error({ err }, "subscription sweep failed"));
+  app.addHook("onReady", async () => sweep.kick());
+  app.addHook("onClose", async () => sweep.stop());
 
   /** A concrete ID must name a resource the caller can see; unknown and foreign look the same. */
   async function requireVisible(request: FastifyRequest, id: string, what: string): Promise<void> {
@@ -131,7 +128,7 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
         description:
           "Parameters may be sent in the query string (as Pipedream's clients do) or the JSON body. Creating the same subscription twice returns the existing one, unchanged (a backfill asked for again is not queued again). " +
           `At most ${config.maxListenersPerEmitter} subscriptions (FOUNT_MAX_LISTENERS_PER_EMITTER) may route one emitter's events, a dc_* or p_* glob counting for each emitter it covers: one more is a 409 (docs/delivery.md). ` +
-          `An account may start at most ${backfillsPerHour} backfills an hour (per node): one more is a 429 with Retry-After, and the subscription is not created.`,
+          `An account may start at most ${backfillsPerHour} backfills an hour (counted in the store, for every node): one more is a 429 with Retry-After, and the subscription is not created.`,
         body: Type.Object(
           {
             ...commonParams,
@@ -167,11 +164,8 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
       const ownerId = actingOwner(request, p.org_id);
       await requireVisible(request, p.emitter_id, "Emitter");
       await requireVisible(request, p.listener_id, "Listener");
-      // Reserved before the transaction, so that concurrent requests cannot all pass; given back when
-      // nothing was copied (the subscription existed, the channel was empty, or the request failed).
-      const release = p.backfill ? backfillRate.reserve(ownerId, clock.now()) : undefined;
       // One transaction: backfilled events queue ahead of any event stored after the subscription.
-      const created = store.transaction(async (tx) => {
+      const { sub, backfilled } = await store.transaction(async (tx) => {
         const id = newId("sub");
         const sub = await tx.upsertSubscription({
           id,
@@ -186,12 +180,11 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
         await checkListenerCap(tx, sub.emitterId, ownerId, config.maxListenersPerEmitter);
         if (!p.backfill) return { sub, backfilled: 0 };
         const window = await app.fount.retention.windowOf(tx, sub.emitterId, channel);
+        // A backfill that finds nothing to copy is not counted.
+        const any = await tx.listEvents(sub.emitterId, { channel, limit: 1, window });
+        if (any.items.length > 0) await countBackfill(tx, ownerId, clock.now());
         return { sub, backfilled: await enqueueBackfill(tx, sub, clock.now(), window) };
       });
-      // A failed request copied nothing (its rejection is awaited below).
-      created.catch(() => release?.());
-      const { sub, backfilled } = await created;
-      if (backfilled === 0) release?.();
       if (backfilled > 0) app.fount.dispatcher.wake();
       return { data: renderSubscription(sub) };
     },
@@ -203,6 +196,7 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
       schema: {
         tags,
         summary: "Delete subscriptions (pass event_name= for one made without a name)",
+        description: `With their pending deliveries: up to ${deliveryDeleteBatch} of each at once, a larger backlog after the answer, in batches, none of it sent meanwhile (docs/delivery.md).`,
         querystring: Type.Object(
           {
             ...commonParams,
@@ -226,7 +220,8 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
         org_id?: string;
       };
       const owners = q.org_id ? [actingOwner(request, q.org_id)] : visibleOwners(request);
-      // One transaction: the subscriptions and what they had not delivered go together.
+      // One transaction: the subscriptions, a batch of what they had not delivered, and a mark on the
+      // rest (none of it is claimed from then on), which the sweep deletes a batch a transaction.
       const match = {
         emitterId: q.emitter_id,
         listenerId: q.listener_id,
@@ -234,6 +229,7 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
       };
       const removed = await store.transaction((tx) => tx.deleteSubscriptions(owners, match));
       if (removed.length === 0) throw notFound("Subscription");
+      sweep.kick();
       return { data: removed.map(renderSubscription) };
     },
   );

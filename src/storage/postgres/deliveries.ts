@@ -14,6 +14,7 @@ import {
 import type { DeliveryOps } from "../concerns.ts";
 import { defaultClaimLeaseMs } from "../port.ts";
 import { deliveryPatchParams, deliveryRowValues, toAttempt, toDelivery } from "../rows.ts";
+import { subscriptionKept } from "../subscription-deletes.ts";
 import { textsBySize } from "../texts-by-size.ts";
 import { alive } from "./cluster.ts";
 import type { Row, Sql } from "./sql.ts";
@@ -108,7 +109,9 @@ const claimSqlOf = (skipBusyInScan: boolean) => {
     AND (d.listener_kind <> 'source' OR $9::text IS NULL OR NOT EXISTS (
       SELECT 1 FROM source_leases l JOIN nodes n ON n.id = l.node_id
       WHERE l.source_id = d.listener_id AND l.node_id <> $9::text
-        AND ${alive("n.heartbeat_ms", "$10::bigint")}))`;
+        AND ${alive("n.heartbeat_ms", "$10::bigint")}))
+    -- A deleted subscription's rows, left to batches (subscription-deletes.ts), are passed over.
+    AND ${subscriptionKept("d")}`;
   return `
 WITH candidates AS (
   -- Nobody's: the claimable index holds only these, so the rows in flight are not walked again.

@@ -2,6 +2,7 @@
 import type { Subscription } from "../../domain/types.ts";
 import type { SubscriptionOps } from "../concerns.ts";
 import { ownedTables, routesBetween, toAutoSubscription, toSubscription } from "../rows.ts";
+import { deliveryDeleteBatch, unclaimedBatchSql } from "../subscription-deletes.ts";
 import type { Sql } from "./sql.ts";
 
 /**
@@ -25,6 +26,18 @@ export function subscriptionOps(q: Sql, remember = false): SubscriptionOps {
     return found;
   };
   const changed = () => matches.clear();
+  /** Deletes subscription `id`'s claimed deliveries and a batch of the others, as SQLite's `sweep`. */
+  const sweep = async (id: string, listenerId: string) => {
+    await q.run(
+      "DELETE FROM deliveries WHERE claimed_by IS NOT NULL AND listener_id = $1 AND subscription_id = $2",
+      [listenerId, id],
+    );
+    if (
+      (await q.run(unclaimedBatchSql(["$1", "$2", "$3"], ""), [listenerId, id, deliveryDeleteBatch])) <
+      deliveryDeleteBatch
+    )
+      await q.run("DELETE FROM subscription_deletes WHERE id = $1", [id]);
+  };
   return {
     // One statement: the insert, or the row that was there (a concurrent twin's included once committed).
     upsertSubscription: async (s) => {
@@ -56,17 +69,23 @@ export function subscriptionOps(q: Sql, remember = false): SubscriptionOps {
         [ownerIds, m.emitterId, m.listenerId, m.eventName],
         toSubscription,
       );
-      // What the subscriptions had not delivered goes with them, as in SQLite's (the same file there).
-      const ids = found.map((s) => s.id);
-      if (ids.length > 0) {
-        const of = "listener_id = $1 AND subscription_id = ANY($2::text[])";
-        await q.run(`DELETE FROM deliveries WHERE status = 'pending' AND claimed_by IS NULL AND ${of}`, [
-          m.listenerId,
-          ids,
+      // What the subscriptions had not delivered goes with them, as in SQLite's (the same file there): a
+      // batch now, and the rest marked for `sweepDeletedSubscriptions`.
+      for (const sub of found) {
+        await q.run("INSERT INTO subscription_deletes (id, listener_id) VALUES ($1, $2)", [
+          sub.id,
+          sub.listenerId,
         ]);
-        await q.run(`DELETE FROM deliveries WHERE claimed_by IS NOT NULL AND ${of}`, [m.listenerId, ids]);
+        await sweep(sub.id, sub.listenerId);
       }
       return found;
+    },
+
+    sweepDeletedSubscriptions: async () => {
+      const next = await q.get("SELECT id, listener_id FROM subscription_deletes LIMIT 1", [], (r) => r);
+      if (next === undefined) return false;
+      await sweep(next.id as string, next.listener_id as string);
+      return true;
     },
 
     deleteSubscriptionsOf: async (resourceId) => {

@@ -8,6 +8,7 @@ import { attemptColumnNames, attemptRowValues, attemptSelect, firstAttemptSelect
 import type { DeliveryOps } from "../concerns.ts";
 import { type DeliveryPatch, type DueKey, defaultClaimLeaseMs } from "../port.ts";
 import { deliveryPatchParams, toAttempt, toDelivery } from "../rows.ts";
+import { subscriptionKept } from "../subscription-deletes.ts";
 import { listenerInactive, type OutboxWrites } from "./outbox-writes.ts";
 import { limitParam, type Row } from "./rows.ts";
 import { placeholders, type Sql } from "./sql.ts";
@@ -137,10 +138,12 @@ export function deliveryOps(q: Sql, outbox: OutboxWrites): DeliveryOps {
       // claims' index holds: a webhook's candidate is then answered by the index alone, where reading
       // `listener_kind` (and the ID) from the table made each row of the page a seek of its own.
       // The older deliveries are those of the same subscription, so of the same source: named in the
-      // words of the subscription index's condition, which holds only such rows (migration 023).
+      // words of the subscription index's condition, which holds only such rows (migration 023). A deleted
+      // subscription's rows, left to batches (subscription-deletes.ts), are passed over.
       const inOrder = `(substr(d.listener_id, 1, 3) <> 'dc_' OR NOT EXISTS (
            SELECT 1 FROM deliveries e WHERE e.subscription_id = d.subscription_id AND ${orderedPending("e")} AND e.seq < d.seq
-             AND (e.attempts > 0 OR e.next_attempt_ms IS NULL OR e.next_attempt_ms <= ?)))`;
+             AND (e.attempts > 0 OR e.next_attempt_ms IS NULL OR e.next_attempt_ms <= ?)))
+         AND ${subscriptionKept("d")}`;
       const notInParams = notIn ? c.exceptListeners : [];
       const toCandidate = (r: Row) => ({
         listenerId: r.listener_id as string,

@@ -6,10 +6,25 @@
 import type { Subscription } from "../../domain/types.ts";
 import type { SubscriptionOps } from "../concerns.ts";
 import { deepFreeze, ownedTables, routesBetween, toAutoSubscription, toSubscription } from "../rows.ts";
+import { deliveryDeleteBatch, unclaimedBatchSql } from "../subscription-deletes.ts";
 import type { RowCache } from "./row-cache.ts";
 import { placeholders, type Sql } from "./sql.ts";
 
 export function subscriptionOps(q: Sql, rows: RowCache): SubscriptionOps {
+  /**
+   * Deletes subscription `id`'s claimed deliveries (a few in flight, whose settlement then finds no row,
+   * through their own index) and a batch of the others, through the claims' index, which holds the
+   * listener; a short batch was the last, and takes the mark with it.
+   */
+  const sweep = (id: string, listenerId: string) => {
+    q.run(
+      "DELETE FROM deliveries INDEXED BY deliveries_claimed WHERE claimed_by IS NOT NULL AND listener_id = ? AND subscription_id = ?",
+      [listenerId, id],
+    );
+    const batch = unclaimedBatchSql(["?", "?", "?"], "INDEXED BY deliveries_claimable");
+    if (q.run(batch, [listenerId, id, deliveryDeleteBatch]) < deliveryDeleteBatch)
+      q.run("DELETE FROM subscription_deletes WHERE id = ?", [id]);
+  };
   return {
     upsertSubscription: async (s) => {
       rows.matches.clear();
@@ -39,21 +54,19 @@ export function subscriptionOps(q: Sql, rows: RowCache): SubscriptionOps {
       q.run(`DELETE FROM subscriptions WHERE ${where}`, params);
       // What the subscription had not delivered goes with it: otherwise each create (with backfill) and
       // delete of one pair left up to 32 MiB queued, a cycle at a time (docs/delivery.md, "Backfill").
-      // As `deleteRoutesBetween`, through the partial index of each undelivered state.
-      const ids = found.map((s) => s.id);
-      if (ids.length > 0) {
-        const of = `listener_id = ? AND subscription_id IN (${placeholders(ids)})`;
-        const args = [m.listenerId, ...ids];
-        q.run(
-          `DELETE FROM deliveries INDEXED BY deliveries_claimable WHERE status = 'pending' AND claimed_by IS NULL AND ${of}`,
-          args,
-        );
-        q.run(
-          `DELETE FROM deliveries INDEXED BY deliveries_claimed WHERE claimed_by IS NOT NULL AND ${of}`,
-          args,
-        );
+      // A batch now, and the rest (a backlog past it) marked for `sweepDeletedSubscriptions`.
+      for (const sub of found) {
+        q.run("INSERT INTO subscription_deletes (id, listener_id) VALUES (?, ?)", [sub.id, sub.listenerId]);
+        sweep(sub.id, sub.listenerId);
       }
       return found;
+    },
+
+    sweepDeletedSubscriptions: async () => {
+      const next = q.get("SELECT id, listener_id FROM subscription_deletes LIMIT 1", [], (r) => r);
+      if (next === undefined) return false;
+      sweep(next.id as string, next.listener_id as string);
+      return true;
     },
 
     deleteSubscriptionsOf: async (resourceId) => {
