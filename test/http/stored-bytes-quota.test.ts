@@ -209,3 +209,40 @@ test("a free account's replays count their copies in its stored bytes, and are r
   }
   assert.equal((await me(user.key)).daily_stored_bytes_used, used, "refused replays copy nothing");
 });
+
+test("a free account's backfill copies count in its stored bytes; past the day's, a backfill creates nothing", async () => {
+  const user = await server.createUser("bytes-backfill");
+  const s = await deploy(server, { component_code: fixture("big-events.mjs") }, user.key);
+  assert.equal((await emitBig(s.configured_props.http.endpoint_url, 2, 4000)).status, 200);
+  const afterRun = (await me(user.key)).daily_stored_bytes_used;
+  const workflow = async (name: string) => {
+    const wf = await server.api("POST", "/v1/workflows", { key: user.key, body: { name } });
+    assert.equal(wf.status, 200, wf.text);
+    return wf.body.data.id as string;
+  };
+  const subscribe = (listener: string, backfill: boolean) =>
+    server.api("POST", "/v1/subscriptions", {
+      key: user.key,
+      body: { emitter_id: s.id, listener_id: listener, backfill },
+    });
+  const first = await subscribe(await workflow("backfilled-1"), true);
+  assert.equal(first.status, 200, first.text);
+  assert.equal((await me(user.key)).daily_stored_bytes_used, 2 * afterRun, "two copies counted");
+  const second = await subscribe(await workflow("backfilled-2"), true);
+  assert.equal(second.status, 200, second.text);
+  const used = (await me(user.key)).daily_stored_bytes_used;
+  assert.equal(used, 3 * afterRun);
+  assert.ok(used >= limit, `${used} bytes used`);
+  const late = await workflow("backfilled-3");
+  const refused = await subscribe(late, true);
+  assert.equal(refused.status, 429, refused.text);
+  assert.equal(refused.body.code, "quota_exceeded");
+  const subs = await server.api("GET", "/v1/users/me/subscriptions", { key: user.key });
+  assert.ok(
+    !subs.body.data.some((x: any) => x.listener_id === late),
+    "the refused subscription was not created",
+  );
+  // Without a backfill nothing is copied, and the subscription is made.
+  assert.equal((await subscribe(late, false)).status, 200);
+  assert.equal((await me(user.key)).daily_stored_bytes_used, used);
+});

@@ -9,6 +9,7 @@ import {
 } from "../../delivery/routing.ts";
 import { SubscriptionSweep } from "../../delivery/subscription-sweep.ts";
 import { normalizeChannel } from "../../domain/events/channels.ts";
+import { storedBytesPayer } from "../../domain/sources/quota-hold.ts";
 import type { AutoSubscription, Subscription } from "../../domain/types.ts";
 import { AppError, invalidParameter, notFound } from "../../errors.ts";
 import { newId } from "../../ids.ts";
@@ -164,6 +165,8 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
       const ownerId = actingOwner(request, p.org_id);
       await requireVisible(request, p.emitter_id, "Emitter");
       await requireVisible(request, p.listener_id, "Listener");
+      // A free account's backfill copies count in its stored bytes: past the day's, nothing is created.
+      const payer = p.backfill ? await storedBytesPayer(app.fount, principal(request).user.id) : undefined;
       // One transaction: backfilled events queue ahead of any event stored after the subscription.
       const { sub, backfilled } = await store.transaction(async (tx) => {
         const id = newId("sub");
@@ -183,7 +186,7 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
         // A backfill that finds nothing to copy is not counted.
         const any = await tx.listEvents(sub.emitterId, { channel, limit: 1, window });
         if (any.items.length > 0) await countBackfill(tx, ownerId, clock.now());
-        return { sub, backfilled: await enqueueBackfill(tx, sub, clock.now(), window) };
+        return { sub, backfilled: await enqueueBackfill(tx, sub, clock.now(), window, payer) };
       });
       if (backfilled > 0) app.fount.dispatcher.wake();
       return { data: renderSubscription(sub) };
