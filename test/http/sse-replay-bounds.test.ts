@@ -9,10 +9,8 @@ import { after, before, test } from "node:test";
 import { keptPageBytes } from "../../src/domain/events/retention.ts";
 import { defaultStreamHubOptions, type StreamHub } from "../../src/domain/events/stream-hub.ts";
 import { streamHubOf } from "../../src/http/routes/stream.ts";
-import { fixture } from "../fixtures/components/fixtures.ts";
+import { deployBigEvents } from "../fixtures/components/fixtures.ts";
 import { adminKey, startServer, type TestServer } from "../helpers.ts";
-
-const bigCode = fixture("big-events.mjs");
 
 let server: TestServer;
 let hub: StreamHub;
@@ -24,23 +22,6 @@ before(async () => {
 after(async () => {
   await server.close();
 });
-
-async function deploy(events: number, pad: number): Promise<string> {
-  const res = await server.api("POST", "/v1/sources", {
-    body: { component_code: bigCode, retention: { events: 1000 } },
-  });
-  assert.equal(res.status, 200, res.text);
-  for (let from = 0; from < events; from += 8) {
-    const r = await fetch(res.body.data.endpoint_url, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ copies: Math.min(8, events - from), from, pad }),
-    });
-    await r.text();
-    assert.equal(r.status, 200);
-  }
-  return res.body.data.id;
-}
 
 /** A raw stream from the first event on; `text()` is what arrived, read only when `reading`. */
 function openStream(sourceId: string, reading: boolean) {
@@ -72,7 +53,7 @@ async function eventually(check: () => boolean, what: string, ms = 30_000): Prom
 
 test("a resume reads its events at most 4 MiB at a time, its first page too", async () => {
   // 16 events of 700 KB: the first page of 16 events held 11 MiB.
-  const sourceId = await deploy(16, 700_000);
+  const sourceId = await deployBigEvents(server, 16, 700_000);
   const store = server.built.services.store;
   const list = store.listEvents;
   const pages: number[] = [];
@@ -99,7 +80,7 @@ test("a resume reads its events at most 4 MiB at a time, its first page too", as
 test("a user's streams replay FOUNT_SSE_MAX_REPLAYS at a time; one over it waits its turn, then replays everything", async () => {
   // 12 events of 700 KB: more than the sockets' buffers take, so a client that reads nothing keeps its
   // replay going.
-  const sourceId = await deploy(12, 700_000);
+  const sourceId = await deployBigEvents(server, 12, 700_000);
   hub.configure({ maxReplaysPerUser: 1 });
   const streams: Array<ReturnType<typeof openStream>> = [];
   try {

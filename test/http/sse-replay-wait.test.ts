@@ -13,10 +13,8 @@ import { Agent, fetch as undiciFetch } from "undici";
 import type { StreamHub } from "../../src/domain/events/stream-hub.ts";
 import { streamHubOf, streamUsersOf } from "../../src/http/routes/stream.ts";
 import type { StreamUsers } from "../../src/http/stream-users.ts";
-import { fixture } from "../fixtures/components/fixtures.ts";
+import { deployBigEvents } from "../fixtures/components/fixtures.ts";
 import { startServer, type TestServer } from "../helpers.ts";
-
-const bigCode = fixture("big-events.mjs");
 
 let server: TestServer;
 let hub: StreamHub;
@@ -37,25 +35,6 @@ after(async () => {
   await agent.destroy();
   await server.close();
 });
-
-/** A source of `events` events of `pad` bytes, deployed with `key`. */
-async function deploy(key: string, events: number, pad: number): Promise<string> {
-  const res = await server.api("POST", "/v1/sources", {
-    key,
-    body: { component_code: bigCode, retention: { events: 1000 } },
-  });
-  assert.equal(res.status, 200, res.text);
-  for (let from = 0; from < events; from += 8) {
-    const r = await fetch(res.body.data.endpoint_url, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ copies: Math.min(8, events - from), from, pad }),
-    });
-    await r.text();
-    assert.equal(r.status, 200);
-  }
-  return res.body.data.id;
-}
 
 /**
  * A raw stream, resuming from the first event unless `live`; `text()` is what arrived, read only when
@@ -127,7 +106,7 @@ test("a resume waiting longer than FOUNT_SSE_REPLAY_WAIT_MS is told to reconnect
   const dora = await server.createUser(`sse-wait-${process.pid}`);
   // 12 events of 700 KB: more than the sockets' buffers take, so a client that reads nothing keeps its
   // replay, and the user's one turn, going.
-  const sourceId = await deploy(dora.key, 12, 700_000);
+  const sourceId = await deployBigEvents(server, 12, 700_000, dora.key);
   const streams: Array<ReturnType<typeof openStream>> = [];
   let es: EventSource | undefined;
   try {
@@ -178,7 +157,7 @@ test("a resume waiting longer than FOUNT_SSE_REPLAY_WAIT_MS is told to reconnect
 
 test("a user's record of streams is gone once their streams end, however they ended", async () => {
   const erin = await server.createUser(`sse-record-${process.pid}`);
-  const sourceId = await deploy(erin.key, 12, 700_000);
+  const sourceId = await deployBigEvents(server, 12, 700_000, erin.key);
   assert.equal(users.has(erin.id), false);
   const store = server.built.services.store;
   const list = store.listEvents;
