@@ -29,6 +29,10 @@ export interface Config {
   installMemoryMb: number;
   /** Largest installed package set of a component on disk, MiB (FOUNT_INSTALL_MAX_MB). */
   installMaxMb: number;
+  /** Bytes an owner's saved components may keep, past which a new save is refused (FOUNT_MAX_COMPONENT_BYTES_PER_OWNER). */
+  maxComponentBytesPerOwner: number;
+  /** How long a package set no source uses is kept after its last build, ms (FOUNT_PACKAGE_SET_GRACE_MS). */
+  packageSetGraceMs: number;
   /** `postgres://…` selects the PostgreSQL store; undefined means embedded SQLite in dataDir. */
   databaseUrl: string | undefined;
   /** How long a PostgreSQL operation waits for a connection or an answer before it fails with 503 (FOUNT_STORE_TIMEOUT_MS). */
@@ -391,6 +395,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     installConcurrency: int(env, "FOUNT_INSTALL_CONCURRENCY", 2, 1),
     installMemoryMb: int(env, "FOUNT_INSTALL_MEMORY_MB", 512, 64),
     installMaxMb: int(env, "FOUNT_INSTALL_MAX_MB", 512, 1),
+    // 256 saves of the largest code (1 MiB), or thousands of usual ones; the records are kept for ever.
+    maxComponentBytesPerOwner: int(env, "FOUNT_MAX_COMPONENT_BYTES_PER_OWNER", 256 * 2 ** 20, 1),
+    packageSetGraceMs: int(env, "FOUNT_PACKAGE_SET_GRACE_MS", 10 * 60_000, 0),
     bootstrapApiKey: env.FOUNT_BOOTSTRAP_API_KEY || undefined,
     rateLimit: int(env, "FOUNT_RATE_LIMIT", 6000),
     requestTimeoutMs: int(env, "FOUNT_REQUEST_TIMEOUT_MS", 30_000, 1000),

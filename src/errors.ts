@@ -21,6 +21,11 @@ export const errorCatalogue = {
     status: 409,
     message: "The account has as many of these as one account may have (FOUNT_MAX_*_PER_OWNER)",
   },
+  component_quota_exceeded: {
+    status: 409,
+    message:
+      "The account's saved components take all the space it may use (FOUNT_MAX_COMPONENT_BYTES_PER_OWNER)",
+  },
   payload_too_large: { status: 413, message: "The request body is too large" },
   unsupported_media_type: { status: 415, message: "The request body must be application/json" },
   wrong_origin: {

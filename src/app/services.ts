@@ -123,6 +123,8 @@ export async function buildServices(given: ServiceInputs): Promise<Wired> {
       memoryMb: config.installMemoryMb,
       maxMb: config.installMaxMb,
     },
+    keptPackageSets: () => store.listDeployedDependencies(),
+    packageSetGraceMs: config.packageSetGraceMs,
   });
   const lateWork = new LateWorkRecorder({ store, committer, recorder, bus, clock, logger: app.log });
   const executors = await startExecutors(config, given.executor, given.isolation, app, lateWork);
@@ -137,7 +139,14 @@ export async function buildServices(given: ServiceInputs): Promise<Wired> {
     dispatcher: new UndiciAgent({ connect: { lookup: addressPolicy.lookup } }),
     checkUrl: (url: URL) => addressPolicy.checkUrl(url),
   };
-  const catalog = new ComponentCatalog({ store, builder, executor, clock, fetchGuard });
+  const catalog = new ComponentCatalog({
+    store,
+    builder,
+    executor,
+    clock,
+    fetchGuard,
+    maxOwnerBytes: config.maxComponentBytesPerOwner,
+  });
   // Several nodes on one database: a source runs on one node at a time (domain/cluster/source-leases.ts), and
   // its hits go to that node (domain/cluster/hit-forwarding.ts) over TLS connections keyed with this secret.
   const forwardPsk = Buffer.from(secrets.derive("fount/forwarding-psk/v2"), "base64url");

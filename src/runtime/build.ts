@@ -10,6 +10,7 @@ import * as esbuild from "esbuild";
 import { AppError } from "../errors.ts";
 import { OWNER_DIR_MODE, OWNERS_DIR_MODE, ownerBundleDir } from "./bundle-layout.ts";
 import { type InstallerOptions, PackageInstaller } from "./install/installer.ts";
+import { PackageSetPruner } from "./install/package-sets.ts";
 import type { BuiltComponent } from "./types.ts";
 
 /** Options of a `ComponentBuilder`; one builder (and one npm cache) serves the whole server. */
@@ -24,6 +25,14 @@ export interface ComponentBuilderOptions {
   installTimeoutMs?: number;
   /** Bounds of the install processes (install/installer.ts); defaults in `DEFAULT_INSTALLER`. */
   installer?: Partial<InstallerOptions>;
+  /**
+   * Package versions of the components sources use: their package set folders are kept, and the others
+   * not built since the start removed at the first build after a start and after each install
+   * (install/package-sets.ts). Unset: nothing is removed.
+   */
+  keptPackageSets?: () => Promise<Iterable<Record<string, string>>>;
+  /** A package set built within this long before a start is kept even when no source uses it; default 10 minutes. */
+  packageSetGraceMs?: number;
 }
 
 /** A bare import split into its parts: `@scope/pkg@^1.2/sub` → `@scope/pkg`, `^1.2`, `/sub`. */
@@ -36,6 +45,8 @@ export interface PackageSpecifier {
 }
 
 const DEFAULT_INSTALL_TIMEOUT_MS = 120_000;
+// Time to deploy a component saved a moment ago without installing its packages again.
+const DEFAULT_PACKAGE_SET_GRACE_MS = 10 * 60_000;
 // Two installs use both cores of a small host and leave the rest waiting; googleapis with aws-sdk installs
 // even at a 64 MiB heap and takes 362 MiB on disk, so 512 MiB of each leave room (docs/runtime-build.md).
 const DEFAULT_INSTALLER: InstallerOptions = { concurrency: 2, memoryMb: 512, maxMb: 512 };
@@ -86,6 +97,8 @@ export class ComponentBuilder {
   readonly #installTimeoutMs: number;
   readonly #installer: PackageInstaller;
   readonly #inflight = new Map<string, Promise<string>>();
+  readonly #pruner: PackageSetPruner | undefined;
+  #started: Promise<void> | undefined;
   /** The npm cache made the server's alone, once per builder (`closeCache`). */
   #cacheClosed: Promise<void> | undefined;
 
@@ -95,6 +108,19 @@ export class ComponentBuilder {
     this.#registry = options.registry;
     this.#installTimeoutMs = options.installTimeoutMs ?? DEFAULT_INSTALL_TIMEOUT_MS;
     this.#installer = new PackageInstaller({ ...DEFAULT_INSTALLER, ...options.installer });
+    const kept = options.keptPackageSets;
+    this.#pruner = kept
+      ? new PackageSetPruner(
+          this.#packagesDir,
+          async () => [...(await kept())].map(packageSetKey),
+          options.packageSetGraceMs ?? DEFAULT_PACKAGE_SET_GRACE_MS,
+        )
+      : undefined;
+  }
+
+  /** Removes the package set folders no source uses (install/package-sets.ts); failures wait for the next pass. */
+  async #prune(): Promise<void> {
+    await this.#pruner?.prune().catch(() => undefined);
   }
 
   /**
@@ -118,14 +144,18 @@ export class ComponentBuilder {
     }
     const dependencies = await this.#resolveVersions(wanted, pinned, deadline);
     const key = packageSetKey(dependencies);
-    const dir = await this.#ensurePackages(key, dependencies, wanted, deadline);
-    const ownerDir = await makeOwnerDir(dir, owner);
-    const entryFile = path.join(ownerDir, `${codeHash}.mjs`);
-    await writeReadable(entryFile, bundle);
-    // The empty package set has no node_modules; a bundle reads nothing else of the set's folder.
-    const modules = path.join(dir, "node_modules");
-    const readDirs = (await exists(modules)) ? [ownerDir, modules] : [ownerDir];
-    return { codeHash, entryFile, ownerDir, readDirs, dependencies };
+    this.#started ??= this.#prune();
+    const work = async (): Promise<BuiltComponent> => {
+      const dir = await this.#ensurePackages(key, dependencies, wanted, deadline);
+      const ownerDir = await makeOwnerDir(dir, owner);
+      const entryFile = path.join(ownerDir, `${codeHash}.mjs`);
+      await writeReadable(entryFile, bundle);
+      // The empty package set has no node_modules; a bundle reads nothing else of the set's folder.
+      const modules = path.join(dir, "node_modules");
+      const readDirs = (await exists(modules)) ? [ownerDir, modules] : [ownerDir];
+      return { codeHash, entryFile, ownerDir, readDirs, dependencies };
+    };
+    return this.#pruner ? this.#pruner.hold(key, work) : work();
   }
 
   /** One exact version per package: written, pinned, or else asked of the registry (in an install process). */
@@ -200,6 +230,8 @@ export class ComponentBuilder {
       // Another process finished the same package set first: its folder is as good as ours.
       if (!(await exists(dir))) throw err;
     }
+    // This build holds its set; the pass removes those of components no source uses any more.
+    await this.#prune();
     return dir;
   }
 

@@ -209,6 +209,16 @@ export interface StorageOps {
   findComponentByKey(ownerIds: string[], key: string): Promise<ComponentRecord | undefined>;
   /** The newest version of each key (each component without a key on its own) of these owners, newest first. */
   listLatestComponents(ownerIds: string[], page: PageQuery): Promise<Page<WithSeq<ComponentRecord>>>;
+  /** Bytes the owner's components keep (code, definition, package versions), summed from an index. */
+  componentBytes(ownerId: string): Promise<number>;
+  /** The owner's newest component with this code and URL that is still the newest of its key. */
+  findSameComponent(
+    ownerId: string,
+    codeHash: string,
+    url: string | null,
+  ): Promise<ComponentRecord | undefined>;
+  /** Package versions of each component some source uses, once per distinct set. */
+  listDeployedDependencies(): Promise<Array<Record<string, string>>>;
 
   // Sources
   insertSource(source: SourceRecord): Promise<void>;

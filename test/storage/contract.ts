@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { EventRecord, SessionRecord, User, Webhook } from "../../src/domain/types.ts";
 import type { Storage } from "../../src/storage/port.ts";
+import { componentContract } from "./component-contract.ts";
 import { deliveryContract } from "./delivery-contract.ts";
 import { deliveryHistoryContract } from "./delivery-history-contract.ts";
 import { eventSearchContract } from "./event-search-contract.ts";
@@ -504,4 +505,5 @@ export function storageContract(name: string, open: () => Promise<Storage>): voi
   deliveryHistoryContract(withStore, unique);
   eventSearchContract(withStore);
   sharedStateContract(withStore, unique, () => user());
+  componentContract(withStore, unique);
 }

@@ -51,6 +51,7 @@ export class ComponentCatalog {
   readonly #executor: Executor;
   readonly #clock: Clock;
   readonly #fetchGuard: FetchCodeOptions["guard"];
+  readonly #maxOwnerBytes: number;
   readonly #records = new ByteBoundedCache<string, ComponentRecord>({
     maxBytes: componentCacheBytes,
     sizeOf: recordBytes,
@@ -74,8 +75,11 @@ export class ComponentCatalog {
     clock: Clock;
     /** Address rules for fetching component_url (the same as for webhook deliveries). */
     fetchGuard?: FetchCodeOptions["guard"];
+    /** Bytes an owner's saved components may keep (FOUNT_MAX_COMPONENT_BYTES_PER_OWNER); default unbounded. */
+    maxOwnerBytes?: number;
   }) {
     this.#fetchGuard = deps.fetchGuard;
+    this.#maxOwnerBytes = deps.maxOwnerBytes ?? Number.POSITIVE_INFINITY;
     this.#store = deps.store;
     this.#builder = deps.builder;
     this.#executor = deps.executor;
@@ -84,7 +88,10 @@ export class ComponentCatalog {
 
   /**
    * Builds and validates code for `ownerId` and stores it as a new saved component; `prepared`: what
-   * `prepare` answered for this code and owner, which is not built and inspected again.
+   * `prepare` answered for this code and owner, which is not built and inspected again. The same code
+   * (and URL) saved again by the owner answers the record it saved before, as long as that is still the
+   * newest of its key, and stores nothing; a save that would take the owner's records past
+   * `maxOwnerBytes` is refused before it is built (`component_quota_exceeded`).
    */
   async save(
     ownerId: string,
@@ -95,6 +102,11 @@ export class ComponentCatalog {
     if (code === undefined) {
       if (!input.url) throw invalidParameter("component_code", "Give component_code or component_url");
       code = await fetchComponentCode(input.url, { guard: this.#fetchGuard });
+    }
+    if (ownerId !== registryOwner) {
+      const same = await this.#store.findSameComponent(ownerId, sha256Hex(code), input.url ?? null);
+      if (same) return same;
+      await this.#assertRoom(ownerId, code);
     }
     const { built, meta } = prepared ?? (await this.prepare(ownerId, code));
     // Stored as text columns, where PostgreSQL refuses U+0000 (the rest of the meta is stored as JSON).
@@ -123,6 +135,22 @@ export class ComponentCatalog {
     this.#records.set(record.id, record);
     this.#builds.set(loadKey(record.id, ownerId), built);
     return record;
+  }
+
+  /**
+   * Refuses code that would take the owner's saved components past their bound. Its definition is not
+   * known before the build and is counted once stored: the bound is passed by one record at most (by
+   * one per concurrent save), which is the price of refusing before the build's work.
+   */
+  async #assertRoom(ownerId: string, code: string): Promise<void> {
+    if (!Number.isFinite(this.#maxOwnerBytes)) return;
+    const used = await this.#store.componentBytes(ownerId);
+    if (used + Buffer.byteLength(code) <= this.#maxOwnerBytes) return;
+    throw new AppError(
+      "component_quota_exceeded",
+      `The saved components of this account take ${used} bytes; saving this code would pass the limit of ${this.#maxOwnerBytes} bytes`,
+      { details: { used_bytes: used, limit_bytes: this.#maxOwnerBytes } },
+    );
   }
 
   /**

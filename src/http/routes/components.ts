@@ -69,7 +69,7 @@ export async function componentRoutes(app: FastifyInstance): Promise<void> {
           },
           { additionalProperties: false },
         ),
-        response: { ...one, ...errorResponses(404, 413, 422) },
+        response: { ...one, ...errorResponses(404, 409, 413, 422) },
       },
     },
     async (request) => {

@@ -2,10 +2,14 @@
  * Runs version resolution and package installs in processes of their own (child.ts), so that a big
  * dependency tree never holds the server's event loop or heap: at most `concurrency` such processes at
  * once, each with a V8 heap cap, a minimal environment, a lower CPU priority and its caller's deadline,
- * past which it is killed. See docs/runtime-build.md.
+ * past which it is killed. Each process gets an npm cache folder of its own, removed when it exits: one
+ * shared cache kept every tarball and packument ever fetched. See docs/runtime-build.md.
  */
 import { type ChildProcess, fork } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import fs from "node:fs/promises";
 import os from "node:os";
+import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { InstallError, InstallReply, InstallRequest, NpmOptions } from "./protocol.ts";
 import { Slots } from "./slots.ts";
@@ -36,12 +40,20 @@ const STDERR_TAIL = 8 * 1024;
 // environment (database URL, API keys) is any business of an install, so none of it is passed.
 const PASSED_ENV =
   /^(?:https?_proxy|no_proxy|proxy|NODE_EXTRA_CA_CERTS|NODE_USE_ENV_PROXY|SSL_CERT_(?:FILE|DIR)|TMPDIR)$/i;
+// cacache's folders in a cache root, from before each install process had a folder of its own there:
+// the shared cache that was never cleaned.
+const SHARED_CACHE = /^(?:content-v2|index-v5|tmp|CACHEDIR\.TAG)$/;
+// An install process's cache folder older than this is a crashed server's (a process lasts its deadline,
+// 120 s by default); younger ones may be another server's on the same cache root, still installing.
+const STALE_JOB_MS = 60 * 60_000;
 
 /** Starts install processes within the server's bounds. */
 export class PackageInstaller {
   readonly #slots: Slots;
   readonly #memoryMb: number;
   readonly #maxBytes: number;
+  /** Cache roots cleared of what processes of earlier runs left, once per root. */
+  readonly #cleared = new Map<string, Promise<void>>();
 
   constructor(options: InstallerOptions) {
     this.#slots = new Slots(options.concurrency);
@@ -85,11 +97,42 @@ export class PackageInstaller {
     const release = await this.#slots.acquire(deadline, () =>
       timeoutError("timed out waiting for other installs to finish"),
     );
+    const root = typeof request.npm.cache === "string" ? request.npm.cache : undefined;
+    const cache = root && path.join(root, `job-${randomBytes(6).toString("hex")}`);
     try {
-      await runProcess(request, { deadline, timeoutMessage, memoryMb: this.#memoryMb }, onReply);
+      if (root) await this.#clear(root);
+      const own: InstallRequest = cache ? { ...request, npm: { ...request.npm, cache } } : request;
+      await runProcess(own, { deadline, timeoutMessage, memoryMb: this.#memoryMb }, onReply);
     } finally {
+      // The process has exited (runProcess settles on its close): nothing writes into the folder any more.
+      if (cache) await fs.rm(cache, { recursive: true, force: true });
       release();
     }
+  }
+
+  /** Removes the per-process folders a crash left in `root`, and the old shared cache, at the first install. */
+  #clear(root: string): Promise<void> {
+    let cleared = this.#cleared.get(root);
+    if (!cleared) {
+      cleared = clearCacheRoot(root);
+      this.#cleared.set(root, cleared);
+    }
+    return cleared;
+  }
+}
+
+async function clearCacheRoot(root: string): Promise<void> {
+  let names: string[];
+  try {
+    names = await fs.readdir(root);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const file = path.join(root, name);
+    const job = /^job-[0-9a-f]+$/.test(name) ? await fs.stat(file).catch(() => undefined) : undefined;
+    const stale = job !== undefined && Date.now() - job.mtimeMs > STALE_JOB_MS;
+    if (stale || SHARED_CACHE.test(name)) await fs.rm(file, { recursive: true, force: true });
   }
 }
 

@@ -5,10 +5,12 @@ import type { Sql } from "./sql.ts";
 export function sourceOps(q: Sql): SourceOps {
   return {
     insertComponent: async (c) => {
+      const meta = JSON.stringify(c.meta);
+      const dependencies = JSON.stringify(c.dependencies);
       await q.run(
         `INSERT INTO components (id, owner_id, key, name, version, code, code_hash, component_url, meta_json,
-           dependencies_json, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+           dependencies_json, created_at, updated_at, stored_bytes)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
         [
           c.id,
           c.ownerId,
@@ -18,13 +20,37 @@ export function sourceOps(q: Sql): SourceOps {
           c.code,
           c.codeHash,
           c.componentUrl,
-          JSON.stringify(c.meta),
-          JSON.stringify(c.dependencies),
+          meta,
+          dependencies,
           c.createdAt,
           c.updatedAt,
+          Buffer.byteLength(c.code) + Buffer.byteLength(meta) + Buffer.byteLength(dependencies),
         ],
       );
     },
+
+    componentBytes: async (ownerId) =>
+      (await q.get(
+        "SELECT coalesce(sum(stored_bytes), 0) AS bytes FROM components WHERE owner_id = $1",
+        [ownerId],
+        (r) => Number(r.bytes),
+      )) ?? 0,
+
+    findSameComponent: (ownerId, codeHash, url) =>
+      q.get(
+        `SELECT * FROM components c WHERE owner_id = $1 AND code_hash = $2 AND component_url IS NOT DISTINCT FROM $3
+           AND (key IS NULL OR NOT EXISTS (SELECT 1 FROM components n WHERE n.owner_id = c.owner_id AND n.key = c.key AND n.seq > c.seq))
+         ORDER BY seq DESC LIMIT 1`,
+        [ownerId, codeHash, url],
+        toComponent,
+      ),
+
+    listDeployedDependencies: () =>
+      q.all(
+        "SELECT DISTINCT dependencies_json FROM components WHERE id IN (SELECT component_id FROM sources)",
+        [],
+        (r) => JSON.parse(r.dependencies_json as string) as Record<string, string>,
+      ),
 
     getComponent: (id) => q.get("SELECT * FROM components WHERE id = $1", [id], toComponent),
 

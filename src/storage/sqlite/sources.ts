@@ -21,9 +21,11 @@ export function sourceOps(q: Sql, rows: RowCache, held: DeferredWrites): SourceO
   };
   return {
     insertComponent: async (c) => {
+      const meta = JSON.stringify(c.meta);
+      const dependencies = JSON.stringify(c.dependencies);
       q.run(
-        `INSERT INTO components (id, owner_id, key, name, version, code, code_hash, component_url, meta_json, dependencies_json, created_at, updated_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO components (id, owner_id, key, name, version, code, code_hash, component_url, meta_json, dependencies_json, created_at, updated_at, stored_bytes)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         [
           c.id,
           c.ownerId,
@@ -33,13 +35,37 @@ export function sourceOps(q: Sql, rows: RowCache, held: DeferredWrites): SourceO
           c.code,
           c.codeHash,
           c.componentUrl,
-          JSON.stringify(c.meta),
-          JSON.stringify(c.dependencies),
+          meta,
+          dependencies,
           c.createdAt,
           c.updatedAt,
+          Buffer.byteLength(c.code) + Buffer.byteLength(meta) + Buffer.byteLength(dependencies),
         ],
       );
     },
+
+    componentBytes: async (ownerId) =>
+      q.get(
+        "SELECT coalesce(sum(stored_bytes), 0) AS bytes FROM components WHERE owner_id = ?",
+        [ownerId],
+        (r) => Number(r.bytes),
+      ) ?? 0,
+
+    findSameComponent: async (ownerId, codeHash, url) =>
+      q.get(
+        `SELECT * FROM components c WHERE owner_id = ? AND code_hash = ? AND component_url IS ?
+           AND (key IS NULL OR NOT EXISTS (SELECT 1 FROM components n WHERE n.owner_id = c.owner_id AND n.key = c.key AND n.seq > c.seq))
+         ORDER BY seq DESC LIMIT 1`,
+        [ownerId, codeHash, url],
+        toComponent,
+      ),
+
+    listDeployedDependencies: async () =>
+      q.all(
+        "SELECT DISTINCT dependencies_json FROM components WHERE id IN (SELECT component_id FROM sources)",
+        [],
+        (r) => JSON.parse(r.dependencies_json as string) as Record<string, string>,
+      ),
 
     getComponent: async (id) => q.get("SELECT * FROM components WHERE id = ?", [id], toComponent),
 
