@@ -68,7 +68,7 @@ export async function accountRoutes(app: FastifyInstance): Promise<void> {
           },
           { additionalProperties: false },
         ),
-        response: { 200: Type.Object({ data: Type.Partial(accountSchema) }), ...errorResponses(404) },
+        response: { 200: Type.Object({ data: Type.Partial(accountSchema) }), ...errorResponses(404, 409) },
       },
     },
     async (request) => {

@@ -167,7 +167,7 @@ export async function sourceRoutes(app: FastifyInstance): Promise<void> {
           },
           { additionalProperties: false },
         ),
-        response: { ...one, ...errorResponses(404, 413, 422) },
+        response: { ...one, ...errorResponses(404, 409, 413, 422) },
       },
     },
     async (request) => {
@@ -247,7 +247,7 @@ export async function sourceRoutes(app: FastifyInstance): Promise<void> {
           },
           { additionalProperties: false },
         ),
-        response: { ...one, ...errorResponses(404, 413, 422) },
+        response: { ...one, ...errorResponses(404, 409, 413, 422) },
       },
     },
     async (request) => {

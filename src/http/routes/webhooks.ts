@@ -175,7 +175,7 @@ export async function webhookRoutes(app: FastifyInstance): Promise<void> {
         ),
         response: {
           200: Type.Object({ data: Type.Partial(webhookSchema), warnings: warningsSchema }),
-          ...errorResponses(403, 404),
+          ...errorResponses(403, 404, 409),
         },
       },
     },

@@ -137,7 +137,7 @@ export async function workflowRoutes(app: FastifyInstance): Promise<void> {
           },
           { additionalProperties: false },
         ),
-        response: { 200: Type.Object({ data: Type.Partial(workflowSchema) }), ...errorResponses(404) },
+        response: { 200: Type.Object({ data: Type.Partial(workflowSchema) }), ...errorResponses(404, 409) },
       },
     },
     async (request) => {
