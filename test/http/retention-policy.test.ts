@@ -362,6 +362,14 @@ test("DELETE /v1/sources/{id}/events deletes exactly its inclusive range, in the
 });
 
 test("a free account's policy is held to FOUNT_FREE_RETENTION_MAX_*, and gets the free maximum age when it names none", async () => {
+  // Unset, the free maximum is the instance's, and the refusal says only that.
+  const plain = await server.createUser("retention_free_plain", "free");
+  const refused = await server.api("POST", "/v1/sources", {
+    key: plain.key,
+    body: { component_code: burst, retention: { events: 1_000_001 } },
+  });
+  assertApiError(refused, { status: 400, code: "invalid_parameter" });
+  assert.equal(refused.body.error, "retention.events may be at most 1000000 on this instance");
   const limited = await startServer(
     {},
     { FOUNT_FREE_RETENTION_MAX_EVENTS: "500", FOUNT_FREE_RETENTION_MAX_DAYS: "30" },

@@ -72,23 +72,24 @@ export class Retention {
   check(policy: RetentionPolicy | null, plan: Plan, field = "retention"): RetentionPolicy | null {
     if (policy === null) return null;
     const free = plan === "free";
-    const max = free ? this.settings.freeMax : this.settings.max;
-    const whose = free ? "for a free account " : "";
-    if (policy.events !== undefined && policy.events > max.events)
+    const { max, freeMax } = this.settings;
+    // The message names the free plan only where its maximum is the lower one.
+    const events = free ? freeMax.events : max.events;
+    if (policy.events !== undefined && policy.events > events)
       throw invalidParameter(
         `${field}.events`,
-        `${field}.events may be at most ${max.events} ${whose}on this instance`,
+        `${field}.events may be at most ${events} ${events < max.events ? "for a free account " : ""}on this instance`,
       );
-    const maxDays = max.days ?? this.settings.max.days;
-    if (policy.days !== undefined && policy.days > maxDays)
+    const days = (free ? freeMax.days : undefined) ?? max.days;
+    if (policy.days !== undefined && policy.days > days)
       throw invalidParameter(
         `${field}.days`,
-        `${field}.days may be at most ${maxDays} ${whose}on this instance`,
+        `${field}.days may be at most ${days} ${days < max.days ? "for a free account " : ""}on this instance`,
       );
-    const days = policy.days ?? (free ? this.settings.freeMax.days : undefined);
+    const age = policy.days ?? (free ? freeMax.days : undefined);
     return {
       ...(policy.events !== undefined ? { events: policy.events } : {}),
-      ...(days !== undefined ? { days } : {}),
+      ...(age !== undefined ? { days: age } : {}),
     };
   }
 
