@@ -29,6 +29,8 @@ export interface Config {
   installMemoryMb: number;
   /** Largest installed package set of a component on disk, MiB (FOUNT_INSTALL_MAX_MB). */
   installMaxMb: number;
+  /** The npm cache is emptied once it holds more than this, MiB (FOUNT_NPM_CACHE_MAX_MB; 0: after every install). */
+  npmCacheMaxMb: number;
   /** Bytes an owner's saved components may keep, past which a new save is refused (FOUNT_MAX_COMPONENT_BYTES_PER_OWNER). */
   maxComponentBytesPerOwner: number;
   /** How long a package set no source uses is kept after its last build, ms (FOUNT_PACKAGE_SET_GRACE_MS). */
@@ -395,6 +397,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, overrides: Part
     installConcurrency: int(env, "FOUNT_INSTALL_CONCURRENCY", 2, 1),
     installMemoryMb: int(env, "FOUNT_INSTALL_MEMORY_MB", 512, 64),
     installMaxMb: int(env, "FOUNT_INSTALL_MAX_MB", 512, 1),
+    npmCacheMaxMb: int(env, "FOUNT_NPM_CACHE_MAX_MB", 1024, 0),
     // 256 saves of the largest code (1 MiB), or thousands of usual ones; the records are kept for ever.
     maxComponentBytesPerOwner: int(env, "FOUNT_MAX_COMPONENT_BYTES_PER_OWNER", 256 * 2 ** 20, 1),
     packageSetGraceMs: int(env, "FOUNT_PACKAGE_SET_GRACE_MS", 10 * 60_000, 0),

@@ -122,6 +122,7 @@ export async function buildServices(given: ServiceInputs): Promise<Wired> {
       concurrency: config.installConcurrency,
       memoryMb: config.installMemoryMb,
       maxMb: config.installMaxMb,
+      cacheMaxMb: config.npmCacheMaxMb,
     },
     keptPackageSets: () => store.listDeployedDependencies(),
     packageSetGraceMs: config.packageSetGraceMs,

@@ -49,7 +49,7 @@ const DEFAULT_INSTALL_TIMEOUT_MS = 120_000;
 const DEFAULT_PACKAGE_SET_GRACE_MS = 10 * 60_000;
 // Two installs use both cores of a small host and leave the rest waiting; googleapis with aws-sdk installs
 // even at a 64 MiB heap and takes 362 MiB on disk, so 512 MiB of each leave room (docs/runtime-build.md).
-const DEFAULT_INSTALLER: InstallerOptions = { concurrency: 2, memoryMb: 512, maxMb: 512 };
+const DEFAULT_INSTALLER: InstallerOptions = { concurrency: 2, memoryMb: 512, maxMb: 512, cacheMaxMb: 1024 };
 // One registry request should never eat the whole install budget; npm's own default is 5 minutes.
 const REGISTRY_REQUEST_TIMEOUT_MS = 30_000;
 

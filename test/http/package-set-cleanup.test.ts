@@ -1,8 +1,8 @@
 /**
- * What package installs leave on disk, against an npm registry served by the test itself: each install
- * process has an npm cache folder of its own, removed when it ends; package set folders that no source
- * uses, not built since the start (nor within FOUNT_PACKAGE_SET_GRACE_MS before it), are removed at the
- * first build after a start and after each install; and a set over FOUNT_INSTALL_MAX_MB never lands.
+ * What package installs leave on disk, against an npm registry served by the test itself: the npm cache
+ * is kept across installs and emptied once it passes FOUNT_NPM_CACHE_MAX_MB; package set folders that no
+ * source uses, not built since the start (nor within FOUNT_PACKAGE_SET_GRACE_MS before it), are removed
+ * at the first build after a start and after each install; and a set over FOUNT_INSTALL_MAX_MB never lands.
  */
 import assert from "node:assert/strict";
 import fs from "node:fs";
@@ -36,7 +36,7 @@ async function serverOn(t: Cleanup, env: Record<string, string>): Promise<TestSe
   return server;
 }
 
-test("every install's npm cache goes with it; package sets no source uses go at the next start, or after an install", async (t) => {
+test("package sets no source uses go at the next start, or after an install", async (t) => {
   const registry = await localRegistry(
     t,
     ["fount-first", "fount-second", "fount-third", "fount-fourth"].map((name) => ({
@@ -46,9 +46,6 @@ test("every install's npm cache goes with it; package sets no source uses go at 
   );
   const cache = fs.mkdtempSync(path.join(os.tmpdir(), "fount-npm-cache-"));
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "fount-test-"));
-  // Left by a server of an earlier version, which shared one npm cache between every install.
-  fs.mkdirSync(path.join(cache, "content-v2", "sha512"), { recursive: true });
-  fs.writeFileSync(path.join(cache, "content-v2", "sha512", "old-tarball"), "x".repeat(1024));
   const env = { FOUNT_NPM_REGISTRY: registry.url, FOUNT_NPM_CACHE: cache, FOUNT_PACKAGE_SET_GRACE_MS: "0" };
   let server = await startServer({ dataDir }, env);
   t.after(async () => {
@@ -65,11 +62,6 @@ test("every install's npm cache goes with it; package sets no source uses go at 
 
   const source = await deploy(componentImporting("fount-first"));
   const first = newSet();
-  assert.deepEqual(
-    fs.readdirSync(cache),
-    [],
-    "neither the install's cache folder nor the old shared cache is left",
-  );
   // The source's dependencies change: a second set.
   const updated = await server.api("PUT", `/v1/sources/${source}`, {
     body: { component_code: componentImporting("fount-second") },
@@ -87,7 +79,6 @@ test("every install's npm cache goes with it; package sets no source uses go at 
   const fourth = newSet(first, second, third);
   // Sets built since the start stay until the next one: executors may read them for as long as they live.
   assert.deepEqual(packageSets(server), [first, second, third, fourth].sort());
-  assert.deepEqual(fs.readdirSync(cache), []);
 
   // At the first build after a start, the first set (no source) and the third (saved only) go.
   await server.close();
@@ -101,10 +92,46 @@ test("every install's npm cache goes with it; package sets no source uses go at 
   assert.equal(again.status, 200, again.text);
   assert.deepEqual((await runAndRead(server, again.body.data.id)).packages, ["fount-third"]);
   assert.deepEqual(packageSets(server), [second, third].sort());
-  assert.deepEqual(fs.readdirSync(cache), []);
 });
 
-test("a package set over FOUNT_INSTALL_MAX_MB leaves neither a folder nor a cache behind", async (t) => {
+/** Bytes of the files under `dir`. */
+function bytesUnder(dir: string): number {
+  let total = 0;
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true }))
+    if (entry.isFile()) total += fs.statSync(path.join(entry.parentPath, entry.name)).size;
+  return total;
+}
+
+test("the npm cache serves later installs, and is emptied once it holds more than FOUNT_NPM_CACHE_MAX_MB", async (t) => {
+  const registry = await localRegistry(t, [
+    { name: "fount-cached", version: "1.0.0", files: { "blob.txt": "x".repeat(64 * 1024) } },
+    { name: "fount-again", version: "1.0.0" },
+  ]);
+  const cache = fs.mkdtempSync(path.join(os.tmpdir(), "fount-npm-cache-"));
+  t.after(() => fs.rmSync(cache, { recursive: true, force: true }));
+  const env = { FOUNT_NPM_REGISTRY: registry.url, FOUNT_NPM_CACHE: cache };
+  // Under its bound (1 GiB by default) the cache keeps what the install fetched.
+  const keeping = await serverOn(t, env);
+  const kept = await keeping.api("POST", "/v1/components", {
+    body: { component_code: componentImporting("fount-cached") },
+  });
+  assert.equal(kept.status, 200, kept.text);
+  assert.ok(bytesUnder(cache) > 0, "the install's tarball and packument are cached");
+  await keeping.close();
+  // Past its bound (0 here) it is emptied once the install has ended.
+  const emptying = await serverOn(t, { ...env, FOUNT_NPM_CACHE_MAX_MB: "0" });
+  const res = await emptying.api("POST", "/v1/components", {
+    body: { component_code: componentImporting("fount-again") },
+  });
+  assert.equal(res.status, 200, res.text);
+  const deadline = Date.now() + 60_000;
+  while (fs.readdirSync(cache).length > 0) {
+    assert.ok(Date.now() < deadline, `the cache still holds ${fs.readdirSync(cache).join(", ")}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+});
+
+test("a package set over FOUNT_INSTALL_MAX_MB leaves no folder behind", async (t) => {
   const registry = await localRegistry(t, [
     // Zeros: the tarball stays a few KiB, the installed file is 2 MiB.
     { name: "fount-zbig", version: "1.0.0", files: { "blob.txt": "\0".repeat(2 * 2 ** 20) } },
@@ -122,5 +149,4 @@ test("a package set over FOUNT_INSTALL_MAX_MB leaves neither a folder nor a cach
   assert.equal(res.status, 422, res.text);
   assert.equal(res.body.code, "package_install_failed");
   assert.deepEqual(fs.readdirSync(path.join(server.dataDir, "packages")), []);
-  assert.deepEqual(fs.readdirSync(cache), []);
 });

@@ -2,11 +2,11 @@
  * Runs version resolution and package installs in processes of their own (child.ts), so that a big
  * dependency tree never holds the server's event loop or heap: at most `concurrency` such processes at
  * once, each with a V8 heap cap, a minimal environment, a lower CPU priority and its caller's deadline,
- * past which it is killed. Each process gets an npm cache folder of its own, removed when it exits: one
- * shared cache kept every tarball and packument ever fetched. See docs/runtime-build.md.
+ * past which it is killed. They share one npm cache, emptied when it has grown past `cacheMaxMb` and
+ * none of this server's installs runs: before, it kept every tarball and packument ever fetched. See
+ * docs/runtime-build.md.
  */
 import { type ChildProcess, fork } from "node:child_process";
-import { randomBytes } from "node:crypto";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -22,6 +22,8 @@ export interface InstallerOptions {
   memoryMb: number;
   /** Largest installed package set on disk, MiB; a bigger one fails and is removed. */
   maxMb: number;
+  /** The npm cache is emptied once it holds more than this, MiB (0: after every install). */
+  cacheMaxMb: number;
 }
 
 /** An install error as npm gave it, or one of the process's own (timeout, crash, size). */
@@ -40,25 +42,23 @@ const STDERR_TAIL = 8 * 1024;
 // environment (database URL, API keys) is any business of an install, so none of it is passed.
 const PASSED_ENV =
   /^(?:https?_proxy|no_proxy|proxy|NODE_EXTRA_CA_CERTS|NODE_USE_ENV_PROXY|SSL_CERT_(?:FILE|DIR)|TMPDIR)$/i;
-// cacache's folders in a cache root, from before each install process had a folder of its own there:
-// the shared cache that was never cleaned.
-const SHARED_CACHE = /^(?:content-v2|index-v5|tmp|CACHEDIR\.TAG)$/;
-// An install process's cache folder older than this is a crashed server's (a process lasts its deadline,
-// 120 s by default); younger ones may be another server's on the same cache root, still installing.
-const STALE_JOB_MS = 60 * 60_000;
 
 /** Starts install processes within the server's bounds. */
 export class PackageInstaller {
   readonly #slots: Slots;
   readonly #memoryMb: number;
   readonly #maxBytes: number;
-  /** Cache roots cleared of what processes of earlier runs left, once per root. */
-  readonly #cleared = new Map<string, Promise<void>>();
+  readonly #cacheMaxBytes: number;
+  /** Install processes of this server running now (the cache is emptied only when none is). */
+  #running = 0;
+  /** A look at the cache's size under way, which later installs' ends do not start again. */
+  #trimming: Promise<void> | undefined;
 
   constructor(options: InstallerOptions) {
     this.#slots = new Slots(options.concurrency);
     this.#memoryMb = options.memoryMb;
     this.#maxBytes = options.maxMb * 2 ** 20;
+    this.#cacheMaxBytes = options.cacheMaxMb * 2 ** 20;
   }
 
   /** The exact version of each `name@range` spec, or why it has none, in the order given. */
@@ -97,43 +97,51 @@ export class PackageInstaller {
     const release = await this.#slots.acquire(deadline, () =>
       timeoutError("timed out waiting for other installs to finish"),
     );
-    const root = typeof request.npm.cache === "string" ? request.npm.cache : undefined;
-    const cache = root && path.join(root, `job-${randomBytes(6).toString("hex")}`);
+    this.#running++;
     try {
-      if (root) await this.#clear(root);
-      const own: InstallRequest = cache ? { ...request, npm: { ...request.npm, cache } } : request;
-      await runProcess(own, { deadline, timeoutMessage, memoryMb: this.#memoryMb }, onReply);
+      await runProcess(request, { deadline, timeoutMessage, memoryMb: this.#memoryMb }, onReply);
     } finally {
-      // The process has exited (runProcess settles on its close): nothing writes into the folder any more.
-      if (cache) await fs.rm(cache, { recursive: true, force: true });
+      this.#running--;
       release();
     }
+    const cache = request.npm.cache;
+    // The process has exited (runProcess settles on its close): it writes nothing into the cache any more.
+    // The look runs on after the answer, so that no deploy waits for it.
+    if (typeof cache === "string" && this.#running === 0) this.#trimming ??= this.#trim(cache);
   }
 
-  /** Removes the per-process folders a crash left in `root`, and the old shared cache, at the first install. */
-  #clear(root: string): Promise<void> {
-    let cleared = this.#cleared.get(root);
-    if (!cleared) {
-      cleared = clearCacheRoot(root);
-      this.#cleared.set(root, cleared);
+  /**
+   * Empties the npm cache when it holds more than `cacheMaxBytes` and no install of this server runs:
+   * what the next installs need is fetched again. Another server sharing the cache folder (a setting) may
+   * then miss what it had just fetched, which npm fetches again.
+   */
+  async #trim(cache: string): Promise<void> {
+    try {
+      if ((await bytesUnder(cache, this.#cacheMaxBytes)) <= this.#cacheMaxBytes) return;
+      if (this.#running > 0) return;
+      for (const name of await fs.readdir(cache))
+        await fs.rm(path.join(cache, name), { recursive: true, force: true });
+    } catch {
+      // A cache that cannot be read or emptied now is looked at again after the next install.
+    } finally {
+      this.#trimming = undefined;
     }
-    return cleared;
   }
 }
 
-async function clearCacheRoot(root: string): Promise<void> {
-  let names: string[];
-  try {
-    names = await fs.readdir(root);
-  } catch {
-    return;
+/** Bytes of the files under `dir`, counted until they pass `enough` (then that sum is answered). */
+async function bytesUnder(dir: string, enough: number): Promise<number> {
+  let total = 0;
+  const pending = [dir];
+  while (pending.length > 0 && total <= enough) {
+    const at = pending.pop()!;
+    for (const entry of await fs.readdir(at, { withFileTypes: true }).catch(() => [])) {
+      const file = path.join(at, entry.name);
+      if (entry.isDirectory()) pending.push(file);
+      else if (entry.isFile()) total += (await fs.stat(file).catch(() => undefined))?.size ?? 0;
+    }
   }
-  for (const name of names) {
-    const file = path.join(root, name);
-    const job = /^job-[0-9a-f]+$/.test(name) ? await fs.stat(file).catch(() => undefined) : undefined;
-    const stale = job !== undefined && Date.now() - job.mtimeMs > STALE_JOB_MS;
-    if (stale || SHARED_CACHE.test(name)) await fs.rm(file, { recursive: true, force: true });
-  }
+  return total;
 }
 
 /**
