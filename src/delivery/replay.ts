@@ -5,8 +5,7 @@
  * and marked as a replay with the earlier delivery of the event to that listener it repeats, if one is
  * kept. The bulk form takes the source's kept events that the event search finds (docs/streams.md).
  */
-import { usageDay } from "../domain/accounts/quotas.ts";
-import { storedChars } from "../domain/sources/stored-bytes.ts";
+import { chargeCopies } from "../domain/sources/stored-bytes.ts";
 import type { Delivery, EventRecord, Subscription } from "../domain/types.ts";
 import { newId } from "../ids.ts";
 import { inPacedBatches } from "../pace.ts";
@@ -76,10 +75,7 @@ async function writeReplayed(
   await store.transaction(async (tx) => {
     await tx.insertDeliveries(deliveries);
     await tx.markReplay(route.id);
-    if (payer === undefined) return;
-    let storedBytes = 0;
-    for (const d of deliveries) storedBytes += storedChars(d);
-    await tx.addUsage(payer, usageDay(nowMs), { invocations: 0, computeMs: 0, storedBytes });
+    await chargeCopies(tx, payer, deliveries, nowMs);
   });
   return deliveries;
 }

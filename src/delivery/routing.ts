@@ -6,10 +6,9 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import { maxTimeMs } from "../clock.ts";
-import { usageDay } from "../domain/accounts/quotas.ts";
 import type { EventRecorder } from "../domain/events/recorder.ts";
 import { keptPageBytes, keptPageMost } from "../domain/events/retention.ts";
-import { storedChars } from "../domain/sources/stored-bytes.ts";
+import { chargeCopies } from "../domain/sources/stored-bytes.ts";
 import type { Delivery, EventRecord, EventWindow, ListenerKind, Subscription } from "../domain/types.ts";
 import { AppError } from "../errors.ts";
 import { newSortableId } from "../ids.ts";
@@ -205,11 +204,7 @@ export async function enqueueBackfill(
   }
   for (let i = 0; i < deliveries.length; i += backfillWriteRows)
     await tx.insertDeliveries(deliveries.slice(i, i + backfillWriteRows));
-  if (payer !== undefined && deliveries.length > 0) {
-    let storedBytes = 0;
-    for (const d of deliveries) storedBytes += storedChars(d);
-    await tx.addUsage(payer, usageDay(nowMs), { invocations: 0, computeMs: 0, storedBytes });
-  }
+  await chargeCopies(tx, payer, deliveries, nowMs);
   return deliveries.length;
 }
 

@@ -7,6 +7,7 @@
  */
 import { jsonCharsAtLeast } from "../../runtime/executors/results.ts";
 import type { StorageOps } from "../../storage/port.ts";
+import { usageDay } from "../accounts/quotas.ts";
 import type { EventRecord } from "../types.ts";
 
 /** The stored bytes of one commit, summed as it stores events; the commit adds `total` to its usage row. */
@@ -48,4 +49,20 @@ export class StoredBytes {
 /** What one copy of a stored event counts: its event's JSON (`eventChars` when measured already) and its meta's. */
 export function storedChars(stored: Pick<EventRecord, "event" | "meta">, eventChars?: number): number {
   return (eventChars ?? jsonCharsAtLeast(stored.event)) + jsonCharsAtLeast(stored.meta);
+}
+
+/**
+ * Counts copies of stored events written for `payer` (a replay's or a backfill's deliveries: the free
+ * account `storedBytesPayer` named, or none) in its day's stored bytes, in the transaction writing them.
+ */
+export async function chargeCopies(
+  tx: Pick<StorageOps, "addUsage">,
+  payer: string | undefined,
+  copies: Array<Pick<EventRecord, "event" | "meta">>,
+  nowMs: number,
+): Promise<void> {
+  if (payer === undefined || copies.length === 0) return;
+  let storedBytes = 0;
+  for (const copy of copies) storedBytes += storedChars(copy);
+  await tx.addUsage(payer, usageDay(nowMs), { invocations: 0, computeMs: 0, storedBytes });
 }
