@@ -42,6 +42,35 @@ export function mountsUnder(root: string): string[] {
   return out.sort((a, b) => b.length - a.length);
 }
 
+/**
+ * The scratch roots of the pools this process has open, each unmounted by one `exit` listener when the
+ * process ends without closing them (a second Ctrl-C, `process.exit`). A listener per pool passed
+ * Node's bound of ten listeners in processes that start many servers (the tests).
+ */
+const openRoots = new Map<string, number>();
+let unmountsAtExit = false;
+
+function unmountAtExit(root: string): void {
+  openRoots.set(root, (openRoots.get(root) ?? 0) + 1);
+  if (unmountsAtExit) return;
+  unmountsAtExit = true;
+  process.once("exit", () => {
+    for (const open of openRoots.keys()) {
+      for (const point of mountsUnder(open)) {
+        try {
+          execFileSync("umount", ["-l", point], { stdio: "ignore" });
+        } catch {}
+      }
+    }
+  });
+}
+
+function closeRoot(root: string): void {
+  const n = (openRoots.get(root) ?? 1) - 1;
+  if (n > 0) openRoots.set(root, n);
+  else openRoots.delete(root);
+}
+
 async function unmount(dir: string): Promise<void> {
   // Lazy: a process still inside it (an executor being killed) does not keep the mount busy.
   await run("umount", ["-l", dir]);
@@ -57,7 +86,8 @@ export class ScratchLimit {
   private readonly users = new Map<string, number>();
   private readonly forced: ScratchMode | undefined;
   private root: string | undefined;
-  private onExit: (() => void) | undefined;
+  /** The root this pool has counted in `openRoots`, until `detachAll`. */
+  private rootAtExit: string | undefined;
   /** `detachAll` ran (server close): nothing is mounted any more. */
   private closed = false;
 
@@ -77,15 +107,9 @@ export class ScratchLimit {
     this.root = real;
     // A server that exits without closing the pool (a second Ctrl-C, process.exit) unmounts too;
     // after a SIGKILL the next start does it.
-    if (!this.onExit) {
-      this.onExit = () => {
-        for (const point of mountsUnder(real)) {
-          try {
-            execFileSync("umount", ["-l", point], { stdio: "ignore" });
-          } catch {}
-        }
-      };
-      process.once("exit", this.onExit);
+    if (this.rootAtExit === undefined) {
+      this.rootAtExit = real;
+      unmountAtExit(real);
     }
     for (const point of mountsUnder(real)) await unmount(point).catch(() => {});
     this.mode ??= this.forced ?? (await this.probe(real));
@@ -173,8 +197,8 @@ export class ScratchLimit {
   /** Unmounts every owner's tmpfs under the scratch root (server close). */
   async detachAll(): Promise<void> {
     this.closed = true;
-    if (this.onExit) process.removeListener("exit", this.onExit);
-    this.onExit = undefined;
+    if (this.rootAtExit !== undefined) closeRoot(this.rootAtExit);
+    this.rootAtExit = undefined;
     await Promise.all([...this.releasing.values()]);
     if (this.mode !== "tmpfs" || !this.root) return;
     for (const point of mountsUnder(this.root)) await unmount(point).catch(() => {});
