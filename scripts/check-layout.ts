@@ -39,6 +39,7 @@ const layers: readonly { name: string; members: readonly string[] }[] = [
       "src/config.ts",
       "src/async-lock.ts",
       "src/pace.ts",
+      "src/turns.ts",
       "src/non-public-ranges.ts",
       "src/crypto/",
       // The switch spans are made behind, for the domain, delivery and HTTP code; no SDK in it.

@@ -9,6 +9,7 @@
  */
 import type { FastifyRequest } from "fastify";
 import { AppError } from "../errors.ts";
+import { type Release, Turns } from "../turns.ts";
 import { principal } from "./conventions.ts";
 
 /** Searches of one account running at once, by the store's driver. */
@@ -17,50 +18,30 @@ export const maxSearchesPerAccount = { sqlite: 1, postgres: 4 } as const;
 /** How long a search waits for one of its account's turns before its 429. */
 export const searchTurnWaitMs = 10_000;
 
-/** Each account's turns taken, and the searches waiting for one, first come first served. */
-const accounts = new Map<string, { running: number; waiting: Array<() => void> }>();
+/** Each account's turns, while it holds or waits for one. */
+const accounts = new Map<string, Turns>();
 
 /**
  * Takes one of the caller's turns, waiting up to `searchTurnWaitMs` for one (a console's next search
  * while its last one still runs), or throws 429; resolves with the release (once, however often called).
  */
-export async function takeSearchTurn(request: FastifyRequest): Promise<() => void> {
+export async function takeSearchTurn(request: FastifyRequest): Promise<Release> {
   const id = principal(request).user.id;
   const max = maxSearchesPerAccount[request.server.fount.store.driver];
-  let account = accounts.get(id);
-  if (!account) {
-    account = { running: 0, waiting: [] };
-    accounts.set(id, account);
-  }
-  const turns = account;
-  if (turns.running >= max) {
-    const turn = await new Promise<boolean>((resolve) => {
-      const take = () => {
-        clearTimeout(timer);
-        resolve(true);
-      };
-      const timer = setTimeout(() => {
-        turns.waiting.splice(turns.waiting.indexOf(take), 1);
-        resolve(false);
-      }, searchTurnWaitMs);
-      turns.waiting.push(take);
+  let turns = accounts.get(id);
+  if (!turns) {
+    const made = new Turns(max, () => {
+      if (accounts.get(id) === made) accounts.delete(id);
     });
-    if (!turn)
-      throw new AppError(
-        "rate_limited",
-        `At most ${max} ${max === 1 ? "search" : "searches"} of one account run at once on this server, and this one waited ${searchTurnWaitMs / 1000} s for its turn; retry when one has answered`,
-      );
-  } else turns.running++;
-  let released = false;
-  return () => {
-    if (released) return;
-    released = true;
-    // The turn passes to the next waiting search, or is given back.
-    const next = turns.waiting.shift();
-    if (next) return next();
-    turns.running--;
-    if (turns.running === 0) accounts.delete(id);
-  };
+    accounts.set(id, made);
+    turns = made;
+  }
+  const release = await turns.take(searchTurnWaitMs);
+  if (release) return release;
+  throw new AppError(
+    "rate_limited",
+    `At most ${max} ${max === 1 ? "search" : "searches"} of one account run at once on this server, and this one waited ${searchTurnWaitMs / 1000} s for its turn; retry when one has answered`,
+  );
 }
 
 /** Runs `search` in one of the caller's turns (`takeSearchTurn`). */

@@ -7,6 +7,7 @@
  */
 import type { ServerResponse } from "node:http";
 import { AppError } from "../errors.ts";
+import { Turns } from "../turns.ts";
 
 /** What bounds one user's streams on this node, read at each use (tests change the hub's options). */
 export interface StreamUserLimits {
@@ -39,10 +40,8 @@ export interface UserStream {
 /** One user's streams on this node. */
 interface UserStreams {
   open: number;
-  /** Replay turns taken. */
-  replaying: number;
-  /** Streams waiting for a replay turn, first come first served. */
-  waiting: Array<() => void>;
+  /** Replay turns, taken and waited for (`maxReplays`). */
+  replays: Turns;
   /** The open streams' access checks. */
   checks: Set<() => void>;
   /** Checked at once within the last second (`checkNow`), and whether asked again meanwhile. */
@@ -60,7 +59,7 @@ export class StreamUsers {
   #quietAll: NodeJS.Timeout | undefined;
   #againAll = false;
   /** Ends the waits for a turn when the server closes. */
-  readonly #waits = new Set<() => void>();
+  readonly #closing = new AbortController();
 
   constructor(limits: () => StreamUserLimits) {
     this.#limits = limits;
@@ -88,10 +87,12 @@ export class StreamUsers {
         headers: { "retry-after": "10" },
       });
     if (res.destroyed) return { closed: true, replayTurn: async () => "left", watch: () => undefined };
-    const user = found ?? {
+    const user: UserStreams = found ?? {
       open: 0,
-      replaying: 0,
-      waiting: [],
+      replays: new Turns(
+        () => this.#limits().maxReplays,
+        () => this.#forgetIfIdle(userId, user),
+      ),
       checks: new Set(),
       quiet: undefined,
       again: false,
@@ -111,7 +112,7 @@ export class StreamUsers {
         return closed;
       },
       replayTurn: async () => {
-        const turn = closed ? "left" : await this.#replayTurn(userId, user, res);
+        const turn = closed ? "left" : await this.#replayTurn(user, res);
         if (typeof turn === "object") endings.push(turn.release);
         return turn;
       },
@@ -167,58 +168,31 @@ export class StreamUsers {
 
   /** The server closes: streams waiting for a turn are told to come back (another node may take them). */
   close(): void {
-    for (const end of [...this.#waits]) end();
+    this.#closing.abort();
     if (this.#quietAll) clearTimeout(this.#quietAll);
     for (const user of this.#users.values()) if (user.quiet) clearTimeout(user.quiet);
   }
 
-  async #replayTurn(userId: string, user: UserStreams, res: ServerResponse): Promise<ReplayTurn> {
-    const { maxReplays, replayWaitMs } = this.#limits();
-    if (user.replaying < maxReplays) {
-      user.replaying++;
-      return { release: this.#release(userId, user) };
-    }
+  async #replayTurn(user: UserStreams, res: ServerResponse): Promise<ReplayTurn> {
     // Holds no page and no live events while it waits: the stream opens on the hub once its turn comes.
-    const outcome = await new Promise<"turn" | "left" | "busy">((resolve) => {
-      const settle = (how: "turn" | "left" | "busy") => {
-        clearTimeout(timer);
-        res.off("close", left);
-        this.#waits.delete(busy);
-        resolve(how);
-      };
-      const take = () => settle("turn");
-      const give = (how: "left" | "busy") => {
-        const at = user.waiting.indexOf(take);
-        if (at >= 0) user.waiting.splice(at, 1);
-        settle(how);
-        this.#forgetIfIdle(userId, user);
-      };
-      const left = () => give("left");
-      const busy = () => give("busy");
-      const timer = setTimeout(busy, replayWaitMs);
-      user.waiting.push(take);
-      this.#waits.add(busy);
-      res.once("close", left);
-    });
-    return outcome === "turn" ? { release: this.#release(userId, user) } : outcome;
-  }
-
-  /** The release of a replay turn: it passes to the next waiting stream, or is given back. */
-  #release(userId: string, user: UserStreams): () => void {
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const next = user.waiting.shift();
-      if (next) return next();
-      user.replaying--;
-      this.#forgetIfIdle(userId, user);
-    };
+    const left = new AbortController();
+    const leave = () => left.abort();
+    res.once("close", leave);
+    try {
+      const release = await user.replays.take(
+        this.#limits().replayWaitMs,
+        AbortSignal.any([left.signal, this.#closing.signal]),
+      );
+      if (release) return { release };
+      return left.signal.aborted ? "left" : "busy";
+    } finally {
+      res.off("close", leave);
+    }
   }
 
   /** Drops the user's record once nothing of theirs is open, replaying, waiting or checked. */
   #forgetIfIdle(userId: string, user: UserStreams): void {
-    if (user.open > 0 || user.replaying > 0 || user.waiting.length > 0 || user.checks.size > 0) return;
+    if (user.open > 0 || !user.replays.idle || user.checks.size > 0) return;
     if (user.quiet) clearTimeout(user.quiet);
     if (this.#users.get(userId) === user) this.#users.delete(userId);
   }

@@ -13,7 +13,6 @@ import { AppError } from "../../src/errors.ts";
 import { ComponentBuilder, componentFromModule, parsePackageSpecifier } from "../../src/runtime/build.ts";
 import { ownerFolderName } from "../../src/runtime/bundle-layout.ts";
 import { fetchComponentCode, rawGitHubUrl } from "../../src/runtime/fetch-code.ts";
-import { Slots } from "../../src/runtime/install/slots.ts";
 import type { BuiltComponent } from "../../src/runtime/types.ts";
 import { localRegistry } from "../fixtures/npm-registry.ts";
 
@@ -419,25 +418,6 @@ test("an install process that runs out of its heap fails the build with package_
     "Could not install fount-heavy@1.0.0: the install ran out of memory (its limit is 12 MiB)",
   );
   assert.deepEqual(fs.readdirSync(path.join(dataDir, "packages")), []);
-});
-
-test("installs beyond the concurrency bound wait for a slot, and one whose deadline passes first fails", async () => {
-  const slots = new Slots(1);
-  const timeout = () => new Error("no slot");
-  const release = await slots.acquire(Date.now() + 60_000, timeout);
-  let second = false;
-  const waiting = slots.acquire(Date.now() + 60_000, timeout).then((r) => {
-    second = true;
-    return r;
-  });
-  await assert.rejects(slots.acquire(Date.now(), timeout), /no slot/);
-  assert.equal(second, false);
-  release();
-  release(); // a second call gives nothing back twice
-  (await waiting)();
-  assert.equal(second, true);
-  const third = await slots.acquire(Date.now(), timeout);
-  third();
 });
 
 function writeFiles(root: string, files: Record<string, string>): void {

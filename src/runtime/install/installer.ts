@@ -11,8 +11,8 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { Turns } from "../../turns.ts";
 import type { InstallError, InstallReply, InstallRequest, NpmOptions } from "./protocol.ts";
-import { Slots } from "./slots.ts";
 
 /** Bounds of the install processes; one installer serves the whole server. */
 export interface InstallerOptions {
@@ -45,7 +45,8 @@ const PASSED_ENV =
 
 /** Starts install processes within the server's bounds. */
 export class PackageInstaller {
-  readonly #slots: Slots;
+  /** Install processes at once (`concurrency`); the others wait, up to their deadline. */
+  readonly #slots: Turns;
   readonly #memoryMb: number;
   readonly #maxBytes: number;
   readonly #cacheMaxBytes: number;
@@ -55,7 +56,7 @@ export class PackageInstaller {
   #trimming: Promise<void> | undefined;
 
   constructor(options: InstallerOptions) {
-    this.#slots = new Slots(options.concurrency);
+    this.#slots = new Turns(options.concurrency);
     this.#memoryMb = options.memoryMb;
     this.#maxBytes = options.maxMb * 2 ** 20;
     this.#cacheMaxBytes = options.cacheMaxMb * 2 ** 20;
@@ -94,9 +95,8 @@ export class PackageInstaller {
     timeoutMessage: string,
     onReply: (reply: InstallReply) => void,
   ): Promise<void> {
-    const release = await this.#slots.acquire(deadline, () =>
-      timeoutError("timed out waiting for other installs to finish"),
-    );
+    const release = await this.#slots.take(deadline - Date.now());
+    if (!release) throw timeoutError("timed out waiting for other installs to finish");
     this.#running++;
     try {
       await runProcess(request, { deadline, timeoutMessage, memoryMb: this.#memoryMb }, onReply);
