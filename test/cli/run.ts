@@ -91,13 +91,16 @@ export class RunningFount {
       if (match) return match[0];
       if (Date.now() > deadline || this.proc.exitCode !== null)
         assert.fail(`no ${pattern} in ${where}; stdout: ${this.stdout}\nstderr: ${this.stderr}`);
+      const stream = this.proc[where]!;
       await new Promise((resolve) => {
-        const timer = setTimeout(resolve, Math.max(0, deadline - Date.now()) + 10);
         const done = () => {
           clearTimeout(timer);
+          // Both listeners go: a wait per chunk of output left a close listener each before.
+          stream.off("data", done).off("close", done);
           resolve(undefined);
         };
-        this.proc[where]!.once("data", done).once("close", done);
+        const timer = setTimeout(done, Math.max(0, deadline - Date.now()) + 10);
+        stream.once("data", done).once("close", done);
       });
     }
   }
