@@ -199,8 +199,8 @@ export interface StorageOps {
    * otherwise in a new window starting now. One statement, so that every node counts into one window.
    */
   countRateLimitHit(key: string, nowMs: number, windowMs: number): Promise<RateLimitCount>;
-  /** Forgets the windows that began before `beforeMs`; returns how many. */
-  pruneRateLimits(beforeMs: number): Promise<number>;
+  /** Forgets the windows that ended at or before `nowMs`, whatever their length; returns how many. */
+  pruneRateLimits(nowMs: number): Promise<number>;
 
   // Components (owner `registry` holds published ones)
   insertComponent(component: ComponentRecord): Promise<void>;

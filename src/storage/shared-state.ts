@@ -24,13 +24,20 @@ export function sealedValueIn(column: string): string | undefined {
 }
 
 /**
- * Counts a hit in a rate-limit window: a window that began `windowMs` or more before now starts over.
- * Parameters: key, now, window length. Both CASEs read the row as it was before this update.
+ * Counts a hit in a rate-limit window: a window that began `windowMs` or more before now starts over,
+ * keeping its end for the prune (`pruneRateLimitsSql`). Parameters: key, now, window length. Both CASEs
+ * read the row as it was before this update.
  */
-export const rateLimitHitSql = (p: [string, string, string]) => `
-INSERT INTO rate_limits (key, window_start_ms, count) VALUES (${p[0]}, ${p[1]}, 1)
+export const rateLimitHitSql = (p: [string, string, string]) => {
+  const over = `rate_limits.window_start_ms <= ${p[1]} - ${p[2]}`;
+  return `
+INSERT INTO rate_limits (key, window_start_ms, window_ends_ms, count) VALUES (${p[0]}, ${p[1]}, ${p[1]} + ${p[2]}, 1)
 ON CONFLICT (key) DO UPDATE SET
-  window_start_ms = CASE WHEN rate_limits.window_start_ms <= ${p[1]} - ${p[2]} THEN excluded.window_start_ms
-                         ELSE rate_limits.window_start_ms END,
-  count = CASE WHEN rate_limits.window_start_ms <= ${p[1]} - ${p[2]} THEN 1 ELSE rate_limits.count + 1 END
+  window_start_ms = CASE WHEN ${over} THEN excluded.window_start_ms ELSE rate_limits.window_start_ms END,
+  window_ends_ms = CASE WHEN ${over} THEN excluded.window_ends_ms ELSE rate_limits.window_ends_ms END,
+  count = CASE WHEN ${over} THEN 1 ELSE rate_limits.count + 1 END
 RETURNING count, window_start_ms`;
+};
+
+/** Forgets the windows that ended at or before now, whatever their length. Parameter: now. */
+export const pruneRateLimitsSql = (now: string) => `DELETE FROM rate_limits WHERE window_ends_ms <= ${now}`;

@@ -142,7 +142,7 @@ test("the backfill count is kept in the store: a restart and the API limiter's p
     }
     await first.close();
     second = await startServer({ dataDir });
-    // What the API rate limiter's store deletes a minute later: the windows that began before then.
+    // What the API rate limiter's store prunes a minute later: the windows that ended by then.
     await second.built.services.store.pruneRateLimits(Date.now() + 60_000);
     const res = await second.api("POST", "/v1/subscriptions", { key: user.key, body });
     assertApiError(res, { status: 429, code: "rate_limited" });

@@ -87,8 +87,17 @@ export function sharedStateContract(
     assert.deepEqual(await s.countRateLimitHit("k:b", 30_000, 60_000), { count: 1, windowStartMs: 30_000 });
     assert.deepEqual(await s.countRateLimitHit("k:a", 60_999, 60_000), { count: 11, windowStartMs: 1000 });
     assert.deepEqual(await s.countRateLimitHit("k:a", 61_000, 60_000), { count: 1, windowStartMs: 61_000 });
-    assert.equal(await s.pruneRateLimits(61_000), 1, "k:b's window began before");
-    assert.deepEqual(await s.countRateLimitHit("k:b", 61_000, 60_000), { count: 1, windowStartMs: 61_000 });
+    // A window of an hour (a backfill's) beside the minutes; the prune forgets what ended, by its own end.
+    assert.deepEqual(await s.countRateLimitHit("k:h", 1000, 3_600_000), { count: 1, windowStartMs: 1000 });
+    assert.equal(await s.pruneRateLimits(89_999), 0, "no window ended yet");
+    assert.equal(await s.pruneRateLimits(90_000), 1, "k:b's minute ended at 90 s");
+    assert.deepEqual(await s.countRateLimitHit("k:b", 90_000, 60_000), { count: 1, windowStartMs: 90_000 });
+    assert.deepEqual(await s.countRateLimitHit("k:h", 3_000_000, 3_600_000), {
+      count: 2,
+      windowStartMs: 1000,
+    });
+    assert.equal(await s.pruneRateLimits(3_600_999), 2, "k:a's and k:b's minutes, not k:h's hour");
+    assert.equal(await s.pruneRateLimits(3_601_000), 1, "k:h's hour ended");
   });
 
   withStore("an invocation is reserved only while the day's usage is below every limit", async (s) => {

@@ -26,7 +26,7 @@ export function sharedRateLimitStore(store: Storage, now: () => number): Fastify
       );
       if (at - lastPruneMs >= pruneEveryMs) {
         lastPruneMs = at;
-        store.pruneRateLimits(at - timeWindow).catch(() => undefined);
+        store.pruneRateLimits(at).catch(() => undefined);
       }
     }
 

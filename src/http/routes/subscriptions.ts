@@ -74,19 +74,12 @@ const hourMs = 3_600_000;
  * transaction that copies the backfill, so that a request that fails or is refused takes nothing: its
  * count rolls back with it (the store has no way to take a count back later). On PostgreSQL the counted
  * row stays locked until that transaction ends, so one owner's concurrent backfills count one at a time.
- *
- * The window is counted an hour ahead of the clock, so that its row holds the hour's end where the API
- * rate limit's rows hold their minute's start: that limiter forgets the rows that began more than a
- * minute ago (`pruneRateLimits`), which, keyed by a start, would forget a backfill count after a minute.
+ * The window keeps its end, so the API limiter's prune of ended windows leaves it for its hour.
  */
 async function countBackfill(tx: StorageOps, ownerId: string, nowMs: number): Promise<void> {
-  const { count, windowStartMs: endMs } = await tx.countRateLimitHit(
-    `backfill:${ownerId}`,
-    nowMs + hourMs,
-    hourMs,
-  );
+  const { count, windowStartMs } = await tx.countRateLimitHit(`backfill:${ownerId}`, nowMs, hourMs);
   if (count <= backfillsPerHour) return;
-  const retryAfter = Math.max(1, Math.ceil((endMs - nowMs) / 1000));
+  const retryAfter = Math.max(1, Math.ceil((windowStartMs + hourMs - nowMs) / 1000));
   throw new AppError(
     "rate_limited",
     `At most ${backfillsPerHour} backfills an hour per account: retry in ${retryAfter} s, or subscribe without backfill (and replay the events you need)`,

@@ -3,7 +3,7 @@
  * transaction-scoped advisory locks, and the API rate-limit windows (an UNLOGGED table).
  */
 import type { NodeOps } from "../concerns.ts";
-import { rateLimitHitSql, sealedSecretQueries, sealedValueIn } from "../shared-state.ts";
+import { pruneRateLimitsSql, rateLimitHitSql, sealedSecretQueries, sealedValueIn } from "../shared-state.ts";
 import type { Sql } from "./sql.ts";
 
 const hitSql = rateLimitHitSql(["$1", "$2::bigint", "$3::bigint"]);
@@ -42,6 +42,6 @@ export function nodeOps(q: Sql): NodeOps {
         windowStartMs: r.window_start_ms as number,
       })))!,
 
-    pruneRateLimits: (beforeMs) => q.run("DELETE FROM rate_limits WHERE window_start_ms < $1", [beforeMs]),
+    pruneRateLimits: (nowMs) => q.run(pruneRateLimitsSql("$1"), [nowMs]),
   };
 }

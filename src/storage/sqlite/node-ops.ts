@@ -4,7 +4,7 @@
  * these answer the same as in PostgreSQL without anything to coordinate.
  */
 import type { NodeOps } from "../concerns.ts";
-import { rateLimitHitSql, sealedSecretQueries, sealedValueIn } from "../shared-state.ts";
+import { pruneRateLimitsSql, rateLimitHitSql, sealedSecretQueries, sealedValueIn } from "../shared-state.ts";
 import type { Sql } from "./sql.ts";
 
 const hitSql = rateLimitHitSql(["?1", "?2", "?3"]);
@@ -37,7 +37,6 @@ export function nodeOps(q: Sql): NodeOps {
         windowStartMs: Number(r.window_start_ms),
       }))!,
 
-    pruneRateLimits: async (beforeMs) =>
-      q.run("DELETE FROM rate_limits WHERE window_start_ms < ?", [beforeMs]),
+    pruneRateLimits: async (nowMs) => q.run(pruneRateLimitsSql("?"), [nowMs]),
   };
 }
