@@ -14,6 +14,7 @@ import type { Storage } from "../../src/storage/port.ts";
 import { openPostgresStorage } from "../../src/storage/postgres/driver.ts";
 import { openSqliteStorage } from "../../src/storage/sqlite/driver.ts";
 import { dropSchema, freshSchema, testPgUrl } from "../pg-schemas.ts";
+import { remigratePostgres, remigrateSqlite } from "./remigrate.ts";
 
 const sqliteMigrations = path.join(import.meta.dirname, "../../src/storage/sqlite/migrations");
 
@@ -160,48 +161,21 @@ async function assertConsoleKeysRevoked(store: Storage): Promise<void> {
   assert.ok(revoked?.revokedAt && revoked.revokedAt > 1_700_000_000, "revoked at the migration's time");
 }
 
-test("sqlite: migration 010 revokes the 'console session' keys of earlier sign-ins, and only those", async () => {
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), "fount-store-"));
-  const store = openSqliteStorage({ dataDir });
-  await keysBeforeSessions(store);
-  await store.close();
-  // Back to the store without migration 010 (the later ones stay applied), then migrate again.
-  const db = new DatabaseSync(path.join(dataDir, "fount.db"));
-  db.exec("DROP TABLE sessions; DELETE FROM schema_migrations WHERE version = 10");
-  db.close();
-  const migrated = openSqliteStorage({ dataDir });
-  try {
-    await assertConsoleKeysRevoked(migrated);
-  } finally {
-    await migrated.close();
-  }
-});
+test("sqlite: migration 010 revokes the 'console session' keys of earlier sign-ins, and only those", () =>
+  remigrateSqlite({
+    version: 10,
+    back: ["DROP TABLE sessions"],
+    seed: keysBeforeSessions,
+    check: assertConsoleKeysRevoked,
+  }));
 
-test("postgres: migration 010 revokes the 'console session' keys of earlier sign-ins, and only those", async () => {
-  const schema = freshSchema();
-  try {
-    const store = await openPostgresStorage({ url: testPgUrl, schema, poolSize: 1 });
-    await keysBeforeSessions(store);
-    await store.close();
-    const client = new pg.Client({ connectionString: testPgUrl });
-    await client.connect();
-    try {
-      await client.query(
-        `DROP TABLE "${schema}".sessions; DELETE FROM "${schema}".schema_migrations WHERE version = 10`,
-      );
-    } finally {
-      await client.end();
-    }
-    const migrated = await openPostgresStorage({ url: testPgUrl, schema, poolSize: 1 });
-    try {
-      await assertConsoleKeysRevoked(migrated);
-    } finally {
-      await migrated.close();
-    }
-  } finally {
-    await dropSchema(schema);
-  }
-});
+test("postgres: migration 010 revokes the 'console session' keys of earlier sign-ins, and only those", () =>
+  remigratePostgres({
+    version: 10,
+    back: ["DROP TABLE sessions"],
+    seed: keysBeforeSessions,
+    check: assertConsoleKeysRevoked,
+  }));
 
 /** Events stored before the event search had an index: migration 014 must index them as it is applied. */
 async function eventsBeforeSearch(store: Storage): Promise<void> {
