@@ -39,5 +39,10 @@ ON CONFLICT (key) DO UPDATE SET
 RETURNING count, window_start_ms`;
 };
 
-/** Forgets the windows that ended at or before now, whatever their length. Parameter: now. */
-export const pruneRateLimitsSql = (now: string) => `DELETE FROM rate_limits WHERE window_ends_ms <= ${now}`;
+/**
+ * Forgets the windows that ended at or before now, whatever their length. A row with no end (0) was
+ * written by a node of the version before migration 030/032 during a rolling upgrade: an API minute, as
+ * that version's prune took it. Parameter: now.
+ */
+export const pruneRateLimitsSql = (now: string) =>
+  `DELETE FROM rate_limits WHERE window_ends_ms <= ${now} AND (window_ends_ms > 0 OR window_start_ms <= ${now} - 60000)`;

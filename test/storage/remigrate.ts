@@ -2,7 +2,8 @@
  * A migration's test on a store that had not run it: a store of the driver is made at the newest schema
  * (`seed` writes through it first), taken back by `back` (SQL that undoes what the migration did and
  * writes rows as the older schema held them), the migration's version forgotten, and the store opened
- * again, which runs the migration alone; `check` then reads the migrated store.
+ * again, which runs the migration alone; `after` then writes as a node of the older version still running
+ * beside it would (a rolling upgrade), and `check` reads the migrated store.
  */
 import { mkdtempSync } from "node:fs";
 import os from "node:os";
@@ -22,6 +23,8 @@ export interface Remigration {
   back: string[];
   /** Written through the store before it is taken back. */
   seed?: (store: Storage) => Promise<void>;
+  /** Statements run on the migrated store, as an older node beside it writes. */
+  after?: string[];
   check: (store: Storage) => Promise<void>;
 }
 
@@ -35,6 +38,11 @@ export async function remigrateSqlite(m: Remigration): Promise<void> {
   db.close();
   const migrated = openSqliteStorage({ dataDir });
   try {
+    if (m.after) {
+      const older = new DatabaseSync(path.join(dataDir, "fount.db"));
+      for (const sql of m.after) older.exec(sql);
+      older.close();
+    }
     await m.check(migrated);
   } finally {
     await migrated.close();
@@ -47,22 +55,26 @@ export async function remigratePostgres(m: Remigration): Promise<void> {
     const store = await openPostgresStorage({ url: testPgUrl, schema, poolSize: 1 });
     await m.seed?.(store);
     await store.close();
-    const client = new pg.Client({ connectionString: testPgUrl });
-    await client.connect();
-    try {
-      await client.query(`SET search_path TO "${schema}"`);
-      for (const sql of [...m.back, `DELETE FROM schema_migrations WHERE version = ${m.version}`])
-        await client.query(sql);
-    } finally {
-      await client.end();
-    }
+    await runOn(schema, [...m.back, `DELETE FROM schema_migrations WHERE version = ${m.version}`]);
     const migrated = await openPostgresStorage({ url: testPgUrl, schema, poolSize: 1 });
     try {
+      if (m.after) await runOn(schema, m.after);
       await m.check(migrated);
     } finally {
       await migrated.close();
     }
   } finally {
     await dropSchema(schema);
+  }
+}
+
+async function runOn(schema: string, statements: string[]): Promise<void> {
+  const client = new pg.Client({ connectionString: testPgUrl });
+  await client.connect();
+  try {
+    await client.query(`SET search_path TO "${schema}"`);
+    for (const sql of statements) await client.query(sql);
+  } finally {
+    await client.end();
   }
 }

@@ -42,6 +42,6 @@ export function nodeOps(q: Sql): NodeOps {
         windowStartMs: r.window_start_ms as number,
       })))!,
 
-    pruneRateLimits: (nowMs) => q.run(pruneRateLimitsSql("$1"), [nowMs]),
+    pruneRateLimits: (nowMs) => q.run(pruneRateLimitsSql("$1::bigint"), [nowMs]),
   };
 }

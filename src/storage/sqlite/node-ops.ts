@@ -37,6 +37,6 @@ export function nodeOps(q: Sql): NodeOps {
         windowStartMs: Number(r.window_start_ms),
       }))!,
 
-    pruneRateLimits: async (nowMs) => q.run(pruneRateLimitsSql("?"), [nowMs]),
+    pruneRateLimits: async (nowMs) => q.run(pruneRateLimitsSql("?1"), [nowMs]),
   };
 }
