@@ -426,7 +426,11 @@ describe("invoke", () => {
     assert.equal(first.error, undefined);
     assert.deepEqual(first.dbWrites, { n: 7 });
     assert.deepEqual(first.emits, [
-      { event: { n: 7, i: 0 }, meta: { id: "n7", name: "counts", summary: "n is 7", ts: 1700000000007 } },
+      {
+        event: { n: 7, i: 0 },
+        meta: { id: "n7", name: "counts", summary: "n is 7", ts: 1700000000007 },
+        bytes: Buffer.byteLength(JSON.stringify({ n: 7, i: 0 })),
+      },
     ]);
     // The server has not committed n=7 yet: same snapshot and version.
     const second = await run(
@@ -597,7 +601,8 @@ describe("invoke", () => {
   test("emits the timer event of a schedule source without run", async () => {
     const event = { timestamp: 1700000000, interval_seconds: 60 };
     const result = await run("schedule.mjs", event);
-    assert.deepEqual(result.emits, [{ event, meta: {} }]);
+    // With the bytes of its JSON, as the executor measured them.
+    assert.deepEqual(result.emits, [{ event, meta: {}, bytes: JSON.stringify(event).length }]);
   });
 
   test("does not store a 10 MB event and cuts an emit flood at the limit, with warnings", async () => {
@@ -617,8 +622,8 @@ describe("invoke", () => {
     const meta = await run("emits.mjs", { badMeta: true });
     assert.equal(meta.error, undefined);
     assert.deepEqual(meta.emits, [
-      { event: {}, meta: {} },
-      { event: { last: true }, meta: {} },
+      { event: {}, meta: {}, bytes: 2 },
+      { event: { last: true }, meta: {}, bytes: 13 },
     ]);
     assert.deepEqual(
       meta.logs.map((l) => [l.level, l.message]),

@@ -64,7 +64,7 @@ export async function storeEmits(
       data: { summary: refused.meta.summary },
     });
   }
-  const chars = outcome.accepted.map((e) => jsonCharsAtLeast(e.event));
+  const chars = outcome.accepted.map((e) => e.bytes ?? jsonCharsAtLeast(e.event));
   const tooMuch = bound && (await overRouted(outcome.accepted, chars, bound, bytes));
   if (tooMuch) {
     await error(tooMuch.code, tooMuch);

@@ -67,18 +67,22 @@ function copyEmits(
   for (const e of raw.slice(0, maxEmitsPerInvocation)) {
     if (!isObject(e)) continue;
     const event = e.event ?? null;
-    const bytes = jsonCharsAtLeast(event);
-    if (bytes > maxEmitBytes) {
+    const atLeast = jsonCharsAtLeast(event);
+    if (atLeast > maxEmitBytes) {
       tooLarge++;
       continue;
     }
+    // The child's measure of the event's UTF-8 JSON, where it is above the server's own bound: a child
+    // can only make its owner's counts larger by overstating it, and understating it changes nothing.
+    const bytes =
+      typeof e.bytes === "number" && e.bytes > atLeast ? Math.min(e.bytes, maxEmitBytes) : atLeast;
     const meta = copyMeta(e.meta);
     total += bytes + metaBytes(meta);
     if (total > maxRunEmitBytes) {
       const message = `The run's emits held more than ${maxRunEmitBytes} bytes of JSON, the limit per run (FOUNT_MAX_RUN_EMIT_BYTES); the run failed, and its emits and db writes were discarded`;
       return { emits: [], error: { code: "run_emits_too_large", message } };
     }
-    emits.push({ event, meta });
+    emits.push({ event, meta, bytes });
   }
   if (tooLarge === 0) return { emits };
   const message = `An event over ${maxEmitBytes} bytes was not emitted`;
@@ -107,10 +111,13 @@ function metaBytes(meta: EmittedEvent["meta"]): number {
 
 /**
  * A lower bound of the length of `value`'s JSON text, which is at most its UTF-8 bytes: its strings'
- * lengths, keys included, and one character per other value. Walking costs microseconds where
- * JSON.stringify costs about 4.6 ms per MiB on the server's thread (measured, docs/isolation.md); the
- * bound is within 6× of the bytes (an escaped control character is 6). Iterative: a message from a
- * compromised child may nest deeper than the stack.
+ * lengths with their quotes, keys included, numbers, `true`, `false` and `null` as JSON writes them, and
+ * its brackets, braces, colons and commas, so that text of ASCII without escapes counts exactly (each
+ * number and literal counted one character before, so an array of doubles counted a twelfth of its text). Walking costs
+ * microseconds where JSON.stringify costs about 4.6 ms per MiB on the server's thread (measured,
+ * docs/isolation.md); the bound is within 6× of the bytes (an escaped control character is 6, a
+ * character outside ASCII up to 3). Iterative: a message from a compromised child may nest deeper than
+ * the stack.
  */
 export function jsonCharsAtLeast(value: unknown): number {
   let chars = 0;
@@ -119,17 +126,23 @@ export function jsonCharsAtLeast(value: unknown): number {
     const v = stack.pop();
     if (typeof v === "string") chars += v.length + 2;
     else if (Array.isArray(v)) {
-      chars += 1 + v.length;
+      // Its brackets and the commas between its items.
+      chars += Math.max(2, 1 + v.length);
       for (const item of v) stack.push(item);
     } else if (v !== null && typeof v === "object") {
-      chars += 1;
+      // Its braces, each key quoted with its colon, and the commas between them.
+      let keys = 0;
       // A parsed message's objects are plain: for…in sees their own keys, without Object.entries' arrays.
       const obj = v as Record<string, unknown>;
       for (const key in obj) {
-        chars += key.length + 3;
+        chars += key.length + 4;
+        keys++;
         stack.push(obj[key]);
       }
-    } else chars += 1;
+      chars += keys === 0 ? 2 : 1;
+    } else if (typeof v === "number") chars += Number.isFinite(v) ? String(v).length : 4;
+    else if (v === false) chars += 5;
+    else chars += 4; // true, null (and, in an array, undefined, which JSON writes as null)
   }
   return chars;
 }

@@ -116,7 +116,7 @@ export class Invocation {
     // The meta is read once the event is known to be kept, so that its warnings concern a stored event.
     const kept = emitMeta(meta, (kind, text) => this.notice(kind, text));
     this.holdRunBytes(bytes + emitMetaBytes(kept));
-    this.emits.push({ event: JSON.parse(json), meta: kept });
+    this.emits.push({ event: JSON.parse(json), meta: kept, bytes });
     this.emittedChars += json.length;
   }
 
