@@ -6,11 +6,16 @@
 import type { Bus } from "../domain/bus.ts";
 import type { Committer } from "../domain/events/committer.ts";
 import type { EventRecorder } from "../domain/events/recorder.ts";
+import { chargeStored, creatorOf } from "../domain/sources/stored-bytes.ts";
 import type { Delivery, EventRecord } from "../domain/types.ts";
 import { randomString } from "../ids.ts";
+import { jsonCharsAtLeast } from "../runtime/executors/results.ts";
 import { isStoreUnavailable } from "../storage/health.ts";
 import { deliveryContext } from "./routing.ts";
 import type { Settlement } from "./settlement.ts";
+
+/** The largest event a delivery's `$errors` entry copies as its `original_event` (characters of JSON). */
+export const maxOriginalEventChars = 64 * 1024;
 
 export interface LedgerDeps {
   committer: Committer;
@@ -77,6 +82,9 @@ export class DeliveryLedger {
             event: this.#errorEvent(delivery, s, nowMs),
             nowMs,
           });
+          // The entry and its routed copies count in the emitter's creator's stored bytes, as its events do.
+          const creator = await creatorOf(tx, delivery.emitterId);
+          if (creator !== undefined) await chargeStored(tx, creator, stored, nowMs);
         }
         return true;
       }),
@@ -153,10 +161,22 @@ export class DeliveryLedger {
     });
   }
 
-  /** The `$errors` entry: the spec's error-event shape, with the delivery's details in the context. */
+  /**
+   * The `$errors` entry: the spec's error-event shape, with the delivery's details in the context. An
+   * event over `maxOriginalEventChars` is named, not copied: it is kept on its emitter under
+   * `original_context.event_id`, and each failing listener's entry copied it again, routed on to every
+   * listener of `$errors` (25 failing webhooks and 25 on `$errors` made 625 copies of each event).
+   */
   #errorEvent(d: Delivery, s: Settlement, nowMs: number): unknown {
+    const chars = jsonCharsAtLeast(d.event ?? null);
     return {
-      original_event: d.event ?? null,
+      original_event:
+        chars > maxOriginalEventChars
+          ? {
+              $omitted: `The event, at least ${chars} bytes of JSON, is kept on its emitter under original_context.event_id`,
+              bytes_at_least: chars,
+            }
+          : (d.event ?? null),
       original_context: {
         id: randomString(27),
         ts: new Date(d.indexedAtMs).toISOString(),

@@ -28,6 +28,12 @@ export interface ReplayRequest {
    * free), added in the transaction that writes them.
    */
   payer?: string | undefined;
+  /**
+   * Called before each page of a bulk replay after its first, with the deliveries queued so far: throws
+   * to stop it there (the payer's day of stored bytes ran out). Checked once before the first page only,
+   * one request queued up to 10,000 events of 1 MiB past a quota it had a byte of.
+   */
+  beforePage?: (replayed: number) => Promise<void>;
 }
 
 /**
@@ -140,6 +146,7 @@ export async function replayInRange(
     const events = page.items.reverse();
     const last = events[events.length - 1];
     if (!last) break;
+    if (matching > 0) await r.beforePage?.(replayed);
     matching += events.length;
     replayed += (await writeReplayed(store, route, events, r.nowMs, r.payer)).length;
     from = { ms: last.idMs, seq: last.idSeq, emitterId: last.emitterId };

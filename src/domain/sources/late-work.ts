@@ -13,7 +13,7 @@ import { usageDay } from "../accounts/quotas.ts";
 import type { Bus } from "../bus.ts";
 import type { Committer } from "../events/committer.ts";
 import type { EventRecorder } from "../events/recorder.ts";
-import { StoredBytes } from "./stored-bytes.ts";
+import { chargeStored } from "./stored-bytes.ts";
 
 export interface LateWorkDeps {
   store: Storage;
@@ -131,13 +131,7 @@ export class LateWorkRecorder {
           },
         });
         // The note is stored for the source, as its runs' events are: it counts in its creator's bytes.
-        const bytes = new StoredBytes(tx, source.id);
-        await bytes.add(stored);
-        await tx.addUsage(source.createdBy, usageDay(now), {
-          invocations: 0,
-          computeMs: 0,
-          storedBytes: bytes.total,
-        });
+        await chargeStored(tx, source.createdBy, stored, now);
         return stored;
       },
       (stored) => this.#d.bus.emit("event.stored", stored),

@@ -51,6 +51,29 @@ export function storedChars(stored: Pick<EventRecord, "event" | "meta">, eventCh
   return (eventChars ?? jsonCharsAtLeast(stored.event)) + jsonCharsAtLeast(stored.meta);
 }
 
+/** The user who created emitter `emitterId` (a source or an external workflow), whose day its events count in. */
+export async function creatorOf(tx: StorageOps, emitterId: string): Promise<string | undefined> {
+  if (emitterId.startsWith("p_")) return (await tx.getWorkflow(emitterId))?.createdBy;
+  return (await tx.getSource(emitterId))?.createdBy;
+}
+
+/**
+ * Counts an event stored for an emitter outside its runs (a note of late work, the `$errors` entry of a
+ * delivery that failed), with its delivery copies, in the day's stored bytes of `creatorId`, in the
+ * transaction that stores it. Without it, failing deliveries wrote their events again on `$errors`, and
+ * routed them on, uncounted: ten times what the quota counted, measured.
+ */
+export async function chargeStored(
+  tx: StorageOps,
+  creatorId: string,
+  stored: EventRecord,
+  nowMs: number,
+): Promise<void> {
+  const bytes = new StoredBytes(tx, stored.emitterId);
+  await bytes.add(stored);
+  await tx.addUsage(creatorId, usageDay(nowMs), { invocations: 0, computeMs: 0, storedBytes: bytes.total });
+}
+
 /**
  * Counts copies of stored events written for `payer` (a replay's or a backfill's deliveries: the free
  * account `storedBytesPayer` named, or none) in its day's stored bytes, in the transaction writing them.

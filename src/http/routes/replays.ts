@@ -8,7 +8,7 @@ import { Type } from "typebox";
 import { countInRange, maxReplayedEvents, replayEvents, replayInRange } from "../../delivery/replay.ts";
 import { channelPattern } from "../../domain/events/channels.ts";
 import { storedBytesPayer } from "../../domain/sources/quota-hold.ts";
-import { invalidParameter, notFound } from "../../errors.ts";
+import { AppError, invalidParameter, notFound } from "../../errors.ts";
 import { actingOwner, canSee, commonParams, errorResponses, params, principal } from "../conventions.ts";
 import { keptEvent, searchOf, withinWindow } from "../event-search-pages.ts";
 import { type SearchInput, searchParams } from "../event-search-params.ts";
@@ -123,12 +123,27 @@ export async function replayRoutes(app: FastifyInstance): Promise<void> {
             `More than ${maxReplayedEvents} events match; replay at most ${maxReplayedEvents} at once (narrow the search, since or until)`,
           );
         if (p.dry_run || !newest) return { replayed: 0, matching, replay_id: null };
-        const payer = await storedBytesPayer(app.fount, principal(request).user.id);
+        const userId = principal(request).user.id;
+        const payer = await storedBytesPayer(app.fount, userId);
         const sent = await replayInRange(store, search, newest, {
           ownerId,
           listenerId: listener,
           nowMs: clock.now(),
           payer,
+          beforePage: async (replayed) => {
+            if (payer === undefined) return;
+            try {
+              await storedBytesPayer(app.fount, userId);
+            } catch (err) {
+              if (!(err instanceof AppError)) throw err;
+              // What was queued stays queued: the answer says how far the replay got.
+              throw new AppError(
+                "quota_exceeded",
+                `The daily stored-bytes quota of this account ran out after ${replayed} of the ${matching} matching events were queued for replay; the rest were not`,
+                { details: { replayed, matching }, headers: err.headers },
+              );
+            }
+          },
         });
         const replay_id = sent.matching > 0 ? sent.replayId : null;
         return { replayed: sent.replayed, matching: sent.matching, replay_id };
