@@ -3,12 +3,14 @@
  * owner's sandbox to read its definition, and stored with the package versions it resolved to.
  */
 
+import { AsyncLock } from "../../async-lock.ts";
 import { ByteBoundedCache, estimatedBytes } from "../../bounded-cache.ts";
 import type { Clock } from "../../clock.ts";
 import { sha256Hex } from "../../crypto/secret-box.ts";
 import { AppError, invalidParameter, notFound } from "../../errors.ts";
 import { newId } from "../../ids.ts";
 import type { ComponentBuilder } from "../../runtime/build.ts";
+import { definitionTooLargeMessage, maxDefinitionBytes } from "../../runtime/child/guards/json-size.ts";
 import { type FetchCodeOptions, fetchComponentCode } from "../../runtime/fetch-code.ts";
 import type { BuiltComponent, ComponentMeta, Executor } from "../../runtime/types.ts";
 import type { Storage } from "../../storage/port.ts";
@@ -67,6 +69,8 @@ export class ComponentCatalog {
   /** Reads and builds under way, shared by concurrent misses of one key (kept in the caches once done). */
   readonly #pendingRecords = new Map<string, Promise<ComponentRecord>>();
   readonly #pendingLoads = new Map<string, Promise<Loaded>>();
+  /** Each owner's saves, one at a time on this node from their last check of the bound to their insert. */
+  readonly #ownerLocks = new Map<string, { lock: AsyncLock; users: number }>();
 
   constructor(deps: {
     store: Storage;
@@ -91,7 +95,8 @@ export class ComponentCatalog {
    * `prepare` answered for this code and owner, which is not built and inspected again. The same code
    * (and URL) saved again by the owner answers the record it saved before, as long as that is still the
    * newest of its key, and stores nothing; a save that would take the owner's records past
-   * `maxOwnerBytes` is refused before it is built (`component_quota_exceeded`).
+   * `maxOwnerBytes` is refused (`component_quota_exceeded`): by its code before it is built, and by
+   * what it stores (code, definition, package versions) right before the insert.
    */
   async save(
     ownerId: string,
@@ -131,24 +136,66 @@ export class ComponentCatalog {
       createdAt: now,
       updatedAt: now,
     };
-    await this.#store.insertComponent(record);
+    if (ownerId === registryOwner || !Number.isFinite(this.#maxOwnerBytes))
+      await this.#store.insertComponent(record);
+    else {
+      const saved = await this.#insertWithin(record);
+      if (saved !== record) return saved;
+    }
     this.#records.set(record.id, record);
     this.#builds.set(loadKey(record.id, ownerId), built);
     return record;
   }
 
   /**
-   * Refuses code that would take the owner's saved components past their bound. Its definition is not
-   * known before the build and is counted once stored: the bound is passed by one record at most (by
-   * one per concurrent save), which is the price of refusing before the build's work.
+   * Refuses code that would take the owner's saved components past their bound, before the build's
+   * work. Its definition is not known yet: `#insertWithin` checks the whole record again.
    */
   async #assertRoom(ownerId: string, code: string): Promise<void> {
     if (!Number.isFinite(this.#maxOwnerBytes)) return;
     const used = await this.#store.componentBytes(ownerId);
     if (used + Buffer.byteLength(code) <= this.#maxOwnerBytes) return;
-    throw new AppError(
+    throw this.#quotaExceeded(used, "this code");
+  }
+
+  /**
+   * Stores `record` if the owner's saved components, with it, stay within their bound (as counted in
+   * `stored_bytes`: code, definition, package versions); answers the record stored, which is an earlier
+   * one when a save of the same code got there first. Saves of one owner take turns on this node, and
+   * across nodes under a lock of the transaction, so that saves racing each other cannot all count the
+   * same total and pass the bound together.
+   */
+  async #insertWithin(record: ComponentRecord): Promise<ComponentRecord> {
+    const { ownerId } = record;
+    const bytes = storedBytes(record);
+    let entry = this.#ownerLocks.get(ownerId);
+    if (!entry) {
+      entry = { lock: new AsyncLock(), users: 0 };
+      this.#ownerLocks.set(ownerId, entry);
+    }
+    entry.users++;
+    try {
+      return await entry.lock.run(() =>
+        this.#store.transaction(async (tx) => {
+          await tx.acquireTransactionLock(`components:${ownerId}`);
+          const same = await tx.findSameComponent(ownerId, record.codeHash, record.componentUrl);
+          if (same) return same;
+          const used = await tx.componentBytes(ownerId);
+          if (used + bytes > this.#maxOwnerBytes)
+            throw this.#quotaExceeded(used, `this component (${bytes} bytes)`);
+          await tx.insertComponent(record);
+          return record;
+        }),
+      );
+    } finally {
+      if (--entry.users === 0) this.#ownerLocks.delete(ownerId);
+    }
+  }
+
+  #quotaExceeded(used: number, what: string): AppError {
+    return new AppError(
       "component_quota_exceeded",
-      `The saved components of this account take ${used} bytes; saving this code would pass the limit of ${this.#maxOwnerBytes} bytes`,
+      `The saved components of this account take ${used} bytes; saving ${what} would pass the limit of ${this.#maxOwnerBytes} bytes`,
       { details: { used_bytes: used, limit_bytes: this.#maxOwnerBytes } },
     );
   }
@@ -166,8 +213,9 @@ export class ComponentCatalog {
   }
 
   async #inspect(ownerId: string, built: BuiltComponent): Promise<ComponentMeta> {
+    let meta: ComponentMeta;
     try {
-      return await this.#executor.inspect(ownerId, built);
+      meta = await this.#executor.inspect(ownerId, built);
     } catch (err) {
       const e = err as Error & { code?: string; data?: Record<string, unknown> };
       if (err instanceof AppError) throw err;
@@ -176,6 +224,13 @@ export class ComponentCatalog {
         cause: err,
       });
     }
+    // The executor refuses one far over (its measure does not count escapes); this is the exact one.
+    if (Buffer.byteLength(JSON.stringify(meta)) > maxDefinitionBytes) {
+      throw new AppError("component_invalid", definitionTooLargeMessage(), {
+        details: { limit_bytes: maxDefinitionBytes },
+      });
+    }
+    return meta;
   }
 
   /** A component the caller may use: by ID among visible owners, or by key (own first, then the registry). */
@@ -230,6 +285,15 @@ function shared<T>(pending: Map<string, Promise<T>>, key: string, compute: () =>
     pending.set(key, promise);
   }
   return promise;
+}
+
+/** The bytes a component's row keeps, as the drivers fill its `stored_bytes`: code, definition, package versions. */
+function storedBytes(record: ComponentRecord): number {
+  return (
+    Buffer.byteLength(record.code) +
+    Buffer.byteLength(JSON.stringify(record.meta)) +
+    Buffer.byteLength(JSON.stringify(record.dependencies))
+  );
 }
 
 /** A saved component's size in memory, roughly: its code and definition dominate. */

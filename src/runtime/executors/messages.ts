@@ -3,6 +3,7 @@
  * is checked for shape and may concern only that process's own batches, calls and inspections. Results
  * are copied by results.ts; requests to Pipedream's API go to api-relay.ts.
  */
+import { definitionTooLargeMessage, jsonBytesOver, maxDefinitionBytes } from "../child/guards/json-size.ts";
 import type { FromChild, ItemResult } from "../child/protocol.ts";
 import type { ApiRelay } from "./api-relay.ts";
 import type { PoolCore } from "./core.ts";
@@ -168,6 +169,14 @@ export class ChildMessages {
     child.lastActive = Date.now();
     if (child.spare) this.core.spareAnswered(child);
     this.core.stopIfRetired(child);
+    // The runner refuses a definition over the bound before sending it; its process also runs the
+    // owner's code, so the answer is checked again (a walk that stops at the bound) and let go at once.
+    if (jsonBytesOver(msg, maxDefinitionBytes)) {
+      inspection.reject(
+        new ComponentInvalidError(definitionTooLargeMessage(), { limit_bytes: maxDefinitionBytes }),
+      );
+      return;
+    }
     if (isObject(msg.meta) && typeof msg.meta.name === "string" && Array.isArray(msg.meta.props)) {
       inspection.resolve(msg.meta);
       return;

@@ -5,6 +5,7 @@
  * the source they concern. What a realm says is untrusted: it runs the component's code.
  */
 import { Worker } from "node:worker_threads";
+import { definitionTooLarge, jsonBytesOver, maxDefinitionBytes } from "../guards/json-size.ts";
 import type { FromChild } from "../protocol.ts";
 import { busyOf, init, isObject, type Realm, relayStart, send } from "./state.ts";
 import { chargeIdle } from "./usage.ts";
@@ -355,18 +356,21 @@ function onRealmMessage(realm: Realm, raw: unknown): void {
     case "inspecting":
       if (realm.inspect !== undefined && msg.q === realm.inspect) send(msg);
       break;
-    case "inspected":
+    case "inspected": {
       if (realm.inspect === undefined || msg.q !== realm.inspect) return;
-      send(msg);
+      // Not sent (nor parsed by the server) whole when over the bound: a few bytes of code can compute it.
+      const answer = jsonBytesOver(msg, maxDefinitionBytes) ? definitionTooLarge(msg.q) : msg;
+      send(answer);
       inspections.delete(realm.inspect);
       realm.inspect = undefined;
       // A component that failed to load is no source's: its realm is never taken for one.
-      if (msg.error !== undefined) realm.inspectedFiles.add("\0failed");
+      if (answer.error !== undefined) realm.inspectedFiles.add("\0failed");
       if (!inspector && ++realm.inspected < INSPECTIONS_PER_REALM) {
         inspector = realm;
         inspectorSince = Date.now();
       } else stopRealm(realm);
       break;
+    }
     case "api": {
       if (typeof msg.id !== "number") return;
       const id = ++apiSeq;
