@@ -14,6 +14,7 @@ import { setUpDelivery } from "../delivery/setup.ts";
 import { Bus } from "../domain/bus.ts";
 import { type ClusterNode, clusterNode } from "../domain/cluster/cluster-link.ts";
 import { nodeDeadAfterMs } from "../domain/cluster/source-leases.ts";
+import { relayWithdrawals } from "../domain/cluster/withdrawal-relay.ts";
 import { ComponentCatalog } from "../domain/components/components.ts";
 import { DynamicProps } from "../domain/components/dynamic-props.ts";
 import { Committer } from "../domain/events/committer.ts";
@@ -182,6 +183,16 @@ export async function buildServices(given: ServiceInputs): Promise<Wired> {
     logger: app.log,
   });
   await cluster?.start();
+  // Deleted routes reach the deliveries the other nodes' dispatchers hold (delivery/withdrawals.ts).
+  if (cluster && store.cluster) {
+    const stop = await relayWithdrawals({
+      cluster: store.cluster,
+      nodeId: cluster.leases.nodeId,
+      bus,
+      logger: app.log,
+    });
+    app.addHook("onClose", stop);
+  }
   const dynamicProps = new DynamicProps({ store, executor, catalog, secrets, config });
   const sources = new SourceService({ store, catalog, runner, bus, secrets, clock, dynamicProps });
   const scheduler = new TimerScheduler({

@@ -27,6 +27,7 @@ import {
 import { SendSlots } from "./send-slots.ts";
 import { DeliverySending } from "./sending.ts";
 import { SerialJob } from "./serial-job.ts";
+import { HeldWithdrawals } from "./withdrawals.ts";
 
 export interface DispatcherDeps {
   store: Storage;
@@ -87,6 +88,7 @@ export class DeliveryDispatcher {
     this.options = { ...defaultDispatcherOptions, ...options };
     const stopped = () => this.#stop.signal.aborted;
     const slots = new SendSlots(this.options, stopped);
+    const withdrawals = new HeldWithdrawals(() => deps.clock.now());
     this.#slots = slots;
     this.#claims = new DeliveryClaims({
       store: deps.store,
@@ -110,8 +112,13 @@ export class DeliveryDispatcher {
       inflight: this.#inflight,
       wake: () => this.wake(),
       parkSoon: (listenerId) => this.parkSoon(listenerId),
+      withdrawals,
+      stillPending: async (id) => (await deps.store.getDelivery(id))?.status === "pending",
       logger: deps.logger,
     });
+    // Heard while stopped too: deliveries still in flight at a stop are handled to their end.
+    deps.bus.on("deliveries.withdrawn", (w) => withdrawals.withdraw(w));
+    deps.bus.on("source.deleted", ({ sourceId }) => withdrawals.withdraw({ listenerIds: [sourceId] }));
   }
 
   /**

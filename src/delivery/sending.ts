@@ -16,6 +16,7 @@ import type { DispatcherOptions } from "./options.ts";
 import type { AttemptOutcome } from "./outcome.ts";
 import type { SendSlots } from "./send-slots.ts";
 import { type AttemptTiming, type Settlement, settlementOf } from "./settlement.ts";
+import type { HeldWithdrawals } from "./withdrawals.ts";
 
 export interface SendingDeps {
   deliverers: Deliverers;
@@ -33,6 +34,10 @@ export interface SendingDeps {
   wake: () => void;
   /** Parks, in batches beside the loop, the due deliveries of a listener just made inactive (a 410). */
   parkSoon: (listenerId: string) => void;
+  /** Held deliveries whose route was taken away meanwhile (withdrawals.ts). */
+  withdrawals: HeldWithdrawals;
+  /** Whether delivery `id` is still pending in the store (asked only of one a withdrawal marked `row`). */
+  stillPending: (id: string) => Promise<boolean>;
   logger?: FastifyBaseLogger;
 }
 
@@ -54,7 +59,8 @@ export class DeliverySending {
 
   /** Handles a claimed delivery in the background; when it is done, wakes the loop if a claim may find work. */
   start(d: Delivery): void {
-    const { claims, inflight, logger } = this.#d;
+    const { claims, inflight, withdrawals, logger } = this.#d;
+    withdrawals.track(d);
     let done = false;
     const task = this.#handle(d)
       .then(
@@ -73,6 +79,7 @@ export class DeliverySending {
       .finally(() => {
         claims.prepared(d.id);
         claims.finished(d.id);
+        withdrawals.forget(d.id);
         inflight.delete(d.id);
         this.#finished++;
         // Its slot is free: claim again when something may be waiting for it (the last claim took some,
@@ -87,10 +94,12 @@ export class DeliverySending {
 
   /** Attempts `d`; resolves true when it is settled for good (succeeded or failed). */
   async #handle(d: Delivery): Promise<boolean> {
-    const { claims, slots, clock } = this.#d;
+    const { claims, slots, clock, withdrawals } = this.#d;
     let prepared = await this.#prepare(d);
     // Counted from here in its destination's held deliveries.
     claims.prepared(d.id);
+    // Its subscription was deleted meanwhile: its row went with it (or goes with the sweep).
+    if (withdrawals.verdict(d.id) === "drop") return true;
     if (!("key" in prepared)) {
       if (prepared.kind === "release") claims.foundInactive(d.listenerId);
       return this.#finish(d, prepared, clock.now(), 0);
@@ -104,8 +113,21 @@ export class DeliverySending {
         await claims.release([d.id]);
         return false;
       }
-      if (waitedFrom !== undefined && performance.now() - waitedFrom > staleAfterWaitMs) {
-        // It waited long for its host: the listener may have changed (deleted, deactivated, new URL).
+      let verdict = withdrawals.verdict(d.id);
+      if (verdict === "row") {
+        // A route of its owner was deleted while it was held: its row may be gone with it.
+        verdict = (await this.#d.stillPending(d.id)) ? withdrawals.verdict(d.id) : "drop";
+        if (verdict === "row") withdrawals.cleared(d.id);
+      }
+      if (verdict === "drop") {
+        slots.release(key, d.ownerId);
+        return true;
+      }
+      const stale = waitedFrom !== undefined && performance.now() - waitedFrom > staleAfterWaitMs;
+      if (stale || verdict === "listener") {
+        // It waited long for its host, or its listener was deleted meanwhile: the listener may have
+        // changed (deleted, deactivated, new URL).
+        if (verdict === "listener") withdrawals.cleared(d.id);
         const again = await this.#prepare(d);
         if (!("key" in again) || again.key !== key) {
           slots.release(key, d.ownerId);
@@ -119,6 +141,11 @@ export class DeliverySending {
           }
         }
         prepared = again;
+      }
+      // Withdrawn while it read its row or listener, or waited again for a slot.
+      if (withdrawals.verdict(d.id) === "drop") {
+        slots.release(key, d.ownerId);
+        return true;
       }
       const started = clock.now();
       const startedAt = performance.now();

@@ -19,6 +19,14 @@ export interface EventMap {
    * at once rather than at their next periodic check, on every node (`remote`: made through another).
    */
   "access.revoked": [info: { userId?: string; remote?: boolean }];
+  /**
+   * Routes were taken away with what they had not delivered: subscriptions deleted, listeners deleted,
+   * routes between two owners deleted (a member removed). The dispatcher sends none of the deliveries it
+   * holds of them from then on (delivery/withdrawals.ts), on every node (`remote`: made through another).
+   */
+  "deliveries.withdrawn": [
+    info: { subscriptionIds?: string[]; listenerIds?: string[]; ownerIds?: string[]; remote?: boolean },
+  ];
   /** A timer fired (or was skipped) for a source. */
   "timer.fired": [info: { sourceId: string; propName: string; scheduledMs: number; skipped?: string }];
   /** A delivery's attempt (or a decision without one) was recorded; `status` is its state afterwards. */

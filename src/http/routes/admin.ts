@@ -201,6 +201,7 @@ export async function adminRoutes(app: FastifyInstance): Promise<void> {
       const { user_id } = request.query as { user_id: string };
       await accounts.removeMember(org_id, user_id);
       app.fount.bus.emit("access.revoked", { userId: user_id });
+      app.fount.bus.emit("deliveries.withdrawn", { ownerIds: [user_id, org_id] });
       return { data: { org_id, user_id } };
     },
   );

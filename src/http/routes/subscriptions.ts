@@ -225,6 +225,8 @@ export async function subscriptionRoutes(app: FastifyInstance): Promise<void> {
       };
       const removed = await store.transaction((tx) => tx.deleteSubscriptions(owners, match));
       if (removed.length === 0) throw notFound("Subscription");
+      // Deliveries of theirs this node (or another) holds in memory are not sent from now on.
+      app.fount.bus.emit("deliveries.withdrawn", { subscriptionIds: removed.map((s) => s.id) });
       sweep.kick();
       return { data: removed.map(renderSubscription) };
     },

@@ -341,6 +341,7 @@ export async function webhookRoutes(app: FastifyInstance): Promise<void> {
         await tx.deleteWebhook(id);
         await tx.deleteSubscriptionsOf(id);
       });
+      app.fount.bus.emit("deliveries.withdrawn", { listenerIds: [id] });
       return { data: { id } };
     },
   );

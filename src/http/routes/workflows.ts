@@ -212,6 +212,7 @@ export async function workflowRoutes(app: FastifyInstance): Promise<void> {
         await tx.deleteWorkflow(workflow.id);
         await tx.deleteSubscriptionsOf(workflow.id);
       });
+      bus.emit("deliveries.withdrawn", { listenerIds: [workflow.id] });
       // Its events go in the pruner's paced batches: no route shows them once the workflow is gone.
       pruner.emptySoon(workflow.id);
       recorder.ids.forget(workflow.id);

@@ -1,0 +1,109 @@
+/**
+ * A subscription deleted through one node: the deliveries of it that another node's dispatcher holds in
+ * memory (claimed, waiting for a slot of their host) are not sent once that node heard the deletion on
+ * the cluster channel. Two servers, each its own node, on one PostgreSQL schema; only the first sends.
+ */
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { after, test } from "node:test";
+import { startServer, type TestServer } from "../helpers.ts";
+import { dropSchema, freshSchema, openTestPostgres } from "../pg-schemas.ts";
+
+// Nodes of one cluster share the encryption key (each test server has a data dir, and key file, of its own).
+process.env.FOUNT_ENCRYPTION_KEY = randomBytes(32).toString("base64");
+
+const schemas: string[] = [];
+after(() => Promise.all(schemas.map(dropSchema)));
+
+/** Two servers on one fresh schema, each its own node; only the first runs its dispatcher. */
+async function startNodes(): Promise<[TestServer, TestServer]> {
+  const schema = freshSchema();
+  schemas.push(schema);
+  const stores = await Promise.all([openTestPostgres(schema), openTestPostgres(schema)]);
+  const started = await Promise.allSettled(
+    stores.map((store, i) =>
+      startServer(
+        { webhookAllowPrivate: true },
+        { FOUNT_NODE_ID: `withdrawer-${i}` },
+        { store, startDispatcher: i === 0 },
+      ),
+    ),
+  );
+  const up = started.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+  after(() => Promise.all(up.map((s) => s.close())));
+  for (const r of started) if (r.status === "rejected") throw r.reason;
+  return [up[0]!, up[1]!];
+}
+
+const burst = `export default { name: "burst", version: "1", async run(e) {
+  for (let i = 0; i < (e.n ?? 0); i++) this.$emit({ i });
+} }`;
+
+async function until(ok: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (!ok()) {
+    assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+test("a subscription deleted through one node: the deliveries another node holds of it are not sent", async () => {
+  const [a, b] = await startNodes();
+  const perHost = 4;
+  const dispatcher = a.built.services.dispatcher;
+  dispatcher.options.maxPerHost = perHost;
+  // The receiver holds every request until told, and answers the later ones at once.
+  let held: http.ServerResponse[] = [];
+  let holding = true;
+  let received = 0;
+  const receiver = http.createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      received++;
+      if (holding) held.push(res);
+      else res.writeHead(200).end("ok");
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+  after(async () => {
+    for (const res of held) res.end();
+    receiver.closeAllConnections();
+    await new Promise((resolve) => receiver.close(resolve));
+  });
+  const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+
+  const hook = await a.api("POST", "/v1/webhooks", { body: { url } });
+  assert.equal(hook.status, 200, hook.text);
+  const source = await a.api("POST", "/v1/sources", {
+    body: { component_code: burst, retention: { events: 300 } },
+  });
+  assert.equal(source.status, 200, source.text);
+  const sourceId = source.body.data.id as string;
+  const webhook = hook.body.data.id as string;
+  const sub = await a.api("POST", "/v1/subscriptions", {
+    body: { emitter_id: sourceId, listener_id: webhook },
+  });
+  assert.equal(sub.status, 200, sub.text);
+  const run = await a.api("POST", `/v1/sources/${sourceId}/run`, { body: { event: { n: 300 } } });
+  assert.equal(run.status, 200, run.text);
+  await until(() => received === perHost, "the receiver to hold a request per slot");
+
+  let heard = false;
+  const off = a.built.services.bus.on("deliveries.withdrawn", (w) => {
+    if (w.remote && w.subscriptionIds?.includes(sub.body.data.id)) heard = true;
+  });
+  const del = await b.api("DELETE", `/v1/subscriptions?emitter_id=${sourceId}&listener_id=${webhook}`);
+  assert.equal(del.status, 200, del.text);
+  // The first node hears it on the cluster channel (a NOTIFY: milliseconds).
+  await until(() => heard, "the deletion to reach the first node");
+  off();
+  assert.equal(received, perHost);
+  holding = false;
+  for (const res of held) res.writeHead(200).end("ok");
+  held = [];
+  await dispatcher.drain();
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  assert.equal(received, perHost, "a delivery of the deleted subscription was sent after the DELETE");
+});
