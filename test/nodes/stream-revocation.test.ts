@@ -4,31 +4,16 @@
  * on the node that holds them, so only the revocation's message on the cluster channel can end them.
  */
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
-import { after, test } from "node:test";
+import { test } from "node:test";
 import { fetch as undiciFetch } from "undici";
 import { streamHubOf } from "../../src/http/routes/stream.ts";
-import { startServer, type TestServer } from "../helpers.ts";
-import { dropSchema, freshSchema, openTestPostgres } from "../pg-schemas.ts";
-
-// Nodes of one cluster share the encryption key (each test server has a data dir, and key file, of its own).
-process.env.FOUNT_ENCRYPTION_KEY = randomBytes(32).toString("base64");
-
-const schemas: string[] = [];
-after(() => Promise.all(schemas.map(dropSchema)));
+import type { TestServer } from "../helpers.ts";
+import { startNodes as startClusterNodes } from "./nodes.ts";
 
 /** Two servers on one fresh schema, each its own node. */
 async function startNodes(): Promise<[TestServer, TestServer]> {
-  const schema = freshSchema();
-  schemas.push(schema);
-  const stores = await Promise.all([openTestPostgres(schema), openTestPostgres(schema)]);
-  const started = await Promise.allSettled(
-    stores.map((store, i) => startServer({}, { FOUNT_NODE_ID: `revoker-${i}` }, { store })),
-  );
-  const up = started.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
-  after(() => Promise.all(up.map((s) => s.close())));
-  for (const r of started) if (r.status === "rejected") throw r.reason;
-  return [up[0]!, up[1]!];
+  const [a, b] = await startClusterNodes(2, "revoker");
+  return [a!, b!];
 }
 
 const probeCode = `export default {

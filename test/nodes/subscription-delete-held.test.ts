@@ -4,37 +4,19 @@
  * the cluster channel. Two servers, each its own node, on one PostgreSQL schema; only the first sends.
  */
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, test } from "node:test";
-import { startServer, type TestServer } from "../helpers.ts";
-import { dropSchema, freshSchema, openTestPostgres } from "../pg-schemas.ts";
-
-// Nodes of one cluster share the encryption key (each test server has a data dir, and key file, of its own).
-process.env.FOUNT_ENCRYPTION_KEY = randomBytes(32).toString("base64");
-
-const schemas: string[] = [];
-after(() => Promise.all(schemas.map(dropSchema)));
+import type { TestServer } from "../helpers.ts";
+import { startNodes as startClusterNodes } from "./nodes.ts";
 
 /** Two servers on one fresh schema, each its own node; only the first runs its dispatcher. */
 async function startNodes(): Promise<[TestServer, TestServer]> {
-  const schema = freshSchema();
-  schemas.push(schema);
-  const stores = await Promise.all([openTestPostgres(schema), openTestPostgres(schema)]);
-  const started = await Promise.allSettled(
-    stores.map((store, i) =>
-      startServer(
-        { webhookAllowPrivate: true },
-        { FOUNT_NODE_ID: `withdrawer-${i}` },
-        { store, startDispatcher: i === 0 },
-      ),
-    ),
-  );
-  const up = started.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
-  after(() => Promise.all(up.map((s) => s.close())));
-  for (const r of started) if (r.status === "rejected") throw r.reason;
-  return [up[0]!, up[1]!];
+  const [a, b] = await startClusterNodes(2, "withdrawer", (i) => ({
+    overrides: { webhookAllowPrivate: true },
+    build: { startDispatcher: i === 0 },
+  }));
+  return [a!, b!];
 }
 
 const burst = `export default { name: "burst", version: "1", async run(e) {
