@@ -9,7 +9,7 @@ import type { EventRecorder } from "../domain/events/recorder.ts";
 import { chargeStored, creatorOf } from "../domain/sources/stored-bytes.ts";
 import type { Delivery, EventRecord } from "../domain/types.ts";
 import { randomString } from "../ids.ts";
-import { jsonCharsAtLeast } from "../runtime/executors/results.ts";
+import { jsonLength } from "../runtime/child/guards/json-size.ts";
 import { isStoreUnavailable } from "../storage/health.ts";
 import { deliveryContext } from "./routing.ts";
 import type { Settlement } from "./settlement.ts";
@@ -168,7 +168,7 @@ export class DeliveryLedger {
    * listener of `$errors` (25 failing webhooks and 25 on `$errors` made 625 copies of each event).
    */
   #errorEvent(d: Delivery, s: Settlement, nowMs: number): unknown {
-    const chars = jsonCharsAtLeast(d.event ?? null);
+    const chars = jsonLength(d.event ?? null);
     return {
       original_event:
         chars > maxOriginalEventChars

@@ -141,7 +141,7 @@ export interface EmittedEvent {
   meta: EmitMeta;
   /**
    * The UTF-8 bytes of the event's JSON, as the executor measured them when it serialized the event;
-   * on the server, at least the server's own lower bound (`jsonCharsAtLeast`) whatever the executor said.
+   * on the server, at least the server's own lower bound (`jsonLength`) whatever the executor said.
    * What the free plan's stored bytes count (a lower bound alone let number-heavy events pass 12 times
    * the quota). Absent on emits no executor measured.
    */

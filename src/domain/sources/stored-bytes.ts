@@ -3,9 +3,9 @@
  * (FOUNT_FREE_DAILY_STORED_BYTES): the JSON of every event it stores, its meta included, once for the
  * event's row and once more for each delivery copy routing makes of it (one per listener of its channel,
  * as FOUNT_MAX_RUN_ROUTED_BYTES counts them). Measured as the per-run bounds measure, by
- * `jsonCharsAtLeast`, which walks a value without serializing it (docs/isolation.md).
+ * `jsonLength`, which walks a value without serializing it (docs/isolation.md).
  */
-import { jsonCharsAtLeast } from "../../runtime/executors/results.ts";
+import { jsonLength } from "../../runtime/child/guards/json-size.ts";
 import type { StorageOps } from "../../storage/port.ts";
 import { usageDay } from "../accounts/quotas.ts";
 import type { EventRecord } from "../types.ts";
@@ -48,7 +48,7 @@ export class StoredBytes {
 
 /** What one copy of a stored event counts: its event's JSON (`eventChars` when measured already) and its meta's. */
 export function storedChars(stored: Pick<EventRecord, "event" | "meta">, eventChars?: number): number {
-  return (eventChars ?? jsonCharsAtLeast(stored.event)) + jsonCharsAtLeast(stored.meta);
+  return (eventChars ?? jsonLength(stored.event)) + jsonLength(stored.meta);
 }
 
 /** The user who created emitter `emitterId` (a source or an external workflow), whose day its events count in. */

@@ -4,7 +4,7 @@
  * transaction). Emits refused on the way are reported on `$errors`.
  */
 import type { SerializedError } from "../../errors.ts";
-import { jsonCharsAtLeast } from "../../runtime/executors/results.ts";
+import { jsonLength } from "../../runtime/child/guards/json-size.ts";
 import type { ComponentMeta, EmittedEvent } from "../../runtime/types.ts";
 import type { StorageOps } from "../../storage/port.ts";
 import { normalizeChannelLoose } from "../events/channels.ts";
@@ -16,7 +16,7 @@ export const maxCustomChannels = 32;
 
 /**
  * Stores one event on a channel of the source, in the commit's transaction. `eventChars`: the length of
- * the event's JSON (`jsonCharsAtLeast`), when measured already, for the stored-bytes count.
+ * the event's JSON (`jsonLength`), when measured already, for the stored-bytes count.
  */
 export type PutEvent = (
   channel: string,
@@ -64,7 +64,7 @@ export async function storeEmits(
       data: { summary: refused.meta.summary },
     });
   }
-  const chars = outcome.accepted.map((e) => e.bytes ?? jsonCharsAtLeast(e.event));
+  const chars = outcome.accepted.map((e) => e.bytes ?? jsonLength(e.event));
   const tooMuch = bound && (await overRouted(outcome.accepted, chars, bound, bytes));
   if (tooMuch) {
     await error(tooMuch.code, tooMuch);

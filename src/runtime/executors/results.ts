@@ -4,6 +4,7 @@
  */
 import { maxTimeMs } from "../../clock.ts";
 import type { SerializedError } from "../../errors.ts";
+import { jsonLength } from "../child/guards/json-size.ts";
 import type { ChildInit, ItemResult } from "../child/protocol.ts";
 import type { EmittedEvent, HttpResponse, InvokeResult, LogEntry } from "../types.ts";
 import { isObject, LOG_ENTRY_CHARS } from "./model.ts";
@@ -53,7 +54,7 @@ export function copyResult(raw: ItemResult, limits: ChildInit): InvokeResult {
  * A successful run's emits, each measured again as the child should have (a compromised child could
  * send anything): an event over `maxEmitBytes` is dropped with a warning, and emits over
  * `maxRunEmitBytes` in all fail the run, as in the child (child/component/invocation.ts). The server
- * measures by `jsonCharsAtLeast`, not by serializing (docs/isolation.md, "How much one run may emit").
+ * measures by `jsonLength`, not by serializing (docs/isolation.md, "How much one run may emit").
  */
 function copyEmits(
   raw: unknown,
@@ -67,7 +68,7 @@ function copyEmits(
   for (const e of raw.slice(0, maxEmitsPerInvocation)) {
     if (!isObject(e)) continue;
     const event = e.event ?? null;
-    const atLeast = jsonCharsAtLeast(event);
+    const atLeast = jsonLength(event);
     if (atLeast > maxEmitBytes) {
       tooLarge++;
       continue;
@@ -106,44 +107,6 @@ function copyMeta(value: unknown): EmittedEvent["meta"] {
 function metaBytes(meta: EmittedEvent["meta"]): number {
   let chars = 0;
   for (const text of [meta.id, meta.name, meta.summary]) if (typeof text === "string") chars += text.length;
-  return chars;
-}
-
-/**
- * A lower bound of the length of `value`'s JSON text, which is at most its UTF-8 bytes: its strings'
- * lengths with their quotes, keys included, numbers, `true`, `false` and `null` as JSON writes them, and
- * its brackets, braces, colons and commas, so that text of ASCII without escapes counts exactly (each
- * number and literal counted one character before, so an array of doubles counted a twelfth of its text). Walking costs
- * microseconds where JSON.stringify costs about 4.6 ms per MiB on the server's thread (measured,
- * docs/isolation.md); the bound is within 6× of the bytes (an escaped control character is 6, a
- * character outside ASCII up to 3). Iterative: a message from a compromised child may nest deeper than
- * the stack.
- */
-export function jsonCharsAtLeast(value: unknown): number {
-  let chars = 0;
-  const stack: unknown[] = [value];
-  while (stack.length > 0) {
-    const v = stack.pop();
-    if (typeof v === "string") chars += v.length + 2;
-    else if (Array.isArray(v)) {
-      // Its brackets and the commas between its items.
-      chars += Math.max(2, 1 + v.length);
-      for (const item of v) stack.push(item);
-    } else if (v !== null && typeof v === "object") {
-      // Its braces, each key quoted with its colon, and the commas between them.
-      let keys = 0;
-      // A parsed message's objects are plain: for…in sees their own keys, without Object.entries' arrays.
-      const obj = v as Record<string, unknown>;
-      for (const key in obj) {
-        chars += key.length + 4;
-        keys++;
-        stack.push(obj[key]);
-      }
-      chars += keys === 0 ? 2 : 1;
-    } else if (typeof v === "number") chars += Number.isFinite(v) ? String(v).length : 4;
-    else if (v === false) chars += 5;
-    else chars += 4; // true, null (and, in an array, undefined, which JSON writes as null)
-  }
   return chars;
 }
 
