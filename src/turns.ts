@@ -30,7 +30,8 @@ export class Turns {
 
   /**
    * A turn, or undefined when `waitMs` passed or `signal` aborted before one freed (the signal's reason
-   * tells which of its causes it was). A free turn is taken at once, even with `waitMs` 0.
+   * tells which of its causes it was). A free turn is taken at once, even with `waitMs` 0; with `waitMs`
+   * infinite the wait ends only with a turn or the signal.
    */
   async take(waitMs: number, signal?: AbortSignal): Promise<Release | undefined> {
     if (signal?.aborted) return undefined;
@@ -50,7 +51,8 @@ export class Turns {
         settle(false);
         if (this.idle) this.#onIdle?.();
       };
-      const timer = setTimeout(give, Math.max(0, waitMs));
+      // setTimeout would take an infinite delay for 1 ms.
+      const timer = Number.isFinite(waitMs) ? setTimeout(give, Math.max(0, waitMs)) : undefined;
       signal?.addEventListener("abort", give, { once: true });
       this.#waiting.push(grant);
     });
@@ -67,5 +69,31 @@ export class Turns {
       this.#held--;
       if (this.idle) this.#onIdle?.();
     };
+  }
+}
+
+/**
+ * Turns per key (an account's searches, an owner's component saves): each key's `Turns` of `size` is
+ * made at its first take and dropped once nothing of it is held or waited for, so that no key stays.
+ */
+export class TurnsByKey {
+  readonly #size: number | (() => number);
+  readonly #byKey = new Map<string, Turns>();
+
+  constructor(size: number | (() => number)) {
+    this.#size = size;
+  }
+
+  /** One of `key`'s turns, as `Turns.take`. */
+  take(key: string, waitMs: number, signal?: AbortSignal): Promise<Release | undefined> {
+    let turns = this.#byKey.get(key);
+    if (!turns) {
+      const made = new Turns(this.#size, () => {
+        if (this.#byKey.get(key) === made) this.#byKey.delete(key);
+      });
+      this.#byKey.set(key, made);
+      turns = made;
+    }
+    return turns.take(waitMs, signal);
   }
 }

@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { Turns } from "../src/turns.ts";
+import { Turns, TurnsByKey } from "../src/turns.ts";
 
 test("beyond the size, takers wait in order; a wait that runs out gets nothing; a release counts once", async () => {
   const turns = new Turns(1);
@@ -68,4 +68,27 @@ test("the size is read at each take", async () => {
   assert.ok(a && b);
   a();
   b();
+});
+
+test("an infinite wait ends only with a turn; turns by key are apart for each key", async () => {
+  const byKey = new TurnsByKey(1);
+  const a = await byKey.take("a", 0);
+  const b = await byKey.take("b", 0);
+  assert.ok(a && b, "another key's turn is its own");
+  let waited = false;
+  const next = byKey.take("a", Number.POSITIVE_INFINITY).then((r) => {
+    waited = true;
+    return r;
+  });
+  // setTimeout would take an infinite delay for 1 ms: the wait must outlast that.
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.equal(waited, false);
+  a();
+  const again = await next;
+  assert.ok(again);
+  again();
+  b();
+  const fresh = await byKey.take("a", 0);
+  assert.ok(fresh, "a key whose turns all came back starts over");
+  fresh();
 });

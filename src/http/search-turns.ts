@@ -9,7 +9,7 @@
  */
 import type { FastifyRequest } from "fastify";
 import { AppError } from "../errors.ts";
-import { type Release, Turns } from "../turns.ts";
+import { type Release, TurnsByKey } from "../turns.ts";
 import { principal } from "./conventions.ts";
 
 /** Searches of one account running at once, by the store's driver. */
@@ -18,8 +18,11 @@ export const maxSearchesPerAccount = { sqlite: 1, postgres: 4 } as const;
 /** How long a search waits for one of its account's turns before its 429. */
 export const searchTurnWaitMs = 10_000;
 
-/** Each account's turns, while it holds or waits for one. */
-const accounts = new Map<string, Turns>();
+/** Each account's turns, by the store's driver. */
+const accounts = {
+  sqlite: new TurnsByKey(maxSearchesPerAccount.sqlite),
+  postgres: new TurnsByKey(maxSearchesPerAccount.postgres),
+};
 
 /**
  * Takes one of the caller's turns, waiting up to `searchTurnWaitMs` for one (a console's next search
@@ -27,16 +30,9 @@ const accounts = new Map<string, Turns>();
  */
 export async function takeSearchTurn(request: FastifyRequest): Promise<Release> {
   const id = principal(request).user.id;
-  const max = maxSearchesPerAccount[request.server.fount.store.driver];
-  let turns = accounts.get(id);
-  if (!turns) {
-    const made = new Turns(max, () => {
-      if (accounts.get(id) === made) accounts.delete(id);
-    });
-    accounts.set(id, made);
-    turns = made;
-  }
-  const release = await turns.take(searchTurnWaitMs);
+  const driver = request.server.fount.store.driver;
+  const max = maxSearchesPerAccount[driver];
+  const release = await accounts[driver].take(id, searchTurnWaitMs);
   if (release) return release;
   throw new AppError(
     "rate_limited",

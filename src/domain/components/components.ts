@@ -3,7 +3,6 @@
  * owner's sandbox to read its definition, and stored with the package versions it resolved to.
  */
 
-import { AsyncLock } from "../../async-lock.ts";
 import { ByteBoundedCache, estimatedBytes } from "../../bounded-cache.ts";
 import type { Clock } from "../../clock.ts";
 import { sha256Hex } from "../../crypto/secret-box.ts";
@@ -14,6 +13,7 @@ import { definitionTooLargeMessage, maxDefinitionBytes } from "../../runtime/chi
 import { type FetchCodeOptions, fetchComponentCode } from "../../runtime/fetch-code.ts";
 import type { BuiltComponent, ComponentMeta, Executor } from "../../runtime/types.ts";
 import type { Storage } from "../../storage/port.ts";
+import { TurnsByKey } from "../../turns.ts";
 import type { ComponentRecord } from "../types.ts";
 
 /** Largest component code accepted (bytes). */
@@ -69,8 +69,11 @@ export class ComponentCatalog {
   /** Reads and builds under way, shared by concurrent misses of one key (kept in the caches once done). */
   readonly #pendingRecords = new Map<string, Promise<ComponentRecord>>();
   readonly #pendingLoads = new Map<string, Promise<Loaded>>();
-  /** Each owner's saves, one at a time on this node from their last check of the bound to their insert. */
-  readonly #ownerLocks = new Map<string, { lock: AsyncLock; users: number }>();
+  /**
+   * Each owner's saves, one at a time on this node from their last check of the bound to their insert:
+   * the transaction's lock alone would hold one of the store's connections per save waiting for it.
+   */
+  readonly #ownerSaves = new TurnsByKey(1);
 
   constructor(deps: {
     store: Storage;
@@ -168,27 +171,20 @@ export class ComponentCatalog {
   async #insertWithin(record: ComponentRecord): Promise<ComponentRecord> {
     const { ownerId } = record;
     const bytes = storedBytes(record);
-    let entry = this.#ownerLocks.get(ownerId);
-    if (!entry) {
-      entry = { lock: new AsyncLock(), users: 0 };
-      this.#ownerLocks.set(ownerId, entry);
-    }
-    entry.users++;
+    const release = (await this.#ownerSaves.take(ownerId, Number.POSITIVE_INFINITY))!;
     try {
-      return await entry.lock.run(() =>
-        this.#store.transaction(async (tx) => {
-          await tx.acquireTransactionLock(`components:${ownerId}`);
-          const same = await tx.findSameComponent(ownerId, record.codeHash, record.componentUrl);
-          if (same) return same;
-          const used = await tx.componentBytes(ownerId);
-          if (used + bytes > this.#maxOwnerBytes)
-            throw this.#quotaExceeded(used, `this component (${bytes} bytes)`);
-          await tx.insertComponent(record);
-          return record;
-        }),
-      );
+      return await this.#store.transaction(async (tx) => {
+        await tx.acquireTransactionLock(`components:${ownerId}`);
+        const same = await tx.findSameComponent(ownerId, record.codeHash, record.componentUrl);
+        if (same) return same;
+        const used = await tx.componentBytes(ownerId);
+        if (used + bytes > this.#maxOwnerBytes)
+          throw this.#quotaExceeded(used, `this component (${bytes} bytes)`);
+        await tx.insertComponent(record);
+        return record;
+      });
     } finally {
-      if (--entry.users === 0) this.#ownerLocks.delete(ownerId);
+      release();
     }
   }
 
