@@ -7,19 +7,9 @@
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
 import { hit } from "../fixtures/components/fixtures.ts";
 import { startServer, type TestServer } from "../helpers.ts";
-
-// A full collection before each measure, so that what is measured is what the server keeps.
-setFlagsFromString("--expose-gc");
-const gc = runInNewContext("gc") as () => void;
-const mib = 1024 * 1024;
-const heapMib = () => {
-  gc();
-  return process.memoryUsage().heapUsed / mib;
-};
+import { heapMib } from "./heap.ts";
 
 let server: TestServer;
 before(async () => {
