@@ -5,9 +5,8 @@
  * flight at the DELETE are exactly those it has then.
  */
 import assert from "node:assert/strict";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import { test } from "node:test";
+import { Gate } from "../delivery/receiver.ts";
 import { deploy } from "../fixtures/components/fixtures.ts";
 import { startServer, type TestServer } from "../helpers.ts";
 import { unique } from "./openapi-walk.ts";
@@ -19,37 +18,6 @@ const burst = `export default { name: "burst", version: "1", async run(e) {
 /** Sends at once to the receiver's host: the rest of what is held waits for a slot. */
 const perHost = 4;
 const events = 300;
-
-/** A receiver that holds every request until `answerAll`, and answers the later ones at once. */
-async function holdingReceiver() {
-  let held: http.ServerResponse[] = [];
-  let holding = true;
-  let received = 0;
-  const server = http.createServer((req, res) => {
-    req.resume();
-    req.on("end", () => {
-      received++;
-      if (holding) held.push(res);
-      else res.writeHead(200).end("ok");
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const answerAll = () => {
-    holding = false;
-    for (const res of held) res.writeHead(200).end("ok");
-    held = [];
-  };
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
-    received: () => received,
-    answerAll,
-    close: async () => {
-      answerAll();
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
-    },
-  };
-}
 
 /** Waits (generously: the machine may be loaded) until `ok` holds. */
 async function until(ok: () => boolean | Promise<boolean>, what: string): Promise<void> {
@@ -89,7 +57,7 @@ async function held(server: TestServer, inOrg: boolean) {
     });
     assert.equal(member.status, 200, member.text);
   }
-  const receiver = await holdingReceiver();
+  const receiver = await Gate.start();
   const hook = await server.api("POST", "/v1/webhooks", { key: user.key, body: { url: receiver.url } });
   assert.equal(hook.status, 200, hook.text);
   const webhook = hook.body.data.id as string;
@@ -108,7 +76,7 @@ async function held(server: TestServer, inOrg: boolean) {
     body: { event: { n: events } },
   });
   assert.equal(run.status, 200, run.text);
-  await until(() => receiver.received() === perHost, "the receiver to hold a request per slot");
+  await until(() => receiver.bodies.length === perHost, "the receiver to hold a request per slot");
   return { user, receiver, webhook, source: source.id as string, dispatcher, orgId };
 }
 
@@ -129,14 +97,14 @@ for (const [route, path] of Object.entries(deletes)) {
       const del = await server.api("DELETE", path(t), { key });
       assert.equal(del.status, 200, del.text);
       // The requests in flight at the answer: the receiver holds every one, and no slot was freed.
-      const inFlight = t.receiver.received();
+      const inFlight = t.receiver.bodies.length;
       assert.equal(inFlight, perHost);
       // Their answers free the slots for the deliveries that waited.
-      t.receiver.answerAll();
+      t.receiver.open();
       await t.dispatcher.drain();
       // Anything still on its way (a socket being written) has had time to arrive.
       await new Promise((resolve) => setTimeout(resolve, 200));
-      assert.equal(t.receiver.received(), inFlight, "a withdrawn delivery was sent after the DELETE");
+      assert.equal(t.receiver.bodies.length, inFlight, "a withdrawn delivery was sent after the DELETE");
       if (route !== "webhook") {
         const left = await deliveriesOf(server, t.user.key, t.webhook);
         assert.equal(left, 0, "the deleted subscription left deliveries");

@@ -4,9 +4,8 @@
  * the cluster channel. Two servers, each its own node, on one PostgreSQL schema; only the first sends.
  */
 import assert from "node:assert/strict";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import { after, test } from "node:test";
+import { Gate } from "../delivery/receiver.ts";
 import type { TestServer } from "../helpers.ts";
 import { startNodes as startClusterNodes } from "./nodes.ts";
 
@@ -37,24 +36,9 @@ test("a subscription deleted through one node: the deliveries another node holds
   const dispatcher = a.built.services.dispatcher;
   dispatcher.options.maxPerHost = perHost;
   // The receiver holds every request until told, and answers the later ones at once.
-  let held: http.ServerResponse[] = [];
-  let holding = true;
-  let received = 0;
-  const receiver = http.createServer((req, res) => {
-    req.resume();
-    req.on("end", () => {
-      received++;
-      if (holding) held.push(res);
-      else res.writeHead(200).end("ok");
-    });
-  });
-  await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
-  after(async () => {
-    for (const res of held) res.end();
-    receiver.closeAllConnections();
-    await new Promise((resolve) => receiver.close(resolve));
-  });
-  const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+  const receiver = await Gate.start();
+  after(() => receiver.close());
+  const url = receiver.url;
 
   const hook = await a.api("POST", "/v1/webhooks", { body: { url } });
   assert.equal(hook.status, 200, hook.text);
@@ -70,7 +54,7 @@ test("a subscription deleted through one node: the deliveries another node holds
   assert.equal(sub.status, 200, sub.text);
   const run = await a.api("POST", `/v1/sources/${sourceId}/run`, { body: { event: { n: 300 } } });
   assert.equal(run.status, 200, run.text);
-  await until(() => received === perHost, "the receiver to hold a request per slot");
+  await until(() => receiver.bodies.length === perHost, "the receiver to hold a request per slot");
 
   let heard = false;
   const off = a.built.services.bus.on("deliveries.withdrawn", (w) => {
@@ -81,11 +65,13 @@ test("a subscription deleted through one node: the deliveries another node holds
   // The first node hears it on the cluster channel (a NOTIFY: milliseconds).
   await until(() => heard, "the deletion to reach the first node");
   off();
-  assert.equal(received, perHost);
-  holding = false;
-  for (const res of held) res.writeHead(200).end("ok");
-  held = [];
+  assert.equal(receiver.bodies.length, perHost);
+  receiver.open();
   await dispatcher.drain();
   await new Promise((resolve) => setTimeout(resolve, 200));
-  assert.equal(received, perHost, "a delivery of the deleted subscription was sent after the DELETE");
+  assert.equal(
+    receiver.bodies.length,
+    perHost,
+    "a delivery of the deleted subscription was sent after the DELETE",
+  );
 });
