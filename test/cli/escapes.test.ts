@@ -6,9 +6,11 @@
  * stays JSON, with C1 controls as `\u0080`-style escapes.
  */
 import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
+import path from "node:path";
 import { after, before, test } from "node:test";
 import { deploySource } from "../delivery/receiver.ts";
 import { startServer, type TestServer } from "../helpers.ts";
@@ -241,8 +243,13 @@ test("on a terminal, a confirmation and the picker show the names a server sends
     assertShownNotObeyed(screen(asked.screen), "the question");
     assert.ok(asked.screen.includes(`Delete webhook wh_evil (https://example.com/${shown}`), asked.screen);
 
-    // Ctrl-C leaves the picker once it shows the registry's component.
-    const picked = await onTerminal(["deploy"], hostile.env(), [[/evil-key/, "\u0003"]], os.tmpdir());
+    // Ctrl-C leaves the picker once it shows the registry's component. In an empty folder: the picker
+    // lists local component files first, and the system's temporary folder holds other tests' (those of
+    // runs that were killed stay there), which pushed the registry's off its first screen.
+    const empty = mkdtempSync(path.join(os.tmpdir(), "fount-esc-"));
+    const picked = await onTerminal(["deploy"], hostile.env(), [[/evil-key/, "\u0003"]], empty).finally(() =>
+      rmSync(empty, { recursive: true, force: true }),
+    );
     assert.equal(picked.code, 130, picked.screen);
     assertShownNotObeyed(screen(picked.screen), "the picker");
     assert.ok(picked.screen.includes(`evil-key ${shown}`), picked.screen);
